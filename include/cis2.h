@@ -82,7 +82,9 @@ typedef struct {
     int tied;           /* tie_word_embeddings */
     int qkv_bias;       /* Qwen2: attention_bias (or arch default) */
     int qk_norm;        /* Qwen3 */
-    int bos_id, eos_id; /* -1 when absent */
+    int bos_id;         /* -1 when absent */
+    int n_eos;          /* eos_token_id: an int or a list in config.json */
+    int eos_ids[8];
 } cis2_config;
 
 int cis2_config_parse(const char *json, size_t len, const char *path, cis2_config *cfg, char *err);

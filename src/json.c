@@ -191,11 +191,18 @@ static int parse_value(P *p, uint32_t *out, int depth)
         int obj = c == '{';
         node = new_node(p, obj ? JSON_OBJECT : JSON_ARRAY);
         if (p->failed) return 1;
+        size_t open_at = p->i;
+        p->d->nodes[node].start = (uint32_t)open_at;
         p->i++;
         ws(p);
         uint32_t last = JSON_NONE, count = 0;
         char close = obj ? '}' : ']';
-        if (p->i < p->n && p->s[p->i] == close) { p->i++; *out = node; return 0; }
+        if (p->i < p->n && p->s[p->i] == close) {
+            p->i++;
+            p->d->nodes[node].len = (uint32_t)(p->i - open_at);
+            *out = node;
+            return 0;
+        }
         while (1) {
             ws(p);
             if (obj) {
@@ -218,6 +225,7 @@ static int parse_value(P *p, uint32_t *out, int depth)
             return fail(p, obj ? "expected ',' or '}'" : "expected ',' or ']'");
         }
         p->d->nodes[node].count = count;
+        p->d->nodes[node].len = (uint32_t)(p->i - open_at);
         *out = node;
         return 0;
     }

@@ -13,7 +13,8 @@ typedef enum { JSON_NULL, JSON_FALSE, JSON_TRUE, JSON_NUMBER, JSON_STRING, JSON_
 typedef struct {
     uint8_t type;
     uint8_t has_escape;  /* strings: raw span contains a backslash */
-    uint32_t start, len; /* string: raw bytes between the quotes; number: its text */
+    uint32_t start, len; /* string: raw bytes between the quotes; number: its text;
+                            array/object: the whole raw text including brackets */
     uint32_t count;      /* array: elements; object: members (key+value pairs) */
     uint32_t first;      /* first child; objects alternate key, value, key, value */
     uint32_t next;       /* next sibling */

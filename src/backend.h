@@ -1,0 +1,32 @@
+/* Compute backends. The engine (decode.c) owns the model walk, the KV cache
+ * and every elementwise step; a backend supplies the two heavy kernels.
+ * Contract: each output element is the same sequence of separately rounded
+ * operations as the scalar reference (§5.1, §9.2–§9.4) — parallelism only
+ * across rows, heads and tokens, never inside a sum. */
+#ifndef CIS2_BACKEND_H
+#define CIS2_BACKEND_H
+#include "cis2.h"
+
+typedef struct cis2_backend cis2_backend;
+struct cis2_backend {
+    const char *name;   /* "ref", "fast/avx2", ... */
+    void *impl;
+    /* Y[t*w->rows + o] = dot_seq(W[o,:], X[t*w->cols ...]) for o < rows, t < T. */
+    void (*matmul)(cis2_backend *b, const cis2_linear *w, const float *X, int T, float *Y);
+    /* Causal GQA attention for T query tokens at positions pos0..pos0+T-1.
+     * q: [T][n_heads*hd] post-RoPE; kc/vc: [pos][n_kv*hd] holding 0..pos0+T-1;
+     * out: [T][n_heads*hd]. Query head h reads KV head h / (n_heads/n_kv). */
+    void (*attention)(cis2_backend *b, const float *q, const float *kc, const float *vc,
+                      int T, int pos0, int n_heads, int n_kv, int hd, float scale, float *out);
+    void (*destroy)(cis2_backend *b);
+};
+
+int cis2_backend_ref_new(cis2_backend **b, cis2_model *m, const cis2_engine_opts *o, char *err);
+/* src/backend_fast.c (issue 5). */
+int cis2_backend_fast_new(cis2_backend **b, cis2_model *m, const cis2_engine_opts *o, char *err);
+
+/* The reference attention, shared by the ref backend and by traced runs. */
+void cis2_ref_attention(const float *q, const float *kc, const float *vc, int T, int pos0,
+                        int n_heads, int n_kv, int hd, float scale, float *out,
+                        float *scores_scratch);
+#endif

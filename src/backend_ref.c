@@ -1,0 +1,68 @@
+/* The reference backend: the scalar kernels of kernels_ref.c over the
+ * widened f32 weights (§4.2). Slow, obvious, and the oracle for all others. */
+#include "backend.h"
+#include "kernels.h"
+#include <stdlib.h>
+
+typedef struct { float *scores; int cap; } ref_state;
+
+static void ref_mm(cis2_backend *b, const cis2_linear *w, const float *X, int T, float *Y)
+{
+    (void)b;
+    for (int t = 0; t < T; t++)
+        ref_matvec(w->f32, w->rows, w->cols, X + (size_t)t * w->cols, Y + (size_t)t * w->rows);
+}
+
+void cis2_ref_attention(const float *q, const float *kc, const float *vc, int T, int pos0,
+                        int n_heads, int n_kv, int hd, float scale, float *out, float *scores)
+{
+    int group = n_heads / n_kv, qd = n_heads * hd, kvd = n_kv * hd;
+    for (int t = 0; t < T; t++) {
+        int n_ctx = pos0 + t + 1;   /* causal: exactly positions 0..pos (§9.2) */
+        for (int h = 0; h < n_heads; h++) {
+            int kvh = h / group;
+            ref_attention_head(q + (size_t)t * qd + (size_t)h * hd, kc + (size_t)kvh * hd, vc + (size_t)kvh * hd,
+                               (size_t)kvd, n_ctx, hd, scale, scores, out + (size_t)t * qd + (size_t)h * hd);
+        }
+    }
+}
+
+static void ref_attn(cis2_backend *b, const float *q, const float *kc, const float *vc, int T, int pos0,
+                     int n_heads, int n_kv, int hd, float scale, float *out)
+{
+    ref_state *s = b->impl;
+    if (s->cap < pos0 + T) {
+        free(s->scores);
+        s->cap = pos0 + T;
+        s->scores = malloc((size_t)s->cap * sizeof(float));
+        if (!s->scores) abort(); /* sized with the KV cache, which was allocated first */
+    }
+    cis2_ref_attention(q, kc, vc, T, pos0, n_heads, n_kv, hd, scale, out, s->scores);
+}
+
+static void ref_destroy(cis2_backend *b)
+{
+    ref_state *s = b->impl;
+    free(s->scores);
+    free(s);
+    free(b);
+}
+
+int cis2_backend_ref_new(cis2_backend **out, cis2_model *m, const cis2_engine_opts *o, char *err)
+{
+    (void)o;
+    if (!m->embed.f32 || !m->layers[0].q.f32) {
+        snprintf(err, CIS2_ERR_LEN, "backend ref needs the model loaded with widened f32 weights");
+        return 1;
+    }
+    cis2_backend *b = calloc(1, sizeof *b);
+    ref_state *s = calloc(1, sizeof *s);
+    if (!b || !s) { free(b); free(s); snprintf(err, CIS2_ERR_LEN, "out of memory"); return 1; }
+    b->name = "ref";
+    b->impl = s;
+    b->matmul = ref_mm;
+    b->attention = ref_attn;
+    b->destroy = ref_destroy;
+    *out = b;
+    return 0;
+}

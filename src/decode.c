@@ -1,0 +1,351 @@
+/* The forward pass (§7–§11), KV cache (§3.5), greedy loop (§3.4, §11.2)
+ * and the witness and argmax digests (§12.1, §12.2). */
+#include "backend.h"
+#include "kernels.h"
+#include <stdlib.h>
+#include <string.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the witness chain hashes little-endian bit patterns straight from memory"
+#endif
+
+struct cis2_engine {
+    cis2_model *m;
+    cis2_backend *be;
+    cis2_engine_opts o;
+    int kv_cap;          /* positions allocated in the KV cache */
+    float **kc, **vc;    /* per layer: [kv_cap][n_kv*head_dim], post-RoPE K (§3.5) */
+    int t_cap;           /* tokens the scratch buffers hold */
+    float *x, *xn, *q, *k, *v, *att, *proj, *gate, *up, *act;
+    float *cos_v, *sin_v, *scores, *logits_in;
+};
+
+static void trace(cis2_engine *e, int pos, int layer, const char *node, const float *v, size_t n)
+{
+    if (e->o.trace) e->o.trace(e->o.trace_ctx, pos, layer, node, v, n);
+}
+
+static int grow(float **p, size_t n)
+{
+    float *q = realloc(*p, n * sizeof(float));
+    if (!q) return 1;
+    *p = q;
+    return 0;
+}
+
+static int ensure_tokens(cis2_engine *e, int T, char *err)
+{
+    if (T <= e->t_cap) return 0;
+    const cis2_config *c = &e->m->cfg;
+    size_t H = (size_t)c->hidden, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t I = (size_t)c->inter, t = (size_t)T;
+    size_t wide = H > qd ? H : qd;
+    if (grow(&e->x, t * H) || grow(&e->xn, t * H) || grow(&e->q, t * qd) || grow(&e->k, t * kvd) ||
+        grow(&e->v, t * kvd) || grow(&e->att, t * qd) || grow(&e->proj, t * wide) || grow(&e->gate, t * I) ||
+        grow(&e->up, t * I) || grow(&e->act, t * I)) {
+        snprintf(err, CIS2_ERR_LEN, "out of memory for %d tokens of activations", T);
+        return 1;
+    }
+    e->t_cap = T;
+    return 0;
+}
+
+/* The KV cache grows on demand (doubling) up to max_position_embeddings. */
+static int ensure_positions(cis2_engine *e, int need, char *err)
+{
+    const cis2_config *c = &e->m->cfg;
+    if (need > c->max_pos) {
+        snprintf(err, CIS2_ERR_LEN, "position %d is beyond max_position_embeddings = %d", need - 1, c->max_pos);
+        return 1;
+    }
+    if (need <= e->kv_cap) return 0;
+    int cap = e->kv_cap ? e->kv_cap : 64;
+    while (cap < need) cap *= 2;
+    if (cap > c->max_pos) cap = c->max_pos;
+    size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
+    for (int l = 0; l < c->n_layers; l++)
+        if (grow(&e->kc[l], (size_t)cap * kvd) || grow(&e->vc[l], (size_t)cap * kvd)) {
+            snprintf(err, CIS2_ERR_LEN, "out of memory for a KV cache of %d positions", cap);
+            return 1;
+        }
+    if (grow(&e->scores, (size_t)cap)) { snprintf(err, CIS2_ERR_LEN, "out of memory"); return 1; }
+    e->kv_cap = cap;
+    return 0;
+}
+
+int cis2_engine_new(cis2_engine **out, cis2_model *m, const cis2_engine_opts *o, char *err)
+{
+    *out = NULL;
+    cis2_engine *e = calloc(1, sizeof *e);
+    if (!e) { snprintf(err, CIS2_ERR_LEN, "out of memory"); return 1; }
+    e->m = m;
+    if (o) e->o = *o;
+    const char *bn = e->o.backend ? e->o.backend : "ref";
+    int rc;
+    if (strcmp(bn, "ref") == 0) rc = cis2_backend_ref_new(&e->be, m, &e->o, err);
+    else if (strcmp(bn, "fast") == 0) rc = cis2_backend_fast_new(&e->be, m, &e->o, err);
+    else { snprintf(err, CIS2_ERR_LEN, "unknown backend \"%.40s\" (expected ref or fast)", bn); rc = 1; }
+    if (rc) { free(e); return 1; }
+    const cis2_config *c = &m->cfg;
+    e->kc = calloc((size_t)c->n_layers, sizeof *e->kc);
+    e->vc = calloc((size_t)c->n_layers, sizeof *e->vc);
+    e->cos_v = malloc((size_t)c->head_dim / 2 * sizeof(float));
+    e->sin_v = malloc((size_t)c->head_dim / 2 * sizeof(float));
+    e->logits_in = malloc((size_t)c->hidden * sizeof(float));
+    if (!e->kc || !e->vc || !e->cos_v || !e->sin_v || !e->logits_in) {
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        cis2_engine_free(e);
+        return 1;
+    }
+    *out = e;
+    return 0;
+}
+
+void cis2_engine_free(cis2_engine *e)
+{
+    if (!e) return;
+    if (e->be) e->be->destroy(e->be);
+    for (int l = 0; e->kc && l < e->m->cfg.n_layers; l++) { free(e->kc[l]); free(e->vc[l]); }
+    free(e->kc); free(e->vc);
+    free(e->x); free(e->xn); free(e->q); free(e->k); free(e->v); free(e->att); free(e->proj);
+    free(e->gate); free(e->up); free(e->act); free(e->cos_v); free(e->sin_v); free(e->scores);
+    free(e->logits_in);
+    free(e);
+}
+
+void cis2_engine_reset(cis2_engine *e) { (void)e; /* positions are explicit: a reset is pos0 = 0 */ }
+const char *cis2_engine_backend(const cis2_engine *e) { return e->be->name; }
+
+static void embed_row(const cis2_model *m, int tok, float *out)
+{
+    const cis2_linear *w = &m->embed;
+    size_t H = (size_t)w->cols;
+    if (w->f32) { memcpy(out, w->f32 + (size_t)tok * H, H * sizeof(float)); return; }
+    cis2_st_tensor t = { 0 };
+    t.dtype = w->dtype;
+    t.numel = (int64_t)H;
+    t.data = w->raw + (size_t)tok * H * (w->dtype == CIS2_DT_F32 ? 4 : 2);
+    cis2_st_to_f32(&t, out);   /* §4.1 exact widening */
+}
+
+/* Per-head RMSNorm over head_dim (Qwen3 q_norm/k_norm), same §8 procedure. */
+static void head_norm(float *v, int n_heads, int hd, const float *w, float eps)
+{
+    for (int h = 0; h < n_heads; h++) ref_rmsnorm(v + (size_t)h * hd, w, hd, eps, v + (size_t)h * hd);
+}
+
+int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int T, int pos0, float *logits, char *err)
+{
+    cis2_model *m = e->m;
+    const cis2_config *c = &m->cfg;
+    if (T < 1) { snprintf(err, CIS2_ERR_LEN, "forward: no tokens"); return 1; }
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= c->vocab) {
+            snprintf(err, CIS2_ERR_LEN, "token id %d is outside the vocabulary (vocab_size = %d)", tokens[t], c->vocab);
+            return 1;
+        }
+    if (ensure_tokens(e, T, err) || ensure_positions(e, pos0 + T, err)) return 1;
+    if (!cis2_fpenv_is_pinned()) { snprintf(err, CIS2_ERR_LEN, "FTZ/DAZ is not pinned on this thread (§1.3)"); return 1; }
+    const int H = c->hidden, hd = c->head_dim, half = hd / 2, nh = c->n_heads, nkv = c->n_kv_heads;
+    const int qd = nh * hd, kvd = nkv * hd, I = c->inter;
+    const float eps = c->eps;
+    const float scale = cis2_rsqrt((float)hd);   /* §9.2: rsqrt(64) == 0.125 */
+    cis2_backend *be = e->be;
+
+    for (int t = 0; t < T; t++) {
+        embed_row(m, tokens[t], e->x + (size_t)t * H);
+        trace(e, pos0 + t, -1, "embed", e->x + (size_t)t * H, (size_t)H);
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        const cis2_layer *y = &m->layers[l];
+        for (int t = 0; t < T; t++) {
+            ref_rmsnorm(e->x + (size_t)t * H, y->attn_norm, H, eps, e->xn + (size_t)t * H);
+            trace(e, pos0 + t, l, "attn_norm", e->xn + (size_t)t * H, (size_t)H);
+        }
+        be->matmul(be, &y->q, e->xn, T, e->q);
+        be->matmul(be, &y->k, e->xn, T, e->k);
+        be->matmul(be, &y->v, e->xn, T, e->v);
+        for (int t = 0; t < T; t++) {
+            float *q = e->q + (size_t)t * qd, *k = e->k + (size_t)t * kvd, *v = e->v + (size_t)t * kvd;
+            int pos = pos0 + t;
+            if (y->q_bias) {      /* §9.1: after the matvec, before RoPE */
+                ref_add(q, y->q_bias, qd);
+                ref_add(k, y->k_bias, kvd);
+                ref_add(v, y->v_bias, kvd);
+            }
+            trace(e, pos, l, "q_proj", q, (size_t)qd);
+            trace(e, pos, l, "k_proj", k, (size_t)kvd);
+            trace(e, pos, l, "v_proj", v, (size_t)kvd);
+            if (y->q_norm) {      /* Qwen3: after projection, before RoPE */
+                head_norm(q, nh, hd, y->q_norm, eps);
+                head_norm(k, nkv, hd, y->k_norm, eps);
+                trace(e, pos, l, "q_norm", q, (size_t)qd);
+                trace(e, pos, l, "k_norm", k, (size_t)kvd);
+            }
+            ref_rope_table(m->inv_freq, half, pos, e->cos_v, e->sin_v);
+            for (int h = 0; h < nh; h++) ref_rope_rotate(q + (size_t)h * hd, hd, e->cos_v, e->sin_v);
+            for (int h = 0; h < nkv; h++) ref_rope_rotate(k + (size_t)h * hd, hd, e->cos_v, e->sin_v);
+            trace(e, pos, l, "q_rope", q, (size_t)qd);
+            trace(e, pos, l, "k_rope", k, (size_t)kvd);
+            memcpy(e->kc[l] + (size_t)pos * kvd, k, (size_t)kvd * sizeof(float));
+            memcpy(e->vc[l] + (size_t)pos * kvd, v, (size_t)kvd * sizeof(float));
+        }
+        if (e->o.trace) {
+            /* Traced runs use the reference attention so scores and probs can
+             * be captured; it is bit-identical to every backend's (tested). */
+            int group = nh / nkv;
+            for (int t = 0; t < T; t++) {
+                int pos = pos0 + t, n_ctx = pos + 1;
+                float *sc = malloc((size_t)nh * n_ctx * sizeof(float)), *pr = malloc((size_t)nh * n_ctx * sizeof(float));
+                if (!sc || !pr) { free(sc); free(pr); snprintf(err, CIS2_ERR_LEN, "out of memory"); return 1; }
+                for (int h = 0; h < nh; h++) {
+                    const float *q = e->q + (size_t)t * qd + (size_t)h * hd;
+                    const float *kb = e->kc[l] + (size_t)(h / group) * hd, *vb = e->vc[l] + (size_t)(h / group) * hd;
+                    for (int j = 0; j < n_ctx; j++) {
+                        float d = cis2_dot_seq(q, kb + (size_t)j * kvd, (size_t)hd);
+                        sc[(size_t)h * n_ctx + j] = d * scale;
+                    }
+                    ref_attention_head(q, kb, vb, (size_t)kvd, n_ctx, hd, scale, pr + (size_t)h * n_ctx,
+                                       e->att + (size_t)t * qd + (size_t)h * hd);
+                }
+                trace(e, pos, l, "attn_scores", sc, (size_t)nh * n_ctx);
+                trace(e, pos, l, "attn_probs", pr, (size_t)nh * n_ctx);
+                free(sc);
+                free(pr);
+            }
+        } else {
+            be->attention(be, e->q, e->kc[l], e->vc[l], T, pos0, nh, nkv, hd, scale, e->att);
+        }
+        be->matmul(be, &y->o, e->att, T, e->proj);
+        for (int t = 0; t < T; t++) {
+            int pos = pos0 + t;
+            float *x = e->x + (size_t)t * H;
+            trace(e, pos, l, "attn_out", e->att + (size_t)t * qd, (size_t)qd);
+            trace(e, pos, l, "o_proj", e->proj + (size_t)t * H, (size_t)H);
+            ref_add(x, e->proj + (size_t)t * H, H);
+            trace(e, pos, l, "resid_attn", x, (size_t)H);
+            ref_rmsnorm(x, y->mlp_norm, H, eps, e->xn + (size_t)t * H);
+            trace(e, pos, l, "mlp_norm", e->xn + (size_t)t * H, (size_t)H);
+        }
+        be->matmul(be, &y->gate, e->xn, T, e->gate);
+        be->matmul(be, &y->up, e->xn, T, e->up);
+        for (int t = 0; t < T; t++) {
+            size_t off = (size_t)t * I;
+            ref_swiglu(e->gate + off, e->up + off, e->act + off, I);
+            trace(e, pos0 + t, l, "gate", e->gate + off, (size_t)I);
+            trace(e, pos0 + t, l, "up", e->up + off, (size_t)I);
+            trace(e, pos0 + t, l, "act", e->act + off, (size_t)I);
+        }
+        be->matmul(be, &y->down, e->act, T, e->proj);
+        for (int t = 0; t < T; t++) {
+            float *x = e->x + (size_t)t * H;
+            trace(e, pos0 + t, l, "down", e->proj + (size_t)t * H, (size_t)H);
+            ref_add(x, e->proj + (size_t)t * H, H);
+            trace(e, pos0 + t, l, "resid_mlp", x, (size_t)H);
+        }
+    }
+    if (logits) {
+        /* §3.4: only the last position's logits are needed; the others are never computed. */
+        ref_rmsnorm(e->x + (size_t)(T - 1) * H, m->final_norm, H, eps, e->logits_in);
+        trace(e, pos0 + T - 1, -1, "final_norm", e->logits_in, (size_t)H);
+        be->matmul(be, &m->lm_head, e->logits_in, 1, logits);
+        trace(e, pos0 + T - 1, -1, "logits", logits, (size_t)c->vocab);
+    }
+    return 0;
+}
+
+int32_t cis2_argmax(const float *logits, int n)
+{
+    int32_t best = 0;
+    float best_v = logits[0];
+    for (int i = 1; i < n; i++)
+        if (logits[i] > best_v) { best_v = logits[i]; best = i; }   /* strict >: first max wins (§11.2) */
+    return best;
+}
+
+static void feed_u32(cis2_sha256 *s, uint32_t v)
+{
+    uint8_t b[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
+    cis2_sha256_update(s, b, 4);
+}
+
+static int is_eos(const cis2_config *c, int32_t id)
+{
+    for (int i = 0; i < c->n_eos; i++) if (c->eos_ids[i] == id) return 1;
+    return 0;
+}
+
+int cis2_generate(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
+                  cis2_result *r, char *err)
+{
+    cis2_model *m = e->m;
+    const cis2_config *c = &m->cfg;
+    memset(r, 0, sizeof *r);
+    if (n_prompt < 1) { snprintf(err, CIS2_ERR_LEN, "the prompt has no tokens"); return 1; }
+    if (g->n_gen < 1) { snprintf(err, CIS2_ERR_LEN, "-n must be at least 1"); return 1; }
+    /* Positions computed: 0 .. n_prompt + n_gen - 2 (the last pick is never fed). */
+    if ((int64_t)n_prompt + g->n_gen - 1 > c->max_pos) {
+        snprintf(err, CIS2_ERR_LEN, "prompt (%d tokens) + -n %d exceeds max_position_embeddings = %d", n_prompt, g->n_gen, c->max_pos);
+        return 1;
+    }
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= c->vocab) {
+            snprintf(err, CIS2_ERR_LEN, "prompt token id %d is outside the vocabulary (vocab_size = %d)", prompt[i], c->vocab);
+            return 1;
+        }
+    r->prompt = malloc((size_t)n_prompt * sizeof(int32_t));
+    r->gen = malloc((size_t)g->n_gen * sizeof(int32_t));
+    float *logits = malloc((size_t)c->vocab * sizeof(float));
+    if (!r->prompt || !r->gen || !logits) { free(logits); cis2_result_free(r); snprintf(err, CIS2_ERR_LEN, "out of memory"); return 1; }
+    memcpy(r->prompt, prompt, (size_t)n_prompt * sizeof(int32_t));
+    r->n_prompt = n_prompt;
+
+    /* §12.1: one continuous SHA-256 stream. */
+    cis2_sha256 w, a;
+    cis2_sha256_init(&w);
+    cis2_sha256_update(&w, m->weights_sha, 32);
+    cis2_sha256_update(&w, m->tokenizer_sha, 32);
+    cis2_sha256_update(&w, m->config_sha, 32);
+    cis2_sha256_update(&w, m->table_digest, 32);
+    cis2_sha256_update(&w, m->inv_freq_digest, 32);
+    for (int i = 0; i < n_prompt; i++) feed_u32(&w, (uint32_t)prompt[i]);
+
+    double t0 = cis2_now_ms();
+    if (cis2_engine_forward(e, prompt, n_prompt, 0, logits, err)) goto fail;
+    r->prefill_ms = cis2_now_ms() - t0;
+    double t1 = cis2_now_ms();
+    int pos = n_prompt;
+    for (int step = 0; step < g->n_gen; step++) {
+        if (step > 0) {
+            if (cis2_engine_forward(e, &r->gen[step - 1], 1, pos, logits, err)) goto fail;
+            pos++;
+        }
+        int32_t next = cis2_argmax(logits, c->vocab);
+        cis2_sha256_update(&w, logits, (size_t)c->vocab * sizeof(float)); /* LE bit patterns */
+        feed_u32(&w, (uint32_t)next);
+        r->gen[r->n_gen++] = next;
+        if (g->on_step) g->on_step(g->ctx, step, logits, c->vocab, next);
+        if (g->stop_at_eos && is_eos(c, next)) { r->stopped_at_eos = 1; break; }
+    }
+    r->decode_ms = cis2_now_ms() - t1;
+    cis2_sha256_final(&w, r->witness);
+    /* §12.2: a separate stream over prompt ++ generated ids. */
+    cis2_sha256_init(&a);
+    for (int i = 0; i < n_prompt; i++) feed_u32(&a, (uint32_t)prompt[i]);
+    for (int i = 0; i < r->n_gen; i++) feed_u32(&a, (uint32_t)r->gen[i]);
+    cis2_sha256_final(&a, r->argmax);
+    free(logits);
+    return 0;
+fail:
+    free(logits);
+    cis2_result_free(r);
+    return 1;
+}
+
+void cis2_result_free(cis2_result *r)
+{
+    free(r->prompt);
+    free(r->gen);
+    r->prompt = r->gen = NULL;
+    r->n_prompt = r->n_gen = 0;
+}

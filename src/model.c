@@ -1,0 +1,200 @@
+/* Model loading: config.json → shapes, model.safetensors → weights (checked
+ * against the config, §2.5), SHA-256 of all three artifacts (§2.1, §12.1). */
+#include "cis2.h"
+#include <stdlib.h>
+#include <string.h>
+
+static int path_join(char *out, size_t cap, const char *dir, const char *file, char *err)
+{
+    if ((size_t)snprintf(out, cap, "%s/%s", dir, file) >= cap) {
+        snprintf(err, CIS2_ERR_LEN, "%.200s: path too long", dir);
+        return 1;
+    }
+    return 0;
+}
+
+static int finite_vec(const float *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if ((cis2_f2u(v[i]) & 0x7F800000u) == 0x7F800000u) return 0;  /* by bit pattern */
+    return 1;
+}
+
+typedef struct { cis2_model *m; char *err; const char *path; int *used; } L;
+
+static const cis2_st_tensor *need(L *l, const char *name, int64_t d0, int64_t d1)
+{
+    const cis2_st_tensor *t = cis2_st_find(&l->m->st, name);
+    if (!t) { snprintf(l->err, CIS2_ERR_LEN, "%s: missing tensor \"%s\" required by config.json", l->path, name); return NULL; }
+    int ndim = d1 < 0 ? 1 : 2;
+    if (t->ndim != ndim || t->shape[0] != d0 || (ndim == 2 && t->shape[1] != d1)) {
+        char have[96] = "", *p = have;
+        for (int i = 0; i < t->ndim && i < 4; i++) p += sprintf(p, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+        if (ndim == 2)
+            snprintf(l->err, CIS2_ERR_LEN, "%s: tensor \"%s\" has shape [%s] but config.json implies [%lld, %lld]", l->path, name, have, (long long)d0, (long long)d1);
+        else
+            snprintf(l->err, CIS2_ERR_LEN, "%s: tensor \"%s\" has shape [%s] but config.json implies [%lld]", l->path, name, have, (long long)d0);
+        return NULL;
+    }
+    l->used[t - l->m->st.t] = 1;
+    return t;
+}
+
+static float *vec_f32(L *l, const char *name, int64_t n)
+{
+    const cis2_st_tensor *t = need(l, name, n, -1);
+    if (!t) return NULL;
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v) { snprintf(l->err, CIS2_ERR_LEN, "%s: out of memory", l->path); return NULL; }
+    cis2_st_to_f32(t, v);
+    if (!finite_vec(v, n)) {
+        snprintf(l->err, CIS2_ERR_LEN, "%s: tensor \"%s\" holds NaN or Inf", l->path, name);
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+static int linear(L *l, cis2_linear *w, const char *name, int rows, int cols, int need_f32)
+{
+    const cis2_st_tensor *t = need(l, name, rows, cols);
+    if (!t) return 1;
+    w->rows = rows;
+    w->cols = cols;
+    w->dtype = t->dtype;
+    w->raw = t->data;
+    w->f32 = NULL;
+    w->packed = NULL;
+    if (need_f32) {
+        /* §4.2: widened once at load; the reference kernels read f32. */
+        w->f32 = malloc((size_t)rows * (size_t)cols * sizeof(float));
+        if (!w->f32) { snprintf(l->err, CIS2_ERR_LEN, "%s: out of memory widening \"%s\"", l->path, name); return 1; }
+        cis2_st_to_f32(t, w->f32);
+    }
+    return 0;
+}
+
+int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, char *err)
+{
+    cis2_load_opts defo = { 1, 0 };
+    if (!o) o = &defo;
+    memset(m, 0, sizeof *m);
+    double t0 = cis2_now_ms();
+    if ((size_t)snprintf(m->dir, sizeof m->dir, "%s", dir) >= sizeof m->dir) { snprintf(err, CIS2_ERR_LEN, "%.200s: path too long", dir); return 1; }
+    char cpath[1100], wpath[1100], tpath[1100];
+    if (path_join(cpath, sizeof cpath, dir, "config.json", err) || path_join(wpath, sizeof wpath, dir, "model.safetensors", err) ||
+        path_join(tpath, sizeof tpath, dir, "tokenizer.json", err))
+        return 1;
+
+    char *cbuf;
+    size_t clen;
+    if (cis2_read_file(cpath, &cbuf, &clen, err)) return 1;
+    int rc = cis2_config_parse(cbuf, clen, cpath, &m->cfg, err);
+    if (!rc) cis2_sha256_buf(cbuf, clen, m->config_sha);
+    free(cbuf);
+    if (rc) return 1;
+    FILE *tf = fopen(tpath, "rb");
+    if (!tf) { snprintf(err, CIS2_ERR_LEN, "%s: cannot open (every CIS-2 run hashes tokenizer.json, §12.1)", tpath); return 1; }
+    fclose(tf);
+    m->have_tokenizer = 1;
+    if (cis2_st_open(&m->st, wpath, err)) return 1;
+
+    double th = cis2_now_ms();
+    if (!o->skip_hash) {
+        cis2_sha256_buf(m->st.map, m->st.map_len, m->weights_sha);
+        if (cis2_sha256_file(tpath, m->tokenizer_sha, err)) goto fail;
+    }
+    m->hash_ms = cis2_now_ms() - th;
+
+    const cis2_config *c = &m->cfg;
+    int *used = calloc((size_t)(m->st.n ? m->st.n : 1), sizeof *used);
+    if (!used) { snprintf(err, CIS2_ERR_LEN, "out of memory"); goto fail; }
+    L l = { m, err, wpath, used };
+    int H = c->hidden, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    if (linear(&l, &m->embed, "model.embed_tokens.weight", c->vocab, H, o->need_f32)) goto fail_used;
+    if (!(m->final_norm = vec_f32(&l, "model.norm.weight", H))) goto fail_used;
+    const cis2_st_tensor *lmh = cis2_st_find(&m->st, "lm_head.weight");
+    if (c->tied) {
+        if (lmh) {
+            snprintf(err, CIS2_ERR_LEN, "%s: config.json says tie_word_embeddings=true but the file also carries \"lm_head.weight\"; refusing to guess which head to use (§11.1)", wpath);
+            goto fail_used;
+        }
+        m->lm_head = m->embed;
+    } else if (linear(&l, &m->lm_head, "lm_head.weight", c->vocab, H, o->need_f32)) {
+        goto fail_used;
+    }
+    m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+    if (!m->layers) { snprintf(err, CIS2_ERR_LEN, "out of memory"); goto fail_used; }
+    for (int i = 0; i < c->n_layers; i++) {
+        cis2_layer *y = &m->layers[i];
+        char n[160];
+#define NM(s) (snprintf(n, sizeof n, "model.layers.%d.%s", i, s), n)
+        if (!(y->attn_norm = vec_f32(&l, NM("input_layernorm.weight"), H)) ||
+            !(y->mlp_norm = vec_f32(&l, NM("post_attention_layernorm.weight"), H)) ||
+            linear(&l, &y->q, NM("self_attn.q_proj.weight"), qd, H, o->need_f32) ||
+            linear(&l, &y->k, NM("self_attn.k_proj.weight"), kvd, H, o->need_f32) ||
+            linear(&l, &y->v, NM("self_attn.v_proj.weight"), kvd, H, o->need_f32) ||
+            linear(&l, &y->o, NM("self_attn.o_proj.weight"), H, qd, o->need_f32) ||
+            linear(&l, &y->gate, NM("mlp.gate_proj.weight"), c->inter, H, o->need_f32) ||
+            linear(&l, &y->up, NM("mlp.up_proj.weight"), c->inter, H, o->need_f32) ||
+            linear(&l, &y->down, NM("mlp.down_proj.weight"), H, c->inter, o->need_f32))
+            goto fail_used;
+        if (c->qkv_bias) {
+            if (!(y->q_bias = vec_f32(&l, NM("self_attn.q_proj.bias"), qd)) ||
+                !(y->k_bias = vec_f32(&l, NM("self_attn.k_proj.bias"), kvd)) ||
+                !(y->v_bias = vec_f32(&l, NM("self_attn.v_proj.bias"), kvd)))
+                goto fail_used;
+        }
+        if (c->qk_norm) {
+            if (!(y->q_norm = vec_f32(&l, NM("self_attn.q_norm.weight"), c->head_dim)) ||
+                !(y->k_norm = vec_f32(&l, NM("self_attn.k_norm.weight"), c->head_dim)))
+                goto fail_used;
+        }
+#undef NM
+    }
+    for (int i = 0; i < m->st.n; i++) {
+        if (used[i]) continue;
+        /* A cached RoPE buffer some exporters keep; CIS-2 recomputes it (§7.1). */
+        size_t nl = strlen(m->st.t[i].name);
+        if (nl > 24 && strcmp(m->st.t[i].name + nl - 24, ".rotary_emb.inv_freq") == 0) continue;
+        snprintf(err, CIS2_ERR_LEN, "%s: unexpected tensor \"%s\" (not used by a %s config; refusing to ignore it)", wpath, m->st.t[i].name,
+                 c->arch == CIS2_ARCH_LLAMA ? "llama" : c->arch == CIS2_ARCH_QWEN2 ? "qwen2" : "qwen3");
+        goto fail_used;
+    }
+    free(used);
+
+    m->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(float));
+    if (!m->inv_freq) { snprintf(err, CIS2_ERR_LEN, "out of memory"); goto fail; }
+    cis2_inv_freq(c->head_dim, c->rope_theta, m->inv_freq);
+    cis2_f32_digest(m->inv_freq, (size_t)(c->head_dim / 2), m->inv_freq_digest);
+    cis2_table_digest(m->table_digest);
+    m->load_ms = cis2_now_ms() - t0;
+    return 0;
+fail_used:
+    free(used);
+fail:
+    cis2_model_free(m);
+    return 1;
+}
+
+static void free_linear(cis2_linear *w) { free(w->f32); w->f32 = NULL; }
+
+void cis2_model_free(cis2_model *m)
+{
+    if (m->layers) {
+        for (int i = 0; i < m->cfg.n_layers; i++) {
+            cis2_layer *y = &m->layers[i];
+            free(y->attn_norm); free(y->mlp_norm);
+            free_linear(&y->q); free_linear(&y->k); free_linear(&y->v); free_linear(&y->o);
+            free_linear(&y->gate); free_linear(&y->up); free_linear(&y->down);
+            free(y->q_bias); free(y->k_bias); free(y->v_bias); free(y->q_norm); free(y->k_norm);
+        }
+        free(m->layers);
+    }
+    if (m->lm_head.f32 != m->embed.f32) free_linear(&m->lm_head);
+    free_linear(&m->embed);
+    free(m->final_norm);
+    free(m->inv_freq);
+    cis2_st_close(&m->st);
+    memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Write a small deterministic Hugging Face-style checkpoint (config.json,
+model.safetensors, tokenizer.json) for tests, the demo and the benchmark.
+
+  make_model.py OUT_DIR [--arch llama|qwen2|qwen3] [--hidden 64] [--inter 128]
+      [--layers 2] [--heads 4] [--kv-heads 2] [--head-dim N] [--vocab 320]
+      [--theta 10000] [--eps 1e-5] [--untied] [--dtype bf16|f32|f16] [--seed 1]
+      [--max-pos 8192] [--tokenizer FILE] [--smollm2-shape]
+
+Standard library only. The same arguments always give the same bytes: small
+tensors come from splitmix64, large bf16 tensors from SHAKE-256 with a fixed
+exponent band (so the 135M-shaped benchmark model is written in seconds).
+--smollm2-shape sets SmolLM2-135M's shape (30 layers, hidden 576, inter 1536,
+9/3 heads, vocab 49152, theta 100000, tied) and copies --tokenizer if given.
+"""
+import argparse, hashlib, json, math, os, shutil, struct
+
+SPECIALS = ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<repo_name>', '<reponame>',
+            '<file_sep>', '<filename>', '<gh_stars>', '<issue_start>', '<issue_comment>',
+            '<issue_closed>', '<jupyter_start>', '<jupyter_text>', '<jupyter_code>',
+            '<jupyter_output>', '<jupyter_script>', '<empty_output>']
+CORPUS = ("Once upon a time, there was a little girl named Lily. She loved to play outside "
+          "in the sun with her dog. One day she found a shiny red ball in the garden and "
+          "she was very happy. The quick brown fox jumps over the lazy dog. It's what we'd "
+          "all say: they're here, we've seen it, I'm sure you'll agree. for i in range(10): print(i)\n"
+          "Il était une fois une petite fille. Ünïcödé façade naïve café. 1234567890 ") * 2
+
+
+class SplitMix:
+    def __init__(self, seed):
+        self.s = seed & (2**64 - 1)
+
+    def next(self):
+        self.s = (self.s + 0x9E3779B97F4A7C15) & (2**64 - 1)
+        z = self.s
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+        return z ^ (z >> 31)
+
+    def uniform(self, a):  # in [-a, a)
+        return (self.next() >> 11) / float(1 << 53) * 2 * a - a
+
+
+def f32_bits(x):
+    return struct.unpack('<I', struct.pack('<f', x))[0]
+
+
+def bf16_bits(x):  # round to nearest even from the f32 value
+    b = f32_bits(x)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def shake_bf16(tag, n, scale):
+    """n bf16 values, random sign and mantissa, |w| in [scale/2, scale)."""
+    e = max(1, min(254, int(math.floor(math.log2(scale))) + 127))
+    raw = hashlib.shake_256(tag.encode()).digest(2 * n)
+    out = bytearray(2 * n)
+    out[0::2] = raw[0::2].translate(bytes(((e & 1) << 7) | (b & 0x7F) for b in range(256)))
+    out[1::2] = raw[1::2].translate(bytes((b & 0x80) | (e >> 1) for b in range(256)))
+    return bytes(out)
+
+
+def bytes_to_unicode():
+    """GPT-2's byte->unicode map (spec §3.1.5.a)."""
+    bs = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+def make_tokenizer(vocab_size):
+    """A SmolLM2-shaped byte-level BPE tokenizer.json with merges learned from CORPUS."""
+    b2u = bytes_to_unicode()
+    vocab = {s: i for i, s in enumerate(SPECIALS)}
+    for b in range(256):
+        vocab[b2u[b]] = len(vocab)
+    words = {}
+    for w in CORPUS.replace('\n', ' ').split(' '):
+        key = tuple(b2u[c] for c in (' ' + w).encode())
+        words[key] = words.get(key, 0) + 1
+    merges = []
+    while len(vocab) < vocab_size:
+        counts = {}
+        for w, n in words.items():
+            for p in zip(w, w[1:]):
+                counts[p] = counts.get(p, 0) + n
+        if not counts:
+            break
+        best = max(sorted(counts), key=lambda p: counts[p])
+        merges.append(best[0] + ' ' + best[1])
+        vocab[best[0] + best[1]] = len(vocab)
+        nw = {}
+        for w, n in words.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    out.append(w[i] + w[i + 1]); i += 2
+                else:
+                    out.append(w[i]); i += 1
+            nw[tuple(out)] = nw.get(tuple(out), 0) + n
+        words = nw
+    added = [{"id": i, "content": s, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for i, s in enumerate(SPECIALS)]
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+            "normalizer": None,
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Digits", "individual_digits": True},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]},
+            "post_processor": None,
+            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                      "ignore_merges": False, "vocab": vocab, "merges": merges}}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('out')
+    ap.add_argument('--arch', default='llama', choices=['llama', 'qwen2', 'qwen3'])
+    ap.add_argument('--hidden', type=int, default=64)
+    ap.add_argument('--inter', type=int, default=128)
+    ap.add_argument('--layers', type=int, default=2)
+    ap.add_argument('--heads', type=int, default=4)
+    ap.add_argument('--kv-heads', type=int, default=2)
+    ap.add_argument('--head-dim', type=int)
+    ap.add_argument('--vocab', type=int, default=320)
+    ap.add_argument('--theta', type=float, default=10000.0)
+    ap.add_argument('--eps', type=float, default=1e-5)
+    ap.add_argument('--untied', action='store_true')
+    ap.add_argument('--dtype', default='bf16', choices=['bf16', 'f32', 'f16'])
+    ap.add_argument('--seed', type=int, default=1)
+    ap.add_argument('--max-pos', type=int, default=8192)
+    ap.add_argument('--tokenizer', help='copy this tokenizer.json instead of generating one')
+    ap.add_argument('--smollm2-shape', action='store_true')
+    a = ap.parse_args()
+    if a.smollm2_shape:
+        a.arch, a.hidden, a.inter, a.layers, a.heads, a.kv_heads = 'llama', 576, 1536, 30, 9, 3
+        a.vocab, a.theta, a.untied, a.dtype = 49152, 100000.0, False, 'bf16'
+    hd = a.head_dim or a.hidden // a.heads
+    rng = SplitMix(a.seed)
+    tensors = []  # (name, shape, payload bytes, dtype)
+
+    def pack(vals):
+        if a.dtype == 'bf16':
+            return struct.pack('<%dH' % len(vals), *[bf16_bits(v) for v in vals]), 'BF16'
+        if a.dtype == 'f16':
+            return struct.pack('<%de' % len(vals), *vals), 'F16'
+        return struct.pack('<%df' % len(vals), *vals), 'F32'
+
+    def lin(name, rows, cols, scale=None):
+        s = scale if scale is not None else 1.0 / math.sqrt(cols)
+        if rows * cols > 200000 and a.dtype == 'bf16':
+            tensors.append((name, [rows, cols], shake_bf16('%d:%s' % (a.seed, name), rows * cols, s), 'BF16'))
+            return
+        data, dt = pack([rng.uniform(s) for _ in range(rows * cols)])
+        tensors.append((name, [rows, cols], data, dt))
+
+    def vec(name, n, center=1.0, spread=0.2):
+        data, dt = pack([center + rng.uniform(spread) for _ in range(n)])
+        tensors.append((name, [n], data, dt))
+
+    lin('model.embed_tokens.weight', a.vocab, a.hidden, 0.5)
+    for l in range(a.layers):
+        p = 'model.layers.%d.' % l
+        vec(p + 'input_layernorm.weight', a.hidden)
+        lin(p + 'self_attn.q_proj.weight', a.heads * hd, a.hidden)
+        lin(p + 'self_attn.k_proj.weight', a.kv_heads * hd, a.hidden)
+        lin(p + 'self_attn.v_proj.weight', a.kv_heads * hd, a.hidden)
+        if a.arch == 'qwen2':
+            vec(p + 'self_attn.q_proj.bias', a.heads * hd, 0.0, 0.5)
+            vec(p + 'self_attn.k_proj.bias', a.kv_heads * hd, 0.0, 0.5)
+            vec(p + 'self_attn.v_proj.bias', a.kv_heads * hd, 0.0, 0.5)
+        if a.arch == 'qwen3':
+            vec(p + 'self_attn.q_norm.weight', hd)
+            vec(p + 'self_attn.k_norm.weight', hd)
+        lin(p + 'self_attn.o_proj.weight', a.hidden, a.heads * hd, 4.0 / math.sqrt(a.heads * hd))
+        vec(p + 'post_attention_layernorm.weight', a.hidden)
+        lin(p + 'mlp.gate_proj.weight', a.inter, a.hidden)
+        lin(p + 'mlp.up_proj.weight', a.inter, a.hidden)
+        lin(p + 'mlp.down_proj.weight', a.hidden, a.inter, 4.0 / math.sqrt(a.inter))
+    vec('model.norm.weight', a.hidden)
+    if a.untied:
+        lin('lm_head.weight', a.vocab, a.hidden)
+
+    header, offset = {}, 0
+    tensors.sort(key=lambda t: t[0])
+    for name, shape, data, dt in tensors:
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    hb = json.dumps(header, separators=(',', ':'), sort_keys=True).encode()
+    hb += b' ' * ((8 - len(hb) % 8) % 8)
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, 'model.safetensors'), 'wb') as f:
+        f.write(struct.pack('<Q', len(hb)))
+        f.write(hb)
+        for _, _, data, _ in tensors:
+            f.write(data)
+    arch = {'llama': 'LlamaForCausalLM', 'qwen2': 'Qwen2ForCausalLM', 'qwen3': 'Qwen3ForCausalLM'}[a.arch]
+    cfg = {"architectures": [arch], "model_type": a.arch, "hidden_act": "silu", "hidden_size": a.hidden,
+           "intermediate_size": a.inter, "num_hidden_layers": a.layers, "num_attention_heads": a.heads,
+           "num_key_value_heads": a.kv_heads, "rms_norm_eps": a.eps,
+           "rope_theta": int(a.theta) if a.theta == int(a.theta) else a.theta,
+           "max_position_embeddings": a.max_pos, "tie_word_embeddings": not a.untied,
+           "bos_token_id": 0, "eos_token_id": 0,
+           "torch_dtype": {"bf16": "bfloat16", "f32": "float32", "f16": "float16"}[a.dtype], "vocab_size": a.vocab}
+    if a.head_dim:
+        cfg["head_dim"] = hd
+    with open(os.path.join(a.out, 'config.json'), 'w') as f:
+        json.dump(cfg, f, indent=2)
+        f.write('\n')
+    tpath = os.path.join(a.out, 'tokenizer.json')
+    if a.tokenizer:
+        shutil.copyfile(a.tokenizer, tpath)
+    else:
+        with open(tpath, 'w', encoding='utf-8') as f:
+            json.dump(make_tokenizer(min(a.vocab, 600)), f, ensure_ascii=False, indent=2)
+
+
+if __name__ == '__main__':
+    main()
