@@ -3,12 +3,38 @@
 #include "backend.h"
 #include "kernels.h"
 #include <stdlib.h>
+#include <string.h>
 
-typedef struct { float *scores; int cap; } ref_state;
+typedef struct {
+    float *scores; int cap;
+    const cis2_layer *fma_layer;   /* FAULT INJECTION (issue 6): NULL = none */
+} ref_state;
+
+/* ---- FAULT INJECTION (issue 6), --fault fma: a fused multiply-add emulated
+ * in software (the binary must hold no FMA instruction, §1.4): the exact
+ * product joins the accumulator in double and is rounded once to float
+ * (double rounding aside), instead of §5.1's separately rounded mul + add. */
+static void fault_fma_mm(const cis2_linear *w, const float *X, int T, float *Y)
+{
+    for (int t = 0; t < T; t++)
+        for (int o = 0; o < w->rows; o++) {
+            const float *wr = w->f32 + (size_t)o * w->cols, *x = X + (size_t)t * w->cols;
+            float acc = 0.0f;
+            for (int i = 0; i < w->cols; i++) acc = (float)((double)wr[i] * (double)x[i] + (double)acc);
+            Y[(size_t)t * w->rows + o] = acc;
+        }
+}
+
+static int fault_in_layer(const cis2_layer *y, const cis2_linear *w)
+{
+    return w == &y->q || w == &y->k || w == &y->v || w == &y->o || w == &y->gate || w == &y->up || w == &y->down;
+}
+/* ---- end FAULT INJECTION ---- */
 
 static void ref_mm(cis2_backend *b, const cis2_linear *w, const float *X, int T, float *Y)
 {
-    (void)b;
+    ref_state *s = b->impl;
+    if (__builtin_expect(s->fma_layer != NULL, 0) && fault_in_layer(s->fma_layer, w)) { fault_fma_mm(w, X, T, Y); return; }  /* FAULT */
     for (int t = 0; t < T; t++)
         ref_matvec(w->f32, w->rows, w->cols, X + (size_t)t * w->cols, Y + (size_t)t * w->rows);
 }
@@ -58,6 +84,8 @@ int cis2_backend_ref_new(cis2_backend **out, cis2_model *m, const cis2_engine_op
     cis2_backend *b = calloc(1, sizeof *b);
     ref_state *s = calloc(1, sizeof *s);
     if (!b || !s) { free(b); free(s); snprintf(err, CIS2_ERR_LEN, "out of memory"); return 1; }
+    if (o && o->fault && !strcmp(o->fault, "fma"))   /* FAULT: layer validated by decode.c */
+        s->fma_layer = &m->layers[o->fault_arg ? atoi(o->fault_arg) : 0];
     b->name = "ref";
     b->impl = s;
     b->matmul = ref_mm;

@@ -18,7 +18,127 @@ struct cis2_engine {
     int t_cap;           /* tokens the scratch buffers hold */
     float *x, *xn, *q, *k, *v, *att, *proj, *gate, *up, *act;
     float *cos_v, *sin_v, *scores, *logits_in;
+    /* FAULT INJECTION (issue 6, debug only): 0 = none. */
+    int fault, fault_pos;
+    float *fault_word;       /* weight-bit: the flipped f32 (restored on free) */
+    uint32_t fault_mask;
 };
+
+/* ---- FAULT INJECTION (issue 6) -------------------------------------------
+ * Deliberate, documented bugs that prove the divergence localizer
+ * (docs/divergence.md). Each hook on the normal path is a single
+ * predictable branch on e->fault; nothing else changes. */
+enum { FAULT_NONE = 0, FAULT_WEIGHT_BIT, FAULT_FMA, FAULT_RMSNORM_ASSOC, FAULT_ROPE_OFFSET,
+       FAULT_KV_STALE, FAULT_NO_FTZ };
+
+/* The f32 copy and element count of a named weight (ref backend: widened). */
+static float *fault_find_tensor(cis2_model *m, const char *name, size_t *n)
+{
+    const cis2_config *c = &m->cfg;
+    size_t H = (size_t)c->hidden, hd = (size_t)c->head_dim;
+    if (!strcmp(name, "model.embed_tokens.weight")) { *n = (size_t)m->embed.rows * H; return m->embed.f32; }
+    if (!c->tied && !strcmp(name, "lm_head.weight")) { *n = (size_t)m->lm_head.rows * H; return m->lm_head.f32; }
+    if (!strcmp(name, "model.norm.weight")) { *n = H; return m->final_norm; }
+    int l, off = 0;
+    if (sscanf(name, "model.layers.%d.%n", &l, &off) != 1 || off == 0 || l < 0 || l >= c->n_layers) return NULL;
+    if (name[13] == '0' && name[14] != '.') return NULL;   /* no leading zeros */
+    cis2_layer *y = &m->layers[l];
+    const char *r = name + off;
+    const cis2_linear *lin[7] = { &y->q, &y->k, &y->v, &y->o, &y->gate, &y->up, &y->down };
+    const char *ln[7] = { "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                          "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight" };
+    for (int i = 0; i < 7; i++)
+        if (!strcmp(r, ln[i])) { *n = (size_t)lin[i]->rows * lin[i]->cols; return lin[i]->f32; }
+    struct { const char *s; float *p; size_t n; } v[] = {
+        { "input_layernorm.weight", y->attn_norm, H }, { "post_attention_layernorm.weight", y->mlp_norm, H },
+        { "self_attn.q_proj.bias", y->q_bias, (size_t)c->n_heads * hd }, { "self_attn.k_proj.bias", y->k_bias, (size_t)c->n_kv_heads * hd },
+        { "self_attn.v_proj.bias", y->v_bias, (size_t)c->n_kv_heads * hd },
+        { "self_attn.q_norm.weight", y->q_norm, hd }, { "self_attn.k_norm.weight", y->k_norm, hd } };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (v[i].p && !strcmp(r, v[i].s)) { *n = v[i].n; return v[i].p; }
+    return NULL;
+}
+
+static int fault_uint(const char *s, long hi, long *out)
+{
+    if (!s || !*s || (s[0] == '0' && s[1]) || s[0] < '0' || s[0] > '9') return 1;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < 0 || v > hi) return 1;
+    *out = v;
+    return 0;
+}
+
+/* Validates --fault/--fault-arg; applies weight-bit. */
+static int fault_setup(cis2_engine *e, const char *backend, char *err)
+{
+    static const char *names[] = { "weight-bit", "fma", "rmsnorm-assoc", "rope-offset", "kv-stale", "no-ftz" };
+    const char *f = e->o.fault, *a = e->o.fault_arg;
+    const cis2_config *c = &e->m->cfg;
+    int k = 0;
+    for (int i = 0; i < 6; i++) if (!strcmp(f, names[i])) k = i + 1;
+    if (!k) {
+        snprintf(err, CIS2_ERR_LEN, "unknown --fault \"%.40s\" (known: weight-bit, fma, rmsnorm-assoc, rope-offset, kv-stale, no-ftz)", f);
+        return 1;
+    }
+    if (strcmp(backend, "ref") != 0) {
+        snprintf(err, CIS2_ERR_LEN, "--fault %s needs --backend ref (fault hooks live in the reference backend)", f);
+        return 1;
+    }
+    long v = 0;
+    if (k == FAULT_WEIGHT_BIT) {
+        /* NAME:INDEX:BIT */
+        const char *c2 = a ? strrchr(a, ':') : NULL, *c1 = NULL;
+        if (c2) for (const char *p = c2 - 1; p >= a; p--) if (*p == ':') { c1 = p; break; }
+        char name[200];
+        long idx, bit;
+        if (!c1 || (size_t)(c1 - a) >= sizeof name) {
+            snprintf(err, CIS2_ERR_LEN, "--fault weight-bit needs --fault-arg TENSOR:INDEX:BIT, e.g. model.layers.0.mlp.up_proj.weight:123:22");
+            return 1;
+        }
+        memcpy(name, a, (size_t)(c1 - a));
+        name[c1 - a] = 0;
+        char idxs[32];
+        size_t il = (size_t)(c2 - c1 - 1);
+        if (il >= sizeof idxs) il = sizeof idxs - 1;
+        memcpy(idxs, c1 + 1, il);
+        idxs[il] = 0;
+        size_t n = 0;
+        float *t = fault_find_tensor(e->m, name, &n);
+        if (!t) { snprintf(err, CIS2_ERR_LEN, "--fault-arg: no weight tensor \"%.150s\" in this model (with an f32 copy)", name); return 1; }
+        if (fault_uint(idxs, (long)n - 1, &idx)) { snprintf(err, CIS2_ERR_LEN, "--fault-arg: index '%s' is not in [0, %zu) for \"%.150s\"", idxs, n, name); return 1; }
+        if (fault_uint(c2 + 1, 31, &bit)) { snprintf(err, CIS2_ERR_LEN, "--fault-arg: bit '%.20s' is not in [0, 31]", c2 + 1); return 1; }
+        e->fault_word = t + idx;
+        e->fault_mask = (uint32_t)1 << bit;
+    } else if (k == FAULT_FMA) {
+        if (a && fault_uint(a, c->n_layers - 1, &v)) { snprintf(err, CIS2_ERR_LEN, "--fault fma: --fault-arg must be a layer in [0, %d], got '%.40s'", c->n_layers - 1, a); return 1; }
+    } else if (k == FAULT_KV_STALE) {
+        v = 1;
+        if (a && fault_uint(a, c->max_pos - 1, &v)) { snprintf(err, CIS2_ERR_LEN, "--fault kv-stale: --fault-arg must be a position in [0, %d], got '%.40s'", c->max_pos - 1, a); return 1; }
+    } else if (a) {
+        snprintf(err, CIS2_ERR_LEN, "--fault %s takes no --fault-arg", f);
+        return 1;
+    }
+    e->fault = k;
+    e->fault_pos = (int)v;
+    return 0;
+}
+
+/* rmsnorm-assoc: out[i] = x[i]*(inv*w[i]) instead of §8's (x[i]*inv)*w[i]. */
+static void fault_rmsnorm_assoc(const float *x, const float *w, int n, float eps, float *out)
+{
+    float ss = 0.0f;
+    for (int i = 0; i < n; i++) { float sq = x[i] * x[i]; ss = ss + sq; }
+    float inv = cis2_rsqrt(ss / (float)n + eps);
+    for (int i = 0; i < n; i++) { float iw = inv * w[i]; out[i] = x[i] * iw; }
+}
+/* ---- end FAULT INJECTION ---- */
+
+static inline void rmsnorm(const cis2_engine *e, const float *x, const float *w, int n, float eps, float *out)
+{
+    if (__builtin_expect(e->fault == FAULT_RMSNORM_ASSOC, 0)) fault_rmsnorm_assoc(x, w, n, eps, out);  /* FAULT */
+    else ref_rmsnorm(x, w, n, eps, out);
+}
 
 static void trace(cis2_engine *e, int pos, int layer, const char *node, const float *v, size_t n)
 {
@@ -86,6 +206,8 @@ int cis2_engine_new(cis2_engine **out, cis2_model *m, const cis2_engine_opts *o,
     else if (strcmp(bn, "fast") == 0) rc = cis2_backend_fast_new(&e->be, m, &e->o, err);
     else { snprintf(err, CIS2_ERR_LEN, "unknown backend \"%.40s\" (expected ref or fast)", bn); rc = 1; }
     if (rc) { free(e); return 1; }
+    if (e->o.fault && fault_setup(e, bn, err)) { e->be->destroy(e->be); free(e); return 1; }   /* FAULT */
+    if (e->fault_word) *e->fault_word = cis2_u2f(cis2_f2u(*e->fault_word) ^ e->fault_mask); /* FAULT weight-bit */
     const cis2_config *c = &m->cfg;
     e->kc = calloc((size_t)c->n_layers, sizeof *e->kc);
     e->vc = calloc((size_t)c->n_layers, sizeof *e->vc);
@@ -104,6 +226,7 @@ int cis2_engine_new(cis2_engine **out, cis2_model *m, const cis2_engine_opts *o,
 void cis2_engine_free(cis2_engine *e)
 {
     if (!e) return;
+    if (e->fault_word) *e->fault_word = cis2_u2f(cis2_f2u(*e->fault_word) ^ e->fault_mask); /* FAULT: restore */
     if (e->be) e->be->destroy(e->be);
     for (int l = 0; e->kc && l < e->m->cfg.n_layers; l++) { free(e->kc[l]); free(e->vc[l]); }
     free(e->kc); free(e->vc);
@@ -129,9 +252,9 @@ static void embed_row(const cis2_model *m, int tok, float *out)
 }
 
 /* Per-head RMSNorm over head_dim (Qwen3 q_norm/k_norm), same §8 procedure. */
-static void head_norm(float *v, int n_heads, int hd, const float *w, float eps)
+static void head_norm(const cis2_engine *e, float *v, int n_heads, int hd, const float *w, float eps)
 {
-    for (int h = 0; h < n_heads; h++) ref_rmsnorm(v + (size_t)h * hd, w, hd, eps, v + (size_t)h * hd);
+    for (int h = 0; h < n_heads; h++) rmsnorm(e, v + (size_t)h * hd, w, hd, eps, v + (size_t)h * hd);
 }
 
 int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int T, int pos0, float *logits, char *err)
@@ -145,7 +268,8 @@ int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int T, int pos0, 
             return 1;
         }
     if (ensure_tokens(e, T, err) || ensure_positions(e, pos0 + T, err)) return 1;
-    if (!cis2_fpenv_is_pinned()) { snprintf(err, CIS2_ERR_LEN, "FTZ/DAZ is not pinned on this thread (§1.3)"); return 1; }
+    if (__builtin_expect(e->fault == FAULT_NO_FTZ, 0)) cis2_fpenv_unpin();   /* FAULT no-ftz: IEEE subnormals */
+    else if (!cis2_fpenv_is_pinned()) { snprintf(err, CIS2_ERR_LEN, "FTZ/DAZ is not pinned on this thread (§1.3)"); return 1; }
     const int H = c->hidden, hd = c->head_dim, half = hd / 2, nh = c->n_heads, nkv = c->n_kv_heads;
     const int qd = nh * hd, kvd = nkv * hd, I = c->inter;
     const float eps = c->eps;
@@ -159,7 +283,7 @@ int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int T, int pos0, 
     for (int l = 0; l < c->n_layers; l++) {
         const cis2_layer *y = &m->layers[l];
         for (int t = 0; t < T; t++) {
-            ref_rmsnorm(e->x + (size_t)t * H, y->attn_norm, H, eps, e->xn + (size_t)t * H);
+            rmsnorm(e, e->x + (size_t)t * H, y->attn_norm, H, eps, e->xn + (size_t)t * H);
             trace(e, pos0 + t, l, "attn_norm", e->xn + (size_t)t * H, (size_t)H);
         }
         be->matmul(be, &y->q, e->xn, T, e->q);
@@ -177,18 +301,27 @@ int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int T, int pos0, 
             trace(e, pos, l, "k_proj", k, (size_t)kvd);
             trace(e, pos, l, "v_proj", v, (size_t)kvd);
             if (y->q_norm) {      /* Qwen3: after projection, before RoPE */
-                head_norm(q, nh, hd, y->q_norm, eps);
-                head_norm(k, nkv, hd, y->k_norm, eps);
+                head_norm(e, q, nh, hd, y->q_norm, eps);
+                head_norm(e, k, nkv, hd, y->k_norm, eps);
                 trace(e, pos, l, "q_norm", q, (size_t)qd);
                 trace(e, pos, l, "k_norm", k, (size_t)kvd);
             }
-            ref_rope_table(m->inv_freq, half, pos, e->cos_v, e->sin_v);
+            int rpos = pos;
+            if (__builtin_expect(e->fault == FAULT_ROPE_OFFSET, 0) && pos0 > 0) rpos = pos + 1;  /* FAULT: decode positions off by one */
+            ref_rope_table(m->inv_freq, half, rpos, e->cos_v, e->sin_v);
             for (int h = 0; h < nh; h++) ref_rope_rotate(q + (size_t)h * hd, hd, e->cos_v, e->sin_v);
             for (int h = 0; h < nkv; h++) ref_rope_rotate(k + (size_t)h * hd, hd, e->cos_v, e->sin_v);
             trace(e, pos, l, "q_rope", q, (size_t)qd);
             trace(e, pos, l, "k_rope", k, (size_t)kvd);
-            memcpy(e->kc[l] + (size_t)pos * kvd, k, (size_t)kvd * sizeof(float));
-            memcpy(e->vc[l] + (size_t)pos * kvd, v, (size_t)kvd * sizeof(float));
+            if (__builtin_expect(e->fault == FAULT_KV_STALE, 0) && pos == e->fault_pos) {
+                /* FAULT kv-stale: this slot is never written; it keeps stale
+                 * contents, made deterministic here as zeros. */
+                memset(e->kc[l] + (size_t)pos * kvd, 0, (size_t)kvd * sizeof(float));
+                memset(e->vc[l] + (size_t)pos * kvd, 0, (size_t)kvd * sizeof(float));
+            } else {
+                memcpy(e->kc[l] + (size_t)pos * kvd, k, (size_t)kvd * sizeof(float));
+                memcpy(e->vc[l] + (size_t)pos * kvd, v, (size_t)kvd * sizeof(float));
+            }
         }
         if (e->o.trace) {
             /* Traced runs use the reference attention so scores and probs can
@@ -224,7 +357,7 @@ int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int T, int pos0, 
             trace(e, pos, l, "o_proj", e->proj + (size_t)t * H, (size_t)H);
             ref_add(x, e->proj + (size_t)t * H, H);
             trace(e, pos, l, "resid_attn", x, (size_t)H);
-            ref_rmsnorm(x, y->mlp_norm, H, eps, e->xn + (size_t)t * H);
+            rmsnorm(e, x, y->mlp_norm, H, eps, e->xn + (size_t)t * H);
             trace(e, pos, l, "mlp_norm", e->xn + (size_t)t * H, (size_t)H);
         }
         be->matmul(be, &y->gate, e->xn, T, e->gate);
@@ -246,7 +379,7 @@ int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int T, int pos0, 
     }
     if (logits) {
         /* §3.4: only the last position's logits are needed; the others are never computed. */
-        ref_rmsnorm(e->x + (size_t)(T - 1) * H, m->final_norm, H, eps, e->logits_in);
+        rmsnorm(e, e->x + (size_t)(T - 1) * H, m->final_norm, H, eps, e->logits_in);
         trace(e, pos0 + T - 1, -1, "final_norm", e->logits_in, (size_t)H);
         be->matmul(be, &m->lm_head, e->logits_in, 1, logits);
         trace(e, pos0 + T - 1, -1, "logits", logits, (size_t)c->vocab);

@@ -360,16 +360,20 @@ static int load_vocab(cis2_tokenizer *t, const json_doc *d, uint32_t m, vocab_tm
     /* n distinct ids in 0..n-1: dense. */
     t->n_vocab = (int)n;
 
-    /* §3.1.5.b: every byte's symbol must be a vocab entry. */
+    /* §3.1.5.b: each byte's one-character symbol. The spec says all 256 are
+     * in the vocab, but SmolLM2's tokenizer.json lacks 21 (bytes 0x04 0x06
+     * 0x13 0x14 0x16 0x1d 0xc0 0xc1 0xf1..0xff): byte_id -1, and encode
+     * refuses text that needs one (see bpe_word). */
     uint32_t b2u[256]; int16_t u2b[324];
     byte_map(b2u, u2b);
+    int have = 0;
     for (int b = 0; b < 256; b++) {
         char s[4];
         size_t l = utf8_enc(b2u[b], s);
-        int32_t id = str_find(&v->st, s, l, NULL);
-        if (id < 0) return ferr(err, path, "model.vocab: missing the byte-level symbol %s for byte 0x%02x", show(s, l, buf), b);
-        t->byte_id[b] = id;
+        t->byte_id[b] = str_find(&v->st, s, l, NULL);
+        have += t->byte_id[b] >= 0;
     }
+    if (!have) return ferr(err, path, "model.vocab: none of the 256 byte-level symbols (\"!\" ... \"\u0100\" ...) is present; not a byte-level BPE vocab");
     return 0;
 }
 
@@ -611,6 +615,8 @@ typedef struct {
     size_t cap;          /* scratch capacity in symbols */
     int32_t *sym, *next, *prev;
     uint64_t *heap;      /* (rank << 32 | position), min-heap */
+    const uint8_t *base; /* the input text, for error offsets */
+    size_t bad;          /* offset of a byte without a vocab symbol */
 } enc;
 
 static int enc_reserve(enc *e, size_t n)
@@ -661,6 +667,8 @@ static void push_pair(enc *e, size_t *hn, int32_t pos)
 static int bpe_word(enc *e, const uint8_t *w, size_t n)
 {
     const cis2_tokenizer *t = e->t;
+    for (size_t i = 0; i < n; i++)
+        if (t->byte_id[w[i]] < 0) { e->bad = (size_t)(w + i - e->base); return 2; }
     if (n == 1) { e->out[e->n++] = t->byte_id[w[0]]; return 0; }
     if (enc_reserve(e, n)) return 1;
     for (size_t i = 0; i < n; i++) {
@@ -716,7 +724,7 @@ static int regex_split(enc *e, const uint8_t *s, size_t n)
             uint8_t a = s[i + 1], b = i + 2 < n ? s[i + 2] : 0;
             size_t m = (a == 's' || a == 't' || a == 'm' || a == 'd') ? 1
                      : ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) ? 2 : 0;
-            if (m) { if (bpe_word(e, s + st, 1 + m)) return 1; i += 1 + m; continue; }
+            if (m) { int rc = bpe_word(e, s + st, 1 + m); if (rc) return rc; i += 1 + m; continue; }
         }
         size_t j = i;
         if (s[i] == ' ' && i + 1 < n) j = i + 1;      /* the optional leading space */
@@ -727,7 +735,8 @@ static int regex_split(enc *e, const uint8_t *s, size_t n)
             i = run_end(s, n, st, CIS2_UC_WS, &last);
             if (i < n && last > st) i = last;          /* \s+(?!\S): leave one for the next word */
         }
-        if (bpe_word(e, s + st, i - st)) return 1;
+        int rc = bpe_word(e, s + st, i - st);
+        if (rc) return rc;
     }
     return 0;
 }
@@ -739,8 +748,9 @@ static int pretokenize(enc *e, const uint8_t *s, size_t n)
     while (i < n) {
         size_t j = i;
         while (j < n && cls_at(s, n, j, &l) != CIS2_UC_N) j += l;
-        if (j > i && regex_split(e, s + i, j - i)) return 1;
-        if (j < n) { if (bpe_word(e, s + j, l)) return 1; }
+        int rc = j > i ? regex_split(e, s + i, j - i) : 0;
+        if (!rc && j < n) rc = bpe_word(e, s + j, l);
+        if (rc) return rc;
         i = j < n ? j + l : j;
     }
     return 0;
@@ -762,7 +772,8 @@ static int split_added(enc *e, const uint8_t *s, size_t n, int pass)
                 if (a->normalized == pass && a->len <= n - i && memcmp(s + i, a->s, a->len) == 0) hit = a;
             }
         if (!hit) { i++; continue; }
-        if (split_added(e, s + start, i - start, pass + 1)) return 1;
+        int rc = split_added(e, s + start, i - start, pass + 1);
+        if (rc) return rc;
         e->out[e->n++] = hit->id;
         i += hit->len;
         start = i;
@@ -784,10 +795,21 @@ int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
     enc e;
     memset(&e, 0, sizeof e);
     e.t = t;
+    e.base = s;
     e.out = malloc((len ? len : 1) * sizeof *e.out); /* every token covers >= 1 byte */
-    int rc = !e.out || split_added(&e, s, len, 0);
+    int rc = e.out ? split_added(&e, s, len, 0) : 1;
     free(e.sym); free(e.next); free(e.prev); free(e.heap);
-    if (rc) { free(e.out); snprintf(err, CIS2_ERR_LEN, "tokenize: out of memory"); return 1; }
+    if (rc == 2) {
+        /* tokenizers v0.23.1 (unk_token null) would silently drop this
+         * character; dropping breaks decode(encode(x)) == x, so refuse. */
+        size_t at = e.bad;
+        while (at > 0 && (s[at] & 0xC0) == 0x80) at--;
+        uint32_t cp = 0;
+        utf8_dec(s + at, len - at, &cp);
+        snprintf(err, CIS2_ERR_LEN, "tokenize: %s has no symbol for byte 0x%02x, needed by U+%04X at byte offset %zu "
+                 "(the reference would silently drop it; refusing)", t->path, s[e.bad], (unsigned)cp, at);
+    } else if (rc) snprintf(err, CIS2_ERR_LEN, "tokenize: out of memory");
+    if (rc) { free(e.out); return 1; }
     *ids = e.out;
     *n = e.n;
     return 0;

@@ -1,0 +1,139 @@
+/* Register-blocked matmul over packed tiles, instantiated once per ISA file.
+ * The including file defines:
+ *   ATTR                  function attributes (e.g. target("avx2"))
+ *   V, VL, NV             vector type, lanes, vectors per 16-row tile (NV*VL == 16)
+ *   V_ZERO() V_ADD(a,b) V_MUL(a,b) V_SET1(x) V_LOADU(p) V_STOREU(p,v)
+ *   V_BF16(p)             VL bf16 values at p widened exactly (bits << 16, §4.1)
+ *   NT1                   tiles per block when T == 1 (independent add chains)
+ *   NTB, TBB              tiles x tokens per block when T > 1 (register blocking)
+ *   PFX                   name prefix
+ * Each accumulator is one output (row, token): acc = acc + w[k]*x[k] for
+ * k = 0..K-1 in order, a separate multiply then a separate add (§5.1). */
+#define TM_CAT2(a, b) a##b
+#define TM_CAT(a, b) TM_CAT2(a, b)
+#define TM_FN(n) TM_CAT(PFX, n)
+#define TM_AI ATTR inline __attribute__((always_inline))
+
+#define TM_STORE(acc, Y, ldy, nt, tb, nrows)                                              \
+    do {                                                                                  \
+        _Pragma("GCC unroll 16") for (int i = 0; i < (nt); i++)                           \
+        _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                             \
+        _Pragma("GCC unroll 32") for (int t = 0; t < (tb); t++) {                         \
+            int r0 = 16 * i + VL * j;                                                     \
+            float *dst = (Y) + (size_t)t * (ldy) + r0;                                    \
+            if (r0 + VL <= (nrows)) V_STOREU(dst, acc[i][j][t]);                          \
+            else if (r0 < (nrows)) {                                                      \
+                float tmp_[VL];                                                           \
+                V_STOREU(tmp_, acc[i][j][t]);                                             \
+                for (int l_ = 0; l_ < (nrows) - r0; l_++) dst[l_] = tmp_[l_];              \
+            }                                                                             \
+        }                                                                                 \
+    } while (0)
+
+static TM_AI void TM_FN(blk_bf16)(const uint16_t *W, size_t ts, int K, const int nt, const float *X, int ldx,
+                                  const int tb, float *Y, int ldy, int nrows)
+{
+    V acc[NTB > NT1 ? NTB : NT1][NV][TBB];
+    _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+    _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)
+    _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) acc[i][j][t] = V_ZERO();
+    for (int k = 0; k < K; k++) {
+        V w[NTB > NT1 ? NTB : NT1][NV];
+        _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+        _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)
+            w[i][j] = V_BF16(W + (size_t)i * ts + (size_t)k * 16 + (size_t)j * VL);
+        _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) {
+            V x = V_SET1(X[(size_t)t * ldx + k]);
+            _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+            _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)
+                acc[i][j][t] = V_ADD(acc[i][j][t], V_MUL(w[i][j], x));
+        }
+    }
+    TM_STORE(acc, Y, ldy, nt, tb, nrows);
+}
+
+static TM_AI void TM_FN(blk_f32)(const float *W, size_t ts, int K, const int nt, const float *X, int ldx,
+                                 const int tb, float *Y, int ldy, int nrows)
+{
+    V acc[NTB > NT1 ? NTB : NT1][NV][TBB];
+    _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+    _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)
+    _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) acc[i][j][t] = V_ZERO();
+    for (int k = 0; k < K; k++) {
+        V w[NTB > NT1 ? NTB : NT1][NV];
+        _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+        _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)
+            w[i][j] = V_LOADU(W + (size_t)i * ts + (size_t)k * 16 + (size_t)j * VL);
+        _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) {
+            V x = V_SET1(X[(size_t)t * ldx + k]);
+            _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+            _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)
+                acc[i][j][t] = V_ADD(acc[i][j][t], V_MUL(w[i][j], x));
+        }
+    }
+    TM_STORE(acc, Y, ldy, nt, tb, nrows);
+}
+
+/* Dispatch to a constant (nt, tb) instantiation. */
+#define TM_TB_CASE(KIND, NTC, TBC)                                                        \
+    case TBC:                                                                             \
+        if ((TBC) <= TBB) TM_FN(KIND)(Wp, ts, K, NTC, Xp, ldx, TBC, Yp, ldy, nr);         \
+        break;
+#define TM_TB_SWITCH(KIND, NTC)                                                           \
+    switch (tb) {                                                                         \
+        TM_TB_CASE(KIND, NTC, 1) TM_TB_CASE(KIND, NTC, 2) TM_TB_CASE(KIND, NTC, 3)        \
+        TM_TB_CASE(KIND, NTC, 4) TM_TB_CASE(KIND, NTC, 5) TM_TB_CASE(KIND, NTC, 6)        \
+        TM_TB_CASE(KIND, NTC, 7) TM_TB_CASE(KIND, NTC, 8) TM_TB_CASE(KIND, NTC, 9)        \
+        TM_TB_CASE(KIND, NTC, 10) TM_TB_CASE(KIND, NTC, 11) TM_TB_CASE(KIND, NTC, 12)     \
+        default: break;                                                                   \
+    }
+#define TM_NT_CASE(KIND, NTC, MAXNT)                                                      \
+    case NTC:                                                                             \
+        if ((NTC) <= (MAXNT)) { TM_TB_SWITCH(KIND, NTC) }                                 \
+        break;
+#define TM_NT1_CASE(KIND, NTC)                                                            \
+    case NTC:                                                                             \
+        if ((NTC) <= NT1) TM_FN(KIND)(Wp, ts, K, NTC, Xp, ldx, 1, Yp, ldy, nr);           \
+        break;
+
+#define TM_DRIVER(KIND, WT)                                                               \
+static ATTR void TM_FN(mm_##KIND)(const WT *W, int K, int ntiles, int nrows, const float *X, \
+                                  int ldx, int T, float *Y, int ldy)                      \
+{                                                                                         \
+    size_t ts = (size_t)K * 16;                                                           \
+    if (T == 1) {                                                                         \
+        for (int i0 = 0; i0 < ntiles; i0 += NT1) {                                        \
+            int nt = ntiles - i0 < NT1 ? ntiles - i0 : NT1;                               \
+            const WT *Wp = W + (size_t)i0 * ts;                                           \
+            const float *Xp = X;                                                          \
+            float *Yp = Y + (size_t)i0 * 16;                                              \
+            int nr = nrows - i0 * 16;                                                     \
+            switch (nt) {                                                                 \
+                TM_NT1_CASE(blk_##KIND, 1) TM_NT1_CASE(blk_##KIND, 2)                     \
+                TM_NT1_CASE(blk_##KIND, 3) TM_NT1_CASE(blk_##KIND, 4)                     \
+                TM_NT1_CASE(blk_##KIND, 5) TM_NT1_CASE(blk_##KIND, 6)                     \
+                TM_NT1_CASE(blk_##KIND, 7) TM_NT1_CASE(blk_##KIND, 8)                     \
+                default: break;                                                           \
+            }                                                                             \
+        }                                                                                 \
+        return;                                                                           \
+    }                                                                                     \
+    for (int i0 = 0; i0 < ntiles; i0 += NTB) {                                            \
+        int nt = ntiles - i0 < NTB ? ntiles - i0 : NTB;                                   \
+        const WT *Wp = W + (size_t)i0 * ts;                                               \
+        int nr = nrows - i0 * 16;                                                         \
+        for (int t0 = 0; t0 < T; t0 += TBB) {                                             \
+            int tb = T - t0 < TBB ? T - t0 : TBB;                                         \
+            const float *Xp = X + (size_t)t0 * ldx;                                       \
+            float *Yp = Y + (size_t)t0 * ldy + (size_t)i0 * 16;                           \
+            switch (nt) {                                                                 \
+                TM_NT_CASE(blk_##KIND, 1, NTB) TM_NT_CASE(blk_##KIND, 2, NTB)             \
+                TM_NT_CASE(blk_##KIND, 3, NTB) TM_NT_CASE(blk_##KIND, 4, NTB)             \
+                default: break;                                                           \
+            }                                                                             \
+        }                                                                                 \
+    }                                                                                     \
+}
+
+TM_DRIVER(bf16, uint16_t)
+TM_DRIVER(f32, float)
