@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 export CIS2="${CIS2:-./cis2}" BUILD="${BUILD:-build}"
 export TESTTMP="${TESTTMP:-$PWD/tests/tmp}"
 mkdir -p "$TESTTMP"
-log="$TESTTMP/run.log"; : > "$log"
+log="$TESTTMP/run-$(basename "$BUILD").log"; : > "$log"
 only="${ONLY:-}"
 for u in "$BUILD"/unit_*; do
     [ -x "$u" ] || continue
