@@ -149,3 +149,12 @@ out=$("$CIS2" selftest); rc=$?
     && echo "$out" | grep -qx 'inv_freq_table_digest=da9f6dcfde0425588815509e874515cdcd3d6b8818b6d0136590052e7bbf6f12' \
     && [ "$(echo "$out" | grep -c '^PASS fpenv 0x')" -eq 6 ] && pass selftest.cli || fail selftest.cli "rc=$rc"
 expect_err selftest.rejects-args "takes no arguments" "$CIS2" selftest extra
+
+# --- --stop-at-eos is opt-in: with eos_token_id set to the first generated id it stops there
+cpm eos; first=${g6%%,*}; sed -i "s/\"eos_token_id\": 0/\"eos_token_id\": $first/" "$T/eos/config.json"
+out=$("$CIS2" run --model "$T/eos" --prompt-ids 5,17,42,7,99 -n 6 --stop-at-eos --receipt "$T/eos.txt")
+echo "$out" | grep -qx "generated_token_ids=$first" && echo "$out" | grep -qx 'stop_at_eos=1 stopped=1' \
+    && echo "$out" | grep -q 'gen_toks=1 dtype=fp32' && pass run.stop-at-eos || fail run.stop-at-eos "$out"
+"$CIS2" verify "$T/eos.txt" --model "$T/eos" >/dev/null && pass run.stop-at-eos-receipt-verifies || fail run.stop-at-eos-receipt-verifies ""
+n6=$("$CIS2" run --model "$T/eos" --prompt-ids 5,17,42,7,99 -n 6 | sed -n 's/^generated_token_ids=//p')
+expect_eq run.eos-ignored-by-default "$n6" "$g6"
