@@ -187,8 +187,6 @@ typedef struct {
 
 int  cis2_engine_new(cis2_engine **e, cis2_model *m, const cis2_engine_opts *o, char *err);
 void cis2_engine_free(cis2_engine *e);
-/* Forget the KV cache. */
-void cis2_engine_reset(cis2_engine *e);
 /* Run tokens[0..n) at positions pos0.. through the model, appending to the
  * KV cache. When `logits` is non-NULL it receives the vocab logits of the
  * last token only (§3.4: logits of earlier positions are not computed). */

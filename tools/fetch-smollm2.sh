@@ -12,7 +12,7 @@ fetch() {  # fetch FILE SHA256
         echo "have $f (sha256 ok)"; return 0
     fi
     echo "fetching $f"
-    if command -v curl >/dev/null; then curl -fL --connect-timeout 10 --retry 2 -o "$dest/$f.part" "$base/$f"
+    if command -v curl >/dev/null; then curl -fsSL --connect-timeout 10 --retry 2 -o "$dest/$f.part" "$base/$f"
     elif command -v wget >/dev/null; then wget -q -T 10 -O "$dest/$f.part" "$base/$f"
     else echo "fetch-smollm2: need curl or wget" >&2; return 1; fi
     got=$(sha256sum "$dest/$f.part" | cut -c1-64)
