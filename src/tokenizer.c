@@ -100,12 +100,13 @@ static void byte_map(uint32_t b2u[256], int16_t u2b[324])
 
 static int ferr(char *err, const char *path, const char *fmt, ...)
 {
-    char msg[CIS2_ERR_LEN];
+    int k = snprintf(err, CIS2_ERR_LEN, "%s: ", path);
+    if (k < 0) k = 0;
+    if (k >= CIS2_ERR_LEN) k = CIS2_ERR_LEN - 1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(err + k, (size_t)(CIS2_ERR_LEN - k), fmt, ap);
     va_end(ap);
-    snprintf(err, CIS2_ERR_LEN, "%s: %s", path, msg);
     return 1;
 }
 
@@ -373,7 +374,7 @@ static int load_vocab(cis2_tokenizer *t, const json_doc *d, uint32_t m, vocab_tm
         t->byte_id[b] = str_find(&v->st, s, l, NULL);
         have += t->byte_id[b] >= 0;
     }
-    if (!have) return ferr(err, path, "model.vocab: none of the 256 byte-level symbols (\"!\" ... \"\u0100\" ...) is present; not a byte-level BPE vocab");
+    if (!have) return ferr(err, path, "model.vocab: has none of the 256 byte-level symbols; not a byte-level BPE vocab");
     return 0;
 }
 
