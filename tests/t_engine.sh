@@ -158,3 +158,16 @@ echo "$out" | grep -qx "generated_token_ids=$first" && echo "$out" | grep -qx 's
 "$CIS2" verify "$T/eos.txt" --model "$T/eos" >/dev/null && pass run.stop-at-eos-receipt-verifies || fail run.stop-at-eos-receipt-verifies ""
 n6=$("$CIS2" run --model "$T/eos" --prompt-ids 5,17,42,7,99 -n 6 | sed -n 's/^generated_token_ids=//p')
 expect_eq run.eos-ignored-by-default "$n6" "$g6"
+
+# --- --prompt goes through the tokenizer; the receipt carries the raw bytes
+out=$("$CIS2" run --model "$M" --prompt "Once upon a time" -n 4 --receipt "$T/rp.txt"); rc=$?
+want=$("$CIS2" tokenize --model "$M" "Once upon a time")
+# (these 4 ids end inside a UTF-8 sequence: text_error= says so instead of inventing characters)
+echo "$out" | grep -qx "prompt_token_ids=$want" && echo "$out" | grep -q '^text_error=.*not valid UTF-8' && pass run.prompt-text || fail run.prompt-text "rc=$rc $out"
+g76=$("$CIS2" run --model "$M" --prompt-ids 5,17,42,7,99 -n 2 | sed -n 's/^text=//p')
+expect_eq run.text-json-escaped "$g76" "\"$("$CIS2" detokenize --model "$M" 76,76 | sed 's/\\/\\\\/g;s/"/\\"/g')\""
+expect_eq receipt.prompt-hex "$(sed -n 's/^prompt-hex //p' "$T/rp.txt")" "$(printf 'Once upon a time' | od -An -tx1 | tr -d ' \n')"
+"$CIS2" verify "$T/rp.txt" --model "$M" | grep -q '^MATCH prompt-hex' && pass verify.prompt-hex || fail verify.prompt-hex ""
+sed "s/^prompt-hex .*/prompt-hex $(printf 'Once upon a tim' | od -An -tx1 | tr -d ' \n')/" "$T/rp.txt" > "$T/rp-bad.txt"
+"$CIS2" verify "$T/rp-bad.txt" --model "$M" | grep -q '^MISMATCH prompt-hex' && pass verify.prompt-hex-mismatch || fail verify.prompt-hex-mismatch ""
+expect_err bad.prompt-not-utf8 "UTF-8" "$CIS2" run --model "$M" --prompt "$(printf 'ab\xffcd')"
