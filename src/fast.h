@@ -16,6 +16,7 @@ typedef struct {
     int bf16;          /* 1: uint16_t bf16 bits (widened in registers by <<16), 0: f32 */
     void *data;        /* 64-byte aligned */
     size_t bytes;
+    size_t map_len;    /* nonzero: data is an anonymous mapping of this length */
 } fast_packed;
 
 /* Kernel table for one ISA path. */

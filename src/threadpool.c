@@ -20,16 +20,26 @@
 
 #define SPIN_ITERS 20000
 
+/* The claim word: generation (24 bits) | ntasks (20 bits) | next task (20 bits).
+ * A task is claimed by CAS on the whole word, so a worker that wakes late
+ * (descheduled on a busy machine) can never claim a task of a finished job,
+ * and the caller never waits for idle workers to check in: it waits only for
+ * its tasks to be done. Jobs with more tasks than fit run in rounds. */
+#define GEN_SHIFT 40
+#define NT_SHIFT 20
+#define FIELD_MASK ((1ull << 20) - 1)
+#define MAX_TASKS ((int)FIELD_MASK)
+
 struct tp_pool {
     int n;                       /* threads including the caller */
     pthread_t *th;
     int started;
-    _Atomic unsigned gen;
-    _Atomic int next;
-    _Atomic int active;
+    _Atomic uint64_t claim;
+    _Atomic int done;
     _Atomic int sleepers;
     _Atomic int quit;
-    int ntasks;
+    unsigned gen;                /* caller only */
+    int base;                    /* task index offset of this round */
     tp_fn fn;
     void *ctx;
     pthread_mutex_t mu;
@@ -38,13 +48,20 @@ struct tp_pool {
 
 typedef struct { tp_pool *p; int tid; } worker_arg;
 
-static void run_tasks(tp_pool *p, int tid)
+/* Claim and run tasks of generation `g`; returns when none are left. */
+static void run_tasks(tp_pool *p, uint64_t g, int tid)
 {
-    int nt = p->ntasks;
+    uint64_t v = atomic_load_explicit(&p->claim, memory_order_acquire);
     for (;;) {
-        int k = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-        if (k >= nt) break;
-        p->fn(p->ctx, k, tid);
+        if ((v >> GEN_SHIFT) != g) return;
+        uint64_t nt = (v >> NT_SHIFT) & FIELD_MASK, i = v & FIELD_MASK;
+        if (i >= nt) return;
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &v, v + 1, memory_order_acq_rel, memory_order_acquire))
+            continue;
+        /* Task i of generation g is ours and not done, so the job is live. */
+        p->fn(p->ctx, p->base + (int)i, tid);
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+        v = atomic_load_explicit(&p->claim, memory_order_acquire);
     }
 }
 
@@ -58,10 +75,10 @@ static void *worker(void *arg)
                 wa.tid, (unsigned long long)cis2_fpenv_read());
         abort();
     }
-    unsigned seen = 0;
+    uint64_t seen = 0;
     for (;;) {
         int spins = 0;
-        while (atomic_load_explicit(&p->gen, memory_order_acquire) == seen && !atomic_load(&p->quit)) {
+        while ((atomic_load_explicit(&p->claim, memory_order_acquire) >> GEN_SHIFT) == seen && !atomic_load(&p->quit)) {
             if (++spins < SPIN_ITERS) {
                 CPU_RELAX();
                 if ((spins & 255) == 0) sched_yield();
@@ -69,14 +86,14 @@ static void *worker(void *arg)
             }
             pthread_mutex_lock(&p->mu);
             atomic_fetch_add(&p->sleepers, 1);
-            while (atomic_load(&p->gen) == seen && !atomic_load(&p->quit)) pthread_cond_wait(&p->cv, &p->mu);
+            while ((atomic_load(&p->claim) >> GEN_SHIFT) == seen && !atomic_load(&p->quit))
+                pthread_cond_wait(&p->cv, &p->mu);
             atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
         }
         if (atomic_load(&p->quit)) break;
-        seen = atomic_load_explicit(&p->gen, memory_order_acquire);
-        run_tasks(p, wa.tid);
-        atomic_fetch_sub_explicit(&p->active, 1, memory_order_release);
+        seen = atomic_load_explicit(&p->claim, memory_order_acquire) >> GEN_SHIFT;
+        run_tasks(p, seen, wa.tid);
     }
     return NULL;
 }
@@ -119,22 +136,27 @@ void tp_run(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
         for (int k = 0; k < ntasks; k++) fn(ctx, k, 0);
         return;
     }
-    p->ntasks = ntasks;
-    p->fn = fn;
-    p->ctx = ctx;
-    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->active, p->n - 1, memory_order_relaxed);
-    atomic_fetch_add(&p->gen, 1);   /* seq_cst: pairs with the sleepers check */
-    if (atomic_load(&p->sleepers) > 0) {
-        pthread_mutex_lock(&p->mu);
-        pthread_cond_broadcast(&p->cv);
-        pthread_mutex_unlock(&p->mu);
-    }
-    run_tasks(p, 0);
-    int spins = 0;
-    while (atomic_load_explicit(&p->active, memory_order_acquire) > 0) {
-        CPU_RELAX();
-        if ((++spins & 255) == 0) sched_yield();
+    for (int base = 0; base < ntasks; base += MAX_TASKS) {
+        int nt = ntasks - base < MAX_TASKS ? ntasks - base : MAX_TASKS;
+        p->fn = fn;
+        p->ctx = ctx;
+        p->base = base;
+        atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+        p->gen = (p->gen + 1) & 0xFFFFFFu;
+        if (p->gen == 0) p->gen = 1;    /* workers start with seen = 0 */
+        uint64_t g = p->gen;
+        atomic_store(&p->claim, (g << GEN_SHIFT) | ((uint64_t)nt << NT_SHIFT));   /* seq_cst: pairs with sleepers */
+        if (atomic_load(&p->sleepers) > 0) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_broadcast(&p->cv);
+            pthread_mutex_unlock(&p->mu);
+        }
+        run_tasks(p, g, 0);
+        int spins = 0;
+        while (atomic_load_explicit(&p->done, memory_order_acquire) < nt) {
+            CPU_RELAX();
+            if ((++spins & 255) == 0) sched_yield();
+        }
     }
 }
 
@@ -144,7 +166,6 @@ void tp_free(tp_pool *p)
     if (p->started) {
         pthread_mutex_lock(&p->mu);
         atomic_store(&p->quit, 1);
-        atomic_fetch_add(&p->gen, 1);
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
         for (int i = 1; i <= p->started; i++) pthread_join(p->th[i], NULL);

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Issue 5: full decodes on fixture models, `--backend fast` (every ISA this
+# CPU has, thread counts 1/2/3/7) against `--backend ref`: the CIS2_REF
+# digest (a witness over every full logit vector), generated ids and the
+# receipt must match bit for bit. Plus `--isa` errors and `cis2 bench` output.
+source "$(dirname "$0")/lib.sh"
+T="$TESTTMP/fast"
+rm -rf "$T"; mkdir -p "$T"
+case "$CIS2" in /*) C="$CIS2";; *) C="$PWD/$CIS2";; esac
+
+isas="scalar sse2"
+grep -qw avx2 /proc/cpuinfo 2>/dev/null && isas="$isas avx2"
+grep -qw avx512f /proc/cpuinfo 2>/dev/null && isas="$isas avx512"
+[ "$(uname -m)" = aarch64 ] && isas="scalar neon"
+
+ids() { python3 -c "import sys; n,v=int(sys.argv[1]),int(sys.argv[2]); print(','.join(str((i*7919+13)%v) for i in range(n)))" "$1" "$2"; }
+strip() { grep -vE '^(backend|isa)=' "$1"; }
+
+# name | make_model args | vocab | prompt length | -n
+cases=(
+  "llama-bf16|--layers 2 --vocab 333|333|19|6"
+  "llama-f32-untied|--layers 2 --dtype f32 --untied --vocab 301|301|7|5"
+  "qwen2-f16-gqa3|--arch qwen2 --layers 2 --heads 6 --kv-heads 2 --hidden 96 --inter 200 --dtype f16 --vocab 257|257|23|5"
+  "qwen3-hd24-gqa7|--arch qwen3 --layers 1 --heads 7 --kv-heads 1 --head-dim 24 --hidden 80 --inter 136 --vocab 290|290|13|5"
+  "llama-hd128-long|--layers 1 --heads 2 --kv-heads 1 --head-dim 128 --hidden 64 --inter 72 --vocab 515|515|100|4"
+)
+for c in "${cases[@]}"; do
+    IFS='|' read -r name args vocab plen n <<<"$c"
+    D="$T/$name"
+    if ! python3 tools/make_model.py "$D" $args >/dev/null 2>"$T/$name.mk.err"; then
+        fail "fast $name: make_model" "$(head -n1 "$T/$name.mk.err")"; continue
+    fi
+    P=$(ids "$plen" "$vocab")
+    if ! "$C" run --model "$D" --prompt-ids "$P" -n "$n" --backend ref --receipt "$T/$name.ref.rcpt" >"$T/$name.ref" 2>"$T/$name.ref.err"; then
+        fail "fast $name: ref run" "$(head -n1 "$T/$name.ref.err")"; continue
+    fi
+    want=$(grep '^CIS2_REF' "$T/$name.ref")
+    for isa in $isas; do
+        for th in 1 2 3 7; do
+            case "$isa:$th" in scalar:3|scalar:7|sse2:7) continue;; esac   # keep the runtime modest
+            o="$T/$name.$isa.$th"
+            if ! "$C" run --model "$D" --prompt-ids "$P" -n "$n" --backend fast --isa "$isa" --threads "$th" \
+                   --receipt "$o.rcpt" >"$o" 2>"$o.err"; then
+                fail "fast $name $isa threads=$th" "$(head -n1 "$o.err")"; continue
+            fi
+            got=$(grep '^CIS2_REF' "$o")
+            if [ "$got" == "$want" ] && cmp -s <(strip "$o") <(strip "$T/$name.ref") && cmp -s "$o.rcpt" "$T/$name.ref.rcpt"; then
+                pass "fast $name $isa threads=$th: digest, ids and receipt == ref"
+            else
+                fail "fast $name $isa threads=$th" "got '$got' want '$want'"
+            fi
+        done
+    done
+    # the receipt written by ref verifies under the fast backend
+    if "$C" verify "$T/$name.ref.rcpt" --model "$D" --backend fast --threads 2 >"$T/$name.verify" 2>&1; then
+        pass "fast $name: ref receipt verifies with --backend fast"
+    else
+        fail "fast $name: verify" "$(grep -m1 MISMATCH "$T/$name.verify")"
+    fi
+done
+
+# --isa errors: unknown name; an ISA of another architecture
+expect_err "fast --isa unknown" "unknown --isa" "$C" run --model "$T/llama-bf16" --prompt-ids 1,2 -n 2 --backend fast --isa mmx
+if [ "$(uname -m)" = x86_64 ]; then
+    expect_err "fast --isa neon on x86-64" "does not support" "$C" run --model "$T/llama-bf16" --prompt-ids 1,2 -n 2 --backend fast --isa neon
+    if ! grep -qw avx512f /proc/cpuinfo; then
+        expect_err "fast --isa avx512 without AVX-512F" "does not support" "$C" run --model "$T/llama-bf16" --prompt-ids 1,2 -n 2 --backend fast --isa avx512
+    fi
+fi
+
+# cis2 bench prints every key (tiny model, so it is quick) and its digest equals run's
+D="$T/llama-bf16"
+out=$("$C" bench --model "$D" --backend fast --threads 2 --prompt-len 19 -n 6 --positions 30,100 2>&1)
+miss=""
+for k in load_ms prefill_tok_s decode_tok_s ms_per_token peak_rss_mb weights_mb read_gbs floor_ms_per_token; do
+    printf '%s\n' "$out" | grep -q "^$k=" || miss="$miss $k"
+done
+printf '%s\n' "$out" | grep -q "^pos=100 decode_tok_s=" || miss="$miss pos=100"
+[ -z "$miss" ] && pass "bench prints every key" || fail "bench keys" "missing:$miss"
+bd=$(printf '%s\n' "$out" | grep '^CIS2_REF' | cut -d' ' -f2)
+rd=$("$C" run --model "$D" --prompt-ids "$(ids 19 333)" -n 6 --backend ref | grep '^CIS2_REF' | cut -d' ' -f2)
+expect_eq "bench digest == ref run digest" "$bd" "$rd"
+expect_err "bench needs --model" "--model" "$C" bench

@@ -1,0 +1,225 @@
+/* Issue 5: every fast kernel path is bit-identical to the scalar reference.
+ * Matmul over many shapes (odd sizes, rows not a multiple of the 16-row
+ * tile, T = 1..40, bf16/f32/f16 weights), attention (head_dim 6/24/64/128,
+ * GQA groups 1-7, long contexts to 8192), softmax on adversarial rows —
+ * for every ISA path this CPU has and thread counts 1, 2, 3, 7. */
+#include "unit.h"
+#include "fast.h"
+#include "kernels.h"
+
+static uint64_t rs = 0x1234567;
+static uint64_t rnd(void)
+{
+    rs += 0x9E3779B97F4A7C15ull;
+    uint64_t z = rs;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+/* Floats spanning magnitudes, with some zeros, -0, subnormals and big values. */
+static float rval(void)
+{
+    uint64_t r = rnd();
+    switch (r % 29) {
+    case 0: return 0.0f;
+    case 1: return -0.0f;
+    case 2: return cis2_u2f((uint32_t)(r >> 8) & 0x807FFFFFu);           /* subnormal */
+    case 3: return (r >> 40) & 1 ? 1e8f : -1e8f;                        /* cancellation */
+    default: {
+        float u = (float)((r >> 40) & 0xFFFFFF) / 16777216.0f - 0.5f;
+        int e = (int)((r >> 20) % 12) - 6;
+        return cis2_ldexp_exact(u, e);
+    }
+    }
+}
+
+static const char *ISAS[] = { "scalar", "sse2", "avx2", "avx512", "neon" };
+static const int THREADS[] = { 1, 2, 3, 7 };
+
+static int same_bits(const float *a, const float *b, size_t n, size_t *where)
+{
+    for (size_t i = 0; i < n; i++)
+        if (cis2_f2u(a[i]) != cis2_f2u(b[i])) { *where = i; return 0; }
+    return 1;
+}
+
+/* A linear of the given dtype with random weights; f32 = exact widening. */
+static void make_linear(cis2_linear *w, int rows, int cols, cis2_dtype dt, uint8_t **raw)
+{
+    size_t n = (size_t)rows * cols, es = dt == CIS2_DT_F32 ? 4 : 2;
+    *raw = malloc(n * es + 1);
+    uint8_t *r = *raw + 1;          /* deliberately unaligned, like a safetensors payload */
+    for (size_t i = 0; i < n; i++) {
+        float v = rval();
+        if (dt == CIS2_DT_F32) memcpy(r + 4 * i, &v, 4);
+        else {
+            uint16_t h = (uint16_t)(rnd() >> 17);
+            if (dt == CIS2_DT_F16 && ((h >> 10) & 0x1F) == 0x1F) h &= 0x7BFF;   /* finite */
+            if (dt == CIS2_DT_BF16 && ((h >> 7) & 0xFF) == 0xFF) h &= 0xBFFF;
+            memcpy(r + 2 * i, &h, 2);
+        }
+    }
+    cis2_st_tensor t = { 0 };
+    t.dtype = dt;
+    t.numel = (int64_t)n;
+    t.data = r;
+    w->rows = rows; w->cols = cols; w->dtype = dt; w->raw = r; w->packed = NULL;
+    w->f32 = malloc(n * sizeof(float) + 4);
+    cis2_st_to_f32(&t, w->f32);
+}
+
+static void test_matmul(void)
+{
+    static const int R[] = { 1, 5, 16, 17, 33, 100, 129 };
+    static const int C[] = { 1, 3, 8, 17, 64, 100 };
+    static const int TT[] = { 1, 2, 3, 4, 5, 7, 12, 13, 25, 40 };
+    static const cis2_dtype DT[] = { CIS2_DT_BF16, CIS2_DT_F32, CIS2_DT_F16 };
+    static const char *DTN[] = { "bf16", "f32", "f16" };
+    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+        char err[CIS2_ERR_LEN], name[128];
+        if (!fast_kernels_pick(ISAS[ii], err)) { snprintf(name, sizeof name, "matmul %s", ISAS[ii]); SKIP(name, "%s", err); continue; }
+        for (size_t ti = 0; ti < sizeof THREADS / sizeof *THREADS; ti++) {
+            cis2_backend *b;
+            if (cis2_backend_fast_create(&b, ISAS[ii], THREADS[ti], err)) { printf("FAIL create: %s\n", err); unit_failed++; continue; }
+            for (int d = 0; d < 3; d++) {
+                int bad = 0, count = 0;
+                char why[200] = "";
+                for (size_t ri = 0; ri < sizeof R / sizeof *R; ri++)
+                    for (size_t ci = 0; ci < sizeof C / sizeof *C; ci++) {
+                        cis2_linear w;
+                        uint8_t *raw;
+                        make_linear(&w, R[ri], C[ci], DT[d], &raw);
+                        fast_packed p;
+                        if (fast_pack(&w, &p, err)) { bad++; continue; }
+                        w.packed = &p;
+                        for (size_t k = 0; k < sizeof TT / sizeof *TT; k++) {
+                            int T = TT[k];
+                            float *X = malloc((size_t)T * C[ci] * sizeof(float));
+                            float *Y0 = malloc((size_t)T * R[ri] * sizeof(float)), *Y1 = malloc((size_t)T * R[ri] * sizeof(float));
+                            for (int i = 0; i < T * C[ci]; i++) X[i] = rval();
+                            for (int t = 0; t < T; t++) ref_matvec(w.f32, R[ri], C[ci], X + (size_t)t * C[ci], Y0 + (size_t)t * R[ri]);
+                            memset(Y1, 0xA5, (size_t)T * R[ri] * sizeof(float));
+                            b->matmul(b, &w, X, T, Y1);
+                            size_t at;
+                            count++;
+                            if (!same_bits(Y0, Y1, (size_t)T * R[ri], &at)) {
+                                if (!bad) snprintf(why, sizeof why, "rows=%d cols=%d T=%d: element %zu 0x%08X vs ref 0x%08X", R[ri], C[ci], T, at,
+                                                   (unsigned)cis2_f2u(Y1[at]), (unsigned)cis2_f2u(Y0[at]));
+                                bad++;
+                            }
+                            free(X); free(Y0); free(Y1);
+                        }
+                        fast_packed_free(&p);
+                        free(w.f32);
+                        free(raw);
+                    }
+                snprintf(name, sizeof name, "matmul %s threads=%d %s: %d shapes bit-identical", ISAS[ii], THREADS[ti], DTN[d], count);
+                CHECK(name, bad == 0, "%d of %d differ; first %s", bad, count, why);
+            }
+            b->destroy(b);
+        }
+    }
+}
+
+static void test_attention(void)
+{
+    static const int HD[] = { 6, 24, 64, 128 };
+    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+        char err[CIS2_ERR_LEN], name[160];
+        if (!fast_kernels_pick(ISAS[ii], err)) { snprintf(name, sizeof name, "attention %s", ISAS[ii]); SKIP(name, "%s", err); continue; }
+        for (size_t ti = 0; ti < sizeof THREADS / sizeof *THREADS; ti++) {
+            cis2_backend *b;
+            if (cis2_backend_fast_create(&b, ISAS[ii], THREADS[ti], err)) { printf("FAIL create: %s\n", err); unit_failed++; continue; }
+            int bad = 0, count = 0;
+            char why[200] = "";
+            for (size_t hi = 0; hi < sizeof HD / sizeof *HD; hi++)
+                for (int group = 1; group <= 7; group++) {
+                    int hd = HD[hi], nkv = group > 4 ? 1 : 2, nh = nkv * group;
+                    int cases[3][2] = { { 0, 1 }, { 0, 23 }, { 57, 3 } };   /* pos0, T */
+                    for (int c = 0; c < 3; c++) {
+                        int pos0 = cases[c][0], T = cases[c][1], n = pos0 + T;
+                        int qd = nh * hd, kvd = nkv * hd;
+                        float *q = malloc((size_t)T * qd * 4), *kc = malloc((size_t)n * kvd * 4), *vc = malloc((size_t)n * kvd * 4);
+                        float *o0 = malloc((size_t)T * qd * 4), *o1 = malloc((size_t)T * qd * 4), *sc = malloc((size_t)n * 4);
+                        for (int i = 0; i < T * qd; i++) q[i] = rval();
+                        for (int i = 0; i < n * kvd; i++) { kc[i] = rval(); vc[i] = rval(); }
+                        float scale = cis2_rsqrt((float)hd);
+                        cis2_ref_attention(q, kc, vc, T, pos0, nh, nkv, hd, scale, o0, sc);
+                        b->attention(b, q, kc, vc, T, pos0, nh, nkv, hd, scale, o1);
+                        size_t at;
+                        count++;
+                        if (!same_bits(o0, o1, (size_t)T * qd, &at)) {
+                            if (!bad) snprintf(why, sizeof why, "hd=%d group=%d pos0=%d T=%d: element %zu", hd, group, pos0, T, at);
+                            bad++;
+                        }
+                        free(q); free(kc); free(vc); free(o0); free(o1); free(sc);
+                    }
+                }
+            snprintf(name, sizeof name, "attention %s threads=%d: %d cases (head_dim 6/24/64/128, groups 1-7) bit-identical", ISAS[ii], THREADS[ti], count);
+            CHECK(name, bad == 0, "%d of %d differ; first %s", bad, count, why);
+            /* long context: one decode step at position 8191 and a short prefill ending at 3000 */
+            if (THREADS[ti] == 2 || THREADS[ti] == 3) {
+                int lc[2][2] = { { 8191, 1 }, { 2990, 10 } };
+                for (int c = 0; c < 2; c++) {
+                    int hd = 64, nh = 9, nkv = 3, pos0 = lc[c][0], T = lc[c][1], n = pos0 + T, qd = nh * hd, kvd = nkv * hd;
+                    float *q = malloc((size_t)T * qd * 4), *kc = malloc((size_t)n * kvd * 4), *vc = malloc((size_t)n * kvd * 4);
+                    float *o0 = malloc((size_t)T * qd * 4), *o1 = malloc((size_t)T * qd * 4), *sc = malloc((size_t)n * 4);
+                    for (int i = 0; i < T * qd; i++) q[i] = rval() * 8.0f;
+                    for (int i = 0; i < n * kvd; i++) { kc[i] = rval(); vc[i] = rval(); }
+                    cis2_ref_attention(q, kc, vc, T, pos0, nh, nkv, hd, 0.125f, o0, sc);
+                    b->attention(b, q, kc, vc, T, pos0, nh, nkv, hd, 0.125f, o1);
+                    size_t at;
+                    snprintf(name, sizeof name, "attention %s threads=%d long context %d positions", ISAS[ii], THREADS[ti], n);
+                    CHECK(name, same_bits(o0, o1, (size_t)T * qd, &at), "element %zu differs", at);
+                    free(q); free(kc); free(vc); free(o0); free(o1); free(sc);
+                }
+            }
+            b->destroy(b);
+        }
+    }
+}
+
+static void test_softmax(void)
+{
+    enum { N = 301 };
+    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+        char err[CIS2_ERR_LEN], name[128];
+        const fast_kernels *k = fast_kernels_pick(ISAS[ii], err);
+        if (!k) continue;
+        int bad = 0, rows = 0;
+        for (int row = 0; row < 40; row++)
+            for (int n = 1; n <= N; n += (n < 40 ? 1 : 37)) {
+                float a[N], b2[N];
+                for (int j = 0; j < n; j++) {
+                    uint64_t r = rnd();
+                    switch (row % 8) {
+                    case 0: a[j] = rval(); break;
+                    case 1: a[j] = rval() * 300.0f; break;                       /* many exps flush to 0 */
+                    case 2: a[j] = (r & 1) ? 0.0f : -0.0f; break;                 /* +-0 max */
+                    case 3: a[j] = cis2_u2f((uint32_t)(r >> 9) & 0x807FFFFFu); break; /* subnormals */
+                    case 4: a[j] = (float)(int)(r % 5) - 100.0f; break;          /* ties */
+                    case 5: a[j] = (r % 7 == 0) ? cis2_u2f(0xFF800000u) : rval(); break; /* -inf */
+                    case 6: a[j] = rval() * 1e30f; break;
+                    default: a[j] = (r % 11 == 0) ? cis2_u2f(0x7FC00000u) : rval(); break; /* NaN */
+                    }
+                }
+                memcpy(b2, a, sizeof(float) * (size_t)n);
+                ref_softmax(a, n);
+                k->softmax(b2, n);
+                size_t at;
+                rows++;
+                if (!same_bits(a, b2, (size_t)n, &at)) bad++;
+            }
+        snprintf(name, sizeof name, "softmax %s: %d adversarial rows bit-identical to ref_softmax", ISAS[ii], rows);
+        CHECK(name, bad == 0, "%d rows differ", bad);
+    }
+}
+
+int main(void)
+{
+    if (cis2_fpenv_pin()) { printf("FAIL fpenv pin\n"); return 1; }
+    test_softmax();
+    test_matmul();
+    test_attention();
+    UNIT_END();
+}
