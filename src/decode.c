@@ -202,11 +202,11 @@ int cis2_engine_new(cis2_engine **out, cis2_model *m, const cis2_engine_opts *o,
     if (o) e->o = *o;
     const char *bn = e->o.backend ? e->o.backend : "ref";
     int rc;
+    if (e->o.fault && fault_setup(e, bn, err)) { free(e); return 1; }   /* FAULT: validated before the backend */
     if (strcmp(bn, "ref") == 0) rc = cis2_backend_ref_new(&e->be, m, &e->o, err);
     else if (strcmp(bn, "fast") == 0) rc = cis2_backend_fast_new(&e->be, m, &e->o, err);
     else { snprintf(err, CIS2_ERR_LEN, "unknown backend \"%.40s\" (expected ref or fast)", bn); rc = 1; }
     if (rc) { free(e); return 1; }
-    if (e->o.fault && fault_setup(e, bn, err)) { e->be->destroy(e->be); free(e); return 1; }   /* FAULT */
     if (e->fault_word) *e->fault_word = cis2_u2f(cis2_f2u(*e->fault_word) ^ e->fault_mask); /* FAULT weight-bit */
     const cis2_config *c = &m->cfg;
     e->kc = calloc((size_t)c->n_layers, sizeof *e->kc);
@@ -236,7 +236,6 @@ void cis2_engine_free(cis2_engine *e)
     free(e);
 }
 
-void cis2_engine_reset(cis2_engine *e) { (void)e; /* positions are explicit: a reset is pos0 = 0 */ }
 const char *cis2_engine_backend(const cis2_engine *e) { return e->be->name; }
 
 static void embed_row(const cis2_model *m, int tok, float *out)
