@@ -163,6 +163,7 @@ int cis2_cmd_bench(int argc, char **argv)
     printf("backend=%s threads=%d prompt_len=%d n=%d\n", cis2_engine_backend(e), nth, plen, n);
     printf("load_ms=%.1f\n", load_ms);
     printf("hash_ms=%.1f\n", m.hash_ms);
+    printf("model_load_ms=%.1f\n", m.load_ms);   /* map + hash + validate; the rest of load_ms is packing */
     printf("prefill_tok_s=%.1f\n", plen / (r.prefill_ms / 1000.0));
     printf("decode_tok_s=%.2f\n", 1000.0 / ms_tok);
     printf("ms_per_token=%.3f\n", ms_tok);

@@ -151,7 +151,13 @@ int cis2_st_open(cis2_safetensors *st, const char *path, char *err)
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) { snprintf(err, CIS2_ERR_LEN, "%s: not a regular file", path); close(fd); return 1; }
     size_t len = (size_t)sb.st_size;
     if (len < 8) { snprintf(err, CIS2_ERR_LEN, "%s: truncated safetensors file (%zu bytes, need at least 8)", path, len); close(fd); return 1; }
+    /* MAP_POPULATE: one bulk fault-in instead of ~65k page faults for a
+     * 269 MB file (the loader touches every byte: hashing and packing). */
+#ifdef MAP_POPULATE
+    void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+#else
     void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+#endif
     close(fd);
     if (m == MAP_FAILED) { snprintf(err, CIS2_ERR_LEN, "%s: mmap failed: %s", path, strerror(errno)); return 1; }
     if (cis2_st_parse(st, m, len, path, err)) { munmap(m, len); return 1; }
