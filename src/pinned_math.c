@@ -2,6 +2,7 @@
  * spec's own sequence of separately rounded binary32 operations; the build
  * uses -ffp-contract=off so nothing fuses (§1.4). No libm on this path. */
 #include "cis2.h"
+#include "fparith.h"   /* cis2_fadd & co: plain operators natively, §1.3 in software on wasm32 */
 
 /* ---- §6.2 / §6.3 / §6.5 pinned constants (bit patterns) ---- */
 #define EXP_LOG2E 0x3FB8AA3Bu
@@ -30,8 +31,8 @@ float cis2_dot_seq(const float *a, const float *b, size_t n)
 {
     float acc = 0.0f;
     for (size_t i = 0; i < n; i++) {
-        float p = a[i] * b[i];   /* separate multiply */
-        acc = acc + p;           /* separate add, strictly left to right */
+        float p = cis2_fmul(a[i], b[i]);   /* separate multiply */
+        acc = cis2_fadd(acc, p);           /* separate add, strictly left to right */
     }
     return acc;
 }
@@ -39,7 +40,7 @@ float cis2_dot_seq(const float *a, const float *b, size_t n)
 float cis2_sum_seq(const float *a, size_t n)
 {
     float acc = 0.0f;
-    for (size_t i = 0; i < n; i++) acc = acc + a[i];
+    for (size_t i = 0; i < n; i++) acc = cis2_fadd(acc, a[i]);
     return acc;
 }
 
@@ -66,7 +67,7 @@ static float floor_small(float z)
 {
     int32_t i = (int32_t)z;          /* truncates toward zero, exact */
     float fi = (float)i;
-    if (fi > z) fi = fi - 1.0f;      /* negative non-integers */
+    if (fi > z) fi = cis2_fsub(fi, 1.0f);   /* negative non-integers */
     return fi;
 }
 
@@ -84,22 +85,22 @@ float cis2_exp_pinned(float x)
     if (x != x) return x;
     if (x > 88.0f) return F(0x7F800000u);
     if (x < -88.0f) return 0.0f;
-    float t = x * F(EXP_LOG2E);
-    float z0 = t + 0.5f;
+    float t = cis2_fmul(x, F(EXP_LOG2E));
+    float z0 = cis2_fadd(t, 0.5f);
     float k = floor_small(z0);
-    float kc1 = k * F(EXP_C1);
-    float r0 = x - kc1;
-    float kc2 = k * F(EXP_C2);
-    float r = r0 - kc2;
-    float r2 = r * r;
+    float kc1 = cis2_fmul(k, F(EXP_C1));
+    float r0 = cis2_fsub(x, kc1);
+    float kc2 = cis2_fmul(k, F(EXP_C2));
+    float r = cis2_fsub(r0, kc2);
+    float r2 = cis2_fmul(r, r);
     float poly = F(EXP_P[0]);
     for (int i = 1; i <= 5; i++) {
-        float pr = poly * r;
-        poly = pr + F(EXP_P[i]);
+        float pr = cis2_fmul(poly, r);
+        poly = cis2_fadd(pr, F(EXP_P[i]));
     }
-    float m1 = poly * r2;
-    float poly2 = m1 + r;
-    float result = poly2 + 1.0f;
+    float m1 = cis2_fmul(poly, r2);
+    float poly2 = cis2_fadd(m1, r);
+    float result = cis2_fadd(poly2, 1.0f);
     return cis2_ldexp_exact(result, (int)k);
 }
 
@@ -114,27 +115,27 @@ float cis2_ln_pinned(float x)
     float m = cis2_frexp_exact(x, &e);
     if (m < F(LOG_SQRTHF)) {
         e = e - 1;
-        float mm = m + m;
-        m = mm - 1.0f;
+        float mm = cis2_fadd(m, m);
+        m = cis2_fsub(mm, 1.0f);
     } else {
-        m = m - 1.0f;
+        m = cis2_fsub(m, 1.0f);
     }
-    float z = m * m;
+    float z = cis2_fmul(m, m);
     float poly = F(LOG_P[0]);
     for (int i = 1; i <= 8; i++) {
-        float pm = poly * m;
-        poly = pm + F(LOG_P[i]);
+        float pm = cis2_fmul(poly, m);
+        poly = cis2_fadd(pm, F(LOG_P[i]));
     }
-    float y = poly * m;
-    y = y * z;
+    float y = cis2_fmul(poly, m);
+    y = cis2_fmul(y, z);
     float fe = (float)e;
-    float t1 = fe * F(LOG_Q1);
-    y = y + t1;
-    float half_z = 0.5f * z;
-    y = y - half_z;
-    float result = m + y;
-    float t2 = fe * F(LOG_Q2);
-    result = result + t2;
+    float t1 = cis2_fmul(fe, F(LOG_Q1));
+    y = cis2_fadd(y, t1);
+    float half_z = cis2_fmul(0.5f, z);
+    y = cis2_fsub(y, half_z);
+    float result = cis2_fadd(m, y);
+    float t2 = cis2_fmul(fe, F(LOG_Q2));
+    result = cis2_fadd(result, t2);
     return result;
 }
 
@@ -162,27 +163,27 @@ void cis2_sincos_pinned(float x, float *s_out, float *c_out)
     double k = round_half_away(q);
     double khi = k * u2d(PI_2_F64);
     double r64 = xd - khi;
-    float r = (float)r64;                                /* one RNE narrowing */
+    float r = cis2_f64_to_f32(r64);                      /* one RNE narrowing */
     double ak = k < 0 ? -k : k;
     int quadrant = 0;                                    /* |k| >= 2^62: k % 4 == 0 */
     if (ak < 4611686018427387904.0) quadrant = (int)((((int64_t)k) % 4 + 4) % 4);
 
-    float r2 = r * r;
+    float r2 = cis2_fmul(r, r);
     float inner = F(SIN_C2);
-    inner = inner * r2; inner = inner + F(SIN_C1);
-    inner = inner * r2; inner = inner + F(SIN_C0);
-    float r3 = r2 * r;
-    float term = inner * r3;
-    float sin_r = r + term;
+    inner = cis2_fmul(inner, r2); inner = cis2_fadd(inner, F(SIN_C1));
+    inner = cis2_fmul(inner, r2); inner = cis2_fadd(inner, F(SIN_C0));
+    float r3 = cis2_fmul(r2, r);
+    float term = cis2_fmul(inner, r3);
+    float sin_r = cis2_fadd(r, term);
 
     float cin = F(COS_C2);
-    cin = cin * r2; cin = cin + F(COS_C1);
-    cin = cin * r2; cin = cin + F(COS_C0);
-    float r4 = r2 * r2;
-    float cterm = cin * r4;
-    float half_r2 = 0.5f * r2;
-    float step1 = 1.0f - half_r2;
-    float cos_r = step1 + cterm;
+    cin = cis2_fmul(cin, r2); cin = cis2_fadd(cin, F(COS_C1));
+    cin = cis2_fmul(cin, r2); cin = cis2_fadd(cin, F(COS_C0));
+    float r4 = cis2_fmul(r2, r2);
+    float cterm = cis2_fmul(cin, r4);
+    float half_r2 = cis2_fmul(0.5f, r2);
+    float step1 = cis2_fsub(1.0f, half_r2);
+    float cos_r = cis2_fadd(step1, cterm);
 
     switch (quadrant) {
     case 0: *s_out = sin_r;  *c_out = cos_r;  break;
@@ -199,15 +200,15 @@ float cis2_silu(float x)
 {
     float neg = -x;
     float e = cis2_exp_pinned(neg);
-    float denom = 1.0f + e;
-    return x / denom;            /* one correctly rounded division (§6.4) */
+    float denom = cis2_fadd(1.0f, e);
+    return cis2_fdiv(x, denom);  /* one correctly rounded division (§6.4) */
 }
 
 float cis2_rsqrt(float x)
 {
     /* §6.1: IEEE sqrt then IEEE divide; -fno-math-errno keeps this the sqrt
      * instruction, never a reciprocal estimate. */
-    return 1.0f / __builtin_sqrtf(x);
+    return cis2_fdiv(1.0f, cis2_fsqrt(x));
 }
 
 static void feed_f32(cis2_sha256 *s, uint32_t bits)
@@ -235,8 +236,8 @@ void cis2_inv_freq(int head_dim, float rope_theta, float *inv_freq)
 {
     float ln_theta = cis2_ln_pinned(rope_theta);
     for (int i = 0; i < head_dim / 2; i++) {
-        float frac = (float)(2 * i) / (float)head_dim;
-        float prod = frac * ln_theta;
+        float frac = cis2_fdiv((float)(2 * i), (float)head_dim);
+        float prod = cis2_fmul(frac, ln_theta);
         float neg_arg = -prod;
         inv_freq[i] = cis2_exp_pinned(neg_arg);
     }

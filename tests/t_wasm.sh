@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Issue 8: the wasm32 build (web/cis2.wasm via web/cis2.js, run by node) gives
+# the same bits as the native binary: the §1.3 self-test against the
+# software FTZ/DAZ, every tests/fixtures/*.vector decode (ids, digests,
+# CIS2_REF) equal to the pinned values and to native `cis2 run`, receipts
+# byte-identical to native ones and cross-verified both ways, and a doctored
+# receipt caught field by field. SKIPs (with the reason) without node or a
+# wasm32 toolchain (tools/build_wasm.sh exit 3).
+cd "$(dirname "$0")/.."
+source tests/lib.sh
+
+if ! command -v node >/dev/null 2>&1; then skip wasm "node is not installed (apt-get install -y nodejs)"; exit 0; fi
+nodev=$(node -e 'console.log(process.versions.node.split(".")[0])')
+if [ "$nodev" -lt 18 ]; then skip wasm "node $nodev is too old (need >= 18)"; exit 0; fi
+W="$TESTTMP/wasm-$(basename "${BUILD:-build}")"
+mkdir -p "$W"
+export CIS2_WASM="$W/cis2.wasm"
+bout=$(WASM_BUILD="$W/obj" WASM_OUT="$CIS2_WASM" bash tools/build_wasm.sh 2>&1); brc=$?
+if [ $brc -eq 3 ]; then skip wasm "no wasm32 toolchain: $(printf '%s\n' "$bout" | head -1)"; exit 0; fi
+if [ $brc -ne 0 ]; then fail wasm-build "$(printf '%s\n' "$bout" | tail -5)"; exit 0; fi
+pass wasm-build
+NC="node web/test/node_check.mjs"
+
+# §1.3 self-test against the emulation; every line but the pin/sha lines equals native.
+wst=$($NC selftest 2>&1); rc=$?
+if [ $rc -eq 0 ] && printf '%s\n' "$wst" | grep -q '^PASS fpenv-pin wasm32 (software FTZ/DAZ)'; then pass wasm-selftest; else fail wasm-selftest "rc=$rc: $wst"; fi
+nst=$("$CIS2" selftest 2>&1)
+strip() { grep -v -e '^PASS fpenv-pin' -e '^sha256='; }
+expect_eq wasm-selftest-same-as-native "$(printf '%s\n' "$wst" | strip)" "$(printf '%s\n' "$nst" | strip)"
+nrows=$(printf '%s\n' "$wst" | grep -c '^PASS fpenv 0x\|^PASS fpenv FLT')
+expect_eq wasm-selftest-rows "$nrows" 8
+
+KEYS="weights_sha256 config_sha256 tokenizer_sha256 prompt_token_ids generated_token_ids table_digest inv_freq_table_digest argmax_digest cis2_ref"
+for v in tests/fixtures/*.vector; do
+    name=$(basename "$v" .vector)
+    margs=$(sed -n 's/^#   python3 tools\/make_model.py DIR //p' "$v")
+    d="$W/$name"
+    if [ ! -f "$d/model.safetensors" ]; then
+        python3 tools/make_model.py "$d" $margs >/dev/null 2>&1 || { fail "wasm-$name" "make_model.py $margs failed"; continue; }
+    fi
+    ids=$(grep '^prompt_token_ids=' "$v" | cut -d= -f2)
+    n=$(grep '^gen_toks=' "$v" | cut -d= -f2)
+    out=$(CIS2_RECEIPT_OUT="$d.wasm.receipt" $NC run "$d" "$ids" "$n" 2>&1) || { fail "wasm-$name" "node run failed: $out"; continue; }
+    nat=$("$CIS2" run --model "$d" --prompt-ids "$ids" -n "$n" --receipt "$d.native.receipt" 2>&1) || { fail "wasm-$name" "native run failed: $nat"; continue; }
+    bad=""
+    for k in $KEYS; do
+        got=$(printf '%s\n' "$out" | grep "^$k=" | cut -d= -f2)
+        want=$(grep "^$k=" "$v" | cut -d= -f2)
+        [ -n "$got" ] && [ "$got" = "$want" ] || bad="$bad $k(wasm=$got pinned=$want)"
+    done
+    nref=$(printf '%s\n' "$nat" | sed -n 's/^CIS2_REF digest=\([0-9a-f]*\) .*/\1/p')
+    wref=$(printf '%s\n' "$out" | grep '^cis2_ref=' | cut -d= -f2)
+    [ "$nref" = "$wref" ] || bad="$bad cis2_ref-vs-native(native=$nref)"
+    for k in generated_token_ids argmax_digest; do
+        [ "$(printf '%s\n' "$nat" | grep "^$k=" | cut -d= -f2)" = "$(printf '%s\n' "$out" | grep "^$k=" | cut -d= -f2)" ] || bad="$bad $k-vs-native"
+    done
+    if [ -z "$bad" ]; then pass "wasm-decode-$name (CIS2_REF $wref = pinned = native)"; else fail "wasm-decode-$name" "$bad"; fi
+    if cmp -s "$d.wasm.receipt" "$d.native.receipt"; then pass "wasm-receipt-identical-$name"; else fail "wasm-receipt-identical-$name" "$(diff "$d.native.receipt" "$d.wasm.receipt" | head -4)"; fi
+done
+
+# Cross-verification on the first fixture: native receipt in wasm, wasm receipt natively, doctored one.
+v=$(ls tests/fixtures/*.vector | head -1); name=$(basename "$v" .vector); d="$W/$name"
+if [ -f "$d.native.receipt" ] && [ -f "$d.wasm.receipt" ]; then
+    o=$($NC verify "$d" "$d.native.receipt" 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ "$(printf '%s\n' "$o" | grep -c '^MATCH')" -eq 9 ]; then pass wasm-verifies-native-receipt; else fail wasm-verifies-native-receipt "rc=$rc: $o"; fi
+    o=$("$CIS2" verify "$d.wasm.receipt" --model "$d" 2>&1); rc=$?
+    if [ $rc -eq 0 ]; then pass native-verifies-wasm-receipt; else fail native-verifies-wasm-receipt "rc=$rc: $o"; fi
+    # flip one hex digit of the witness digest
+    awk '/^witness-digest /{ c=substr($2,1,1); $2=(c=="0"?"1":"0") substr($2,2) } { print }' "$d.native.receipt" > "$d.doctored.receipt"
+    o=$($NC verify "$d" "$d.doctored.receipt" 2>&1); rc=$?
+    if [ $rc -eq 1 ] && printf '%s\n' "$o" | grep -q '^MISMATCH witness-digest' && [ "$(printf '%s\n' "$o" | grep -c '^MISMATCH')" -eq 1 ]; then
+        pass wasm-catches-doctored-witness
+    else
+        fail wasm-catches-doctored-witness "rc=$rc: $o"
+    fi
+    o=$($NC verify "$d" "$v" 2>&1); rc=$?
+    if [ $rc -eq 2 ] && printf '%s\n' "$o" | grep -q '^PARSE-ERROR'; then pass wasm-rejects-malformed-receipt; else fail wasm-rejects-malformed-receipt "rc=$rc: $o"; fi
+fi
+
+# The software FTZ/DAZ against this machine's hardware pin, operation by operation.
+if [ -f web/test/ftz_diff.sh ]; then bash web/test/ftz_diff.sh "$W"; fi
+exit 0

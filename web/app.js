@@ -1,0 +1,166 @@
+// The page's logic: pick files, load (hash) the model in a worker, verify a
+// receipt field by field, run a prompt and offer its receipt.
+const $ = (id) => document.getElementById(id);
+const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+let nextId = 1, loadedKey = null;
+const pending = new Map();
+const FILES = { 'config.json': 'f-config', 'tokenizer.json': 'f-tokenizer', 'model.safetensors': 'f-model' };
+
+function call(cmd, extra = {}) {
+  const id = nextId++;
+  return new Promise((resolve, reject) => { pending.set(id, { resolve, reject }); worker.postMessage({ id, cmd, ...extra }); });
+}
+
+function setProgress(frac, label) { $('progress').value = frac; $('progress-label').textContent = label; }
+const mb = (n) => (n / 1048576).toFixed(1) + ' MB';
+
+worker.onmessage = (ev) => {
+  const m = ev.data;
+  if (m.type === 'progress') {
+    if (m.phase === 'hash') setProgress(m.done / m.total, `reading + hashing ${m.file}: ${mb(m.done)} / ${mb(m.total)}`);
+    else setProgress(m.done / m.total, `decoding: token ${m.done} / ${m.total}`);
+  } else if (m.type === 'log') {
+    $('selftest-log').textContent += m.line + '\n';
+  } else {
+    const p = pending.get(m.id);
+    pending.delete(m.id);
+    if (m.type === 'result') p.resolve(m.result); else p.reject(new Error(m.message));
+  }
+};
+
+function busy(on) { for (const b of ['load-btn', 'verify-btn', 'run-btn']) $(b).disabled = on; }
+function showError(e) { $('error').textContent = e ? String(e.message || e) : ''; }
+
+function pickedFiles() {
+  const files = {};
+  for (const [name, id] of Object.entries(FILES)) {
+    const f = $(id).files[0];
+    if (!f) throw new Error(`pick ${name} first`);
+    files[name] = f;
+  }
+  return files;
+}
+
+// "All three at once": route by file name (model.safetensors is any *.safetensors).
+$('f-all').addEventListener('change', () => {
+  for (const f of $('f-all').files) {
+    const id = f.name === 'config.json' ? 'f-config' : f.name === 'tokenizer.json' ? 'f-tokenizer'
+      : f.name.endsWith('.safetensors') ? 'f-model' : null;
+    if (!id) continue;
+    const dt = new DataTransfer();
+    dt.items.add(f);
+    $(id).files = dt.files;
+  }
+});
+
+async function ensureLoaded() {
+  const files = pickedFiles();
+  const key = Object.values(files).map((f) => `${f.name}:${f.size}:${f.lastModified}`).join('|');
+  if (key === loadedKey) return;
+  loadedKey = null;
+  $('load-status').textContent = '';
+  const t0 = performance.now();
+  const info = await call('load', { files });
+  const s = ((performance.now() - t0) / 1000).toFixed(2);
+  setProgress(1, `loaded in ${s} s`);
+  $('load-status').textContent =
+    `${info.arch}: ${info.layers} layers, hidden ${info.hidden}, ${info.heads}/${info.kv_heads} heads, vocab ${info.vocab}; backend ${info.backend} on ${info.isa}\n` +
+    `weights-sha256   ${info.weights_sha256}\nconfig-sha256    ${info.config_sha256}\ntokenizer-sha256 ${info.tokenizer_sha256}`;
+  $('load-status').style.whiteSpace = 'pre-wrap';
+  loadedKey = key;
+}
+
+function speed(r) {
+  const ms = r.prefill_ms + r.decode_ms;
+  const tps = r.n_gen / (ms / 1000);
+  return `${r.n_gen} tokens in ${ms.toFixed(1)} ms: ${tps.toFixed(2)} tokens/s (prefill of ${r.n_prompt} tokens ${r.prefill_ms.toFixed(1)} ms)`;
+}
+
+function genBlock(r) {
+  const text = r.text !== undefined ? JSON.stringify(r.text) : `(text not decodable: ${r.text_error})`;
+  return `<div class="out"><b>generated text</b> <span id="gen-text">${escapeHtml(text)}</span>\n` +
+         `<b>generated-token-ids</b> ${escapeHtml(r.generated_token_ids)}\n<span id="speed">${speed(r)}</span></div>`;
+}
+
+function escapeHtml(s) { return String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c])); }
+
+async function withBusy(fn) {
+  busy(true);
+  showError(null);
+  try { await fn(); } catch (e) { showError(e); setProgress(0, 'error'); } finally { busy(false); }
+}
+
+$('load-btn').onclick = () => withBusy(async () => { loadedKey = null; await ensureLoaded(); });
+
+$('receipt-file').addEventListener('change', async () => {
+  const f = $('receipt-file').files[0];
+  if (f) $('receipt-text').value = await f.text();
+});
+
+$('verify-btn').onclick = () => withBusy(async () => {
+  const text = $('receipt-text').value;
+  if (!text.trim()) throw new Error('paste or pick a receipt first');
+  const v = $('verdict'), tbody = $('fields').querySelector('tbody');
+  v.className = ''; v.textContent = ''; tbody.innerHTML = ''; $('verify-gen').innerHTML = '';
+  await ensureLoaded();
+  setProgress(0, 'decoding…');
+  const r = await call('verify', { text });
+  if (r.parse_error) {
+    v.className = 'fail';
+    v.textContent = `FAIL — the receipt does not parse: ${r.parse_error}`;
+    return;
+  }
+  for (const f of r.fields) {
+    const tr = document.createElement('tr');
+    tr.className = f.ok ? 'match' : 'mismatch';
+    tr.dataset.field = f.field;
+    tr.innerHTML = `<td>${escapeHtml(f.field)}</td><td class="st">${f.ok ? '✓ match' : '✗ MISMATCH'}</td>` +
+                   `<td>${escapeHtml(f.receipt)}</td><td>${escapeHtml(f.recomputed)}</td>`;
+    tbody.appendChild(tr);
+  }
+  if (r.prompt_hex_skipped) {
+    const tr = document.createElement('tr');
+    tr.className = 'skip'; tr.dataset.field = 'prompt-hex';
+    tr.innerHTML = '<td>prompt-hex</td><td class="st">skipped</td><td>(empty in the receipt)</td><td></td>';
+    tbody.appendChild(tr);
+  }
+  const bad = r.fields.filter((f) => !f.ok).map((f) => f.field);
+  if (bad.length === 0) {
+    v.className = 'pass';
+    v.textContent = `PASS — receipt verified: all ${r.fields.length} fields match`;
+  } else {
+    v.className = 'fail';
+    v.textContent = `FAIL — ${bad.length} field(s) differ: ${bad.join(', ')}`;
+  }
+  $('verify-gen').innerHTML = genBlock(r);
+});
+
+$('run-btn').onclick = () => withBusy(async () => {
+  await ensureLoaded();
+  const n = parseInt($('n').value, 10);
+  if (!(n >= 1)) throw new Error('tokens must be at least 1');
+  setProgress(0, 'decoding…');
+  const r = await call('run', { opts: { prompt: $('prompt').value, n, stopAtEos: $('stop-eos').checked } });
+  $('run-out').innerHTML = genBlock(r).replace('id="gen-text"', 'id="run-text"').replace('id="speed"', 'id="run-speed"') +
+    `<div class="mono">argmax-digest ${r.argmax_digest}<br>CIS2_REF ${r.cis2_ref}</div>`;
+  $('run-receipt').value = r.receipt;
+  for (const id of ['run-receipt', 'download-btn', 'use-btn']) $(id).hidden = false;
+});
+
+$('download-btn').onclick = () => {
+  const url = URL.createObjectURL(new Blob([$('run-receipt').value], { type: 'text/plain' }));
+  const a = document.createElement('a');
+  a.href = url; a.download = 'receipt.txt';
+  document.body.appendChild(a); a.click(); a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+};
+$('use-btn').onclick = () => { $('receipt-text').value = $('run-receipt').value; $('receipt-text').scrollIntoView(); };
+
+busy(true);
+call('init').then((st) => {
+  const ok = st.fails === 0;
+  $('selftest-status').textContent = `${ok ? 'PASS' : 'FAIL'} §1.3 self-test against the software FTZ/DAZ (wasm32)` +
+    (ok ? ': engine ready' : ' — this engine will refuse to decode');
+  $('selftest-status').className = ok ? 'mono' : 'mono err';
+  busy(false);
+}).catch((e) => { $('selftest-status').textContent = `FAIL: could not start the engine: ${e.message}`; showError(e); });

@@ -1,0 +1,260 @@
+// cis2.js — the JS glue for web/cis2.wasm (issue 8). One ES module for the
+// browser (run inside a Worker by web/worker.js) and for node (the tests).
+//
+// It provides the few WASI preview1 calls wasi-libc makes, over a tiny
+// read-only file system: the preopened directory /m holds config.json,
+// tokenizer.json and model.safetensors, each *in the wasm heap*. Files are
+// written into the heap chunk by chunk straight from their source (a File in
+// the browser, a file handle in node) and hashed as they arrive with the
+// engine's own SHA-256 (cis2w_hash_update); the engine then mmaps them with
+// no copy (web/wasm_stubs.c), so the 269 MB SmolLM2 file is held once.
+
+const ERRNO = { SUCCESS: 0, ACCES: 2, BADF: 8, INVAL: 28, NOENT: 44, NOSYS: 52, SPIPE: 70 };
+const FILETYPE = { CHAR: 2, DIR: 3, REG: 4 };
+const PREOPEN_FD = 3, PREOPEN_NAME = '/m';
+const CHUNK = 8 << 20;
+export const FILE_NAMES = ['config.json', 'tokenizer.json', 'model.safetensors'];
+const HASH_SLOT = { 'model.safetensors': 0, 'tokenizer.json': 1 };
+
+class ExitError extends Error {
+  constructor(code) { super(`wasm exited with code ${code}`); this.code = code; }
+}
+
+export class Cis2 {
+  // wasm: a WebAssembly.Module, or bytes. opts.stdout(line), opts.progress(done, total)
+  static async create(wasm, opts = {}) {
+    const c = new Cis2(opts);
+    const module = wasm instanceof WebAssembly.Module ? wasm : await WebAssembly.compile(wasm);
+    c.instance = await WebAssembly.instantiate(module, c._imports());
+    c.x = c.instance.exports;
+    c.x._initialize();
+    return c;
+  }
+
+  constructor(opts) {
+    this.opts = opts;
+    this.files = new Map();   // name -> { ptr, size }
+    this.fds = new Map();     // fd -> { file, pos } (or { dir: true })
+    this.nextFd = PREOPEN_FD + 1;
+    this.outBuf = { 1: '', 2: '' };
+    this.outDec = { 1: new TextDecoder('utf-8'), 2: new TextDecoder('utf-8') };   // streaming: UTF-8 may span writes
+    this.dec = new TextDecoder('utf-8');
+    this.enc = new TextEncoder();
+  }
+
+  get u8() { return new Uint8Array(this.x.memory.buffer); }   // fresh view: memory may have grown
+  get dv() { return new DataView(this.x.memory.buffer); }
+
+  _imports() {
+    const self = this;
+    const wasi = {
+      args_get: () => ERRNO.SUCCESS,
+      args_sizes_get: (argc, bufsz) => { self.dv.setUint32(argc, 0, true); self.dv.setUint32(bufsz, 0, true); return 0; },
+      environ_get: () => ERRNO.SUCCESS,
+      environ_sizes_get: (n, bufsz) => { self.dv.setUint32(n, 0, true); self.dv.setUint32(bufsz, 0, true); return 0; },
+      clock_time_get: (id, prec, out) => {
+        const ms = (typeof performance !== 'undefined' ? performance.now() : Date.now());
+        self.dv.setBigUint64(out, BigInt(Math.round(ms * 1e6)), true);
+        return ERRNO.SUCCESS;
+      },
+      proc_exit: (code) => { throw new ExitError(code); },
+      fd_write: (fd, iovs, n, nwritten) => {
+        const dv = self.dv; let total = 0;
+        for (let i = 0; i < n; i++) {
+          const p = dv.getUint32(iovs + 8 * i, true), len = dv.getUint32(iovs + 8 * i + 4, true);
+          if (fd === 1 || fd === 2) self._out(fd, self.u8.slice(p, p + len));
+          total += len;
+        }
+        if (fd !== 1 && fd !== 2) return ERRNO.BADF;
+        dv.setUint32(nwritten, total, true);
+        return ERRNO.SUCCESS;
+      },
+      fd_prestat_get: (fd, buf) => {
+        if (fd !== PREOPEN_FD) return ERRNO.BADF;
+        self.dv.setUint8(buf, 0);
+        self.dv.setUint32(buf + 4, PREOPEN_NAME.length, true);
+        return ERRNO.SUCCESS;
+      },
+      fd_prestat_dir_name: (fd, p, len) => {
+        if (fd !== PREOPEN_FD) return ERRNO.BADF;
+        self.u8.set(self.enc.encode(PREOPEN_NAME).subarray(0, len), p);
+        return ERRNO.SUCCESS;
+      },
+      path_open: (dirfd, dirflags, p, plen, oflags, rb, ri, fdflags, out) => {
+        if (dirfd !== PREOPEN_FD) return ERRNO.BADF;
+        if (oflags & (1 | 4 | 8)) return ERRNO.ACCES;   // creat/excl/trunc: read-only
+        const name = self.dec.decode(self.u8.slice(p, p + plen)).replace(/^\.\//, '');
+        const file = self.files.get(name);
+        if (!file) return ERRNO.NOENT;
+        const fd = self.nextFd++;
+        self.fds.set(fd, { file, pos: 0 });
+        self.dv.setUint32(out, fd, true);
+        return ERRNO.SUCCESS;
+      },
+      fd_close: (fd) => (self.fds.delete(fd) ? ERRNO.SUCCESS : ERRNO.BADF),
+      fd_fdstat_get: (fd, buf) => {
+        let type;
+        if (fd <= 2) type = FILETYPE.CHAR;
+        else if (fd === PREOPEN_FD) type = FILETYPE.DIR;
+        else if (self.fds.has(fd)) type = FILETYPE.REG;
+        else return ERRNO.BADF;
+        const dv = self.dv;
+        dv.setUint8(buf, type); dv.setUint16(buf + 2, 0, true);
+        dv.setBigUint64(buf + 8, 0xFFFFFFFFFFFFFFFFn, true); dv.setBigUint64(buf + 16, 0xFFFFFFFFFFFFFFFFn, true);
+        return ERRNO.SUCCESS;
+      },
+      fd_fdstat_set_flags: () => ERRNO.SUCCESS,
+      fd_filestat_get: (fd, buf) => {
+        const dv = self.dv, f = self.fds.get(fd);
+        if (!f && fd > PREOPEN_FD) return ERRNO.BADF;
+        for (let i = 0; i < 64; i += 8) dv.setBigUint64(buf + i, 0n, true);
+        dv.setUint8(buf + 16, f ? FILETYPE.REG : fd === PREOPEN_FD ? FILETYPE.DIR : FILETYPE.CHAR);
+        dv.setBigUint64(buf + 24, 1n, true);
+        dv.setBigUint64(buf + 32, BigInt(f ? f.file.size : 0), true);
+        return ERRNO.SUCCESS;
+      },
+      fd_seek: (fd, off, whence, out) => {
+        const f = self.fds.get(fd);
+        if (!f) return fd <= 2 ? ERRNO.SPIPE : ERRNO.BADF;
+        const base = whence === 0 ? 0 : whence === 1 ? f.pos : whence === 2 ? f.file.size : -1;
+        const pos = base + Number(off);
+        if (base < 0 || pos < 0) return ERRNO.INVAL;
+        f.pos = pos;
+        self.dv.setBigUint64(out, BigInt(pos), true);
+        return ERRNO.SUCCESS;
+      },
+      fd_read: (fd, iovs, n, nread) => {
+        const f = self.fds.get(fd);
+        if (!f) return ERRNO.BADF;
+        const got = self._readAt(f.file, f.pos, iovs, n);
+        f.pos += got;
+        self.dv.setUint32(nread, got, true);
+        return ERRNO.SUCCESS;
+      },
+      fd_pread: (fd, iovs, n, off, nread) => {
+        const f = self.fds.get(fd);
+        if (!f) return ERRNO.BADF;
+        self.dv.setUint32(nread, self._readAt(f.file, Number(off), iovs, n), true);
+        return ERRNO.SUCCESS;
+      },
+    };
+    // Anything else wasi-libc might ask for: "not supported".
+    const wasiProxy = new Proxy(wasi, { get: (t, k) => (k in t ? t[k] : () => ERRNO.NOSYS) });
+    return {
+      wasi_snapshot_preview1: wasiProxy,
+      cis2: {
+        fd_heap_ptr: (fd, len) => {
+          const f = self.fds.get(fd);
+          return f && len <= f.file.size ? f.file.ptr : 0;
+        },
+        progress: (done, total) => { if (self.opts.progress) self.opts.progress(done, total); },
+      },
+    };
+  }
+
+  _readAt(file, pos, iovs, n) {
+    const dv = this.dv, u8 = this.u8;
+    let got = 0;
+    for (let i = 0; i < n; i++) {
+      const p = dv.getUint32(iovs + 8 * i, true), len = dv.getUint32(iovs + 8 * i + 4, true);
+      const k = Math.max(0, Math.min(len, file.size - pos - got));
+      u8.copyWithin(p, file.ptr + pos + got, file.ptr + pos + got + k);
+      got += k;
+      if (k < len) break;
+    }
+    return got;
+  }
+
+  _out(fd, bytes) {
+    this.outBuf[fd] += this.outDec[fd].decode(bytes, { stream: true });
+    let i;
+    while ((i = this.outBuf[fd].indexOf('\n')) >= 0) {
+      const line = this.outBuf[fd].slice(0, i);
+      this.outBuf[fd] = this.outBuf[fd].slice(i + 1);
+      if (this.opts.stdout) this.opts.stdout(line, fd);
+    }
+  }
+
+  _cstr(ptr) {
+    if (!ptr) return null;
+    const u8 = this.u8;
+    let e = ptr;
+    while (u8[e]) e++;
+    return this.dec.decode(u8.slice(ptr, e));
+  }
+
+  _withStr(s, fn) {
+    if (s === null || s === undefined) return fn(0, 0);
+    const b = this.enc.encode(s);
+    const p = this.x.cis2w_malloc(b.length + 1);
+    if (!p) throw new Error('out of wasm memory');
+    const u8 = this.u8;
+    u8.set(b, p); u8[p + b.length] = 0;
+    try { return fn(p, b.length); } finally { this.x.cis2w_free(p); }
+  }
+
+  _json(ptr) {
+    if (!ptr) throw new Error(this._cstr(this.x.cis2w_error()));
+    return JSON.parse(this._cstr(ptr));
+  }
+
+  // §1.3 self-test etc.: { fails, lines }
+  selftest() {
+    const lines = [], prev = this.opts.stdout;
+    this.opts.stdout = (l) => { lines.push(l); if (prev) prev(l); };
+    try { return { fails: this.x.cis2w_selftest(), lines }; } finally { this.opts.stdout = prev; }
+  }
+
+  unload() {
+    this.x.cis2w_unload();
+    for (const f of this.files.values()) this.x.cis2w_free(f.ptr);
+    this.files.clear();
+    this.fds.clear();
+  }
+
+  // sources: { 'config.json': src, 'tokenizer.json': src, 'model.safetensors': src }
+  // where src = { size, read(start, end) -> Promise<Uint8Array> }.
+  // onProgress({ file, done, total }) while reading + hashing. Returns cis2w_load's JSON.
+  async load(sources, onProgress) {
+    this.unload();
+    for (const name of FILE_NAMES) if (!sources[name]) throw new Error(`missing ${name}`);
+    const total = FILE_NAMES.reduce((a, n) => a + sources[n].size, 0);
+    let doneAll = 0;
+    for (const name of FILE_NAMES) {
+      const src = sources[name];
+      const size = src.size;
+      const ptr = this.x.cis2w_malloc(size);
+      if (!ptr) throw new Error(`out of wasm memory for ${name} (${size} bytes)`);
+      this.files.set(name, { ptr, size });
+      const slot = HASH_SLOT[name];
+      if (slot !== undefined) this.x.cis2w_hash_begin(slot);
+      for (let off = 0; off < size; off += CHUNK) {
+        const end = Math.min(size, off + CHUNK);
+        const chunk = await src.read(off, end);
+        if (chunk.length !== end - off) throw new Error(`${name}: short read at ${off}`);
+        this.u8.set(chunk, ptr + off);
+        if (slot !== undefined) this.x.cis2w_hash_update(slot, ptr + off, end - off);
+        doneAll += end - off;
+        if (onProgress) onProgress({ file: name, done: doneAll, total });
+      }
+      if (slot !== undefined) this.x.cis2w_hash_end(slot);
+    }
+    return this._json(this.x.cis2w_load());
+  }
+
+  // { prompt } (text) or { promptIds: '1,2,3' }; n; stopAtEos
+  run({ prompt = null, promptIds = null, n = 16, stopAtEos = false }) {
+    return this._withStr(promptIds, (ip) =>
+      this._withStr(promptIds ? null : prompt, (pp, pl) =>
+        this._json(this.x.cis2w_run(pp, pl, ip, n, stopAtEos ? 1 : 0))));
+  }
+
+  verify(receiptText) {
+    return this._withStr(receiptText, (p, l) => this._json(this.x.cis2w_verify(p, l)));
+  }
+}
+
+// A source over a browser File/Blob.
+export function blobSource(blob) {
+  return { size: blob.size, read: async (a, b) => new Uint8Array(await blob.slice(a, b).arrayBuffer()) };
+}

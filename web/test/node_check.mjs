@@ -1,0 +1,49 @@
+// Drive web/cis2.wasm through web/cis2.js in node (tests/t_wasm.sh).
+//   node web/test/node_check.mjs selftest
+//   node web/test/node_check.mjs run DIR IDS N       -> key=value lines like `cis2 run`
+//   node web/test/node_check.mjs verify DIR RECEIPT  -> MATCH/MISMATCH lines like `cis2 verify`
+// Files are streamed from disk in chunks (fs FileHandle reads), as the page does.
+import { readFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import { Cis2, FILE_NAMES } from '../cis2.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const wasm = readFileSync(process.env.CIS2_WASM || path.join(here, '..', 'cis2.wasm'));
+const [cmd, ...args] = process.argv.slice(2);
+const c = await Cis2.create(wasm, { stdout: (l) => console.log(l) });
+
+async function fileSource(p) {
+  const fh = await open(p, 'r');
+  const { size } = await fh.stat();
+  return { size, read: async (a, b) => { const buf = Buffer.alloc(b - a); const { bytesRead } = await fh.read(buf, 0, b - a, a); return buf.subarray(0, bytesRead); } };
+}
+async function load(dir) {
+  const src = {};
+  for (const n of FILE_NAMES) src[n] = await fileSource(path.join(dir, n));
+  return c.load(src);
+}
+
+if (cmd === 'selftest') {
+  const r = c.selftest();
+  process.exit(r.fails ? 1 : 0);
+} else if (cmd === 'run') {
+  const [dir, ids, n] = args;
+  const info = await load(dir);
+  const r = c.run({ promptIds: ids, n: Number(n) });
+  console.log(`weights_sha256=${info.weights_sha256}\nconfig_sha256=${info.config_sha256}\ntokenizer_sha256=${info.tokenizer_sha256}`);
+  console.log(`prompt_token_ids=${r.prompt_token_ids}\ngen_toks=${r.n_gen}\ngenerated_token_ids=${r.generated_token_ids}`);
+  console.log(`table_digest=${r.table_digest}\ninv_freq_table_digest=${r.inv_freq_table_digest}\nargmax_digest=${r.argmax_digest}\ncis2_ref=${r.cis2_ref}`);
+  if (process.env.CIS2_RECEIPT_OUT) (await import('node:fs')).writeFileSync(process.env.CIS2_RECEIPT_OUT, r.receipt);
+} else if (cmd === 'verify') {
+  const [dir, receipt] = args;
+  await load(dir);
+  const r = c.verify(readFileSync(receipt, 'utf8'));
+  if (r.parse_error) { console.log(`PARSE-ERROR ${r.parse_error}`); process.exit(2); }
+  for (const f of r.fields) console.log(f.ok ? `MATCH ${f.field}` : `MISMATCH ${f.field}: receipt ${f.receipt}, recomputed ${f.recomputed}`);
+  process.exit(r.bad ? 1 : 0);
+} else {
+  console.error('usage: node_check.mjs selftest | run DIR IDS N | verify DIR RECEIPT');
+  process.exit(2);
+}

@@ -1,0 +1,431 @@
+/* The wasm32 entry points the JS glue (web/cis2.js) calls. They do what
+ * `cis2 selftest`, `cis2 run` and `cis2 verify` do (src/cli.c), through the
+ * same library API, on the three files the glue serves from the wasm heap
+ * at /m/{config.json,tokenizer.json,model.safetensors}.
+ *
+ * Hash-as-you-load: the glue writes model.safetensors and tokenizer.json
+ * into the heap in chunks and feeds each chunk to cis2w_hash_update, so the
+ * big file is read once and held once; cis2_model_load then runs with
+ * skip_hash and the incremental digests are filled in (config.json is
+ * hashed by cis2_model_load itself, as natively).
+ *
+ * Results come back as JSON text (a pointer to a NUL-terminated string that
+ * stays valid until the next call); errors as a NULL/nonzero return and
+ * cis2w_error(). */
+#include "cis2.h"
+#include "fparith.h"
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT(name) __attribute__((export_name(name)))
+__attribute__((import_module("cis2"), import_name("progress"))) extern void cis2js_progress(int done, int total);
+
+#define PINNED_TABLE_DIGEST "23c7bfaf5cef0095fd021af2eb1808abb4928bae4219756d86bdac670a06b35d"
+#define PINNED_INV_FREQ_64_1E5 "da9f6dcfde0425588815509e874515cdcd3d6b8818b6d0136590052e7bbf6f12"
+#define MODEL_DIR "/m"
+
+static char g_err[CIS2_ERR_LEN];
+static char *g_out;
+static cis2_model g_m;
+static int g_loaded;
+static cis2_engine *g_e;
+static cis2_tokenizer *g_tok;
+enum { SLOT_WEIGHTS = 0, SLOT_TOKENIZER = 1, N_SLOTS = 2 };
+static cis2_sha256 g_hash[N_SLOTS];
+static uint8_t g_digest[N_SLOTS][32];
+static int g_hashed[N_SLOTS];
+
+/* ------------------------------------------------------------ JSON text */
+typedef struct { char *b; size_t n, cap; int oom; } sb;
+
+static void sb_put(sb *s, const char *p, size_t n)
+{
+    if (s->oom) return;
+    if (s->n + n + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap : 1024;
+        while (cap < s->n + n + 1) cap *= 2;
+        char *q = realloc(s->b, cap);
+        if (!q) { s->oom = 1; return; }
+        s->b = q;
+        s->cap = cap;
+    }
+    memcpy(s->b + s->n, p, n);
+    s->n += n;
+    s->b[s->n] = 0;
+}
+
+__attribute__((format(printf, 2, 3))) static void sb_printf(sb *s, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof tmp) { sb_put(s, tmp, (size_t)n); return; }
+    char *big = malloc((size_t)n + 1);
+    if (!big) { s->oom = 1; return; }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sb_put(s, big, (size_t)n);
+    free(big);
+}
+
+/* A JSON string; bytes >= 0x80 pass through (the glue decodes UTF-8). */
+static void sb_str(sb *s, const char *p, size_t n)
+{
+    sb_put(s, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        if (ch == '"') sb_put(s, "\\\"", 2);
+        else if (ch == '\\') sb_put(s, "\\\\", 2);
+        else if (ch == '\n') sb_put(s, "\\n", 2);
+        else if (ch == '\t') sb_put(s, "\\t", 2);
+        else if (ch == '\r') sb_put(s, "\\r", 2);
+        else if (ch < 0x20 || ch == 0x7F) sb_printf(s, "\\u%04x", ch);
+        else sb_put(s, (const char *)&ch, 1);
+    }
+    sb_put(s, "\"", 1);
+}
+
+static void sb_cstr(sb *s, const char *p) { sb_str(s, p, strlen(p)); }
+
+static void sb_hex(sb *s, const uint8_t d[32])
+{
+    char h[65];
+    cis2_hex(d, 32, h);
+    sb_cstr(s, h);
+}
+
+static const char *sb_finish(sb *s)
+{
+    if (s->oom || !s->b) { free(s->b); snprintf(g_err, CIS2_ERR_LEN, "out of memory building the result"); return NULL; }
+    free(g_out);
+    g_out = s->b;
+    return g_out;
+}
+
+/* ------------------------------------------------------------- exports */
+EXPORT("cis2w_malloc") void *w_malloc(size_t n) { return malloc(n ? n : 1); }
+EXPORT("cis2w_free") void w_free(void *p) { free(p); }
+EXPORT("cis2w_error") const char *w_error(void) { return g_err; }
+EXPORT("cis2w_isa") const char *w_isa(void) { return cis2_isa_name(); }
+
+EXPORT("cis2w_hash_begin") int w_hash_begin(int slot)
+{
+    if (slot < 0 || slot >= N_SLOTS) return 1;
+    cis2_sha256_init(&g_hash[slot]);
+    g_hashed[slot] = 0;
+    return 0;
+}
+
+EXPORT("cis2w_hash_update") void w_hash_update(int slot, const void *p, size_t n)
+{
+    if (slot >= 0 && slot < N_SLOTS) cis2_sha256_update(&g_hash[slot], p, n);
+}
+
+/* Returns the lowercase hex digest (valid until the next call). */
+EXPORT("cis2w_hash_end") const char *w_hash_end(int slot)
+{
+    static char hex[65];
+    if (slot < 0 || slot >= N_SLOTS) return NULL;
+    cis2_sha256_final(&g_hash[slot], g_digest[slot]);
+    g_hashed[slot] = 1;
+    cis2_hex(g_digest[slot], 32, hex);
+    return hex;
+}
+
+/* `cis2 selftest`, line for line, on stdout. Returns the number of failures. */
+EXPORT("cis2w_selftest") int w_selftest(void)
+{
+    int fails = 0;
+    if (cis2_fpenv_pin() != 0) {
+        printf("FAIL fpenv-pin: control register 0x%llx after pinning\n", (unsigned long long)cis2_fpenv_read());
+        fflush(stdout);
+        return 1;
+    }
+    printf("PASS fpenv-pin %s control=0x%llx\n", cis2_isa_name(), (unsigned long long)cis2_fpenv_read());
+    fails += cis2_fpenv_selftest(stdout);
+    float a[3] = { 1e8f, 1.0f, -1e8f }, b[3] = { 1.0f, 1.0f, 1.0f };
+    volatile float dot = cis2_dot_seq(a, b, 3);
+    uint32_t db = cis2_f2u(dot);
+    printf("%s dot_seq [1e8,1,-1e8].[1,1,1] = 0x%08X (want 0x00000000, §5.1)\n", db == 0 ? "PASS" : "FAIL", (unsigned)db);
+    fails += db != 0;
+    volatile float x64 = 64.0f;
+    uint32_t rb = cis2_f2u(cis2_rsqrt(x64));
+    printf("%s rsqrt(64) = 0x%08X (want 0x3E000000, §6.1)\n", rb == 0x3E000000u ? "PASS" : "FAIL", (unsigned)rb);
+    fails += rb != 0x3E000000u;
+    uint8_t d[32];
+    char h[65], h2[65];
+    cis2_table_digest(d);
+    cis2_hex(d, 32, h);
+    int ok = strcmp(h, PINNED_TABLE_DIGEST) == 0;
+    printf("%s table_digest (§6.6)\n", ok ? "PASS" : "FAIL");
+    fails += !ok;
+    float inv[32];
+    cis2_inv_freq(64, 100000.0f, inv);
+    cis2_f32_digest(inv, 32, d);
+    cis2_hex(d, 32, h2);
+    ok = strcmp(h2, PINNED_INV_FREQ_64_1E5) == 0;
+    printf("%s inv_freq_table_digest head_dim=64 theta=100000 (§7.2)\n", ok ? "PASS" : "FAIL");
+    fails += !ok;
+    printf("table_digest=%s\ninv_freq_table_digest=%s\n", h, h2);
+    printf("sha256=%s\n", cis2_sha256_impl());
+    printf("selftest: %s\n", fails ? "FAILED" : "all checks passed");
+    fflush(stdout);
+    return fails;
+}
+
+EXPORT("cis2w_unload") void w_unload(void)
+{
+    if (g_e) cis2_engine_free(g_e);
+    g_e = NULL;
+    if (g_tok) cis2_tokenizer_free(g_tok);
+    g_tok = NULL;
+    if (g_loaded) cis2_model_free(&g_m);
+    g_loaded = 0;
+}
+
+/* Load /m/{config.json,model.safetensors,tokenizer.json} after the glue has
+ * put them in place and finished both hash slots. Returns JSON with the
+ * config and the artifact hashes, or NULL. */
+EXPORT("cis2w_load") const char *w_load(void)
+{
+    w_unload();
+    if (!g_hashed[SLOT_WEIGHTS] || !g_hashed[SLOT_TOKENIZER]) {
+        snprintf(g_err, CIS2_ERR_LEN, "internal: model.safetensors and tokenizer.json must be hashed before loading");
+        return NULL;
+    }
+    /* §1.3: the pin (here: the software emulation) and its self-test first. */
+    if (cis2_fpenv_pin() != 0 || cis2_fpenv_selftest(NULL) != 0) {
+        snprintf(g_err, CIS2_ERR_LEN, "the §1.3 denormal self-test failed; refusing to run (see the self-test)");
+        return NULL;
+    }
+    cis2_load_opts lo = { 1, 1 };   /* f32 for the reference backend; hashes come from the slots */
+    if (cis2_model_load(&g_m, MODEL_DIR, &lo, g_err)) return NULL;
+    g_loaded = 1;
+    memcpy(g_m.weights_sha, g_digest[SLOT_WEIGHTS], 32);
+    memcpy(g_m.tokenizer_sha, g_digest[SLOT_TOKENIZER], 32);
+    cis2_engine_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.backend = "ref";
+    if (cis2_engine_new(&g_e, &g_m, &eo, g_err)) { w_unload(); return NULL; }
+    char terr[CIS2_ERR_LEN];
+    if (cis2_tokenizer_load(&g_tok, MODEL_DIR "/tokenizer.json", terr)) g_tok = NULL;
+    const cis2_config *c = &g_m.cfg;
+    sb s = { 0 };
+    sb_printf(&s, "{\"arch\":\"%s\",\"hidden\":%d,\"layers\":%d,\"heads\":%d,\"kv_heads\":%d,\"head_dim\":%d,"
+                  "\"vocab\":%d,\"max_pos\":%d,\"tied\":%d,\"tokenizer_ok\":%d,\"backend\":",
+              c->arch == CIS2_ARCH_LLAMA ? "llama" : c->arch == CIS2_ARCH_QWEN2 ? "qwen2" : "qwen3", c->hidden,
+              c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->vocab, c->max_pos, c->tied, g_tok != NULL);
+    sb_cstr(&s, cis2_engine_backend(g_e));
+    sb_put(&s, ",\"isa\":", 7); sb_cstr(&s, cis2_isa_name());
+    sb_put(&s, ",\"weights_sha256\":", 18); sb_hex(&s, g_m.weights_sha);
+    sb_put(&s, ",\"config_sha256\":", 17); sb_hex(&s, g_m.config_sha);
+    sb_put(&s, ",\"tokenizer_sha256\":", 20); sb_hex(&s, g_m.tokenizer_sha);
+    sb_put(&s, ",\"table_digest\":", 16); sb_hex(&s, g_m.table_digest);
+    sb_put(&s, ",\"inv_freq_table_digest\":", 25); sb_hex(&s, g_m.inv_freq_digest);
+    sb_printf(&s, ",\"load_ms\":%.1f}", g_m.load_ms);
+    return sb_finish(&s);
+}
+
+static void on_step(void *ctx, int step, const float *logits, int vocab, int32_t chosen)
+{
+    (void)logits; (void)vocab; (void)chosen;
+    cis2js_progress(step + 1, *(const int *)ctx);
+}
+
+static void sb_ids(sb *s, const char *key, const int32_t *ids, int n)
+{
+    char *t = cis2_format_ids(ids, n);
+    sb_printf(s, ",\"%s\":", key);
+    if (t) sb_cstr(s, t); else s->oom = 1;
+    free(t);
+}
+
+static void sb_text(sb *s, const int32_t *ids, int n)
+{
+    char *text = NULL, terr[CIS2_ERR_LEN];
+    size_t tl = 0;
+    if (g_tok && cis2_tokenizer_decode(g_tok, ids, n, &text, &tl, terr) == 0) {
+        sb_put(s, ",\"text\":", 8);
+        sb_str(s, text, tl);
+    } else {
+        sb_put(s, ",\"text_error\":", 14);
+        sb_cstr(s, g_tok ? terr : "no tokenizer");
+    }
+    free(text);
+}
+
+/* `cis2 run`: a text prompt (prompt != NULL) or comma-separated ids. Returns
+ * JSON with the run's output and the receipt text, or NULL. */
+EXPORT("cis2w_run") const char *w_run(const char *prompt, size_t plen, const char *ids_csv, int n_gen, int stop_at_eos)
+{
+    if (!g_e) { snprintf(g_err, CIS2_ERR_LEN, "no model loaded"); return NULL; }
+    int32_t *ids = NULL;
+    int n = 0;
+    char *bytes = NULL;
+    size_t blen = 0;
+    if (ids_csv) {
+        if (cis2_parse_ids(ids_csv, &ids, &n, g_err)) return NULL;
+        if (g_tok && cis2_tokenizer_decode(g_tok, ids, n, &bytes, &blen, g_err) != 0) { bytes = NULL; blen = 0; }
+    } else {
+        if (!g_tok) { snprintf(g_err, CIS2_ERR_LEN, "a text prompt needs tokenizer.json, which did not load"); return NULL; }
+        if (cis2_tokenizer_encode(g_tok, prompt, plen, &ids, &n, g_err)) return NULL;
+        if (n == 0) { free(ids); snprintf(g_err, CIS2_ERR_LEN, "the prompt encodes to no tokens"); return NULL; }
+        bytes = malloc(plen + 1);
+        if (!bytes) { free(ids); snprintf(g_err, CIS2_ERR_LEN, "out of memory"); return NULL; }
+        memcpy(bytes, prompt, plen);
+        blen = plen;
+    }
+    int total = n_gen;
+    cis2_gen_opts g = { n_gen, stop_at_eos, on_step, &total };
+    cis2_result r;
+    if (cis2_generate(g_e, ids, n, &g, &r, g_err)) { free(ids); free(bytes); return NULL; }
+    cis2_receipt rc;
+    memset(&rc, 0, sizeof rc);
+    strcpy(rc.spec_version, CIS2_SPEC_VERSION);
+    memcpy(rc.weights_sha, g_m.weights_sha, 32);
+    memcpy(rc.config_sha, g_m.config_sha, 32);
+    memcpy(rc.tokenizer_sha, g_m.tokenizer_sha, 32);
+    rc.prompt_bytes = (uint8_t *)bytes;
+    rc.prompt_len = blen;
+    rc.prompt_ids = r.prompt;
+    rc.n_prompt = r.n_prompt;
+    rc.gen_toks = r.n_gen;
+    memcpy(rc.table_digest, g_m.table_digest, 32);
+    memcpy(rc.inv_freq_digest, g_m.inv_freq_digest, 32);
+    rc.gen_ids = r.gen;
+    rc.n_gen = r.n_gen;
+    memcpy(rc.argmax_digest, r.argmax, 32);
+    memcpy(rc.witness_digest, r.witness, 32);
+    char *rtext = NULL;
+    size_t rlen = 0;
+    sb s = { 0 };
+    sb_put(&s, "{\"ok\":1", 7);
+    sb_ids(&s, "prompt_token_ids", r.prompt, r.n_prompt);
+    sb_ids(&s, "generated_token_ids", r.gen, r.n_gen);
+    sb_text(&s, r.gen, r.n_gen);
+    sb_put(&s, ",\"table_digest\":", 16); sb_hex(&s, g_m.table_digest);
+    sb_put(&s, ",\"inv_freq_table_digest\":", 25); sb_hex(&s, g_m.inv_freq_digest);
+    sb_put(&s, ",\"argmax_digest\":", 17); sb_hex(&s, r.argmax);
+    sb_put(&s, ",\"cis2_ref\":", 12); sb_hex(&s, r.witness);
+    sb_printf(&s, ",\"n_prompt\":%d,\"n_gen\":%d,\"stopped_at_eos\":%d,\"prefill_ms\":%.3f,\"decode_ms\":%.3f",
+              r.n_prompt, r.n_gen, r.stopped_at_eos, r.prefill_ms, r.decode_ms);
+    if (cis2_receipt_format(&rc, &rtext, &rlen) == 0) {
+        sb_put(&s, ",\"receipt\":", 11);
+        sb_str(&s, rtext, rlen);
+    } else {
+        s.oom = 1;
+    }
+    sb_put(&s, "}", 1);
+    free(rtext);
+    cis2_result_free(&r);
+    free(ids);
+    free(bytes);
+    return sb_finish(&s);
+}
+
+static int field(sb *s, int *first, const char *name, int ok, const char *want, const char *got)
+{
+    sb_put(s, *first ? "{\"field\":" : ",{\"field\":", *first ? 9 : 10);
+    *first = 0;
+    sb_cstr(s, name);
+    sb_printf(s, ",\"ok\":%s,\"receipt\":", ok ? "true" : "false");
+    sb_cstr(s, want);
+    sb_put(s, ",\"recomputed\":", 14);
+    sb_cstr(s, got);
+    sb_put(s, "}", 1);
+    return !ok;
+}
+
+static int field_hash(sb *s, int *first, const char *name, const uint8_t got[32], const uint8_t want[32])
+{
+    char g[65], w[65];
+    cis2_hex(got, 32, g);
+    cis2_hex(want, 32, w);
+    return field(s, first, name, memcmp(got, want, 32) == 0, w, g);
+}
+
+/* `cis2 verify`: every field, artifact hashes first (§14.3). A receipt that
+ * does not parse gives {"parse_error": ...}; NULL only for engine errors. */
+EXPORT("cis2w_verify") const char *w_verify(const char *text, size_t len)
+{
+    if (!g_e) { snprintf(g_err, CIS2_ERR_LEN, "no model loaded"); return NULL; }
+    cis2_receipt rc;
+    char perr[CIS2_ERR_LEN];
+    sb s = { 0 };
+    if (cis2_receipt_parse(text, len, "receipt", &rc, perr)) {
+        sb_put(&s, "{\"parse_error\":", 15);
+        sb_cstr(&s, perr);
+        sb_put(&s, "}", 1);
+        return sb_finish(&s);
+    }
+    int bad = 0, first = 1;
+    sb_put(&s, "{\"fields\":[", 11);
+    bad += field_hash(&s, &first, "weights-sha256", g_m.weights_sha, rc.weights_sha);
+    bad += field_hash(&s, &first, "config-sha256", g_m.config_sha, rc.config_sha);
+    bad += field_hash(&s, &first, "tokenizer-sha256", g_m.tokenizer_sha, rc.tokenizer_sha);
+    bad += field_hash(&s, &first, "table-digest", g_m.table_digest, rc.table_digest);
+    bad += field_hash(&s, &first, "inv-freq-table-digest", g_m.inv_freq_digest, rc.inv_freq_digest);
+    /* prompt-hex must be the text the prompt ids decode to (empty = not recorded). */
+    int skipped_prompt = 0;
+    if (rc.prompt_len) {
+        char *dec = NULL, terr[CIS2_ERR_LEN];
+        size_t dl = 0;
+        int ok = g_tok && cis2_tokenizer_decode(g_tok, rc.prompt_ids, rc.n_prompt, &dec, &dl, terr) == 0;
+        ok = ok && dl == rc.prompt_len && memcmp(dec, rc.prompt_bytes, dl) == 0;
+        bad += field(&s, &first, "prompt-hex", ok, "prompt-token-ids' text", ok ? "the same text" : "different text (or undecodable ids)");
+        free(dec);
+    } else {
+        skipped_prompt = 1;
+    }
+    int total = rc.gen_toks;
+    cis2_gen_opts g = { rc.gen_toks, 0, on_step, &total };
+    cis2_result r;
+    if (cis2_generate(g_e, rc.prompt_ids, rc.n_prompt, &g, &r, g_err)) {
+        cis2_receipt_free(&rc);
+        free(s.b);
+        return NULL;
+    }
+    char *gg = cis2_format_ids(r.gen, r.n_gen), *gw = cis2_format_ids(rc.gen_ids, rc.n_gen);
+    if (!gg || !gw) s.oom = 1;
+    else bad += field(&s, &first, "generated-token-ids", strcmp(gg, gw) == 0, gw, gg);
+    free(gg);
+    free(gw);
+    bad += field_hash(&s, &first, "argmax-digest", r.argmax, rc.argmax_digest);
+    bad += field_hash(&s, &first, "witness-digest", r.witness, rc.witness_digest);
+    sb_printf(&s, "],\"bad\":%d,\"prompt_hex_skipped\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"prefill_ms\":%.3f,\"decode_ms\":%.3f",
+              bad, skipped_prompt, r.n_prompt, r.n_gen, r.prefill_ms, r.decode_ms);
+    sb_ids(&s, "generated_token_ids", r.gen, r.n_gen);
+    sb_text(&s, r.gen, r.n_gen);
+    sb_put(&s, "}", 1);
+    cis2_result_free(&r);
+    cis2_receipt_free(&rc);
+    return sb_finish(&s);
+}
+
+/* One decode-path operation through src/fparith.h, on bit patterns, so the
+ * software FTZ/DAZ can be compared with a hardware pin (web/test/ftz_diff.sh).
+ * op: 0 add, 1 sub, 2 mul, 3 div, 4 sqrt(a), 5 narrow the binary64 (a<<32|b). */
+EXPORT("cis2w_fp_op") uint32_t w_fp_op(int op, uint32_t a, uint32_t b)
+{
+    volatile float x = cis2_u2f(a), y = cis2_u2f(b);
+    float r;
+    switch (op) {
+    case 0: r = cis2_fadd(x, y); break;
+    case 1: r = cis2_fsub(x, y); break;
+    case 2: r = cis2_fmul(x, y); break;
+    case 3: r = cis2_fdiv(x, y); break;
+    case 4: r = cis2_fsqrt(x); break;
+    default: {
+        union { double d; uint64_t u; } c;
+        c.u = (uint64_t)a << 32 | b;
+        volatile double d = c.d;
+        r = cis2_f64_to_f32(d);
+    }
+    }
+    return cis2_f2u(r);
+}
