@@ -33,6 +33,10 @@ int cis2_fpenv_selftest(FILE *log);
 /* Classify by bit pattern (never via (double)x or fabs(x) < FLT_MIN). */
 int cis2_f32_is_subnormal(uint32_t bits);
 const char *cis2_isa_name(void);
+/* `cis2 selftest`: the §1.3 rows, the §5.1 cancellation, rsqrt(64), and the
+ * §6.6/§7.2 pinned digests, one PASS/FAIL line each to `out`. Pins FTZ/DAZ on
+ * the calling thread first. Returns the number of failures. */
+int cis2_selftest(FILE *out);
 
 /* ------------------------------------------------------- pinned math (§5, §6) */
 static inline uint32_t cis2_f2u(float f) { union { float f; uint32_t u; } c; c.f = f; return c.u; }
@@ -154,12 +158,16 @@ typedef struct cis2_model {
     cis2_layer *layers;
     int have_tokenizer;         /* tokenizer.json present */
     double load_ms, hash_ms;
+    void *hash_job;             /* pending async hash (load_opts.async_hash), else NULL */
 } cis2_model;
 
 typedef struct {
     int need_f32;        /* widen every linear to f32 (reference backend) */
-    int skip_hash;       /* tests only: don't hash artifacts (hashes zeroed) */
+    int skip_hash;       /* 0: hash synchronously; 1 (tests only): don't hash (hashes zeroed);
+                          * CIS2_HASH_ASYNC: hash weights + tokenizer on a background thread,
+                          * final once cis2_engine_new returns (it joins) */
 } cis2_load_opts;
+#define CIS2_HASH_ASYNC 2
 
 /* Load DIR/{config.json,model.safetensors,tokenizer.json}. tokenizer.json is
  * hashed (§12.1 item 2) and must exist. */
@@ -231,6 +239,10 @@ typedef struct {
     uint8_t argmax_digest[32], witness_digest[32];
 } cis2_receipt;
 
+/* Fill a receipt from a finished run. Borrows (does not copy) the prompt
+ * bytes and the result's id arrays: keep them alive while `rc` is used. */
+void cis2_receipt_from_run(cis2_receipt *rc, const cis2_model *m, const cis2_result *r,
+                           const uint8_t *prompt_bytes, size_t prompt_len);
 /* Text form: "CIS-2-RECEIPT v1" then 13 "key value" lines in fixed order. */
 int  cis2_receipt_format(const cis2_receipt *r, char **out, size_t *len);
 int  cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_receipt *r, char *err);

@@ -7,8 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define PINNED_TABLE_DIGEST "23c7bfaf5cef0095fd021af2eb1808abb4928bae4219756d86bdac670a06b35d"
-#define PINNED_INV_FREQ_64_1E5 "da9f6dcfde0425588815509e874515cdcd3d6b8818b6d0136590052e7bbf6f12"
 
 int cis2_cli_usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -195,26 +193,6 @@ static int run_twice_check(cis2_engine *e, const int32_t *ids, int n, const cis2
     return 0;
 }
 
-static void fill_receipt(cis2_receipt *rc, const cis2_model *m, const cis2_result *r, char *bytes, size_t blen)
-{
-    memset(rc, 0, sizeof *rc);
-    strcpy(rc->spec_version, CIS2_SPEC_VERSION);
-    memcpy(rc->weights_sha, m->weights_sha, 32);
-    memcpy(rc->config_sha, m->config_sha, 32);
-    memcpy(rc->tokenizer_sha, m->tokenizer_sha, 32);
-    rc->prompt_bytes = (uint8_t *)bytes;
-    rc->prompt_len = blen;
-    rc->prompt_ids = r->prompt;
-    rc->n_prompt = r->n_prompt;
-    rc->gen_toks = r->n_gen;
-    memcpy(rc->table_digest, m->table_digest, 32);
-    memcpy(rc->inv_freq_digest, m->inv_freq_digest, 32);
-    rc->gen_ids = r->gen;
-    rc->n_gen = r->n_gen;
-    memcpy(rc->argmax_digest, r->argmax, 32);
-    memcpy(rc->witness_digest, r->witness, 32);
-}
-
 static int cmd_run(int argc, char **argv)
 {
     run_opts o;
@@ -269,7 +247,7 @@ static int cmd_run(int argc, char **argv)
     rc = 0;
     if (o.receipt) {
         cis2_receipt rec;
-        fill_receipt(&rec, &m, &r, bytes, blen);
+        cis2_receipt_from_run(&rec, &m, &r, (const uint8_t *)bytes, blen);
         if (cis2_receipt_write(&rec, o.receipt, err)) { cis2_cli_usage_error("run", "%s", err); rc = 2; }
     }
 out:
@@ -362,41 +340,7 @@ static int cmd_verify(int argc, char **argv)
 static int cmd_selftest(int argc, char **argv)
 {
     if (argc > 1) return cis2_cli_usage_error("selftest", "takes no arguments");
-    int fails = 0;
-    if (cis2_fpenv_pin() != 0) {
-        printf("FAIL fpenv-pin: control register 0x%llx after pinning\n", (unsigned long long)cis2_fpenv_read());
-        return 1;
-    }
-    printf("PASS fpenv-pin %s control=0x%llx\n", cis2_isa_name(), (unsigned long long)cis2_fpenv_read());
-    fails += cis2_fpenv_selftest(stdout);
-    float a[3] = { 1e8f, 1.0f, -1e8f }, b[3] = { 1.0f, 1.0f, 1.0f };
-    volatile float dot = cis2_dot_seq(a, b, 3);
-    uint32_t db = cis2_f2u(dot);
-    printf("%s dot_seq [1e8,1,-1e8].[1,1,1] = 0x%08X (want 0x00000000, §5.1)\n", db == 0 ? "PASS" : "FAIL", (unsigned)db);
-    fails += db != 0;
-    volatile float x64 = 64.0f;
-    uint32_t rb = cis2_f2u(cis2_rsqrt(x64));
-    printf("%s rsqrt(64) = 0x%08X (want 0x3E000000, §6.1)\n", rb == 0x3E000000u ? "PASS" : "FAIL", (unsigned)rb);
-    fails += rb != 0x3E000000u;
-    uint8_t d[32];
-    char h[65];
-    cis2_table_digest(d);
-    cis2_hex(d, 32, h);
-    int ok = strcmp(h, PINNED_TABLE_DIGEST) == 0;
-    printf("%s table_digest (§6.6)\n", ok ? "PASS" : "FAIL");
-    fails += !ok;
-    float inv[32];
-    cis2_inv_freq(64, 100000.0f, inv);
-    cis2_f32_digest(inv, 32, d);
-    char h2[65];
-    cis2_hex(d, 32, h2);
-    ok = strcmp(h2, PINNED_INV_FREQ_64_1E5) == 0;
-    printf("%s inv_freq_table_digest head_dim=64 theta=100000 (§7.2)\n", ok ? "PASS" : "FAIL");
-    fails += !ok;
-    printf("table_digest=%s\ninv_freq_table_digest=%s\n", h, h2);
-    printf("sha256=%s\n", cis2_sha256_impl());
-    printf("selftest: %s\n", fails ? "FAILED" : "all checks passed");
-    return fails ? 1 : 0;
+    return cis2_selftest(stdout) ? 1 : 0;
 }
 
 /* ------------------------------------------------------------ conform */

@@ -12,6 +12,27 @@ static const char *KEYS[13] = {
     "generated-token-ids", "argmax-digest", "witness-digest",
 };
 
+void cis2_receipt_from_run(cis2_receipt *rc, const cis2_model *m, const cis2_result *r,
+                           const uint8_t *prompt_bytes, size_t prompt_len)
+{
+    memset(rc, 0, sizeof *rc);
+    strcpy(rc->spec_version, CIS2_SPEC_VERSION);
+    memcpy(rc->weights_sha, m->weights_sha, 32);
+    memcpy(rc->config_sha, m->config_sha, 32);
+    memcpy(rc->tokenizer_sha, m->tokenizer_sha, 32);
+    rc->prompt_bytes = (uint8_t *)prompt_bytes;
+    rc->prompt_len = prompt_len;
+    rc->prompt_ids = r->prompt;
+    rc->n_prompt = r->n_prompt;
+    rc->gen_toks = r->n_gen;
+    memcpy(rc->table_digest, m->table_digest, 32);
+    memcpy(rc->inv_freq_digest, m->inv_freq_digest, 32);
+    rc->gen_ids = r->gen;
+    rc->n_gen = r->n_gen;
+    memcpy(rc->argmax_digest, r->argmax, 32);
+    memcpy(rc->witness_digest, r->witness, 32);
+}
+
 int cis2_receipt_format(const cis2_receipt *r, char **out, size_t *len)
 {
     char *pids = cis2_format_ids(r->prompt_ids, r->n_prompt), *gids = cis2_format_ids(r->gen_ids, r->n_gen);

@@ -39,7 +39,7 @@ fi
 OUT="${WASM_BUILD:-build-wasm}"
 WASM_OUT="${WASM_OUT:-web/cis2.wasm}"
 mkdir -p "$OUT" "$(dirname "$WASM_OUT")"
-SRC="backend_ref config decode fpenv json kernels_ref model pinned_math receipt safetensors sha256 tokenizer unicode_tables util"
+SRC="backend_ref config decode fpenv json kernels_ref model pinned_math receipt safetensors selftest sha256 tokenizer unicode_tables util"
 CFLAGS=(--target=wasm32-wasi "${SYSFLAGS[@]}" -std=c11 -D_GNU_SOURCE -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID
         -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
         -ffp-contract=off -fno-math-errno -fno-strict-aliasing -O2 -Iinclude -Isrc)

@@ -21,8 +21,6 @@
 #define EXPORT(name) __attribute__((export_name(name)))
 __attribute__((import_module("cis2"), import_name("progress"))) extern void cis2js_progress(int done, int total);
 
-#define PINNED_TABLE_DIGEST "23c7bfaf5cef0095fd021af2eb1808abb4928bae4219756d86bdac670a06b35d"
-#define PINNED_INV_FREQ_64_1E5 "da9f6dcfde0425588815509e874515cdcd3d6b8818b6d0136590052e7bbf6f12"
 #define MODEL_DIR "/m"
 
 static char g_err[CIS2_ERR_LEN];
@@ -140,40 +138,7 @@ EXPORT("cis2w_hash_end") const char *w_hash_end(int slot)
 /* `cis2 selftest`, line for line, on stdout. Returns the number of failures. */
 EXPORT("cis2w_selftest") int w_selftest(void)
 {
-    int fails = 0;
-    if (cis2_fpenv_pin() != 0) {
-        printf("FAIL fpenv-pin: control register 0x%llx after pinning\n", (unsigned long long)cis2_fpenv_read());
-        fflush(stdout);
-        return 1;
-    }
-    printf("PASS fpenv-pin %s control=0x%llx\n", cis2_isa_name(), (unsigned long long)cis2_fpenv_read());
-    fails += cis2_fpenv_selftest(stdout);
-    float a[3] = { 1e8f, 1.0f, -1e8f }, b[3] = { 1.0f, 1.0f, 1.0f };
-    volatile float dot = cis2_dot_seq(a, b, 3);
-    uint32_t db = cis2_f2u(dot);
-    printf("%s dot_seq [1e8,1,-1e8].[1,1,1] = 0x%08X (want 0x00000000, §5.1)\n", db == 0 ? "PASS" : "FAIL", (unsigned)db);
-    fails += db != 0;
-    volatile float x64 = 64.0f;
-    uint32_t rb = cis2_f2u(cis2_rsqrt(x64));
-    printf("%s rsqrt(64) = 0x%08X (want 0x3E000000, §6.1)\n", rb == 0x3E000000u ? "PASS" : "FAIL", (unsigned)rb);
-    fails += rb != 0x3E000000u;
-    uint8_t d[32];
-    char h[65], h2[65];
-    cis2_table_digest(d);
-    cis2_hex(d, 32, h);
-    int ok = strcmp(h, PINNED_TABLE_DIGEST) == 0;
-    printf("%s table_digest (§6.6)\n", ok ? "PASS" : "FAIL");
-    fails += !ok;
-    float inv[32];
-    cis2_inv_freq(64, 100000.0f, inv);
-    cis2_f32_digest(inv, 32, d);
-    cis2_hex(d, 32, h2);
-    ok = strcmp(h2, PINNED_INV_FREQ_64_1E5) == 0;
-    printf("%s inv_freq_table_digest head_dim=64 theta=100000 (§7.2)\n", ok ? "PASS" : "FAIL");
-    fails += !ok;
-    printf("table_digest=%s\ninv_freq_table_digest=%s\n", h, h2);
-    printf("sha256=%s\n", cis2_sha256_impl());
-    printf("selftest: %s\n", fails ? "FAILED" : "all checks passed");
+    int fails = cis2_selftest(stdout);
     fflush(stdout);
     return fails;
 }
@@ -285,22 +250,7 @@ EXPORT("cis2w_run") const char *w_run(const char *prompt, size_t plen, const cha
     cis2_result r;
     if (cis2_generate(g_e, ids, n, &g, &r, g_err)) { free(ids); free(bytes); return NULL; }
     cis2_receipt rc;
-    memset(&rc, 0, sizeof rc);
-    strcpy(rc.spec_version, CIS2_SPEC_VERSION);
-    memcpy(rc.weights_sha, g_m.weights_sha, 32);
-    memcpy(rc.config_sha, g_m.config_sha, 32);
-    memcpy(rc.tokenizer_sha, g_m.tokenizer_sha, 32);
-    rc.prompt_bytes = (uint8_t *)bytes;
-    rc.prompt_len = blen;
-    rc.prompt_ids = r.prompt;
-    rc.n_prompt = r.n_prompt;
-    rc.gen_toks = r.n_gen;
-    memcpy(rc.table_digest, g_m.table_digest, 32);
-    memcpy(rc.inv_freq_digest, g_m.inv_freq_digest, 32);
-    rc.gen_ids = r.gen;
-    rc.n_gen = r.n_gen;
-    memcpy(rc.argmax_digest, r.argmax, 32);
-    memcpy(rc.witness_digest, r.witness, 32);
+    cis2_receipt_from_run(&rc, &g_m, &r, (const uint8_t *)bytes, blen);
     char *rtext = NULL;
     size_t rlen = 0;
     sb s = { 0 };
