@@ -158,7 +158,7 @@ typedef struct cis2_model {
     cis2_layer *layers;
     int have_tokenizer;         /* tokenizer.json present */
     double load_ms, hash_ms;
-    void *hash_job;             /* pending async hash (load_opts.async_hash), else NULL */
+    void *hash_job;             /* pending async hash (skip_hash = CIS2_HASH_ASYNC), else NULL */
 } cis2_model;
 
 typedef struct {

@@ -19,7 +19,23 @@ struct cis2_backend {
     void (*attention)(cis2_backend *b, const float *q, const float *kc, const float *vc,
                       int T, int pos0, int n_heads, int n_kv, int hd, float scale, float *out);
     void (*destroy)(cis2_backend *b);
+    /* Optional (NULL = the engine loops itself): run fn(ctx, i) for every
+     * i < n, in any order and on any of the backend's threads (each pinned
+     * FTZ/DAZ). The engine uses it for per-token elementwise work, whose
+     * tokens are independent. */
+    void (*parallel_for)(cis2_backend *b, int n, void (*fn)(void *ctx, int i), void *ctx);
+    /* Optional: matmul(w[i], X, T, Y[i]) for i < n (same X), in one parallel
+     * step. NULL = the engine calls matmul n times. */
+    void (*matmul_multi)(cis2_backend *b, int n, const cis2_linear *const *w, const float *X, int T,
+                         float *const *Y);
+    /* Optional: ref_swiglu bit for bit (§10), vectorized. NULL = ref_swiglu. */
+    void (*swiglu)(const float *gate, const float *up, float *out, int n);
 };
+
+/* src/model.c: wait for a pending async hash (cis2_load_opts.skip_hash = CIS2_HASH_ASYNC) and
+ * publish weights_sha/tokenizer_sha/hash_ms. 0 when none is pending; 1 with
+ * a message when hashing failed. cis2_engine_new calls it before returning. */
+int cis2_model_hash_join(cis2_model *m, char *err);
 
 int cis2_backend_ref_new(cis2_backend **b, cis2_model *m, const cis2_engine_opts *o, char *err);
 /* src/backend_fast.c (issue 5). */

@@ -49,6 +49,7 @@ int cis2_cli_open(const char *cmd, const char *dir, const cis2_engine_opts *eo, 
     if (cis2_cli_fp_ready(cmd)) return 1;
     cis2_load_opts lo = { 0 };
     lo.need_f32 = !eo || !eo->backend || strcmp(eo->backend, "ref") == 0;
+    lo.skip_hash = CIS2_HASH_ASYNC;   /* hash while the backend packs; cis2_engine_new joins */
     if (cis2_model_load(m, dir, &lo, err)) { cis2_cli_usage_error(cmd, "%s", err); return 1; }
     if (cis2_engine_new(e, m, eo, err)) { cis2_cli_usage_error(cmd, "%s", err); cis2_model_free(m); return 1; }
     return 0;

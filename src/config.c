@@ -141,6 +141,11 @@ int cis2_config_parse(const char *text, size_t len, const char *path, cis2_confi
         if (e1 >= 0) cfg->eos_ids[cfg->n_eos++] = e1;
     }
 
+    /* Special ids must name rows of the embedding (a contradiction otherwise). */
+    for (int i = 0; i < cfg->n_eos; i++)
+        if (cfg->eos_ids[i] >= cfg->vocab) { bad(&c, "eos_token_id", "is not below vocab_size"); goto out; }
+    if (cfg->bos_id >= cfg->vocab) { bad(&c, "bos_token_id", "is not below vocab_size"); goto out; }
+
     /* tie_word_embeddings: HF's default is false for all three families. */
     if (get_bool(&c, "tie_word_embeddings", 0, &cfg->tied)) goto out;
     int attn_bias;

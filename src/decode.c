@@ -18,6 +18,7 @@ struct cis2_engine {
     int t_cap;           /* tokens the scratch buffers hold */
     float *x, *xn, *q, *k, *v, *att, *proj, *gate, *up, *act;
     float *cos_v, *sin_v, *scores, *logits_in;
+    float *rope_c, *rope_s;  /* [t_cap][head_dim/2]: each token's §7.3 table, built once per forward */
     /* FAULT INJECTION (issue 6, debug only): 0 = none. */
     int fault, fault_pos;
     float *fault_word;       /* weight-bit: the flipped f32 (restored on free) */
@@ -162,7 +163,9 @@ static int ensure_tokens(cis2_engine *e, int T, char *err)
     size_t wide = H > qd ? H : qd;
     if (grow(&e->x, t * H) || grow(&e->xn, t * H) || grow(&e->q, t * qd) || grow(&e->k, t * kvd) ||
         grow(&e->v, t * kvd) || grow(&e->att, t * qd) || grow(&e->proj, t * wide) || grow(&e->gate, t * I) ||
-        grow(&e->up, t * I) || grow(&e->act, t * I)) {
+        grow(&e->up, t * I) || grow(&e->act, t * I) ||
+        grow(&e->rope_c, t * (size_t)(c->head_dim / 2 > 0 ? c->head_dim / 2 : 1)) ||
+        grow(&e->rope_s, t * (size_t)(c->head_dim / 2 > 0 ? c->head_dim / 2 : 1))) {
         snprintf(err, CIS2_ERR_LEN, "out of memory for %d tokens of activations", T);
         return 1;
     }
@@ -219,6 +222,9 @@ int cis2_engine_new(cis2_engine **out, cis2_model *m, const cis2_engine_opts *o,
         cis2_engine_free(e);
         return 1;
     }
+    /* An async hash (cis2_load_opts.skip_hash = CIS2_HASH_ASYNC) ran while the backend packed:
+     * every consumer of the engine sees the final hashes. */
+    if (cis2_model_hash_join(m, err)) { cis2_engine_free(e); return 1; }
     *out = e;
     return 0;
 }
@@ -232,7 +238,7 @@ void cis2_engine_free(cis2_engine *e)
     free(e->kc); free(e->vc);
     free(e->x); free(e->xn); free(e->q); free(e->k); free(e->v); free(e->att); free(e->proj);
     free(e->gate); free(e->up); free(e->act); free(e->cos_v); free(e->sin_v); free(e->scores);
-    free(e->logits_in);
+    free(e->logits_in); free(e->rope_c); free(e->rope_s);
     free(e);
 }
 
@@ -256,6 +262,115 @@ static void head_norm(const cis2_engine *e, float *v, int n_heads, int hd, const
     for (int h = 0; h < n_heads; h++) rmsnorm(e, v + (size_t)h * hd, w, hd, eps, v + (size_t)h * hd);
 }
 
+/* ---- per-token elementwise stages. Every stage touches only token t's
+ * rows (and its own KV-cache slot), so tokens may run in any order or in
+ * parallel (the fast backend's pool) with identical results; traced runs
+ * stay serial so the trace callback sees nodes in the same order. */
+enum { ST_EMBED, ST_ROPE, ST_ATTN_NORM, ST_QKV, ST_ATTN_OUT, ST_SWIGLU, ST_DOWN, ST_DOWN_NORM };
+typedef struct {
+    cis2_engine *e;
+    const int32_t *tokens;
+    const cis2_layer *y;
+    int l, pos0, stage;
+    const cis2_layer *y_next;   /* ST_DOWN_NORM: the next layer (its attn_norm) */
+} tok_job;
+
+static void tok_stage(void *ctx, int t)
+{
+    const tok_job *j = ctx;
+    cis2_engine *e = j->e;
+    const cis2_model *m = e->m;
+    const cis2_config *c = &m->cfg;
+    const cis2_layer *y = j->y;
+    const int H = c->hidden, hd = c->head_dim, half = hd / 2, nh = c->n_heads, nkv = c->n_kv_heads;
+    const int qd = nh * hd, kvd = nkv * hd, I = c->inter, l = j->l, pos = j->pos0 + t;
+    const float eps = c->eps;
+    float *x = e->x + (size_t)t * H, *xn = e->xn + (size_t)t * H;
+    switch (j->stage) {
+    case ST_EMBED:
+        embed_row(m, j->tokens[t], x);
+        trace(e, pos, -1, "embed", x, (size_t)H);
+        break;
+    case ST_ROPE: {
+        int rpos = pos;
+        if (__builtin_expect(e->fault == FAULT_ROPE_OFFSET, 0) && j->pos0 > 0) rpos = pos + 1;  /* FAULT: decode positions off by one */
+        ref_rope_table(m->inv_freq, half, rpos, e->rope_c + (size_t)t * half, e->rope_s + (size_t)t * half);
+        break;
+    }
+    case ST_ATTN_NORM:
+        rmsnorm(e, x, y->attn_norm, H, eps, xn);
+        trace(e, pos, l, "attn_norm", xn, (size_t)H);
+        break;
+    case ST_QKV: {
+        float *q = e->q + (size_t)t * qd, *k = e->k + (size_t)t * kvd, *v = e->v + (size_t)t * kvd;
+        if (y->q_bias) {      /* §9.1: after the matvec, before RoPE */
+            ref_add(q, y->q_bias, qd);
+            ref_add(k, y->k_bias, kvd);
+            ref_add(v, y->v_bias, kvd);
+        }
+        trace(e, pos, l, "q_proj", q, (size_t)qd);
+        trace(e, pos, l, "k_proj", k, (size_t)kvd);
+        trace(e, pos, l, "v_proj", v, (size_t)kvd);
+        if (y->q_norm) {      /* Qwen3: after projection, before RoPE */
+            head_norm(e, q, nh, hd, y->q_norm, eps);
+            head_norm(e, k, nkv, hd, y->k_norm, eps);
+            trace(e, pos, l, "q_norm", q, (size_t)qd);
+            trace(e, pos, l, "k_norm", k, (size_t)kvd);
+        }
+        const float *cv = e->rope_c + (size_t)t * half, *sv = e->rope_s + (size_t)t * half;
+        for (int h = 0; h < nh; h++) ref_rope_rotate(q + (size_t)h * hd, hd, cv, sv);
+        for (int h = 0; h < nkv; h++) ref_rope_rotate(k + (size_t)h * hd, hd, cv, sv);
+        trace(e, pos, l, "q_rope", q, (size_t)qd);
+        trace(e, pos, l, "k_rope", k, (size_t)kvd);
+        if (__builtin_expect(e->fault == FAULT_KV_STALE, 0) && pos == e->fault_pos) {
+            /* FAULT kv-stale: this slot is never written; it keeps stale
+             * contents, made deterministic here as zeros. */
+            memset(e->kc[l] + (size_t)pos * kvd, 0, (size_t)kvd * sizeof(float));
+            memset(e->vc[l] + (size_t)pos * kvd, 0, (size_t)kvd * sizeof(float));
+        } else {
+            memcpy(e->kc[l] + (size_t)pos * kvd, k, (size_t)kvd * sizeof(float));
+            memcpy(e->vc[l] + (size_t)pos * kvd, v, (size_t)kvd * sizeof(float));
+        }
+        break;
+    }
+    case ST_ATTN_OUT:
+        trace(e, pos, l, "attn_out", e->att + (size_t)t * qd, (size_t)qd);
+        trace(e, pos, l, "o_proj", e->proj + (size_t)t * H, (size_t)H);
+        ref_add(x, e->proj + (size_t)t * H, H);
+        trace(e, pos, l, "resid_attn", x, (size_t)H);
+        rmsnorm(e, x, y->mlp_norm, H, eps, xn);
+        trace(e, pos, l, "mlp_norm", xn, (size_t)H);
+        break;
+    case ST_SWIGLU: {
+        size_t off = (size_t)t * I;
+        if (e->be->swiglu) e->be->swiglu(e->gate + off, e->up + off, e->act + off, I);   /* bit-identical (unit_fast) */
+        else ref_swiglu(e->gate + off, e->up + off, e->act + off, I);
+        trace(e, pos, l, "gate", e->gate + off, (size_t)I);
+        trace(e, pos, l, "up", e->up + off, (size_t)I);
+        trace(e, pos, l, "act", e->act + off, (size_t)I);
+        break;
+    }
+    case ST_DOWN:
+    case ST_DOWN_NORM:
+        trace(e, pos, l, "down", e->proj + (size_t)t * H, (size_t)H);
+        ref_add(x, e->proj + (size_t)t * H, H);
+        trace(e, pos, l, "resid_mlp", x, (size_t)H);
+        /* untraced parallel runs: the next layer's attn_norm in the same step */
+        if (j->stage == ST_DOWN_NORM) rmsnorm(e, x, j->y_next->attn_norm, H, eps, xn);
+        break;
+    }
+}
+
+static void run_tokens(cis2_engine *e, tok_job *j, int stage, int T)
+{
+    j->stage = stage;
+    if (T == 1 || e->o.trace || !e->be->parallel_for) {
+        for (int t = 0; t < T; t++) tok_stage(j, t);
+    } else {
+        e->be->parallel_for(e->be, T, tok_stage, j);
+    }
+}
+
 int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int T, int pos0, float *logits, char *err)
 {
     cis2_model *m = e->m;
@@ -269,59 +384,33 @@ int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int T, int pos0, 
     if (ensure_tokens(e, T, err) || ensure_positions(e, pos0 + T, err)) return 1;
     if (__builtin_expect(e->fault == FAULT_NO_FTZ, 0)) cis2_fpenv_unpin();   /* FAULT no-ftz: IEEE subnormals */
     else if (!cis2_fpenv_is_pinned()) { snprintf(err, CIS2_ERR_LEN, "FTZ/DAZ is not pinned on this thread (§1.3)"); return 1; }
-    const int H = c->hidden, hd = c->head_dim, half = hd / 2, nh = c->n_heads, nkv = c->n_kv_heads;
-    const int qd = nh * hd, kvd = nkv * hd, I = c->inter;
+    const int H = c->hidden, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    const int qd = nh * hd, kvd = nkv * hd;
     const float eps = c->eps;
     const float scale = cis2_rsqrt((float)hd);   /* §9.2: rsqrt(64) == 0.125 */
     cis2_backend *be = e->be;
+    tok_job j = { e, tokens, NULL, -1, pos0, 0, NULL };
+    /* Parallel prefill fuses a layer's last elementwise step with the next
+     * layer's attn_norm (one synchronisation less per layer). */
+    const int fuse = T > 1 && !e->o.trace && be->parallel_for;
 
-    for (int t = 0; t < T; t++) {
-        embed_row(m, tokens[t], e->x + (size_t)t * H);
-        trace(e, pos0 + t, -1, "embed", e->x + (size_t)t * H, (size_t)H);
-    }
+    run_tokens(e, &j, ST_EMBED, T);
+    run_tokens(e, &j, ST_ROPE, T);   /* §7.3 tables depend on the position only: once, not per layer */
     for (int l = 0; l < c->n_layers; l++) {
         const cis2_layer *y = &m->layers[l];
-        for (int t = 0; t < T; t++) {
-            rmsnorm(e, e->x + (size_t)t * H, y->attn_norm, H, eps, e->xn + (size_t)t * H);
-            trace(e, pos0 + t, l, "attn_norm", e->xn + (size_t)t * H, (size_t)H);
+        j.y = y;
+        j.l = l;
+        if (l == 0 || !fuse) run_tokens(e, &j, ST_ATTN_NORM, T);
+        if (be->matmul_multi) {
+            const cis2_linear *w3[3] = { &y->q, &y->k, &y->v };
+            float *const y3[3] = { e->q, e->k, e->v };
+            be->matmul_multi(be, 3, w3, e->xn, T, y3);
+        } else {
+            be->matmul(be, &y->q, e->xn, T, e->q);
+            be->matmul(be, &y->k, e->xn, T, e->k);
+            be->matmul(be, &y->v, e->xn, T, e->v);
         }
-        be->matmul(be, &y->q, e->xn, T, e->q);
-        be->matmul(be, &y->k, e->xn, T, e->k);
-        be->matmul(be, &y->v, e->xn, T, e->v);
-        for (int t = 0; t < T; t++) {
-            float *q = e->q + (size_t)t * qd, *k = e->k + (size_t)t * kvd, *v = e->v + (size_t)t * kvd;
-            int pos = pos0 + t;
-            if (y->q_bias) {      /* §9.1: after the matvec, before RoPE */
-                ref_add(q, y->q_bias, qd);
-                ref_add(k, y->k_bias, kvd);
-                ref_add(v, y->v_bias, kvd);
-            }
-            trace(e, pos, l, "q_proj", q, (size_t)qd);
-            trace(e, pos, l, "k_proj", k, (size_t)kvd);
-            trace(e, pos, l, "v_proj", v, (size_t)kvd);
-            if (y->q_norm) {      /* Qwen3: after projection, before RoPE */
-                head_norm(e, q, nh, hd, y->q_norm, eps);
-                head_norm(e, k, nkv, hd, y->k_norm, eps);
-                trace(e, pos, l, "q_norm", q, (size_t)qd);
-                trace(e, pos, l, "k_norm", k, (size_t)kvd);
-            }
-            int rpos = pos;
-            if (__builtin_expect(e->fault == FAULT_ROPE_OFFSET, 0) && pos0 > 0) rpos = pos + 1;  /* FAULT: decode positions off by one */
-            ref_rope_table(m->inv_freq, half, rpos, e->cos_v, e->sin_v);
-            for (int h = 0; h < nh; h++) ref_rope_rotate(q + (size_t)h * hd, hd, e->cos_v, e->sin_v);
-            for (int h = 0; h < nkv; h++) ref_rope_rotate(k + (size_t)h * hd, hd, e->cos_v, e->sin_v);
-            trace(e, pos, l, "q_rope", q, (size_t)qd);
-            trace(e, pos, l, "k_rope", k, (size_t)kvd);
-            if (__builtin_expect(e->fault == FAULT_KV_STALE, 0) && pos == e->fault_pos) {
-                /* FAULT kv-stale: this slot is never written; it keeps stale
-                 * contents, made deterministic here as zeros. */
-                memset(e->kc[l] + (size_t)pos * kvd, 0, (size_t)kvd * sizeof(float));
-                memset(e->vc[l] + (size_t)pos * kvd, 0, (size_t)kvd * sizeof(float));
-            } else {
-                memcpy(e->kc[l] + (size_t)pos * kvd, k, (size_t)kvd * sizeof(float));
-                memcpy(e->vc[l] + (size_t)pos * kvd, v, (size_t)kvd * sizeof(float));
-            }
-        }
+        run_tokens(e, &j, ST_QKV, T);
         if (e->o.trace) {
             /* Traced runs use the reference attention so scores and probs can
              * be captured; it is bit-identical to every backend's (tested). */
@@ -333,9 +422,9 @@ int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int T, int pos0, 
                 for (int h = 0; h < nh; h++) {
                     const float *q = e->q + (size_t)t * qd + (size_t)h * hd;
                     const float *kb = e->kc[l] + (size_t)(h / group) * hd, *vb = e->vc[l] + (size_t)(h / group) * hd;
-                    for (int j = 0; j < n_ctx; j++) {
-                        float d = cis2_dot_seq(q, kb + (size_t)j * kvd, (size_t)hd);
-                        sc[(size_t)h * n_ctx + j] = d * scale;
+                    for (int jj = 0; jj < n_ctx; jj++) {
+                        float d = cis2_dot_seq(q, kb + (size_t)jj * kvd, (size_t)hd);
+                        sc[(size_t)h * n_ctx + jj] = d * scale;
                     }
                     ref_attention_head(q, kb, vb, (size_t)kvd, n_ctx, hd, scale, pr + (size_t)h * n_ctx,
                                        e->att + (size_t)t * qd + (size_t)h * hd);
@@ -349,31 +438,22 @@ int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int T, int pos0, 
             be->attention(be, e->q, e->kc[l], e->vc[l], T, pos0, nh, nkv, hd, scale, e->att);
         }
         be->matmul(be, &y->o, e->att, T, e->proj);
-        for (int t = 0; t < T; t++) {
-            int pos = pos0 + t;
-            float *x = e->x + (size_t)t * H;
-            trace(e, pos, l, "attn_out", e->att + (size_t)t * qd, (size_t)qd);
-            trace(e, pos, l, "o_proj", e->proj + (size_t)t * H, (size_t)H);
-            ref_add(x, e->proj + (size_t)t * H, H);
-            trace(e, pos, l, "resid_attn", x, (size_t)H);
-            rmsnorm(e, x, y->mlp_norm, H, eps, e->xn + (size_t)t * H);
-            trace(e, pos, l, "mlp_norm", e->xn + (size_t)t * H, (size_t)H);
+        run_tokens(e, &j, ST_ATTN_OUT, T);
+        if (be->matmul_multi) {
+            const cis2_linear *w2[2] = { &y->gate, &y->up };
+            float *const y2[2] = { e->gate, e->up };
+            be->matmul_multi(be, 2, w2, e->xn, T, y2);
+        } else {
+            be->matmul(be, &y->gate, e->xn, T, e->gate);
+            be->matmul(be, &y->up, e->xn, T, e->up);
         }
-        be->matmul(be, &y->gate, e->xn, T, e->gate);
-        be->matmul(be, &y->up, e->xn, T, e->up);
-        for (int t = 0; t < T; t++) {
-            size_t off = (size_t)t * I;
-            ref_swiglu(e->gate + off, e->up + off, e->act + off, I);
-            trace(e, pos0 + t, l, "gate", e->gate + off, (size_t)I);
-            trace(e, pos0 + t, l, "up", e->up + off, (size_t)I);
-            trace(e, pos0 + t, l, "act", e->act + off, (size_t)I);
-        }
+        run_tokens(e, &j, ST_SWIGLU, T);
         be->matmul(be, &y->down, e->act, T, e->proj);
-        for (int t = 0; t < T; t++) {
-            float *x = e->x + (size_t)t * H;
-            trace(e, pos0 + t, l, "down", e->proj + (size_t)t * H, (size_t)H);
-            ref_add(x, e->proj + (size_t)t * H, H);
-            trace(e, pos0 + t, l, "resid_mlp", x, (size_t)H);
+        if (fuse && l + 1 < c->n_layers) {
+            j.y_next = &m->layers[l + 1];
+            run_tokens(e, &j, ST_DOWN_NORM, T);
+        } else {
+            run_tokens(e, &j, ST_DOWN, T);
         }
     }
     if (logits) {

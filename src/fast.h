@@ -17,6 +17,7 @@ typedef struct {
     void *data;        /* 64-byte aligned */
     size_t bytes;
     size_t map_len;    /* nonzero: data is an anonymous mapping of this length */
+    int borrowed;      /* data lies in a caller's arena (fast_pack_at): never freed here */
 } fast_packed;
 
 /* Kernel table for one ISA path. */
@@ -34,6 +35,11 @@ typedef struct {
     void (*softmax)(float *s, int n);
     /* out[d] = sum over j in order of p[j] * v[j*stride + d]. */
     void (*vmix)(const float *p, const float *v, size_t stride, int n, int hd, float *out);
+    /* ref_swiglu, bit for bit; NULL = the engine uses ref_swiglu. */
+    void (*swiglu)(const float *gate, const float *up, float *out, int n);
+    /* scores over transposed keys, kt[d*ld + j] (ld >= round_up(n, 8), pad
+     * keys readable): bit for bit the `scores` kernel. NULL = not available. */
+    void (*scores_t)(const float *q, const float *kt, size_t ld, int n, int hd, float scale, float *out);
 } fast_kernels;
 
 /* NULL when the ISA is not compiled for this platform or the CPU lacks it. */
@@ -48,6 +54,10 @@ const fast_kernels *fast_kernels_pick(const char *isa, char *err);
 
 /* Pack one linear (any dtype) into tiles. */
 int  fast_pack(const cis2_linear *w, fast_packed *p, char *err);
+/* Bytes (a multiple of 64) fast_pack_at writes for w; pack into caller
+ * memory dst (64-byte aligned; returns 1 otherwise). Bit-identical to fast_pack. */
+size_t fast_pack_bytes(const cis2_linear *w);
+int  fast_pack_at(const cis2_linear *w, fast_packed *p, void *dst);
 void fast_packed_free(fast_packed *p);
 
 /* A fast backend over no model (tests): matmul reads w->packed. */
@@ -63,4 +73,11 @@ tp_pool *tp_new(int nthreads, char *err);
 int      tp_threads(const tp_pool *p);
 void     tp_run(tp_pool *p, int ntasks, tp_fn fn, void *ctx);
 void     tp_free(tp_pool *p);
+/* tp_start publishes tasks to the workers only and returns 1 at once (0: it
+ * did nothing — one thread, <= 1 task — and the caller must tp_run
+ * instead); the caller may block on something else meanwhile, then
+ * tp_finish runs what is left on the caller too and waits for all. No other
+ * tp_run may come between the two. */
+int      tp_start(tp_pool *p, int ntasks, tp_fn fn, void *ctx);
+void     tp_finish(tp_pool *p);
 #endif

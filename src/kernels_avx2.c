@@ -85,6 +85,44 @@ ATTR void fast_avx2_scores(const float *q, const float *k, size_t stride, int n,
     }
 }
 
+/* Scores over a transposed key block (prefill): kt[d*ld + j] = element d of
+ * key j, for j < round_up(n, 8) (pad keys are computed and dropped). Lane i
+ * owns key j+i and adds k[d]*q[d] for d = 0..hd-1 in order — the very
+ * operations of fast_avx2_scores, without its in-register transposes; four
+ * 8-key chains in flight. */
+ATTR void fast_avx2_scores_t(const float *q, const float *kt, size_t ld, int n, int hd, float scale, float *out)
+{
+    __m256 vs = _mm256_set1_ps(scale);
+    int j = 0;
+    for (; j + 32 <= n; j += 32) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+        const float *c = kt + j;
+        for (int d = 0; d < hd; d++, c += ld) {
+            __m256 qv = _mm256_set1_ps(q[d]);
+            a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_loadu_ps(c), qv));
+            a1 = _mm256_add_ps(a1, _mm256_mul_ps(_mm256_loadu_ps(c + 8), qv));
+            a2 = _mm256_add_ps(a2, _mm256_mul_ps(_mm256_loadu_ps(c + 16), qv));
+            a3 = _mm256_add_ps(a3, _mm256_mul_ps(_mm256_loadu_ps(c + 24), qv));
+        }
+        _mm256_storeu_ps(out + j, _mm256_mul_ps(a0, vs));      /* §9.2: scale after the dot */
+        _mm256_storeu_ps(out + j + 8, _mm256_mul_ps(a1, vs));
+        _mm256_storeu_ps(out + j + 16, _mm256_mul_ps(a2, vs));
+        _mm256_storeu_ps(out + j + 24, _mm256_mul_ps(a3, vs));
+    }
+    for (; j < n; j += 8) {
+        __m256 a0 = _mm256_setzero_ps();
+        const float *c = kt + j;
+        for (int d = 0; d < hd; d++, c += ld) a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_loadu_ps(c), _mm256_set1_ps(q[d])));
+        a0 = _mm256_mul_ps(a0, vs);
+        if (j + 8 <= n) _mm256_storeu_ps(out + j, a0);
+        else {
+            float tmp[8];
+            _mm256_storeu_ps(tmp, a0);
+            memcpy(out + j, tmp, (size_t)(n - j) * sizeof(float));
+        }
+    }
+}
+
 /* §6.2 exp_pinned, 8 lanes, every step the scalar routine's own operation. */
 static ATTR inline __attribute__((always_inline)) __m256 exp8(__m256 x)
 {
@@ -140,6 +178,26 @@ static ATTR inline __attribute__((always_inline)) __m256 exp8(__m256 x)
     y = _mm256_blendv_ps(y, _mm256_castsi256_ps(expmask), big);
     y = _mm256_blendv_ps(y, x, isnan);
     return y;
+}
+
+/* ref_swiglu bit for bit: out[i] = silu(g[i]) * u[i], silu(x) = x / (1 + exp_pinned(-x)),
+ * each lane the scalar routine's own operations (sign flip, exp8, add, IEEE
+ * divide, multiply). A block with a NaN input goes to the scalar routine (NaN
+ * payload choice between two NaN operands is the compiler's there). */
+ATTR void fast_avx2_swiglu(const float *g, const float *u, float *out, int n)
+{
+    const __m256 signmask = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)), one = _mm256_set1_ps(1.0f);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i), up = _mm256_loadu_ps(u + i);
+        __m256 nan = _mm256_or_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q), _mm256_cmp_ps(up, up, _CMP_UNORD_Q));
+        if (_mm256_movemask_ps(nan)) { ref_swiglu(g + i, u + i, out + i, 8); continue; }
+        __m256 e = exp8(_mm256_xor_ps(x, signmask));
+        __m256 den = _mm256_add_ps(one, e);
+        __m256 sl = _mm256_div_ps(x, den);
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(sl, up));
+    }
+    if (i < n) ref_swiglu(g + i, u + i, out + i, n - i);
 }
 
 /* ref_softmax bit for bit: max (NaN anywhere -> the scalar routine), exp of
@@ -209,7 +267,8 @@ ATTR void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, i
     }
 }
 
-static const fast_kernels K_AVX2 = { "avx2", avx2_mm_bf16, avx2_mm_f32, fast_avx2_scores, fast_avx2_softmax, fast_avx2_vmix };
+static const fast_kernels K_AVX2 = { "avx2", avx2_mm_bf16, avx2_mm_f32, fast_avx2_scores, fast_avx2_softmax, fast_avx2_vmix,
+                                     fast_avx2_swiglu, fast_avx2_scores_t };
 
 const fast_kernels *fast_kernels_avx2(void)
 {

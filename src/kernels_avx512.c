@@ -26,9 +26,41 @@
 void fast_avx2_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out);
 void fast_avx2_softmax(float *s, int n);
 void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, int hd, float *out);
+void fast_avx2_swiglu(const float *g, const float *u, float *out, int n);
+void fast_avx2_scores_t(const float *q, const float *kt, size_t ld, int n, int hd, float scale, float *out);
+
+/* V-mix, 16 lanes: lanes over output dims; lane d adds p[j]*v[j][d] for
+ * keys j in order (one mul, one add each) — fast_avx2_vmix's operations,
+ * half the instructions. */
+ATTR static void avx512_vmix(const float *p, const float *v, size_t stride, int n, int hd, float *out)
+{
+    int d0 = 0;
+    for (; d0 + 64 <= hd; d0 += 64) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+        const float *vr = v + d0;
+        for (int j = 0; j < n; j++, vr += stride) {
+            __m512 pj = _mm512_set1_ps(p[j]);
+            a0 = _mm512_add_ps(a0, _mm512_mul_ps(pj, _mm512_loadu_ps(vr)));
+            a1 = _mm512_add_ps(a1, _mm512_mul_ps(pj, _mm512_loadu_ps(vr + 16)));
+            a2 = _mm512_add_ps(a2, _mm512_mul_ps(pj, _mm512_loadu_ps(vr + 32)));
+            a3 = _mm512_add_ps(a3, _mm512_mul_ps(pj, _mm512_loadu_ps(vr + 48)));
+        }
+        _mm512_storeu_ps(out + d0, a0);
+        _mm512_storeu_ps(out + d0 + 16, a1);
+        _mm512_storeu_ps(out + d0 + 32, a2);
+        _mm512_storeu_ps(out + d0 + 48, a3);
+    }
+    for (; d0 + 16 <= hd; d0 += 16) {
+        __m512 a = _mm512_setzero_ps();
+        for (int j = 0; j < n; j++)
+            a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(v + (size_t)j * stride + d0)));
+        _mm512_storeu_ps(out + d0, a);
+    }
+    if (d0 < hd) fast_avx2_vmix(p, v + d0, stride, n, hd - d0, out + d0);   /* per-dim lanes: any split is exact */
+}
 
 static const fast_kernels K_AVX512 = { "avx512", avx512_mm_bf16, avx512_mm_f32, fast_avx2_scores, fast_avx2_softmax,
-                                       fast_avx2_vmix };
+                                       avx512_vmix, fast_avx2_swiglu, fast_avx2_scores_t };
 
 const fast_kernels *fast_kernels_avx512(void)
 {

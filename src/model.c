@@ -1,8 +1,88 @@
 /* Model loading: config.json → shapes, model.safetensors → weights (checked
  * against the config, §2.5), SHA-256 of all three artifacts (§2.1, §12.1). */
 #include "cis2.h"
+#include "backend.h"
 #include <stdlib.h>
 #include <string.h>
+#if !defined(__wasi__)      /* no threads there: CIS2_HASH_ASYNC hashes synchronously */
+#define CIS2_ASYNC_HASH 1
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+#endif
+
+/* ---- async hashing (load_opts.skip_hash = CIS2_HASH_ASYNC): the weights file is hashed on a
+ * background thread by reading the file itself (pread), never the mapping, so
+ * the fast backend may pack from the mapping and drop its pages meanwhile.
+ * Same bytes, same SHA-256 as the synchronous path (tests/unit_fast.c). */
+#if CIS2_ASYNC_HASH
+typedef struct {
+    pthread_t th;
+    char wpath[1100], tpath[1100];
+    size_t expect_len;
+    uint8_t wsha[32], tsha[32];
+    double ms;
+    int rc;
+    char err[CIS2_ERR_LEN];
+} hash_job;
+
+static void *hash_thread(void *arg)
+{
+    hash_job *j = arg;
+    double t0 = cis2_now_ms();
+    j->rc = 1;
+    int fd = open(j->wpath, O_RDONLY);
+    if (fd < 0) { snprintf(j->err, CIS2_ERR_LEN, "%s: cannot open: %s", j->wpath, strerror(errno)); return NULL; }
+#ifdef POSIX_FADV_SEQUENTIAL
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+    size_t cap = (size_t)4 << 20, done = 0;
+    uint8_t *buf = malloc(cap);
+    if (!buf) { close(fd); snprintf(j->err, CIS2_ERR_LEN, "out of memory"); return NULL; }
+    cis2_sha256 s;
+    cis2_sha256_init(&s);
+    for (;;) {
+        ssize_t r = pread(fd, buf, cap, (off_t)done);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) { snprintf(j->err, CIS2_ERR_LEN, "%s: read failed: %s", j->wpath, strerror(errno)); break; }
+        if (r == 0) break;
+        cis2_sha256_update(&s, buf, (size_t)r);
+        done += (size_t)r;
+    }
+    free(buf);
+    close(fd);
+    if (j->err[0]) return NULL;
+    if (done != j->expect_len) {
+        snprintf(j->err, CIS2_ERR_LEN, "%s: the file changed size while loading (%zu bytes mapped, %zu read)", j->wpath, j->expect_len, done);
+        return NULL;
+    }
+    cis2_sha256_final(&s, j->wsha);
+    if (cis2_sha256_file(j->tpath, j->tsha, j->err)) return NULL;
+    j->ms = cis2_now_ms() - t0;
+    j->rc = 0;
+    return NULL;
+}
+
+int cis2_model_hash_join(cis2_model *m, char *err)
+{
+    hash_job *j = m->hash_job;
+    if (!j) return 0;
+    pthread_join(j->th, NULL);
+    m->hash_job = NULL;
+    int rc = j->rc;
+    if (rc) { if (err) snprintf(err, CIS2_ERR_LEN, "%s", j->err); }
+    else {
+        memcpy(m->weights_sha, j->wsha, 32);
+        memcpy(m->tokenizer_sha, j->tsha, 32);
+        m->hash_ms = j->ms;
+    }
+    free(j);
+    return rc;
+}
+#else
+int cis2_model_hash_join(cis2_model *m, char *err) { (void)m; (void)err; return 0; }
+#endif
 
 static int path_join(char *out, size_t cap, const char *dir, const char *file, char *err)
 {
@@ -100,7 +180,19 @@ int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, cha
     if (cis2_st_open(&m->st, wpath, err)) return 1;
 
     double th = cis2_now_ms();
-    if (!o->skip_hash) {
+#if CIS2_ASYNC_HASH
+    if (o->skip_hash == CIS2_HASH_ASYNC) {
+        hash_job *j = calloc(1, sizeof *j);
+        if (!j) { snprintf(err, CIS2_ERR_LEN, "out of memory"); goto fail; }
+        memcpy(j->wpath, wpath, sizeof j->wpath);
+        memcpy(j->tpath, tpath, sizeof j->tpath);
+        j->expect_len = m->st.map_len;
+        int prc = pthread_create(&j->th, NULL, hash_thread, j);
+        if (prc) { free(j); snprintf(err, CIS2_ERR_LEN, "cannot start the hashing thread: %s", strerror(prc)); goto fail; }
+        m->hash_job = j;
+    } else
+#endif
+    if (!o->skip_hash || o->skip_hash == CIS2_HASH_ASYNC) {
         cis2_sha256_buf(m->st.map, m->st.map_len, m->weights_sha);
         if (cis2_sha256_file(tpath, m->tokenizer_sha, err)) goto fail;
     }
@@ -181,6 +273,7 @@ static void free_linear(cis2_linear *w) { free(w->f32); w->f32 = NULL; }
 
 void cis2_model_free(cis2_model *m)
 {
+    if (m->hash_job) cis2_model_hash_join(m, NULL);
     if (m->layers) {
         for (int i = 0; i < m->cfg.n_layers; i++) {
             cis2_layer *y = &m->layers[i];

@@ -60,8 +60,17 @@ int cis2_st_parse(cis2_safetensors *st, const uint8_t *buf, size_t len, const ch
     if (!st->t) FAIL("%s: out of memory", path);
     for (uint32_t k = d.nodes[0].first; k != JSON_NONE; k = d.nodes[d.nodes[k].next].next) {
         uint32_t v = d.nodes[k].next;
-        char *name = json_str_dup(&d, k, NULL);
+        size_t name_len = 0;
+        char *name = json_str_dup(&d, k, &name_len);
         if (!name) FAIL("%s: out of memory", path);
+        /* Names appear in one-line error messages: no NUL, newline or other
+         * control characters (found by fuzz_safetensors). */
+        for (size_t i = 0; i < name_len; i++)
+            if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) {
+                unsigned c = (unsigned char)name[i];
+                free(name);
+                FAIL("%s: a tensor name contains a control character (byte 0x%02x)", path, c);
+            }
         if (strcmp(name, "__metadata__") == 0) {
             free(name);
             if (d.nodes[v].type != JSON_OBJECT) FAIL("%s: __metadata__ must be an object of strings", path);
@@ -136,6 +145,8 @@ fail:
     json_free(&d);
     for (int i = 0; i < st->n; i++) free(st->t[i].name);
     free(st->t);
+    free(st->metadata_json);   /* fuzz_safetensors: leaked when a later check failed */
+    st->metadata_json = NULL;
     st->t = NULL;
     st->n = 0;
     return 1;

@@ -39,6 +39,8 @@ struct tp_pool {
     _Atomic int sleepers;
     _Atomic int quit;
     unsigned gen;                /* caller only */
+    uint64_t pending_gen;        /* tp_start: the round tp_finish completes */
+    int pending_nt;
     int base;                    /* task index offset of this round */
     tp_fn fn;
     void *ctx;
@@ -129,6 +131,35 @@ tp_pool *tp_new(int nthreads, char *err)
 
 int tp_threads(const tp_pool *p) { return p->n; }
 
+/* Publishes one round of tasks (nt <= MAX_TASKS); returns its generation. */
+static uint64_t publish(tp_pool *p, int base, int nt, tp_fn fn, void *ctx)
+{
+    p->fn = fn;
+    p->ctx = ctx;
+    p->base = base;
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    p->gen = (p->gen + 1) & 0xFFFFFFu;
+    if (p->gen == 0) p->gen = 1;    /* workers start with seen = 0 */
+    uint64_t g = p->gen;
+    atomic_store(&p->claim, (g << GEN_SHIFT) | ((uint64_t)nt << NT_SHIFT));   /* seq_cst: pairs with sleepers */
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    return g;
+}
+
+static void finish(tp_pool *p, uint64_t g, int nt)
+{
+    run_tasks(p, g, 0);
+    int spins = 0;
+    while (atomic_load_explicit(&p->done, memory_order_acquire) < nt) {
+        CPU_RELAX();
+        if ((++spins & 255) == 0) sched_yield();
+    }
+}
+
 void tp_run(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
 {
     if (ntasks <= 0) return;
@@ -138,26 +169,23 @@ void tp_run(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
     }
     for (int base = 0; base < ntasks; base += MAX_TASKS) {
         int nt = ntasks - base < MAX_TASKS ? ntasks - base : MAX_TASKS;
-        p->fn = fn;
-        p->ctx = ctx;
-        p->base = base;
-        atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-        p->gen = (p->gen + 1) & 0xFFFFFFu;
-        if (p->gen == 0) p->gen = 1;    /* workers start with seen = 0 */
-        uint64_t g = p->gen;
-        atomic_store(&p->claim, (g << GEN_SHIFT) | ((uint64_t)nt << NT_SHIFT));   /* seq_cst: pairs with sleepers */
-        if (atomic_load(&p->sleepers) > 0) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_broadcast(&p->cv);
-            pthread_mutex_unlock(&p->mu);
-        }
-        run_tasks(p, g, 0);
-        int spins = 0;
-        while (atomic_load_explicit(&p->done, memory_order_acquire) < nt) {
-            CPU_RELAX();
-            if ((++spins & 255) == 0) sched_yield();
-        }
+        finish(p, publish(p, base, nt, fn, ctx), nt);
     }
+}
+
+int tp_start(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
+{
+    if (p->n == 1 || ntasks <= 1 || ntasks > MAX_TASKS) return 0;
+    p->pending_gen = publish(p, 0, ntasks, fn, ctx);
+    p->pending_nt = ntasks;
+    return 1;
+}
+
+void tp_finish(tp_pool *p)
+{
+    if (!p->pending_nt) return;
+    finish(p, p->pending_gen, p->pending_nt);
+    p->pending_nt = 0;
 }
 
 void tp_free(tp_pool *p)

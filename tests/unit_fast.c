@@ -215,9 +215,190 @@ static void test_softmax(void)
     }
 }
 
+/* fast_pack / fast_pack_at (SIMD 16x8 transposes for full bf16 tiles) against
+ * the layout spelled out element by element: data[(tile*K + k)*16 + lane]. */
+static void test_pack(void)
+{
+    static const int R[] = { 1, 15, 16, 17, 33, 100 }, C[] = { 1, 7, 8, 9, 16, 24, 63, 576 };
+    static const cis2_dtype D[] = { CIS2_DT_BF16, CIS2_DT_F32, CIS2_DT_F16 };
+    int bad = 0, count = 0;
+    for (size_t di = 0; di < 3; di++)
+        for (size_t ri = 0; ri < sizeof R / sizeof *R; ri++)
+            for (size_t ci = 0; ci < sizeof C / sizeof *C; ci++) {
+                cis2_linear w;
+                uint8_t *raw;
+                make_linear(&w, R[ri], C[ci], D[di], &raw);
+                char err[CIS2_ERR_LEN];
+                fast_packed p, q;
+                size_t nb = fast_pack_bytes(&w);
+                uint8_t *arena = aligned_alloc(64, nb + 64);
+                memset(arena, 0xA5, nb + 64);   /* fast_pack_at must write every byte, pad rows included */
+                if (fast_pack(&w, &p, err) || fast_pack_at(&w, &q, arena)) { bad++; count++; continue; }
+                size_t K = (size_t)w.cols, es = p.bf16 ? 2 : 4;
+                int ok = p.bytes <= nb && q.bytes == p.bytes && memcmp(p.data, q.data, p.bytes) == 0;
+                for (int t = 0; ok && t < p.ntiles; t++)
+                    for (size_t k = 0; ok && k < K; k++)
+                        for (int l = 0; ok && l < FAST_TILE; l++) {
+                            int row = t * FAST_TILE + l;
+                            size_t at = ((size_t)t * K + k) * FAST_TILE + (size_t)l;
+                            if (p.bf16) {
+                                uint16_t want = 0, have = ((const uint16_t *)p.data)[at];
+                                if (row < w.rows) memcpy(&want, w.raw + ((size_t)row * K + k) * 2, 2);
+                                ok = have == want;
+                            } else {
+                                float want = row < w.rows ? w.f32[(size_t)row * K + k] : 0.0f;
+                                ok = cis2_f2u(((const float *)p.data)[at]) == cis2_f2u(want);
+                            }
+                        }
+                (void)es;
+                count++;
+                if (!ok) bad++;
+                fast_packed_free(&q);   /* borrowed: must not free the arena */
+                fast_packed_free(&p);
+                free(arena);
+                free(raw);
+                free(w.f32);
+            }
+    CHECK("pack: fast_pack and fast_pack_at lay out every tile element exactly (bf16/f32/f16, odd shapes)", bad == 0,
+          "%d of %d shapes differ", bad, count);
+}
+
+/* cis2_load_opts.skip_hash = CIS2_HASH_ASYNC: the hashes published by cis2_engine_new equal
+ * the synchronous ones; the fast backend packs while the thread hashes. */
+static void test_async_hash(void)
+{
+    const char *tmp = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
+    char dir[512], cmd[1024], err[CIS2_ERR_LEN];
+    snprintf(dir, sizeof dir, "%s/unit-fast-async-hash", tmp);
+    snprintf(cmd, sizeof cmd, "python3 tools/make_model.py %s --layers 2 --vocab 301 >/dev/null", dir);
+    if (system(cmd) != 0) { CHECK("async hash: fixture", 0, "make_model.py failed"); return; }
+    cis2_model a, b;
+    cis2_load_opts lo = { 0 };
+    if (cis2_model_load(&a, dir, &lo, err)) { CHECK("async hash: sync load", 0, "%s", err); return; }
+    lo.skip_hash = CIS2_HASH_ASYNC;
+    if (cis2_model_load(&b, dir, &lo, err)) { CHECK("async hash: async load", 0, "%s", err); cis2_model_free(&a); return; }
+    cis2_engine_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.backend = "fast";
+    eo.threads = 2;
+    cis2_engine *e = NULL;
+    int rc = cis2_engine_new(&e, &b, &eo, err);
+    CHECK("async hash: cis2_engine_new joins the hashing thread", rc == 0 && b.hash_job == NULL, "%s", rc ? err : "job still pending");
+    CHECK("async hash: weights and tokenizer SHA-256 equal the synchronous ones",
+          memcmp(a.weights_sha, b.weights_sha, 32) == 0 && memcmp(a.tokenizer_sha, b.tokenizer_sha, 32) == 0, "hashes differ");
+    cis2_engine_free(e);
+    cis2_model_free(&b);
+    /* a model freed with its hash still pending joins quietly */
+    if (cis2_model_load(&b, dir, &lo, err) == 0) cis2_model_free(&b);
+    CHECK("async hash: cis2_model_free with a pending hash", 1, "%s", "unreachable");
+    cis2_model_free(&a);
+}
+
+/* The vectorized SwiGLU (silu via a lane-wise exp_pinned) against ref_swiglu
+ * on adversarial rows: +-0, subnormals, +-inf, NaN, |x| around the exp
+ * cut-offs (+-88), huge magnitudes, ties of sign. */
+static void test_swiglu(void)
+{
+    enum { N = 203 };
+    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+        char err[CIS2_ERR_LEN], name[160];
+        const fast_kernels *k = fast_kernels_pick(ISAS[ii], err);
+        if (!k || !k->swiglu) continue;
+        int bad = 0, rows = 0;
+        for (int row = 0; row < 48; row++)
+            for (int n = 1; n <= N; n += (n < 40 ? 1 : 27)) {
+                float g[N], u[N], a[N], b2[N];
+                for (int j = 0; j < n; j++) {
+                    uint64_t r = rnd();
+                    u[j] = rval();
+                    switch (row % 12) {
+                    case 0: g[j] = rval(); break;
+                    case 1: g[j] = rval() * 300.0f; break;
+                    case 2: g[j] = (r & 1) ? 0.0f : -0.0f; break;
+                    case 3: g[j] = cis2_u2f((uint32_t)(r >> 9) & 0x807FFFFFu); u[j] = cis2_u2f((uint32_t)(r >> 20) & 0x807FFFFFu); break;
+                    case 4: g[j] = ((r & 1) ? 88.0f : -88.0f) + (float)((int)(r % 9) - 4) * 0.25f; break;
+                    case 5: g[j] = cis2_u2f(0x42B00000u + (uint32_t)(r % 64) - 32u) * ((r >> 8) & 1 ? 1.0f : -1.0f); break;
+                    case 6: g[j] = rval() * 1e30f; u[j] = (r >> 3) & 1 ? 0.0f : rval() * 1e30f; break;
+                    case 7: g[j] = (r % 5 == 0) ? cis2_u2f((r >> 4) & 1 ? 0x7F800000u : 0xFF800000u) : rval(); break;
+                    case 8: g[j] = (r % 7 == 0) ? cis2_u2f(0x7FC00000u | (uint32_t)(r >> 45)) : rval(); break;
+                    case 9: g[j] = rval(); u[j] = (r % 6 == 0) ? cis2_u2f(0xFFC00001u) : cis2_u2f((r >> 5) & 1 ? 0x7F800000u : 0xFF800000u); break;
+                    case 10: g[j] = (float)((int)(r % 41) - 20); break;
+                    default: g[j] = cis2_u2f((uint32_t)(r >> 32)); u[j] = cis2_u2f((uint32_t)r); break;   /* any bits */
+                    }
+                }
+                ref_swiglu(g, u, a, n);
+                k->swiglu(g, u, b2, n);
+                size_t at;
+                rows++;
+                if (!same_bits(a, b2, (size_t)n, &at)) bad++;
+            }
+        snprintf(name, sizeof name, "swiglu %s: %d adversarial rows bit-identical to ref_swiglu", ISAS[ii], rows);
+        CHECK(name, bad == 0, "%d rows differ", bad);
+    }
+}
+
+/* matmul_multi (q/k/v, gate/up in one dispatch) and parallel_for: three
+ * linears of different shapes over one input, every ISA x threads, against
+ * ref_matvec; parallel_for visits every index exactly once. */
+static int pf_hits[1000];
+static void pf_mark(void *ctx, int i) { (void)ctx; pf_hits[i]++; }
+static void test_matmul_multi(void)
+{
+    static const int R[3] = { 100, 33, 17 }, TT[] = { 1, 2, 5, 13, 40, 97 };
+    const int C = 64;
+    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+        char err[CIS2_ERR_LEN], name[160];
+        if (!fast_kernels_pick(ISAS[ii], err)) continue;
+        for (size_t ti = 0; ti < sizeof THREADS / sizeof *THREADS; ti++) {
+            cis2_backend *b;
+            if (cis2_backend_fast_create(&b, ISAS[ii], THREADS[ti], err)) { printf("FAIL create: %s\n", err); unit_failed++; continue; }
+            cis2_linear w[3];
+            uint8_t *raw[3];
+            fast_packed p[3];
+            for (int i = 0; i < 3; i++) { make_linear(&w[i], R[i], C, i == 1 ? CIS2_DT_F32 : CIS2_DT_BF16, &raw[i]); fast_pack(&w[i], &p[i], err); w[i].packed = &p[i]; }
+            int bad = 0, count = 0;
+            for (size_t k = 0; k < sizeof TT / sizeof *TT; k++) {
+                int T = TT[k];
+                float *X = malloc((size_t)T * C * sizeof(float)), *Y0[3], *Y1[3];
+                for (int i = 0; i < T * C; i++) X[i] = rval();
+                for (int i = 0; i < 3; i++) {
+                    Y0[i] = malloc((size_t)T * R[i] * sizeof(float));
+                    Y1[i] = malloc((size_t)T * R[i] * sizeof(float));
+                    memset(Y1[i], 0xA5, (size_t)T * R[i] * sizeof(float));
+                    for (int t = 0; t < T; t++) ref_matvec(w[i].f32, R[i], C, X + (size_t)t * C, Y0[i] + (size_t)t * R[i]);
+                }
+                const cis2_linear *wp[3] = { &w[0], &w[1], &w[2] };
+                float *const yp[3] = { Y1[0], Y1[1], Y1[2] };
+                b->matmul_multi(b, 3, wp, X, T, yp);
+                for (int i = 0; i < 3; i++) {
+                    size_t at;
+                    count++;
+                    if (!same_bits(Y0[i], Y1[i], (size_t)T * R[i], &at)) bad++;
+                    free(Y0[i]); free(Y1[i]);
+                }
+                free(X);
+            }
+            int pf_bad = 0;
+            for (int n = 1; n <= 1000; n += 111) {
+                memset(pf_hits, 0, sizeof pf_hits);
+                b->parallel_for(b, n, pf_mark, NULL);
+                for (int i = 0; i < 1000; i++) if (pf_hits[i] != (i < n)) pf_bad++;
+            }
+            snprintf(name, sizeof name, "matmul_multi %s threads=%d: %d outputs bit-identical; parallel_for covers each index once", ISAS[ii], THREADS[ti], count);
+            CHECK(name, bad == 0 && pf_bad == 0, "%d of %d differ, parallel_for %d wrong", bad, count, pf_bad);
+            for (int i = 0; i < 3; i++) { fast_packed_free(&p[i]); free(w[i].f32); free(raw[i]); }
+            b->destroy(b);
+        }
+    }
+}
+
 int main(void)
 {
     if (cis2_fpenv_pin()) { printf("FAIL fpenv pin\n"); return 1; }
+    test_matmul_multi();
+    test_swiglu();
+    test_pack();
+    test_async_hash();
     test_softmax();
     test_matmul();
     test_attention();
