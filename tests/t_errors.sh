@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# The bad-input catalogue (issue 7): every row of the table in docs/errors.md
+# is run here, and the one stderr line and the exit status must be exactly
+# what the table says (paths of the damaged model written as DIR).
+# ERRORS_DUMP=1 prints the table rows from what the binary says instead
+# (to regenerate docs/errors.md after a deliberate message change).
+source "$(dirname "$0")/lib.sh"
+T="$TESTTMP/errors"; rm -rf "$T"; mkdir -p "$T"
+DOC=docs/errors.md
+MK="python3 tools/make_model.py"
+$MK "$T/good" --layers 1 >/dev/null || { fail errors.setup "make_model failed"; exit 1; }
+G="$T/good"
+$MK "$T/untied" --layers 1 --untied --dtype f32 >/dev/null
+
+# row ID "WHAT IS WRONG" "ALSO TESTED BY" CMD...
+row() {
+    local id="$1" what="$2" also="$3"; shift 3
+    local out rc n
+    out=$("$@" 2>&1 >/dev/null); rc=$?
+    out=$(printf '%s' "$out" | sed "s#$T/[A-Za-z0-9_.-]*#DIR#g")
+    if [ -n "${ERRORS_DUMP:-}" ]; then
+        printf '| `%s` | %s | %s | `%s` | %s |\n' "$id" "$what" "$rc" "$out" "t_errors.sh${also:+, $also}"; return
+    fi
+    n=$(printf '%s\n' "$out" | grep -c .)
+    local line want_rc want_msg
+    line=$(grep -F "| \`$id\` |" "$DOC" | head -1)
+    if [ -z "$line" ]; then fail "errors.$id" "no row for $id in $DOC"; return; fi
+    want_rc=$(printf '%s' "$line" | awk -F' [|] ' '{ print $3 }')
+    want_msg=$(printf '%s' "$line" | awk -F' [|] ' '{ print $4 }' | sed 's/^`//; s/`$//')
+    if [ $rc -ge 128 ]; then fail "errors.$id" "killed by signal (rc=$rc): $out"
+    elif [ "$n" -ne 1 ]; then fail "errors.$id" "wanted one stderr line, got $n: $out"
+    elif [ "$rc" != "$want_rc" ]; then fail "errors.$id" "exit $rc, $DOC says $want_rc ($out)"
+    elif [ "$out" != "$want_msg" ]; then fail "errors.$id" "message '$out', $DOC says '$want_msg'"
+    else pass "errors.$id"; fi
+}
+cpm() { rm -rf "$T/$1"; cp -r "$G" "$T/$1"; }
+# st_edit DIR PYTHON-EXPR-ON-h: rewrite model.safetensors' header JSON (new length).
+st_edit() { python3 - "$1/model.safetensors" "$2" <<'PY'
+import sys, struct, json
+p, expr = sys.argv[1], sys.argv[2]
+d = open(p, 'rb').read(); n = struct.unpack('<Q', d[:8])[0]
+h = json.loads(d[8:8 + n]); data = d[8 + n:]
+names = sorted(k for k in h if k != '__metadata__')
+exec(expr)
+hb = json.dumps(h, separators=(',', ':')).encode()
+open(p, 'wb').write(struct.pack('<Q', len(hb)) + hb + data)
+PY
+}
+cfg_edit() { python3 - "$1/config.json" "$2" <<'PY'
+import sys, json
+p, expr = sys.argv[1], sys.argv[2]
+c = json.load(open(p)); exec(expr); open(p, 'w').write(json.dumps(c, indent=2))
+PY
+}
+RUN=(run --prompt-ids 1 -n 1 --model)
+
+# ---- model.safetensors
+cpm st-missing; rm "$T/st-missing/model.safetensors"
+row st-missing "model.safetensors does not exist" "" "$CIS2" "${RUN[@]}" "$T/st-missing"
+cpm st-tiny; head -c 4 "$G/model.safetensors" > "$T/st-tiny/model.safetensors"
+row st-tiny "file shorter than the 8-byte header length" "t_engine.sh bad.tiny-safetensors; unit_core safetensors.rejects.truncated" "$CIS2" "${RUN[@]}" "$T/st-tiny"
+cpm st-truncated; head -c 5000 "$G/model.safetensors" > "$T/st-truncated/model.safetensors"
+row st-truncated "file truncated inside the tensor data" "t_engine.sh bad.truncated-safetensors" "$CIS2" "${RUN[@]}" "$T/st-truncated"
+cpm st-hdrlen; python3 - "$T/st-hdrlen/model.safetensors" <<'PY'
+import sys, struct
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[0:8] = struct.pack('<Q', len(b) * 2); open(p, 'wb').write(b)
+PY
+row st-header-len-beyond-file "header length field points past the end of the file" "t_engine.sh bad.header-len-beyond-file; unit_core safetensors.rejects.header-len-beyond-file" "$CIS2" "${RUN[@]}" "$T/st-hdrlen"
+cpm st-hdrjson; python3 - "$T/st-hdrjson/model.safetensors" <<'PY'
+import sys
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[8] = ord('['); open(p, 'wb').write(b)
+PY
+row st-header-not-json "header is not a JSON object" "unit_core safetensors.rejects.13" "$CIS2" "${RUN[@]}" "$T/st-hdrjson"
+cpm st-dtype; st_edit "$T/st-dtype" "h['model.norm.weight']['dtype'] = 'I16'"
+row st-unknown-dtype "tensor with a dtype other than F32/BF16/F16" "t_engine.sh bad.unknown-dtype; unit_core safetensors.rejects.0" "$CIS2" "${RUN[@]}" "$T/st-dtype"
+cpm st-dtype-mismatch; st_edit "$T/st-dtype-mismatch" "h['model.norm.weight']['dtype'] = 'F32'"
+row st-dtype-vs-bytes "dtype x shape disagrees with the byte span (BF16 data declared F32)" "unit_core safetensors.rejects.1" "$CIS2" "${RUN[@]}" "$T/st-dtype-mismatch"
+cpm st-shape-span; st_edit "$T/st-shape-span" "h['model.norm.weight']['shape'] = [h['model.norm.weight']['shape'][0] + 1]"
+row st-shape-vs-bytes "shape disagrees with the byte span" "unit_core safetensors.rejects.1" "$CIS2" "${RUN[@]}" "$T/st-shape-span"
+cpm st-overlap; st_edit "$T/st-overlap" "a, b = names[0], names[1]; h[b]['data_offsets'] = [h[a]['data_offsets'][0], h[a]['data_offsets'][0] + h[b]['data_offsets'][1] - h[b]['data_offsets'][0]]"
+row st-overlap "two tensors' byte ranges overlap" "unit_core safetensors.rejects.3" "$CIS2" "${RUN[@]}" "$T/st-overlap"
+cpm st-range; st_edit "$T/st-range" "t = h['model.norm.weight']; s = t['data_offsets']; t['data_offsets'] = [len(data), len(data) + s[1] - s[0]]"
+row st-offset-out-of-range "data_offsets beyond the end of the data" "unit_core safetensors.rejects.2" "$CIS2" "${RUN[@]}" "$T/st-range"
+cpm st-begin-end; st_edit "$T/st-begin-end" "t = h['model.norm.weight']; t['data_offsets'] = t['data_offsets'][::-1]"
+row st-offsets-reversed "data_offsets with begin > end" "unit_core safetensors.rejects.7" "$CIS2" "${RUN[@]}" "$T/st-begin-end"
+cpm st-trailing; printf 'xxxx' >> "$T/st-trailing/model.safetensors"
+row st-trailing-bytes "bytes after the last tensor" "unit_core safetensors.rejects.5" "$CIS2" "${RUN[@]}" "$T/st-trailing"
+cpm st-name-ctl; st_edit "$T/st-name-ctl" "h['model.norm\\nweight'] = h.pop('model.norm.weight')"
+row st-name-control-char "a tensor name with a newline or other control character (found by fuzz_safetensors)" "fuzz/regressions/safetensors/newline-in-tensor-name" "$CIS2" "${RUN[@]}" "$T/st-name-ctl"
+cpm st-missing-tensor; st_edit "$T/st-missing-tensor" "h['model.norx.weight'] = h.pop('model.norm.weight')"
+row st-missing-tensor "a tensor the architecture needs is absent" "t_engine.sh bad.missing-tensor" "$CIS2" "${RUN[@]}" "$T/st-missing-tensor"
+cpm st-shape-config; cfg_edit "$T/st-shape-config" "c['intermediate_size'] = 96"
+row st-shape-vs-config "tensor shape contradicts config.json" "t_engine.sh bad.shape-vs-config" "$CIS2" "${RUN[@]}" "$T/st-shape-config"
+cpm st-nan; python3 - "$T/st-nan/model.safetensors" <<'PY'
+import sys, struct, json
+p = sys.argv[1]; d = bytearray(open(p, 'rb').read()); n = struct.unpack('<Q', d[:8])[0]
+h = json.loads(d[8:8 + n]); a = h['model.norm.weight']['data_offsets'][0]
+d[8 + n + a: 8 + n + a + 2] = struct.pack('<H', 0x7FC0); open(p, 'wb').write(d)
+PY
+row st-nan-norm "NaN in a norm weight" "t_engine.sh bad.nan-norm-weight" "$CIS2" "${RUN[@]}" "$T/st-nan"
+rm -rf "$T/st-tied"; cp -r "$T/untied" "$T/st-tied"; cfg_edit "$T/st-tied" "c['tie_word_embeddings'] = True"
+row st-tied-with-lm-head "tie_word_embeddings=true but the file carries lm_head.weight" "t_engine.sh bad.tied-with-lm-head" "$CIS2" "${RUN[@]}" "$T/st-tied"
+rm -rf "$T/st-untied-nohead"; cp -r "$G" "$T/st-untied-nohead"; cfg_edit "$T/st-untied-nohead" "c['tie_word_embeddings'] = False"
+row st-untied-without-lm-head "tie_word_embeddings=false but no lm_head.weight" "" "$CIS2" "${RUN[@]}" "$T/st-untied-nohead"
+
+# ---- config.json
+cpm cfg-missing; rm "$T/cfg-missing/config.json"
+row cfg-missing "config.json does not exist" "" "$CIS2" "${RUN[@]}" "$T/cfg-missing"
+cpm cfg-json; echo '{"model_type": "llama",' > "$T/cfg-json/config.json"
+row cfg-invalid-json "config.json is not valid JSON" "t_engine.sh bad.config-json" "$CIS2" "${RUN[@]}" "$T/cfg-json"
+cpm cfg-dup; sed -i 's/"model_type": "llama",/"model_type": "llama", "model_type": "qwen2",/' "$T/cfg-dup/config.json"
+row cfg-duplicate-key "a key given twice" "unit_core config.duplicate-key-rejected" "$CIS2" "${RUN[@]}" "$T/cfg-dup"
+cpm cfg-type; cfg_edit "$T/cfg-type" "c['model_type'] = 'gpt2'"
+row cfg-model-type "unsupported model_type" "unit_core config.rejects.0-model_type" "$CIS2" "${RUN[@]}" "$T/cfg-type"
+cpm cfg-layers0; cfg_edit "$T/cfg-layers0" "c['num_hidden_layers'] = 0"
+row cfg-out-of-range "integer field out of range" "unit_core config.rejects.6-max_position_embeddings" "$CIS2" "${RUN[@]}" "$T/cfg-layers0"
+cpm cfg-frac; sed -i 's/"hidden_size": 64/"hidden_size": 64.0/' "$T/cfg-frac/config.json"
+row cfg-not-integer "integer field spelled as a float" "unit_core config.rejects.8-hidden_size" "$CIS2" "${RUN[@]}" "$T/cfg-frac"
+cpm cfg-req; cfg_edit "$T/cfg-req" "del c['vocab_size']"
+row cfg-required-missing "a required field is missing" "unit_core config.rejects.9-intermediate_size" "$CIS2" "${RUN[@]}" "$T/cfg-req"
+cpm cfg-kv; cfg_edit "$T/cfg-kv" "c['num_key_value_heads'] = 3"
+row cfg-kv-heads "num_key_value_heads does not divide num_attention_heads" "unit_core config.rejects.5-num_key_value_heads" "$CIS2" "${RUN[@]}" "$T/cfg-kv"
+cpm cfg-heads; cfg_edit "$T/cfg-heads" "c['num_attention_heads'] = 3; c['num_key_value_heads'] = 3"
+row cfg-hidden-vs-heads "hidden_size not a multiple of the heads (no head_dim)" "" "$CIS2" "${RUN[@]}" "$T/cfg-heads"
+cpm cfg-hd; cfg_edit "$T/cfg-hd" "c['head_dim'] = 15"
+row cfg-head-dim-odd "odd head_dim" "unit_core config.rejects.4-head_dim" "$CIS2" "${RUN[@]}" "$T/cfg-hd"
+cpm cfg-eps; sed -i 's/"rms_norm_eps": 1e-05/"rms_norm_eps": 1e-50/' "$T/cfg-eps/config.json"
+row cfg-eps-underflow "rms_norm_eps not a positive normal binary32" "unit_core config.rejects-eps-underflow" "$CIS2" "${RUN[@]}" "$T/cfg-eps"
+cpm cfg-theta; cfg_edit "$T/cfg-theta" "c['rope_theta'] = -1"
+row cfg-theta-negative "rope_theta not positive" "unit_core config.rejects.3-rope_theta" "$CIS2" "${RUN[@]}" "$T/cfg-theta"
+cpm cfg-eos; cfg_edit "$T/cfg-eos" "c['eos_token_id'] = c['vocab_size']"
+row cfg-eos-ge-vocab "eos_token_id not below vocab_size (found by fuzz_config)" "fuzz/corpus/config/case-11.json" "$CIS2" "${RUN[@]}" "$T/cfg-eos"
+cpm cfg-bos; cfg_edit "$T/cfg-bos" "c['bos_token_id'] = c['vocab_size'] + 5"
+row cfg-bos-ge-vocab "bos_token_id not below vocab_size" "" "$CIS2" "${RUN[@]}" "$T/cfg-bos"
+cpm cfg-act; cfg_edit "$T/cfg-act" "c['hidden_act'] = 'gelu'"
+row cfg-hidden-act "an activation other than silu" "unit_core config.rejects.1-hidden_act" "$CIS2" "${RUN[@]}" "$T/cfg-act"
+cpm cfg-scaling; cfg_edit "$T/cfg-scaling" "c['rope_scaling'] = {'type': 'linear', 'factor': 2.0}"
+row cfg-rope-scaling "RoPE scaling" "unit_core config.rejects.2-rope_scaling" "$CIS2" "${RUN[@]}" "$T/cfg-scaling"
+cpm cfg-swa; cfg_edit "$T/cfg-swa" "c['use_sliding_window'] = True"
+row cfg-sliding-window "sliding-window attention" "" "$CIS2" "${RUN[@]}" "$T/cfg-swa"
+cpm cfg-bias; cfg_edit "$T/cfg-bias" "c['attention_bias'] = True"
+row cfg-attention-bias "attention_bias=true on llama" "unit_core config.rejects.7-attention_bias" "$CIS2" "${RUN[@]}" "$T/cfg-bias"
+
+# ---- tokenizer.json
+cpm tok-missing; rm "$T/tok-missing/tokenizer.json"
+row tok-missing "tokenizer.json does not exist (it is hashed into every receipt)" "t_engine.sh bad.no-tokenizer" "$CIS2" "${RUN[@]}" "$T/tok-missing"
+cpm tok-json; echo 'not json' > "$T/tok-json/tokenizer.json"
+row tok-invalid-json "tokenizer.json is not valid JSON" "unit_tokenizer" "$CIS2" tokenize --model "$T/tok-json" hello
+
+# ---- prompts, ids and -n
+row prompt-not-utf8 "--prompt bytes that are not UTF-8" "" "$CIS2" run --model "$G" --prompt $'ab\xff' -n 1
+row prompt-empty "--prompt that encodes to no tokens" "" "$CIS2" run --model "$G" --prompt "" -n 1
+row ids-ge-vocab "a prompt id >= vocab_size" "t_engine.sh bad.id-ge-vocab" "$CIS2" run --model "$G" --prompt-ids 1,320 -n 1
+row ids-negative "a negative prompt id" "unit_core ids.rejects-malformed" "$CIS2" run --model "$G" --prompt-ids -1 -n 1
+row ids-malformed "ids with spaces" "t_engine.sh bad.ids-malformed" "$CIS2" run --model "$G" --prompt-ids "1, 2" -n 1
+row ids-leading-zero "an id with a leading zero" "unit_core ids.rejects-malformed" "$CIS2" run --model "$G" --prompt-ids 01 -n 1
+row ids-empty "an empty id list" "" "$CIS2" run --model "$G" --prompt-ids "" -n 1
+row prompt-both "both --prompt and --prompt-ids" "t_engine.sh bad.both-prompts" "$CIS2" run --model "$G" --prompt-ids 1 --prompt hi
+row n-zero "-n 0" "t_engine.sh bad.n-zero" "$CIS2" run --model "$G" --prompt-ids 1 -n 0
+row n-absurd "-n 99999999999" "t_engine.sh bad.n-absurd" "$CIS2" run --model "$G" --prompt-ids 1 -n 99999999999
+row n-beyond-max-pos "prompt + -n beyond max_position_embeddings" "t_engine.sh bad.n-beyond-max-pos" "$CIS2" run --model "$G" --prompt-ids 1 -n 9000
+row detok-id-ge-vocab "detokenize an id >= vocab" "" "$CIS2" detokenize --model "$G" 99999
+row tokenize-not-utf8 "tokenize bytes that are not UTF-8" "" "$CIS2" tokenize --model "$G" $'\xc3('
+
+# ---- flags
+row no-model "run without --model" "t_engine.sh bad.no-model" "$CIS2" run --prompt-ids 1
+row model-dir-missing "--model DIR that does not exist" "t_engine.sh bad.model-dir-missing" "$CIS2" run --model "$T/none" --prompt-ids 1
+row unknown-flag "an unknown option" "t_engine.sh bad.unknown-flag" "$CIS2" run --model "$G" --prompt-ids 1 --frobnicate 3
+row missing-value "an option without its value" "t_engine.sh bad.missing-value" "$CIS2" run --model "$G" --prompt-ids
+row backend-unknown "--backend other than ref/fast" "t_engine.sh bad.backend" "$CIS2" run --model "$G" --prompt-ids 1 --backend gpu
+row threads-zero "--threads 0" "" "$CIS2" run --model "$G" --prompt-ids 1 --backend fast --threads 0
+row isa-unknown "--isa that does not exist" "t_fast.sh" "$CIS2" run --model "$G" --prompt-ids 1 --backend fast --isa bogus
+row unknown-command "an unknown command" "t_engine.sh bad.unknown-command" "$CIS2" frobnicate
+
+# ---- receipts: never half-written
+row receipt-unwritable "--receipt in a directory that does not exist" "t_engine.sh bad.receipt-unwritable" "$CIS2" run --model "$G" --prompt-ids 1 -n 1 --receipt "$T/nodir/r.txt"
+mkdir -p "$T/rdir"
+row receipt-is-directory "--receipt naming a directory" "" "$CIS2" run --model "$G" --prompt-ids 1 -n 1 --receipt "$T/rdir"
+if [ -z "${ERRORS_DUMP:-}" ]; then
+    ls -a "$T" | grep -q '\.tmp\.' && fail errors.receipt-no-temp-left "$(ls -a "$T" | grep '\.tmp\.')" || pass errors.receipt-no-temp-left
+    echo "keep me" > "$T/keep.txt"
+    "$CIS2" run --model "$G" --prompt-ids 1,999 -n 1 --receipt "$T/keep.txt" 2>/dev/null
+    [ "$(cat "$T/keep.txt")" == "keep me" ] && pass errors.failed-run-leaves-receipt-intact || fail errors.failed-run-leaves-receipt-intact "overwritten"
+fi
+"$CIS2" run --model "$G" --prompt-ids 5,17 -n 2 --receipt "$T/r.txt" >/dev/null 2>&1
+row verify-missing "verify a receipt that does not exist" "t_engine.sh verify.rejects-missing-receipt" "$CIS2" verify "$T/nope.txt" --model "$G"
+sed '3d' "$T/r.txt" > "$T/r-order.txt"
+row verify-malformed "verify a receipt with a line missing" "t_engine.sh verify.rejects-malformed-receipt; unit_core receipt.rejects.*" "$CIS2" verify "$T/r-order.txt" --model "$G"
+sed 's/^gen-toks 2/gen-toks 3/' "$T/r.txt" > "$T/r-count.txt"
+row verify-gen-toks "gen-toks disagreeing with the ids" "unit_core receipt.rejects.0" "$CIS2" verify "$T/r-count.txt" --model "$G"
+head -c 100 "$T/r.txt" > "$T/r-trunc.txt"
+row verify-truncated "a truncated receipt" "unit_core receipt.rejects.truncated" "$CIS2" verify "$T/r-trunc.txt" --model "$G"
+
+# ---- op vectors (conformance candidate)
+row op-unknown "cis2 op with an unknown op" "t_conformance.sh" "$CIS2" op frob
+printf 'op=rmsnorm\n' > "$T/op1.txt"
+row op-missing-field "an op vector without a required field" "t_conformance.sh" sh -c "\"$CIS2\" op rmsnorm < \"$T/op1.txt\""
+printf 'op=rmsnorm\nop=rmsnorm\n' > "$T/op2.txt"
+row op-duplicate-key "an op vector with a key twice" "t_conformance.sh" sh -c "\"$CIS2\" op rmsnorm < \"$T/op2.txt\""
+printf 'op=softmax\nn=2\nscores_bits=0x3F800000,zz\n' > "$T/op3.txt"
+row op-bad-bits "an op vector with malformed bits" "t_conformance.sh" sh -c "\"$CIS2\" op softmax < \"$T/op3.txt\""
+printf 'op=silu\n' > "$T/op4.txt"
+row op-wrong-op "a vector for another op" "t_conformance.sh" sh -c "\"$CIS2\" op rmsnorm < \"$T/op4.txt\""

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Issue 7: the aarch64 leg, run by `make test-aarch64` (and .ci/run).
+#   tools/ci_aarch64.sh ARM_BUILD_DIR ARM_BINARY HOST_BINARY
+# Runs the cross-built (aarch64) unit binaries and the shell suites under
+# qemu-aarch64, the §1.3 self-test with the FPCR.FZ pin and readback, the op
+# vector suite, every fixture decode, the FMA gate over the aarch64
+# disassembly, and checks that every receipt, digest and token id equals the
+# host (x86-64) binary's for the same input. Prints PASS/FAIL/SKIP lines and
+# ends with "N passed, N failed, N skipped"; exit 0 only when nothing failed.
+# AARCH64_SUBSET=quick skips the whole shell suites (the named checks stay).
+set -u
+cd "$(dirname "$0")/.."
+ARM_BUILD="${1:-build-aarch64}"; ARM="${2:-./cis2-aarch64}"; HOST="${3:-./cis2}"
+CROSS="${CROSS:-aarch64-linux-gnu-}"
+QEMU="${QEMU:-qemu-aarch64}"; SYSROOT="${QEMU_LD_PREFIX:-/usr/aarch64-linux-gnu}"
+SUBSET="${AARCH64_SUBSET:-full}"
+case "$ARM" in /*) ;; *) ARM="$PWD/$ARM";; esac
+case "$HOST" in /*) ;; *) HOST="$PWD/$HOST";; esac
+T="$PWD/tests/tmp/aarch64"; rm -rf "$T"; mkdir -p "$T/bin"
+log="$T/log"; : > "$log"
+say() { echo "$1" | tee -a "$log"; }
+pass() { say "PASS aarch64.$1"; }
+fail() { say "FAIL aarch64.$1: ${2:-}"; }
+skip() { say "SKIP aarch64.$1: ${2:-}"; }
+finish() {
+    local p f s
+    p=$(grep -c '^PASS' "$log"); f=$(grep -c '^FAIL' "$log"); s=$(grep -c '^SKIP' "$log")
+    echo "(full log: $log)"
+    echo "$p passed, $f failed, $s skipped"
+    [ "$f" -eq 0 ] && [ "$p" -gt 0 ]; exit $?
+}
+
+command -v "$QEMU" >/dev/null || { fail setup "$QEMU not found (Debian: apt-get install qemu-user)"; finish; }
+[ -d "$SYSROOT/lib" ] || { fail setup "no aarch64 sysroot at $SYSROOT (Debian: libc6-dev-arm64-cross)"; finish; }
+[ -x "$ARM" ] || { fail setup "$ARM not built (make CROSS=$CROSS)"; finish; }
+[ -x "$HOST" ] || { fail setup "host binary $HOST not built"; finish; }
+case "$("${CROSS}objdump" -f "$ARM" 2>/dev/null)" in
+    *aarch64*) pass "binary-is-aarch64" ;;
+    *) fail binary-is-aarch64 "$("${CROSS}objdump" -f "$ARM" 2>&1 | head -3 | tr '\n' ' ')"; finish ;;
+esac
+
+# The binary under qemu, as a program the shell suites can call; and a uname
+# that answers aarch64 so the suites pick the aarch64 ISA list (t_fast.sh).
+printf '#!/bin/sh\nexec "%s" -L "%s" "%s" "$@"\n' "$QEMU" "$SYSROOT" "$ARM" > "$T/bin/cis2"
+printf '#!/bin/sh\n[ "$1" = -m ] && [ $# -eq 1 ] && { echo aarch64; exit 0; }\nexec /bin/uname "$@"\n' > "$T/bin/uname"
+chmod +x "$T/bin/cis2" "$T/bin/uname"
+A="$T/bin/cis2"
+qrun() { "$QEMU" -L "$SYSROOT" "$@"; }
+
+# ---- 1. §1.3 self-test: FPCR.FZ pinned and read back, every denormal row, digests = host
+a=$("$A" selftest 2>&1); arc=$?; h=$("$HOST" selftest 2>&1)
+echo "$a" > "$T/selftest.aarch64"; echo "$h" > "$T/selftest.host"
+if [ $arc -eq 0 ] && echo "$a" | grep -qE '^PASS fpenv-pin aarch64 control=0x[0-9a-f]*1[0-9a-f]{6}$'; then
+    pass "selftest.fpcr-fz-pinned ($(echo "$a" | grep '^PASS fpenv-pin'))"
+else fail selftest.fpcr-fz-pinned "rc=$arc $(echo "$a" | grep -m1 fpenv-pin)"; fi
+nrows=$(echo "$a" | grep -c '^PASS fpenv 0x\|^PASS fpenv FLT')
+[ $arc -eq 0 ] && [ "$nrows" -eq 8 ] && ! echo "$a" | grep -q '^FAIL' && pass "selftest.denormal-rows ($nrows rows, unpinned differs)" \
+    || fail selftest.denormal-rows "rc=$arc rows=$nrows $(echo "$a" | grep -m3 FAIL)"
+# every row's pinned/unpinned bits, and the table digests, exactly as on the host
+ad=$(echo "$a" | grep -E '^(PASS|FAIL) (fpenv 0x|fpenv FLT|dot_seq|rsqrt)|_digest=' )
+hd=$(echo "$h" | grep -E '^(PASS|FAIL) (fpenv 0x|fpenv FLT|dot_seq|rsqrt)|_digest=' )
+[ -n "$ad" ] && [ "$ad" == "$hd" ] && pass "selftest.rows-and-digests-equal-host" \
+    || fail selftest.rows-and-digests-equal-host "$(diff <(echo "$hd") <(echo "$ad") | head -5 | tr '\n' ' ')"
+
+# ---- 2. FMA gate on the aarch64 disassembly (fmadd|fmsub|fnmadd|fnmsub|fmla|fmls)
+out=$(bash tests/fma_gate.sh "$ARM" "${CROSS}objdump" "${CROSS}gcc" 2>&1)
+while IFS= read -r l; do case "$l" in PASS*|FAIL*|SKIP*) say "${l%% *} aarch64.${l#* }";; esac; done <<< "$out"
+for u in "$ARM_BUILD"/unit_*; do
+    [ -x "$u" ] || continue
+    o=$(bash tests/fma_gate.sh "$u" "${CROSS}objdump" "${CROSS}gcc" 2>&1 | grep "no-fma-in")
+    case "$o" in PASS*) pass "fma-gate.$(basename "$u")";; *) fail "fma-gate.$(basename "$u")" "$o";; esac
+done
+
+# ---- 3. every fixture decode: conform (pinned x86-64 values), and run/receipt = host, ref and fast
+MK="python3 tools/make_model.py"
+strip() { grep -vE '^(backend|isa|threads)='; }
+for v in tests/fixtures/*.vector; do
+    name=$(basename "$v" .vector)
+    args=$(sed -n 's/^#   python3 tools\/make_model.py DIR //p' "$v")
+    M="$T/models/$name"
+    $MK "$M" $args >/dev/null || { fail "fixture.$name" "make_model failed"; continue; }
+    out=$("$A" conform --model "$M" --vector "$v" 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^PASS')" -eq 9 ] && ! echo "$out" | grep -q '^FAIL'; then
+        pass "conform.fixture.$name"
+    else fail "conform.fixture.$name" "rc=$rc $(echo "$out" | grep FAIL | head -3 | tr '\n' ' ')"; fi
+    ids=$(sed -n 's/^prompt_token_ids=//p' "$v"); n=$(sed -n 's/^gen_toks=//p' "$v")
+    "$HOST" run --model "$M" --prompt-ids "$ids" -n "$n" --receipt "$T/$name.host.receipt" 2>&1 | strip > "$T/$name.host.out"
+    for be in ref fast; do
+        o=$("$A" run --model "$M" --prompt-ids "$ids" -n "$n" --backend $be --threads 2 --receipt "$T/$name.$be.receipt" 2>&1); rc=$?
+        echo "$o" | strip > "$T/$name.$be.out"
+        if [ $rc -eq 0 ] && cmp -s "$T/$name.$be.out" "$T/$name.host.out" && cmp -s "$T/$name.$be.receipt" "$T/$name.host.receipt"; then
+            pass "run.$name.$be-output-and-receipt-equal-host (CIS2_REF $(sed -n 's/^CIS2_REF digest=\(.\{16\}\).*/\1/p' "$T/$name.$be.out")...)"
+        else fail "run.$name.$be-output-and-receipt-equal-host" "rc=$rc $(diff "$T/$name.host.out" "$T/$name.$be.out" | head -4 | tr '\n' ' ')"; fi
+    done
+    # a receipt written on x86-64 verifies on aarch64
+    o=$("$A" verify "$T/$name.host.receipt" --model "$M" 2>&1); rc=$?
+    [ $rc -eq 0 ] && pass "verify.$name.host-receipt-on-aarch64" || fail "verify.$name.host-receipt-on-aarch64" "rc=$rc $(echo "$o" | grep -m2 MISMATCH)"
+done
+# a longer prompt and a text prompt: prefill batching + tokenizer, both backends
+M="$T/models/llama"
+for be in ref fast; do
+    for p in "--prompt-ids $(seq -s, 3 7 290)" "--prompt Once_upon_a_time,_ünïcode_✓"; do
+        h=$("$HOST" run --model "$M" $p -n 5 --backend $be 2>&1 | strip); a=$("$A" run --model "$M" $p -n 5 --backend $be 2>&1 | strip)
+        [ -n "$h" ] && [ "$h" == "$a" ] && pass "run.llama.$be.${p%% *}-equal-host" || fail "run.llama.$be.${p%% *}-equal-host" "$(diff <(echo "$h") <(echo "$a") | head -4 | tr '\n' ' ')"
+    done
+done
+# tokenizer round trip on the fixture tokenizer
+for s in "Hello, world!" "  multiple   spaces\tand\nnewlines" "ünïcödé ✓ 日本語 🙂"; do
+    h=$("$HOST" tokenize --model "$M" "$s" 2>&1); a=$("$A" tokenize --model "$M" "$s" 2>&1)
+    [ "$h" == "$a" ] && pass "tokenize-equal-host.${#s}" || fail "tokenize-equal-host.${#s}" "host '$h' aarch64 '$a'"
+done
+
+# ---- 4. the op vector suite: aarch64 `cis2 op` against the x86-64-generated expectations
+if "$HOST" op 2>&1 | grep -q 'unknown command'; then
+    skip op-suite "this build has no 'cis2 op' (conformance not built)"
+else
+    out=$("$HOST" suite "$A" op 2>&1); rc=$?
+    nv=$(ls tests/vectors/*.txt | wc -l)
+    [ $rc -eq 0 ] && [ "$(echo "$out" | tail -n1)" == "all $nv vector(s) passed" ] && pass "op-suite (all $nv vectors, aarch64 candidate)" \
+        || fail op-suite "rc=$rc $(echo "$out" | grep -v '^PASS' | head -5 | tr '\n' ' ')"
+fi
+
+# ---- 5. the unit binaries under qemu
+for u in "$ARM_BUILD"/unit_*; do
+    [ -x "$u" ] || continue
+    out=$(cd "$PWD" && qrun "$u" 2>&1); rc=$?
+    printf '%s\n' "$out" | grep -E '^(PASS|FAIL|SKIP) ' | sed "s/^\(PASS\|FAIL\|SKIP\) /\1 aarch64.$(basename "$u"):/" >> "$log"
+    printf '%s\n' "$out" | grep -E '^(FAIL|SKIP) ' | sed "s/^/  $(basename "$u"): /"
+    if [ $rc -ne 0 ] && ! printf '%s\n' "$out" | grep -q '^FAIL'; then fail "$(basename "$u")" "exited $rc without reporting a failure: $(echo "$out" | tail -2)"; fi
+done
+
+# ---- 6. the shell suites, the aarch64 binary as CIS2 (the FMA gate ran above on the real binary)
+if [ "$SUBSET" = full ]; then
+    for t in tests/t_*.sh; do
+        [ "$(basename "$t")" = t_fma_gate.sh ] && continue
+        out=$(PATH="$T/bin:$PATH" CIS2="$A" BUILD="$ARM_BUILD" TESTTMP="$T/suite" bash "$t" 2>&1); rc=$?
+        tn=$(basename "$t" .sh)
+        printf '%s\n' "$out" | grep -E '^(PASS|FAIL|SKIP) ' | sed "s/^\(PASS\|FAIL\|SKIP\) /\1 aarch64.$tn:/" >> "$log"
+        printf '%s\n' "$out" | grep -E '^(FAIL|SKIP) ' | sed "s/^/  $tn: /"
+        if [ $rc -ne 0 ] && ! printf '%s\n' "$out" | grep -q '^FAIL'; then fail "$tn" "exited $rc without reporting a failure"; fi
+    done
+else
+    skip shell-suites "AARCH64_SUBSET=$SUBSET"
+fi
+grep '^FAIL' "$log" | head -20
+finish

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Issue 7: runs each libFuzzer harness (built by `make fuzz-build` into
+# $FUZZ_BUILD) for $FUZZ_SECONDS from its committed seeds fuzz/corpus/NAME and
+# past finds fuzz/regressions/NAME. New coverage goes to $FUZZ_BUILD/corpus-NAME
+# (never into the committed corpus); a crash leaves $FUZZ_BUILD/crash-NAME-*
+# and fails the run: copy it into fuzz/regressions/NAME/ once fixed.
+# FUZZ_SECONDS=0 only replays the seeds and regressions.
+# Prints PASS/FAIL lines and ends with "N passed, N failed, N skipped".
+set -u
+cd "$(dirname "$0")/.."
+B="${FUZZ_BUILD:-build-fuzz}"; S="${FUZZ_SECONDS:-60}"
+p=0; f=0
+for name in "$@"; do
+    bin="$B/fuzz_$name"; work="$B/corpus-$name"; mkdir -p "$work" "fuzz/regressions/$name"
+    dict=(); [ -f "fuzz/$name.dict" ] && dict=(-dict="fuzz/$name.dict")
+    flags=(-timeout=10 -rss_limit_mb=2048 -max_len="${FUZZ_MAX_LEN:-16384}" -artifact_prefix="$B/crash-$name-" -print_final_stats=1 "${dict[@]}")
+    t0=$(date +%s)
+    if [ "$S" = 0 ]; then
+        files=$(find "fuzz/corpus/$name" "fuzz/regressions/$name" -type f | sort)
+        # shellcheck disable=SC2086
+        out=$("$bin" "${flags[@]}" -runs=0 $files 2>&1); rc=$?
+    else
+        out=$("$bin" "${flags[@]}" -max_total_time="$S" "$work" "fuzz/corpus/$name" "fuzz/regressions/$name" 2>&1); rc=$?
+    fi
+    echo "$out" > "$B/fuzz-$name.log"
+    execs=$(echo "$out" | sed -n 's/^stat::number_of_executed_units: *//p' | tail -1)
+    cov=$(echo "$out" | grep -o 'cov: [0-9]*' | tail -1)
+    if [ $rc -eq 0 ]; then
+        echo "PASS fuzz.$name (${S}s, ${execs:-?} execs, ${cov:-cov: ?}, $(ls "$work" | wc -l) new inputs, $(( $(date +%s) - t0 ))s wall)"; p=$((p + 1))
+    else
+        echo "FAIL fuzz.$name: rc=$rc, artifacts: $(ls "$B"/crash-"$name"-* 2>/dev/null | tr '\n' ' ')"
+        echo "$out" | grep -E 'ERROR|SUMMARY|assertion|#[0-9]+ 0x' | head -15 | sed 's/^/    /'
+        f=$((f + 1))
+    fi
+done
+echo "$p passed, $f failed, 0 skipped"
+[ $f -eq 0 ]
