@@ -67,7 +67,7 @@ static int bench(const tok_opts *o)
     double load_ms = 1e30, load_cpu = 1e30;
     cis2_tokenizer *t = NULL;
     for (int r = 0; r < 5; r++) {   /* best of 5 (page cache warm); wall and CPU time */
-        double ms, c0 = cpu_ms();
+        double ms = 0, c0 = cpu_ms();
         cis2_tokenizer_free(t);
         if (load("tokenize", o, &t, &ms)) { free(text); return 2; }
         if (ms < load_ms) load_ms = ms;
