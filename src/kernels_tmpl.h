@@ -30,49 +30,34 @@
         }                                                                                 \
     } while (0)
 
-static TM_AI void TM_FN(blk_bf16)(const uint16_t *W, size_t ts, int K, const int nt, const float *X, int ldx,
-                                  const int tb, float *Y, int ldy, int nrows)
-{
-    V acc[NTB > NT1 ? NTB : NT1][NV][TBB];
-    _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
-    _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)
-    _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) acc[i][j][t] = V_ZERO();
-    for (int k = 0; k < K; k++) {
-        V w[NTB > NT1 ? NTB : NT1][NV];
-        _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
-        _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)
-            w[i][j] = V_BF16(W + (size_t)i * ts + (size_t)k * 16 + (size_t)j * VL);
-        _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) {
-            V x = V_SET1(X[(size_t)t * ldx + k]);
-            _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
-            _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)
-                acc[i][j][t] = V_ADD(acc[i][j][t], V_MUL(w[i][j], x));
-        }
+/* One register block: rows of nt tiles x tb tokens, each lane one row, its
+ * terms added k = 0, 1, 2, ... (§5.1). The bf16 and f32 versions differ only
+ * in how a tile's 16 weights are loaded. */
+#define TM_BLOCK(KIND, WT, LOAD)                                                          \
+    static TM_AI void TM_FN(KIND)(const WT *W, size_t ts, int K, const int nt, const float *X, \
+                                  int ldx, const int tb, float *Y, int ldy, int nrows)    \
+    {                                                                                     \
+        V acc[NTB > NT1 ? NTB : NT1][NV][TBB];                                            \
+        _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                             \
+        _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                             \
+        _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) acc[i][j][t] = V_ZERO();    \
+        for (int k = 0; k < K; k++) {                                                     \
+            V w[NTB > NT1 ? NTB : NT1][NV];                                               \
+            _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                         \
+            _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                         \
+                w[i][j] = LOAD(W + (size_t)i * ts + (size_t)k * 16 + (size_t)j * VL);     \
+            _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) {                       \
+                V x = V_SET1(X[(size_t)t * ldx + k]);                                     \
+                _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                     \
+                _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                     \
+                    acc[i][j][t] = V_ADD(acc[i][j][t], V_MUL(w[i][j], x));                \
+            }                                                                             \
+        }                                                                                 \
+        TM_STORE(acc, Y, ldy, nt, tb, nrows);                                             \
     }
-    TM_STORE(acc, Y, ldy, nt, tb, nrows);
-}
-
-static TM_AI void TM_FN(blk_f32)(const float *W, size_t ts, int K, const int nt, const float *X, int ldx,
-                                 const int tb, float *Y, int ldy, int nrows)
-{
-    V acc[NTB > NT1 ? NTB : NT1][NV][TBB];
-    _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
-    _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)
-    _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) acc[i][j][t] = V_ZERO();
-    for (int k = 0; k < K; k++) {
-        V w[NTB > NT1 ? NTB : NT1][NV];
-        _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
-        _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)
-            w[i][j] = V_LOADU(W + (size_t)i * ts + (size_t)k * 16 + (size_t)j * VL);
-        _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) {
-            V x = V_SET1(X[(size_t)t * ldx + k]);
-            _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
-            _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)
-                acc[i][j][t] = V_ADD(acc[i][j][t], V_MUL(w[i][j], x));
-        }
-    }
-    TM_STORE(acc, Y, ldy, nt, tb, nrows);
-}
+TM_BLOCK(blk_bf16, uint16_t, V_BF16)
+TM_BLOCK(blk_f32, float, V_LOADU)
+#undef TM_BLOCK
 
 /* Dispatch to a constant (nt, tb) instantiation. */
 #define TM_TB_CASE(KIND, NTC, TBC)                                                        \
