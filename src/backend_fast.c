@@ -186,6 +186,8 @@ typedef struct {
     int scratch_cap;
     float *kt;                 /* prefill: the layer's keys transposed, [n_kv][hd][ldkt] */
     size_t kt_cap;
+    float *sall;               /* decode: every head's scores, [n_heads][n] */
+    size_t sall_cap;
 } fast_state;
 
 /* ---------------------------------------------------------------- matmul */
@@ -305,6 +307,64 @@ static void at_task(void *ctx, int task, int tid)
     j->s->k->vmix(sc, j->vc + (size_t)kvh * j->hd, (size_t)j->kvd, n, j->hd, j->out + (size_t)t * j->qd + (size_t)h * j->hd);
 }
 
+/* Decode (T = 1), long contexts: the group's query heads share each key.
+ * Phase 1 tasks are (KV group x key range): each key's score is its own
+ * output (dot_seq then * scale), so a key range is any split; every head of
+ * the group scores the range while its keys are hot in cache. Phase 2 tasks
+ * are heads: softmax over the head's whole row (one in-order sum) and the
+ * V-mix (every output dim summed over all keys in order). */
+typedef struct {
+    fast_state *s;
+    const float *q, *kc, *vc;
+    float *out, *S;
+    int n, group, hd, kvd, chunk, nchunks, dchunk;
+    float scale;
+} at1_job;
+
+static void at1_scores_task(void *ctx, int task, int tid)
+{
+    (void)tid;
+    const at1_job *j = ctx;
+    int kvh = task / j->nchunks, c = task % j->nchunks;
+    int a = c * j->chunk, len = j->n - a < j->chunk ? j->n - a : j->chunk;
+    const float *k = j->kc + (size_t)a * j->kvd + (size_t)kvh * j->hd;
+    for (int g = 0; g < j->group; g++) {
+        int h = kvh * j->group + g;
+        j->s->k->scores(j->q + (size_t)h * j->hd, k, (size_t)j->kvd, len, j->hd, j->scale, j->S + (size_t)h * j->n + a);
+    }
+}
+
+static void at1_softmax_task(void *ctx, int task, int tid)
+{
+    (void)tid;
+    const at1_job *j = ctx;
+    j->s->k->softmax(j->S + (size_t)task * j->n, j->n);
+}
+
+/* V-mix of a whole group in one pass over V, tasks (KV group x dim range):
+ * each output dim is its own in-order sum over all keys, so any dim split
+ * is exact. */
+static void at1_vmix_g_task(void *ctx, int task, int tid)
+{
+    (void)tid;
+    const at1_job *j = ctx;
+    int nd = j->hd / j->dchunk, kvh = task / nd, d0 = (task % nd) * j->dchunk, h0 = kvh * j->group;
+    j->s->k->vmix_g(j->S + (size_t)h0 * j->n, (size_t)j->n, j->group, j->vc + (size_t)kvh * j->hd + d0, (size_t)j->kvd,
+                    j->n, j->dchunk, j->out + (size_t)h0 * j->hd + d0, (size_t)j->hd);
+}
+
+static void at1_mix_task(void *ctx, int task, int tid)
+{
+    (void)tid;
+    const at1_job *j = ctx;
+    int h = task, kvh = h / j->group;
+    float *sc = j->S + (size_t)h * j->n;
+    j->s->k->softmax(sc, j->n);
+    j->s->k->vmix(sc, j->vc + (size_t)kvh * j->hd, (size_t)j->kvd, j->n, j->hd, j->out + (size_t)h * j->hd);
+}
+
+#define AT1_MIN_CTX 512
+
 static void fast_attn(cis2_backend *b, const float *q, const float *kc, const float *vc, int T, int pos0,
                       int n_heads, int n_kv, int hd, float scale, float *out)
 {
@@ -319,6 +379,30 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
             s->scratch[i] = p;
         }
         s->scratch_cap = cap;
+    }
+    if (T == 1 && need >= AT1_MIN_CTX) {
+        size_t want = (size_t)n_heads * (size_t)need;
+        if (want > s->sall_cap) {
+            float *p = realloc(s->sall, want * sizeof(float));
+            if (!p) { fprintf(stderr, "cis2: fast backend: out of memory for attention scores\n"); abort(); }
+            s->sall = p;
+            s->sall_cap = want;
+        }
+        /* ~4 tasks per thread, key ranges a multiple of 16 keys */
+        int chunk = (int)(((size_t)need * n_kv + (size_t)4 * nth - 1) / ((size_t)4 * nth));
+        chunk = (chunk + 15) & ~15;
+        if (chunk < 128) chunk = 128;
+        if (chunk > 1024) chunk = 1024;
+        at1_job j1 = { s, q, kc, vc, out, s->sall, need, n_heads / n_kv, hd, n_kv * hd, chunk, (need + chunk - 1) / chunk,
+                       hd, scale };
+        tp_run(s->pool, n_kv * j1.nchunks, at1_scores_task, &j1);
+        if (s->k->vmix_g) {
+            if (hd % 32 == 0 && n_kv < 2 * nth) j1.dchunk = 32;
+            tp_run(s->pool, n_heads, at1_softmax_task, &j1);
+            tp_run(s->pool, n_kv * (hd / j1.dchunk), at1_vmix_g_task, &j1);
+        } else
+            tp_run(s->pool, n_heads, at1_mix_task, &j1);
+        return;
     }
     at_job j = { s, q, kc, vc, out, T, pos0, n_heads, n_heads / n_kv, hd, n_heads * hd, n_kv * hd, scale, NULL, 0 };
     if (T > 1 && s->k->scores_t) {
@@ -386,6 +470,7 @@ static void fast_destroy(cis2_backend *b)
         for (int i = 0; s->scratch && s->scratch[i]; i++) free(s->scratch[i]);
         free(s->scratch);
         free(s->kt);
+        free(s->sall);
         free(s);
     }
     free(b);

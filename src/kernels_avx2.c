@@ -47,6 +47,7 @@ static ATTR inline __attribute__((always_inline)) void tr8(__m256 r[8])
 
 /* Scores: lanes over keys. Lane i of a vector owns key j+i and adds its
  * q[d]*k[d] terms d = 0..hd-1 in order; 16 keys (two chains) per step. */
+#define SC_PF 128
 ATTR void fast_avx2_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out)
 {
     int j = 0;
@@ -55,6 +56,11 @@ ATTR void fast_avx2_scores(const float *q, const float *k, size_t stride, int n,
     for (; j + 16 <= n; j += 16) {
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
         const float *k0 = k + (size_t)j * stride, *k1 = k0 + 8 * stride;
+        if (j + 16 + SC_PF <= n)   /* strided rows outrun the hardware prefetcher: fetch SC_PF keys ahead */
+            for (int i = 0; i < 16; i++) {
+                const char *r = (const char *)(k0 + (size_t)(SC_PF + i) * stride);
+                for (int o = 0; o < hd * 4; o += 64) _mm_prefetch(r + o, _MM_HINT_T0);
+            }
         int d = 0;
         for (; d < hd8; d += 8) {
             __m256 r[8], s[8];
@@ -268,7 +274,7 @@ ATTR void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, i
 }
 
 static const fast_kernels K_AVX2 = { "avx2", avx2_mm_bf16, avx2_mm_f32, fast_avx2_scores, fast_avx2_softmax, fast_avx2_vmix,
-                                     fast_avx2_swiglu, fast_avx2_scores_t };
+                                     fast_avx2_swiglu, fast_avx2_scores_t, NULL };
 
 const fast_kernels *fast_kernels_avx2(void)
 {

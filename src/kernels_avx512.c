@@ -59,8 +59,69 @@ ATTR static void avx512_vmix(const float *p, const float *v, size_t stride, int 
     if (d0 < hd) fast_avx2_vmix(p, v + d0, stride, n, hd - d0, out + d0);   /* per-dim lanes: any split is exact */
 }
 
+/* Group V-mix: up to 4 heads x 4 dim vectors (16 dims each) per pass; lane
+ * d of head h's accumulator adds p[h][j]*v[j][d] for keys j in order (one
+ * mul, one add each) — avx512_vmix's operations per head, V read once. */
+#define VG_PF 16
+#define VG_BLOCK(NH, ND)                                                                  \
+    do {                                                                                  \
+        __m512 a[NH][ND];                                                                 \
+        for (int h = 0; h < NH; h++)                                                      \
+            for (int e = 0; e < ND; e++) a[h][e] = _mm512_setzero_ps();                   \
+        const float *vr = v + d0;                                                         \
+        for (int j = 0; j < n; j++, vr += stride) {                                       \
+            if (j + VG_PF < n)   /* strided rows: prefetch VG_PF keys ahead */            \
+                for (int o = 0; o < ND * 64; o += 64) _mm_prefetch((const char *)(vr + VG_PF * stride) + o, _MM_HINT_T0); \
+            __m512 x[ND];                                                                 \
+            for (int e = 0; e < ND; e++) x[e] = _mm512_loadu_ps(vr + 16 * e);             \
+            for (int h = 0; h < NH; h++) {                                                \
+                __m512 pj = _mm512_set1_ps(p[(size_t)(h0 + h) * ldp + j]);               \
+                for (int e = 0; e < ND; e++) a[h][e] = _mm512_add_ps(a[h][e], _mm512_mul_ps(pj, x[e])); \
+            }                                                                             \
+        }                                                                                 \
+        for (int h = 0; h < NH; h++)                                                      \
+            for (int e = 0; e < ND; e++) _mm512_storeu_ps(out + (size_t)(h0 + h) * ldo + d0 + 16 * e, a[h][e]); \
+    } while (0)
+
+ATTR static void avx512_vmix_g(const float *p, size_t ldp, int g, const float *v, size_t stride, int n, int hd,
+                               float *out, size_t ldo)
+{
+    for (int h0 = 0; h0 < g; h0 += 4) {
+        int nh = g - h0 >= 4 ? 4 : g - h0;
+        int d0 = 0;
+        for (; d0 + 64 <= hd; d0 += 64) {
+            switch (nh) {
+            case 1: VG_BLOCK(1, 4); break;
+            case 2: VG_BLOCK(2, 4); break;
+            case 3: VG_BLOCK(3, 4); break;
+            default: VG_BLOCK(4, 4); break;
+            }
+        }
+        for (; d0 + 32 <= hd; d0 += 32) {
+            switch (nh) {
+            case 1: VG_BLOCK(1, 2); break;
+            case 2: VG_BLOCK(2, 2); break;
+            case 3: VG_BLOCK(3, 2); break;
+            default: VG_BLOCK(4, 2); break;
+            }
+        }
+        for (; d0 + 16 <= hd; d0 += 16) {
+            switch (nh) {
+            case 1: VG_BLOCK(1, 1); break;
+            case 2: VG_BLOCK(2, 1); break;
+            case 3: VG_BLOCK(3, 1); break;
+            default: VG_BLOCK(4, 1); break;
+            }
+        }
+        if (d0 < hd)   /* per-dim lanes: any split is exact */
+            for (int h = h0; h < h0 + nh; h++)
+                fast_avx2_vmix(p + (size_t)h * ldp, v + d0, stride, n, hd - d0, out + (size_t)h * ldo + d0);
+    }
+}
+#undef VG_BLOCK
+
 static const fast_kernels K_AVX512 = { "avx512", avx512_mm_bf16, avx512_mm_f32, fast_avx2_scores, fast_avx2_softmax,
-                                       avx512_vmix, fast_avx2_swiglu, fast_avx2_scores_t };
+                                       avx512_vmix, fast_avx2_swiglu, fast_avx2_scores_t, avx512_vmix_g };
 
 const fast_kernels *fast_kernels_avx512(void)
 {

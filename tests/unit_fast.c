@@ -174,6 +174,37 @@ static void test_attention(void)
                     free(q); free(kc); free(vc); free(o0); free(o1); free(sc);
                 }
             }
+            /* decode with the group-shared key-range path: contexts 512..3000,
+             * head_dim 24/64/128, GQA groups 1-7 */
+            if (THREADS[ti] != 7) {
+                static const int HDL[] = { 24, 64, 128 };
+                static const int NL[] = { 512, 513, 1000, 1777, 3000 };
+                int lbad = 0, lcount = 0;
+                char lwhy[200] = "";
+                for (size_t hi = 0; hi < sizeof HDL / sizeof *HDL; hi++)
+                    for (int group = 1; group <= 7; group++)
+                        for (size_t ni = 0; ni < sizeof NL / sizeof *NL; ni++) {
+                            if ((group + (int)ni + (int)hi) % 2) continue;   /* half the grid: time */
+                            int hd = HDL[hi], nkv = group > 4 ? 1 : (group == 1 ? 3 : 2), nh = nkv * group;
+                            int n = NL[ni], pos0 = n - 1, T = 1, qd = nh * hd, kvd = nkv * hd;
+                            float *q = malloc((size_t)T * qd * 4), *kc = malloc((size_t)n * kvd * 4), *vc = malloc((size_t)n * kvd * 4);
+                            float *o0 = malloc((size_t)T * qd * 4), *o1 = malloc((size_t)T * qd * 4), *sc = malloc((size_t)n * 4);
+                            for (int i = 0; i < T * qd; i++) q[i] = rval() * 4.0f;
+                            for (int i = 0; i < n * kvd; i++) { kc[i] = rval(); vc[i] = rval(); }
+                            float scale = cis2_rsqrt((float)hd);
+                            cis2_ref_attention(q, kc, vc, T, pos0, nh, nkv, hd, scale, o0, sc);
+                            b->attention(b, q, kc, vc, T, pos0, nh, nkv, hd, scale, o1);
+                            size_t at;
+                            lcount++;
+                            if (!same_bits(o0, o1, (size_t)T * qd, &at)) {
+                                if (!lbad) snprintf(lwhy, sizeof lwhy, "hd=%d group=%d n=%d: element %zu", hd, group, n, at);
+                                lbad++;
+                            }
+                            free(q); free(kc); free(vc); free(o0); free(o1); free(sc);
+                        }
+                snprintf(name, sizeof name, "attention %s threads=%d decode group-shared: %d cases (contexts 512-3000) bit-identical", ISAS[ii], THREADS[ti], lcount);
+                CHECK(name, lbad == 0, "%d of %d differ; first %s", lbad, lcount, lwhy);
+            }
             b->destroy(b);
         }
     }
