@@ -151,30 +151,23 @@ static int load_tokenizer(const cis2_model *m, cis2_tokenizer **t, char *err)
     return cis2_tokenizer_load(t, path, err);
 }
 
-/* Prompt ids from --prompt-ids or by tokenizing --prompt. Also returns the
- * prompt's raw bytes for the receipt (for ids: their decoded text when a
- * tokenizer can decode them, else empty). */
-static int get_prompt(const char *cmd, const run_opts *o, const cis2_model *m, int32_t **ids, int *n,
-                      char **bytes, size_t *blen)
+/* Prompt ids from --prompt-ids or by tokenizing --prompt with `t` (NULL when
+ * tokenizer.json did not load; `terr` says why). Also returns the prompt's raw
+ * bytes for the receipt (for ids: their decoded text when the tokenizer can
+ * decode them, else empty). */
+static int get_prompt(const char *cmd, const run_opts *o, const cis2_tokenizer *t, const char *terr,
+                      int32_t **ids, int *n, char **bytes, size_t *blen)
 {
     char err[CIS2_ERR_LEN];
     *bytes = NULL;
     *blen = 0;
-    if (!!o->prompt == !!o->prompt_ids)
-        return cis2_cli_usage_error(cmd, "give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
-    cis2_tokenizer *t = NULL;
     if (o->prompt_ids) {
         if (cis2_parse_ids(o->prompt_ids, ids, n, err)) return cis2_cli_usage_error(cmd, "--prompt-ids: %s", err);
-        if (load_tokenizer(m, &t, err) == 0) {
-            if (cis2_tokenizer_decode(t, *ids, *n, bytes, blen, err)) { *bytes = NULL; *blen = 0; }
-            cis2_tokenizer_free(t);
-        }
+        if (t && cis2_tokenizer_decode(t, *ids, *n, bytes, blen, err)) { *bytes = NULL; *blen = 0; }
         return 0;
     }
-    if (load_tokenizer(m, &t, err)) return cis2_cli_usage_error(cmd, "--prompt needs the tokenizer: %s", err);
-    int rc = cis2_tokenizer_encode(t, o->prompt, strlen(o->prompt), ids, n, err);
-    cis2_tokenizer_free(t);
-    if (rc) return cis2_cli_usage_error(cmd, "--prompt: %s", err);
+    if (!t) return cis2_cli_usage_error(cmd, "--prompt needs the tokenizer: %s", terr);
+    if (cis2_tokenizer_encode(t, o->prompt, strlen(o->prompt), ids, n, err)) return cis2_cli_usage_error(cmd, "--prompt: %s", err);
     if (*n == 0) return cis2_cli_usage_error(cmd, "--prompt: the prompt encodes to no tokens");
     *bytes = strdup(o->prompt);
     *blen = strlen(o->prompt);
@@ -214,7 +207,11 @@ static int cmd_run(int argc, char **argv)
     char *bytes = NULL, err[CIS2_ERR_LEN];
     size_t blen = 0;
     cis2_result r = { 0 };
-    if (get_prompt("run", &o, &m, &ids, &n, &bytes, &blen)) goto out;
+    /* One tokenizer for the prompt and for the generated text. */
+    cis2_tokenizer *t = NULL;
+    char terr[CIS2_ERR_LEN];
+    if (load_tokenizer(&m, &t, terr)) t = NULL;
+    if (get_prompt("run", &o, t, terr, &ids, &n, &bytes, &blen)) goto out;
     cis2_gen_opts g = { o.n, o.stop_at_eos, NULL, NULL };
     if (cis2_generate(e, ids, n, &g, &r, err)) { cis2_cli_usage_error("run", "%s", err); goto out; }
     if (o.check_det && run_twice_check(e, ids, n, &g, &r, err)) { cis2_cli_usage_error("run", "%s", err); rc = 1; goto out; }
@@ -222,8 +219,7 @@ static int cmd_run(int argc, char **argv)
     printf("prompt_token_ids=%s\ngenerated_token_ids=%s\n", p, gs);
     free(p);
     free(gs);
-    cis2_tokenizer *t;
-    if (load_tokenizer(&m, &t, err) == 0) {
+    if (t) {
         char *text;
         size_t tl;
         if (cis2_tokenizer_decode(t, r.gen, r.n_gen, &text, &tl, err) == 0) {
@@ -234,7 +230,6 @@ static int cmd_run(int argc, char **argv)
         } else {
             printf("text_error=%s\n", err);
         }
-        cis2_tokenizer_free(t);
     }
     print_hex_line("table_digest", m.table_digest);
     print_hex_line("inv_freq_table_digest", m.inv_freq_digest);
@@ -252,6 +247,7 @@ static int cmd_run(int argc, char **argv)
         if (cis2_receipt_write(&rec, o.receipt, err)) { cis2_cli_usage_error("run", "%s", err); rc = 2; }
     }
 out:
+    cis2_tokenizer_free(t);
     cis2_result_free(&r);
     free(ids);
     free(bytes);
