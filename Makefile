@@ -22,19 +22,24 @@ CFLAGS   = $(CFLAGS_BASE) $(OPT) -g $(EXTRA) $(SANFLAGS)
 # instrument their unrolled templates).
 ifeq ($(FUZZ_LIB),1)
 SANFLAGS = $(FUZZ_SAN) -fsanitize=fuzzer-no-link
-$(BUILD)/kernels_%.o: SANFLAGS =
-$(BUILD)/backend_fast.o: SANFLAGS =
+$(BUILD)/kernels/kernels_%.o: SANFLAGS =
+$(BUILD)/engine/backend_fast.o: SANFLAGS =
 endif
 LDFLAGS ?=
 LDLIBS   = -pthread -lm
 
-SRC      = $(sort $(wildcard src/*.c))
+# The layers, bottom up (docs/architecture.md): a file includes headers of
+# its own layer and the ones below it only (tests/t_layers.sh checks).
+LAYERS   = core model kernels engine verify cli
+SRC      = $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c)))
+HDR      = $(wildcard include/*.h $(foreach l,$(LAYERS),src/$(l)/*.h))
 # A cross build never lands in the native ./build by accident:
 # `make CROSS=aarch64-linux-gnu-` builds build-aarch64-linux-gnu/ and ./cis2-aarch64-linux-gnu.
 XTAG     = $(patsubst %-,%,$(CROSS))
 BUILD   ?= build$(if $(CROSS),-$(XTAG))
 OBJ      = $(patsubst src/%.c,$(BUILD)/%.o,$(SRC))
-LIBOBJ   = $(filter-out $(BUILD)/main.o,$(OBJ))
+LIBOBJ   = $(filter-out $(BUILD)/cli/%,$(OBJ))
+CLIOBJ   = $(filter $(BUILD)/cli/%,$(OBJ))
 UNIT_SRC = $(sort $(wildcard tests/unit_*.c))
 UNIT_BIN = $(patsubst tests/%.c,$(BUILD)/%,$(UNIT_SRC))
 BIN     ?= cis2$(if $(CROSS),-$(XTAG))
@@ -45,17 +50,22 @@ TESTTMP ?= $(CURDIR)/tests/tmp$(if $(filter-out build,$(BUILD)),/$(notdir $(BUIL
 .PHONY: all test clean fma-gate run bench bench-model test-asan fixtures test-aarch64 test-matrix fuzz fuzz-build fuzz-regress ci-extra wasm test-web
 all: $(BIN) $(UNIT_BIN)
 
-$(BUILD)/%.o: src/%.c $(wildcard src/*.h include/*.h) | $(BUILD)
+$(BUILD)/%.o: src/%.c $(HDR) | $(BUILD)
 	$(CROSS)$(CC) $(CFLAGS) -c $< -o $@
 $(BUILD):
-	mkdir -p $(BUILD)
+	mkdir -p $(addprefix $(BUILD)/,$(LAYERS))
+$(OBJ): | $(addprefix $(BUILD)/,$(LAYERS))
+$(addprefix $(BUILD)/,$(LAYERS)):
+	mkdir -p $@
 $(BUILD)/libcis2.a: $(LIBOBJ)
 	rm -f $@ && $(CROSS)ar rcs $@ $^
-$(BIN): $(BUILD)/main.o $(BUILD)/libcis2.a
-	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/libcis2-cli.a: $(CLIOBJ)
+	rm -f $@ && $(CROSS)ar rcs $@ $^
+$(BIN): $(BUILD)/libcis2-cli.a $(BUILD)/libcis2.a
+	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(BUILD)/cli/main.o $^ $(LDLIBS)
 $(BUILD)/unit_fuzz_replay: $(wildcard fuzz/*.c fuzz/*.h)
-$(BUILD)/unit_%: tests/unit_%.c tests/unit.h $(BUILD)/libcis2.a
-	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcis2.a $(LDLIBS)
+$(BUILD)/unit_%: tests/unit_%.c tests/unit.h $(BUILD)/libcis2-cli.a $(BUILD)/libcis2.a
+	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcis2-cli.a $(BUILD)/libcis2.a $(LDLIBS)
 
 # The README's test command. Ends with "N passed, N failed, N skipped".
 test: all
@@ -98,9 +108,9 @@ FUZZ_NAMES    = $(patsubst fuzz/fuzz_%.c,%,$(sort $(wildcard fuzz/fuzz_*.c)))
 FUZZ_BINS     = $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_NAMES))
 fuzz-build:
 	$(MAKE) CC=$(FUZZ_CC) BUILD=$(FUZZ_BUILD) OPT=-O1 EXTRA= FUZZ_LIB=1 \
-	  LDFLAGS= $(FUZZ_BUILD)/libcis2.a $(FUZZ_BINS)
-$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_BUILD)/libcis2.a
-	$(FUZZ_CC) $(CFLAGS_BASE) -Ifuzz -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $< $(FUZZ_BUILD)/libcis2.a $(LDLIBS)
+	  LDFLAGS= $(FUZZ_BUILD)/libcis2.a $(FUZZ_BUILD)/libcis2-cli.a $(FUZZ_BINS)
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_BUILD)/libcis2-cli.a $(FUZZ_BUILD)/libcis2.a
+	$(FUZZ_CC) $(CFLAGS_BASE) -Ifuzz -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $< $(FUZZ_BUILD)/libcis2-cli.a $(FUZZ_BUILD)/libcis2.a $(LDLIBS)
 # Each harness for FUZZ_SECONDS from its committed seeds (new finds go to
 # $(FUZZ_BUILD)/corpus-NAME, never into the committed corpus).
 fuzz: fuzz-build

@@ -3,7 +3,7 @@
  * -fsanitize=fuzzer,address,undefined and runs each from fuzz/corpus/NAME/. */
 #ifndef CIS2_FUZZ_H
 #define CIS2_FUZZ_H
-#include "cis2.h"
+#include "cli/commands.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
-/* The strict JSON parser (src/json.h): parse, then walk every node, decode
+/* The strict JSON parser (src/core/json.h): parse, then walk every node, decode
  * every string and convert every number. */
 #include "fuzz.h"
-#include "json.h"
+#include "core/json.h"
 #include <stdio.h>
 
 static void walk(const json_doc *d, uint32_t n, int depth)

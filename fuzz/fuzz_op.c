@@ -1,10 +1,10 @@
-/* The op vector parser and op inputs (src/conformance.c): src/conformance.c
+/* The op vector parser and op inputs (src/cli/conformance.c): src/cli/conformance.c
  * exposes no parser API, so this drives `cis2 op OP` itself (cis2_cmd_op) with
  * stdin redirected to the input. OP is the input's own "op=" line when it
  * names a known op, else chosen by the first byte. stdout/stderr go to
  * /dev/null (errors are checked by the CLI tests). */
 #include "fuzz.h"
-#include "commands.h"
+#include "cli/commands.h"
 #include <stdio.h>
 
 static const char *OPS[] = { "rmsnorm", "matvec", "exp_pinned", "softmax", "attention_block",

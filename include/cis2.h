@@ -1,9 +1,29 @@
-/* cis2 — bit-exact CIS-2 v0.3b fp32 transformer inference.
+/* cis2 — bit-exact CIS-2 v0.3b fp32 transformer inference: the public C API.
  *
- * The library API; the `cis2` CLI (src/main.c, src/cli.c) is its first client.
- * Every function that can fail returns 0 on success and a nonzero value on
- * failure, writing one human-readable line (naming the file and the problem)
- * into the caller's `err` buffer of CIS2_ERR_LEN bytes.
+ * This header is the whole public interface of libcis2 (the `cis2` CLI, the
+ * wasm verifier and the Python package are its clients). Everything else
+ * lives in the internal headers under src/ and may change between releases.
+ *
+ * Conventions
+ *  - Every call that can fail returns 0 on success and nonzero on failure,
+ *    writing one human-readable line (naming the file and the problem) into
+ *    the caller's `err` buffer of CIS2_ERR_LEN bytes. `err` may not be NULL.
+ *  - Handles are opaque. Whoever gets a handle from a `_new`/`_open` call
+ *    frees it with the matching `_free`; results and receipts own their
+ *    arrays until their `_free` call.
+ *  - Floating-point environment (§1.3): every call that computes pins
+ *    FTZ/DAZ on the calling thread itself and restores the caller's control
+ *    register before it returns; the engine's worker threads are pinned for
+ *    their whole life. Callers never need to touch MXCSR/FPCR.
+ *
+ * Thread safety
+ *  - A cis2_model is read-only once cis2_model_open returns: any number of
+ *    engines, on any threads, may share it. Free it after its last engine.
+ *  - A cis2_engine is used by one thread at a time (it holds the KV caches
+ *    and scratch memory); different engines run concurrently.
+ *  - A cis2_tokenizer is read-only after loading: encode/decode may run on
+ *    any number of threads at once.
+ *  - Receipt functions and cis2_selftest are reentrant.
  */
 #ifndef CIS2_H
 #define CIS2_H
@@ -12,230 +32,195 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define CIS2_SPEC_VERSION "0.3b"
-#define CIS2_ERR_LEN 512
+#define CIS2_VERSION      "0.4.0"
+#define CIS2_ABI_VERSION  1 /* the soname's major: bumped on any incompatible change */
+#define CIS2_ERR_LEN      512
 
-/* ------------------------------------------------------------ fpenv (§1.3) */
-/* Pin FTZ+DAZ (x86-64 MXCSR bits 15, 6) / FZ (aarch64 FPCR bit 24) on the
- * calling thread by register read-modify-write and read it back.
- * Returns 0 when the readback shows the pin in effect. */
-int cis2_fpenv_pin(void);
-/* 1 when the calling thread's FP control register has the pin set. */
-int cis2_fpenv_is_pinned(void);
-/* Raw control register value (MXCSR or FPCR), for diagnostics. */
-uint64_t cis2_fpenv_read(void);
-/* Restore the IEEE default flush behaviour on this thread (used only by the
- * self-test's "differs without the pin" leg and by the no-ftz fault). */
-void cis2_fpenv_unpin(void);
-/* Run the §1.3 adversarial denormal rows through volatile operands.
- * Prints one line per row to `log` (may be NULL). Returns number of failures. */
-int cis2_fpenv_selftest(FILE *log);
-/* Classify by bit pattern (never via (double)x or fabs(x) < FLT_MIN). */
-int cis2_f32_is_subnormal(uint32_t bits);
-const char *cis2_isa_name(void);
-/* `cis2 selftest`: the §1.3 rows, the §5.1 cancellation, rsqrt(64), and the
- * §6.6/§7.2 pinned digests, one PASS/FAIL line each to `out`. Pins FTZ/DAZ on
- * the calling thread first. Returns the number of failures. */
-int cis2_selftest(FILE *out);
+typedef struct cis2_model cis2_model;
+typedef struct cis2_engine cis2_engine;
+typedef struct cis2_tokenizer cis2_tokenizer;
 
-/* ------------------------------------------------------- pinned math (§5, §6) */
-static inline uint32_t cis2_f2u(float f) { union { float f; uint32_t u; } c; c.f = f; return c.u; }
-static inline float cis2_u2f(uint32_t u) { union { float f; uint32_t u; } c; c.u = u; return c.f; }
-static inline float cis2_bf16_to_f32(uint16_t b) { return cis2_u2f((uint32_t)b << 16); } /* §4.1 */
+/* ------------------------------------------------------------ enumerations */
+typedef enum { CIS2_BACKEND_REF = 0, CIS2_BACKEND_FAST = 1 } cis2_backend_kind;
 
-float cis2_dot_seq(const float *a, const float *b, size_t n);   /* §5.1 */
-float cis2_sum_seq(const float *a, size_t n);                   /* §5.3 */
-float cis2_ldexp_exact(float x, int k);                         /* §6.2.1 */
-float cis2_frexp_exact(float x, int *e);                        /* §6.5.1 */
-float cis2_exp_pinned(float x);                                 /* §6.2 */
-float cis2_ln_pinned(float x);                                  /* §6.5 */
-float cis2_sin_pinned(float x);                                 /* §6.3 */
-float cis2_cos_pinned(float x);                                 /* §6.3 */
-void  cis2_sincos_pinned(float x, float *s, float *c);          /* §6.3, one reduction */
-float cis2_silu(float x);                                       /* §6.4 */
-float cis2_rsqrt(float x);                                      /* §6.1 */
-void  cis2_table_digest(uint8_t out[32]);                       /* §6.6 */
-/* §7.1: inv_freq[head_dim/2]; §7.2 digest over it. */
-void  cis2_inv_freq(int head_dim, float rope_theta, float *inv_freq);
-void  cis2_f32_digest(const float *v, size_t n, uint8_t out[32]);
+/* Instruction-set paths of the fast backend. AUTO picks the best this CPU has. */
+typedef enum {
+    CIS2_ISA_AUTO = 0,
+    CIS2_ISA_SCALAR,
+    CIS2_ISA_SSE2,
+    CIS2_ISA_AVX2,
+    CIS2_ISA_AVX512,
+    CIS2_ISA_NEON,
+    CIS2_ISA_WASM128
+} cis2_isa;
 
-/* --------------------------------------------------------------- sha256 */
-typedef struct {
-    uint32_t h[8];
-    uint64_t nbytes;
-    uint8_t buf[64];
-    size_t buflen;
-} cis2_sha256;
-void cis2_sha256_init(cis2_sha256 *s);
-void cis2_sha256_update(cis2_sha256 *s, const void *data, size_t len);
-void cis2_sha256_final(cis2_sha256 *s, uint8_t out[32]);
-void cis2_sha256_buf(const void *data, size_t len, uint8_t out[32]);
-int  cis2_sha256_file(const char *path, uint8_t out[32], char *err);
-void cis2_hex(const uint8_t *b, size_t n, char *out); /* lowercase, NUL-terminated */
-int  cis2_unhex32(const char *hex, uint8_t out[32]);  /* exactly 64 lowercase hex chars */
-const char *cis2_sha256_impl(void);                    /* "sha-ni" or "portable" */
+/* How cis2_model_open hashes the artifacts (§12.1). SKIP is for tests that
+ * time or fuzz loading: the hashes read as zero and receipts are refused. */
+typedef enum { CIS2_HASH_FULL = 0, CIS2_HASH_SKIP = 1 } cis2_hash_mode;
 
-/* --------------------------------------------------------------- config */
 typedef enum { CIS2_ARCH_LLAMA = 0, CIS2_ARCH_QWEN2 = 1, CIS2_ARCH_QWEN3 = 2 } cis2_arch;
 
+/* "ref" / "fast" / "scalar", "sse2", ... <-> enums; 0 on success. */
+int cis2_backend_from_name(const char *name, cis2_backend_kind *out);
+int cis2_isa_from_name(const char *name, cis2_isa *out);
+const char *cis2_isa_to_name(cis2_isa isa);
+
+/* ----------------------------------------------------------- fpenv (§1.3) */
+/* Pin FTZ+DAZ (x86-64 MXCSR bits 15, 6) / FZ (aarch64 FPCR bit 24) on the
+ * calling thread and read it back; 0 when the pin is in effect. */
+int cis2_fpenv_pin(void);
+int cis2_fpenv_is_pinned(void);
+/* Raw control register value (MXCSR or FPCR), for diagnostics and restore. */
+uint64_t cis2_fpenv_read(void);
+void cis2_fpenv_write(uint64_t v);
+/* Restore the IEEE default flush behaviour on this thread. */
+void cis2_fpenv_unpin(void);
+/* The §1.3 adversarial denormal rows; one line per row to `log` (may be
+ * NULL). Returns the number of failures. */
+int cis2_fpenv_selftest(FILE *log);
+/* `cis2 selftest`: the §1.3 rows, the §5.1 cancellation, rsqrt(64) and the
+ * §6.6/§7.2 pinned digests, one PASS/FAIL line each. Returns failures. */
+int cis2_selftest(FILE *out);
+/* The platform's name for diagnostics: "x86-64", "aarch64", "wasm32". */
+const char *cis2_isa_name(void);
+
+/* ------------------------------------------------------------------ model */
+/* The shape and options read from config.json (§2.2). Read-only; fields may
+ * be appended in later minor versions (never allocate one yourself). */
 typedef struct {
     cis2_arch arch;
     int hidden, inter, n_layers, n_heads, n_kv_heads, head_dim, vocab, max_pos;
-    float eps;          /* §2.3: (float)(double)rms_norm_eps */
-    float rope_theta;   /* (float)(double)rope_theta */
-    int tied;           /* tie_word_embeddings */
-    int qkv_bias;       /* Qwen2: attention_bias (or arch default) */
-    int qk_norm;        /* Qwen3 */
-    int bos_id;         /* -1 when absent */
-    int n_eos;          /* eos_token_id: an int or a list in config.json */
+    float eps;        /* §2.3: (float)(double)rms_norm_eps */
+    float rope_theta; /* (float)(double)rope_theta */
+    int tied;         /* the LM head is the embedding (§11.1) */
+    int qkv_bias;     /* q/k/v biases applied after the matvec (§9.1) */
+    int qk_norm;      /* Qwen3 per-head q_norm/k_norm */
+    int bos_id;       /* -1 when absent */
+    int n_eos;        /* eos_token_id: an int or a list in config.json */
     int eos_ids[8];
 } cis2_config;
 
-int cis2_config_parse(const char *json, size_t len, const char *path, cis2_config *cfg, char *err);
-int cis2_config_load(const char *path, cis2_config *cfg, char *err);
-
-/* ----------------------------------------------------------- safetensors */
-typedef enum { CIS2_DT_F32 = 0, CIS2_DT_BF16 = 1, CIS2_DT_F16 = 2 } cis2_dtype;
+/* The values every receipt and CIS2_REF stream starts from (§12.1). */
+typedef struct {
+    uint8_t weights_sha256[32], config_sha256[32], tokenizer_sha256[32];
+    uint8_t table_digest[32];    /* §6.6 */
+    uint8_t inv_freq_digest[32]; /* §7.2 */
+} cis2_digests;
 
 typedef struct {
-    char *name;
-    cis2_dtype dtype;
-    int ndim;
-    int64_t shape[8];
-    int64_t numel;
-    const uint8_t *data; /* into the mapping */
-    uint64_t nbytes;
-} cis2_st_tensor;
+    cis2_hash_mode hash;
+} cis2_model_opts;
 
-typedef struct {
-    const char *path;
-    uint8_t *map;
-    size_t map_len;
-    cis2_st_tensor *t;
-    int n;
-    char *metadata_json; /* raw __metadata__ object text, or NULL */
-} cis2_safetensors;
-
-/* Map and fully validate (§2, the reader's own rules). */
-int  cis2_st_open(cis2_safetensors *st, const char *path, char *err);
-/* Validate an in-memory image (the fuzzers use this). `buf` must outlive st. */
-int  cis2_st_parse(cis2_safetensors *st, const uint8_t *buf, size_t len, const char *path, char *err);
-const cis2_st_tensor *cis2_st_find(const cis2_safetensors *st, const char *name);
-void cis2_st_close(cis2_safetensors *st);
-/* Widen any supported dtype to f32 exactly (§4.1; F16 converted exactly). */
-void cis2_st_to_f32(const cis2_st_tensor *t, float *out);
-float cis2_f16_to_f32(uint16_t h);
-
-/* ----------------------------------------------------------------- model */
-/* A linear layer's weight, [rows, cols] row-major. `f32` is the widened copy
- * the reference kernels read (§4.2); `raw`/`dtype` point into the mapping so
- * fast backends can keep bf16 resident; `packed` belongs to the backend. */
-typedef struct {
-    int rows, cols;
-    cis2_dtype dtype;
-    const uint8_t *raw;
-    float *f32;
-    void *packed;
-} cis2_linear;
-
-typedef struct {
-    float *attn_norm, *mlp_norm;       /* [hidden] */
-    cis2_linear q, k, v, o, gate, up, down;
-    float *q_bias, *k_bias, *v_bias;   /* Qwen2, else NULL */
-    float *q_norm, *k_norm;            /* Qwen3 [head_dim], else NULL */
-} cis2_layer;
-
-typedef struct cis2_model {
-    char dir[1024];
-    cis2_config cfg;
-    cis2_safetensors st;
-    uint8_t weights_sha[32], tokenizer_sha[32], config_sha[32];
-    uint8_t table_digest[32], inv_freq_digest[32];
-    float *inv_freq;            /* [head_dim/2] */
-    cis2_linear embed;          /* [vocab, hidden] */
-    cis2_linear lm_head;        /* aliases embed when tied */
-    float *final_norm;
-    cis2_layer *layers;
-    int have_tokenizer;         /* tokenizer.json present */
-    double load_ms, hash_ms;
-    void *hash_job;             /* pending async hash (skip_hash = CIS2_HASH_ASYNC), else NULL */
-} cis2_model;
-
-typedef struct {
-    int need_f32;        /* widen every linear to f32 (reference backend) */
-    int skip_hash;       /* 0: hash synchronously; 1 (tests only): don't hash (hashes zeroed);
-                          * CIS2_HASH_ASYNC: hash weights + tokenizer on a background thread,
-                          * final once cis2_engine_new returns (it joins) */
-} cis2_load_opts;
-#define CIS2_HASH_ASYNC 2
-
-/* Load DIR/{config.json,model.safetensors,tokenizer.json}. tokenizer.json is
- * hashed (§12.1 item 2) and must exist. */
-int  cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, char *err);
+/* Load DIR/{config.json, model.safetensors, tokenizer.json}: each file is
+ * read once into memory the library owns, hashed, and computed from; nothing
+ * reads the files again. `o` may be NULL (defaults). */
+int cis2_model_open(cis2_model **m, const char *dir, const cis2_model_opts *o, char *err);
 void cis2_model_free(cis2_model *m);
+const cis2_config *cis2_model_config(const cis2_model *m);
+const cis2_digests *cis2_model_digests(const cis2_model *m);
+/* "fp32" for the canonical model; the receipt's and CIS2_REF's dtype. */
+const char *cis2_model_dtype(const cis2_model *m);
+/* The tokenizer parsed from the same tokenizer.json bytes that were hashed,
+ * or NULL (with the reason in err) when that file's structure is one this
+ * library cannot reproduce exactly; id-only runs still work then. */
+const cis2_tokenizer *cis2_model_tokenizer(const cis2_model *m, char *err);
 
-/* ---------------------------------------------------------------- decode */
-struct cis2_engine;
-typedef struct cis2_engine cis2_engine;
-
-/* Trace callback (issue 6): called for every node of the forward pass with the
- * values it produced. `layer` is -1 for embed/final_norm/logits. */
-typedef void (*cis2_trace_fn)(void *ctx, int pos, int layer, const char *node,
-                              const float *v, size_t n);
+/* ----------------------------------------------------------------- engine */
+/* Tracing: called for every node of the forward pass with the values it
+ * produced (docs/divergence.md). `layer` is -1 for embed/final_norm/logits. */
+typedef void (*cis2_trace_fn)(void *ctx, int pos, int layer, const char *node, const float *v,
+                              size_t n);
 
 typedef struct {
-    const char *backend;   /* "ref" (default) or "fast" */
-    const char *isa;       /* fast backend: force an ISA path, NULL = best */
-    int threads;           /* fast backend: 0 = all cores */
-    cis2_trace_fn trace;   /* NULL = no tracing */
+    cis2_backend_kind backend; /* REF (default) or FAST */
+    cis2_isa isa;              /* FAST: AUTO = best available */
+    int threads;               /* FAST: 0 = every online core */
+    int max_seqs;              /* sequences decoded together; 0 = 1 */
+    cis2_trace_fn trace;       /* NULL = no tracing */
     void *trace_ctx;
-    const char *fault;     /* fault injection (issue 6), NULL = none */
+    const char *fault; /* debug fault injection (docs/divergence.md), NULL = none */
     const char *fault_arg;
 } cis2_engine_opts;
 
-int  cis2_engine_new(cis2_engine **e, cis2_model *m, const cis2_engine_opts *o, char *err);
+int cis2_engine_new(cis2_engine **e, const cis2_model *m, const cis2_engine_opts *o, char *err);
 void cis2_engine_free(cis2_engine *e);
-/* Run tokens[0..n) at positions pos0.. through the model, appending to the
- * KV cache. When `logits` is non-NULL it receives the vocab logits of the
- * last token only (§3.4: logits of earlier positions are not computed). */
-int  cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0,
-                         float *logits, char *err);
+const cis2_model *cis2_engine_model(const cis2_engine *e);
+/* "ref", "fast/avx512", ... */
 const char *cis2_engine_backend(const cis2_engine *e);
 
+/* ------------------------------------------------------------- generation */
+/* Called after each generated token with that step's logits (vocab floats)
+ * and the id picked (or forced). */
+typedef void (*cis2_step_fn)(void *ctx, int step, const float *logits, int vocab, int32_t chosen);
+
+typedef struct {
+    int n_gen;            /* exactly this many tokens (§3.4) */
+    int stop_at_eos;      /* opt-in: stop after emitting an eos id */
+    cis2_step_fn on_step; /* may be NULL */
+    void *ctx;
+    /* Teacher forcing: when non-NULL, step i feeds force[i] (i < n_force)
+     * instead of its argmax pick; the digests then cover the forced ids. */
+    const int32_t *force;
+    int n_force;
+} cis2_gen_opts;
+
+typedef struct {
+    int32_t *prompt;
+    int n_prompt;
+    int32_t *gen;
+    int n_gen;
+    uint8_t witness[32]; /* §12.1 CIS2_REF */
+    uint8_t argmax[32];  /* §12.2 */
+    double prefill_ms, decode_ms;
+    int stopped_at_eos;
+    /* The first NaN among the logits (step, index), or -1: NaN bit patterns
+     * differ by ISA, so such a run's witness is not portable (§1.6). */
+    int nan_step, nan_index;
+} cis2_result;
+
+/* §3.4/§12: prefill the prompt, decode greedily, compute the digests. */
+int cis2_generate(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
+                  cis2_result *r, char *err);
+void cis2_result_free(cis2_result *r);
 /* §11.2 strict-> argmax, first occurrence wins. */
 int32_t cis2_argmax(const float *logits, int n);
 
-typedef struct {
-    int32_t *prompt; int n_prompt;
-    int32_t *gen;    int n_gen;
-    uint8_t witness[32];   /* §12.1 CIS2_REF */
-    uint8_t argmax[32];    /* §12.2 */
-    double prefill_ms, decode_ms;
-    int stopped_at_eos;
-} cis2_result;
+/* Several independent sequences in one engine (continuous batching): every
+ * step reads each weight once for all active sequences, and each sequence's
+ * ids, digests and receipt are bit-identical to generating it alone.
+ *   cis2_seq_submit  queue a sequence; it joins at the next step. `g` and
+ *                    `prompt` are copied; g->on_step is called from step().
+ *   cis2_engine_step prefill the newly joined, decode one token for every
+ *                    running sequence. Returns 0 or 1 with err.
+ *   cis2_seq_done    1 once the sequence has all its tokens (or its EOS).
+ *   cis2_seq_take    move a finished sequence's result out; frees its slot.
+ *   cis2_seq_cancel  drop a sequence (finished or not) and free its slot. */
+int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
+                    int *seq, char *err);
+int cis2_engine_step(cis2_engine *e, char *err);
+int cis2_engine_active(const cis2_engine *e); /* sequences submitted and not yet done */
+int cis2_seq_done(const cis2_engine *e, int seq);
+int cis2_seq_take(cis2_engine *e, int seq, cis2_result *r, char *err);
+void cis2_seq_cancel(cis2_engine *e, int seq);
 
-typedef struct {
-    int n_gen;             /* exactly this many tokens (§3.4) */
-    int stop_at_eos;       /* opt-in: stop after emitting eos_id */
-    /* called with each step's logits before the pick (may be NULL) */
-    void (*on_step)(void *ctx, int step, const float *logits, int vocab, int32_t chosen);
-    void *ctx;
-} cis2_gen_opts;
-
-/* §3.4/§12: prefill the prompt, decode greedily, compute witness & argmax digests. */
-int  cis2_generate(cis2_engine *e, const int32_t *prompt, int n_prompt,
-                   const cis2_gen_opts *g, cis2_result *r, char *err);
-void cis2_result_free(cis2_result *r);
-
-/* --------------------------------------------------------------- receipt */
+/* ---------------------------------------------------------------- receipt */
 typedef struct {
     char spec_version[16];
     uint8_t weights_sha[32], config_sha[32], tokenizer_sha[32];
-    uint8_t *prompt_bytes; size_t prompt_len;
-    int32_t *prompt_ids; int n_prompt;
+    uint8_t *prompt_bytes;
+    size_t prompt_len;
+    int32_t *prompt_ids;
+    int n_prompt;
     int gen_toks;
+    char dtype[16]; /* "fp32" */
     uint8_t table_digest[32], inv_freq_digest[32];
-    int32_t *gen_ids; int n_gen;
+    int32_t *gen_ids;
+    int n_gen;
     uint8_t argmax_digest[32], witness_digest[32];
 } cis2_receipt;
 
@@ -243,36 +228,67 @@ typedef struct {
  * bytes and the result's id arrays: keep them alive while `rc` is used. */
 void cis2_receipt_from_run(cis2_receipt *rc, const cis2_model *m, const cis2_result *r,
                            const uint8_t *prompt_bytes, size_t prompt_len);
-/* Text form: "CIS-2-RECEIPT v1" then 13 "key value" lines in fixed order. */
-int  cis2_receipt_format(const cis2_receipt *r, char **out, size_t *len);
-int  cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_receipt *r, char *err);
-/* Atomic write: temp file + rename. */
-int  cis2_receipt_write(const cis2_receipt *r, const char *path, char *err);
+/* Text form: "CIS-2-RECEIPT v1" then 13 "key value" lines in fixed order.
+ * *out is malloc'd. */
+int cis2_receipt_format(const cis2_receipt *r, char **out, size_t *len);
+/* Strict parse; `path` names the source in messages. Free with _free. */
+int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_receipt *r, char *err);
+/* Atomic write: a fresh temporary file in the target's directory + rename. */
+int cis2_receipt_write(const cis2_receipt *r, const char *path, char *err);
 void cis2_receipt_free(cis2_receipt *r);
 
-/* ------------------------------------------------------------- tokenizer */
-struct cis2_tokenizer;
-typedef struct cis2_tokenizer cis2_tokenizer;
-int  cis2_tokenizer_load(cis2_tokenizer **t, const char *path, char *err);
-int  cis2_tokenizer_parse(cis2_tokenizer **t, const char *json, size_t len, const char *path, char *err);
+/* Field-by-field verification (§14.3): artifact hashes first, then the
+ * recomputed run. */
+typedef enum {
+    CIS2_FIELD_MATCH = 0,
+    CIS2_FIELD_MISMATCH = 1,
+    CIS2_FIELD_SKIPPED = 2
+} cis2_field_status;
+typedef struct {
+    const char *name; /* "weights-sha256", ..., "witness-digest" */
+    cis2_field_status status;
+    char *receipt, *recomputed; /* printable values (malloc'd) */
+} cis2_verdict_field;
+#define CIS2_VERDICT_MAX_FIELDS 16
+typedef struct {
+    int n_fields;
+    cis2_verdict_field fields[CIS2_VERDICT_MAX_FIELDS];
+    int mismatches;
+    cis2_result run; /* the recomputed run */
+} cis2_verdict;
+/* Re-runs the receipt's prompt on `e` (whose model supplies the artifact
+ * hashes); on_step (may be NULL) sees each recomputed step (progress).
+ * Returns 0 when verification ran (v->mismatches says whether it matched);
+ * nonzero with err when it could not run at all. */
+int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_step, void *ctx,
+                        cis2_verdict *v, char *err);
+void cis2_verdict_free(cis2_verdict *v);
+
+/* -------------------------------------------------------------- tokenizer */
+int cis2_tokenizer_load(cis2_tokenizer **t, const char *path, char *err);
+int cis2_tokenizer_parse(cis2_tokenizer **t, const char *json, size_t len, const char *path,
+                         char *err);
 void cis2_tokenizer_free(cis2_tokenizer *t);
 /* Encode UTF-8 text (add_special_tokens=false, §3.3). *ids is malloc'd. */
-int  cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
-                           int32_t **ids, int *n, char *err);
-/* Decode ids to UTF-8 text. *text is malloc'd and NUL-terminated. */
-int  cis2_tokenizer_decode(const cis2_tokenizer *t, const int32_t *ids, int n,
-                           char **text, size_t *len, char *err);
-int  cis2_tokenizer_vocab_size(const cis2_tokenizer *t);
+int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len, int32_t **ids,
+                          int *n, char *err);
+/* Decode ids to bytes (byte-level BPE decoding is total: the result need not
+ * be valid UTF-8). *text is malloc'd and NUL-terminated. */
+int cis2_tokenizer_decode(const cis2_tokenizer *t, const int32_t *ids, int n, char **text,
+                          size_t *len, char *err);
+int cis2_tokenizer_vocab_size(const cis2_tokenizer *t);
 
 /* -------------------------------------------------------------- utilities */
-/* Read a whole file (NUL-terminated copy). */
-int  cis2_read_file(const char *path, char **buf, size_t *len, char *err);
-/* Write a whole file atomically (temp + fsync + rename). */
-int  cis2_write_file_atomic(const char *path, const void *buf, size_t len, char *err);
-/* Parse "1,2,3" (no spaces, decimal, no leading zeros except "0"). */
-int  cis2_parse_ids(const char *s, int32_t **ids, int *n, char *err);
-/* Format ids comma-separated into a malloc'd string. */
+/* Parse "1,2,3" (decimal, no spaces, no leading zeros except "0"). */
+int cis2_parse_ids(const char *s, int32_t **ids, int *n, char *err);
+/* Ids comma-separated into a malloc'd string. */
 char *cis2_format_ids(const int32_t *ids, int n);
-double cis2_now_ms(void);
+/* Lowercase hex of n bytes into out (2n+1 bytes, NUL-terminated). */
+void cis2_hex(const uint8_t *b, size_t n, char *out);
+/* Release memory the library returned (ids, text, receipts' text). */
+void cis2_free(void *p);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

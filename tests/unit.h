@@ -2,7 +2,7 @@
  * tests/run.sh counts. Checks compare bit patterns, never "close enough". */
 #ifndef CIS2_UNIT_H
 #define CIS2_UNIT_H
-#include "cis2.h"
+#include "cli/commands.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

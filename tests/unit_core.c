@@ -2,7 +2,7 @@
  * JSON, config, safetensors and receipts. Golden values are the spec's own
  * (§1.3, §2.3, §5.1, §6.1, §6.6, §7.2) or FIPS 180-4's. */
 #include "unit.h"
-#include "json.h"
+#include "core/json.h"
 #include <math.h>
 #include <stdint.h>
 

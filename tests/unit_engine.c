@@ -43,7 +43,7 @@ static void check_arch(const char *name, const char *args)
     snprintf(tn, sizeof tn, "engine.%s.batched-prefill-equals-sequential", name);
     CHECK(tn, prefill_same, "logits differ");
     cis2_result r1, r2;
-    cis2_gen_opts g = { 5, 0, NULL, NULL };
+    cis2_gen_opts g = { 5, 0, NULL, NULL, NULL, 0 };
     int rc1 = cis2_generate(inc, toks, 3, &g, &r1, err), rc2 = cis2_generate(inc, toks, 3, &g, &r2, err);
     snprintf(tn, sizeof tn, "engine.%s.double-run", name);
     CHECK(tn, !rc1 && !rc2 && !memcmp(r1.witness, r2.witness, 32) && !memcmp(r1.argmax, r2.argmax, 32), "%s", err);
@@ -53,7 +53,110 @@ static void check_arch(const char *name, const char *args)
     free(lb);
     cis2_engine_free(inc);
     cis2_engine_free(full);
-    cis2_model_free(&m);
+    cis2_model_unload(&m);
+}
+
+/* Several sequences in one engine (cis2_seq_submit / cis2_engine_step):
+ * mixed prompt lengths, sequences joining late and finishing at different
+ * steps, one cancelled — each result bit-identical to cis2_generate alone.
+ * Through the public API only (cis2_model_open). */
+static void check_multi(const char *name, const char *args, cis2_backend_kind bk)
+{
+    const char *tmp = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
+    char dir[512], err[CIS2_ERR_LEN], tn[160];
+    snprintf(dir, sizeof dir, "%s/unit-engine-multi-%s", tmp, name);
+    snprintf(tn, sizeof tn, "engine.%s.multi-seq-%s", name,
+             bk == CIS2_BACKEND_FAST ? "fast" : "ref");
+    if (make_fixture(dir, args)) {
+        CHECK(tn, 0, "make_model.py failed");
+        return;
+    }
+    cis2_model *m;
+    if (cis2_model_open(&m, dir, NULL, err)) {
+        CHECK(tn, 0, "%s", err);
+        return;
+    }
+    const int V = cis2_model_config(m)->vocab;
+    enum { NS = 6 };
+    int32_t prompts[NS][12];
+    int plen[NS] = { 1, 5, 12, 3, 7, 2 }, ngen[NS] = { 9, 4, 6, 11, 1, 7 };
+    for (int i = 0; i < NS; i++)
+        for (int j = 0; j < plen[i]; j++) prompts[i][j] = (int32_t)((i * 37 + j * 11 + 5) % V);
+    cis2_engine_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.backend = bk;
+    eo.threads = 2;
+    cis2_engine *solo, *multi;
+    if (cis2_engine_new(&solo, m, &eo, err)) {
+        CHECK(tn, 0, "%s", err);
+        cis2_model_free(m);
+        return;
+    }
+    eo.max_seqs = 4;
+    if (cis2_engine_new(&multi, m, &eo, err)) {
+        CHECK(tn, 0, "%s", err);
+        cis2_engine_free(solo);
+        cis2_model_free(m);
+        return;
+    }
+    cis2_result want[NS], got[NS];
+    int bad = 0, have[NS] = { 0 };
+    for (int i = 0; i < NS; i++) {
+        cis2_gen_opts g = { ngen[i], 0, NULL, NULL, NULL, 0 };
+        if (cis2_generate(solo, prompts[i], plen[i], &g, &want[i], err)) {
+            bad++;
+            want[i].gen = NULL;
+        }
+    }
+    /* 0..3 start together; 4 and 5 join when slots free up; 3 is cancelled
+     * after two steps and then resubmitted. */
+    int seq[NS], next = 0, steps = 0, cancelled = 0;
+    for (; next < 4; next++) {
+        cis2_gen_opts g = { ngen[next], 0, NULL, NULL, NULL, 0 };
+        if (cis2_seq_submit(multi, prompts[next], plen[next], &g, &seq[next], err)) bad++;
+    }
+    while ((cis2_engine_active(multi) || next < NS) && steps < 100) {
+        if (cis2_engine_step(multi, err)) {
+            bad++;
+            break;
+        }
+        steps++;
+        if (steps == 2 && !cancelled) {
+            cis2_seq_cancel(multi, seq[3]);
+            cancelled = 1;
+            cis2_gen_opts g = { ngen[3], 0, NULL, NULL, NULL, 0 };
+            if (cis2_seq_submit(multi, prompts[3], plen[3], &g, &seq[3], err)) bad++;
+        }
+        for (int i = 0; i < next; i++)
+            if (!have[i] && cis2_seq_done(multi, seq[i])) {
+                if (cis2_seq_take(multi, seq[i], &got[i], err)) bad++;
+                have[i] = 1;
+                if (next < NS) {
+                    cis2_gen_opts g = { ngen[next], 0, NULL, NULL, NULL, 0 };
+                    if (cis2_seq_submit(multi, prompts[next], plen[next], &g, &seq[next], err))
+                        bad++;
+                    next++;
+                }
+            }
+    }
+    for (int i = 0; i < NS; i++) {
+        if (!have[i] || !want[i].gen) {
+            bad++;
+            continue;
+        }
+        if (got[i].n_gen != want[i].n_gen ||
+            memcmp(got[i].gen, want[i].gen, (size_t)want[i].n_gen * 4) ||
+            memcmp(got[i].witness, want[i].witness, 32) ||
+            memcmp(got[i].argmax, want[i].argmax, 32))
+            bad++;
+        cis2_result_free(&got[i]);
+    }
+    for (int i = 0; i < NS; i++) cis2_result_free(&want[i]);
+    CHECK(tn, bad == 0 && cis2_engine_active(multi) == 0,
+          "%d of %d sequences differ from solo runs (%s)", bad, NS, err);
+    cis2_engine_free(multi);
+    cis2_engine_free(solo);
+    cis2_model_free(m);
 }
 
 int main(void)
@@ -62,5 +165,8 @@ int main(void)
     check_arch("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2");
     check_arch("qwen2", "--arch qwen2 --heads 4 --kv-heads 1 --hidden 32");
     check_arch("qwen3", "--arch qwen3 --heads 4 --kv-heads 2 --hidden 32 --head-dim 24 --untied");
+    check_multi("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2", CIS2_BACKEND_REF);
+    check_multi("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2", CIS2_BACKEND_FAST);
+    check_multi("qwen2", "--arch qwen2 --heads 4 --kv-heads 1 --hidden 32", CIS2_BACKEND_FAST);
     UNIT_END();
 }

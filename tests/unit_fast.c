@@ -4,8 +4,8 @@
  * GQA groups 1-7, long contexts to 8192), softmax on adversarial rows —
  * for every ISA path this CPU has and thread counts 1, 2, 3, 7. */
 #include "unit.h"
-#include "fast.h"
-#include "kernels.h"
+#include "engine/fast.h"
+#include "kernels/kernels.h"
 
 static uint64_t rs = 0x1234567;
 static uint64_t rnd(void)
@@ -294,7 +294,7 @@ static void test_pack(void)
           "%d of %d shapes differ", bad, count);
 }
 
-/* cis2_load_opts.skip_hash = CIS2_HASH_ASYNC: the hashes published by cis2_engine_new equal
+/* cis2_load_opts.skip_hash = CIS2_LOAD_HASH_ASYNC: the hashes published by cis2_engine_new equal
  * the synchronous ones; the fast backend packs while the thread hashes. */
 static void test_async_hash(void)
 {
@@ -306,23 +306,23 @@ static void test_async_hash(void)
     cis2_model a, b;
     cis2_load_opts lo = { 0 };
     if (cis2_model_load(&a, dir, &lo, err)) { CHECK("async hash: sync load", 0, "%s", err); return; }
-    lo.skip_hash = CIS2_HASH_ASYNC;
-    if (cis2_model_load(&b, dir, &lo, err)) { CHECK("async hash: async load", 0, "%s", err); cis2_model_free(&a); return; }
+    lo.skip_hash = CIS2_LOAD_HASH_ASYNC;
+    if (cis2_model_load(&b, dir, &lo, err)) { CHECK("async hash: async load", 0, "%s", err); cis2_model_unload(&a); return; }
     cis2_engine_opts eo;
     memset(&eo, 0, sizeof eo);
-    eo.backend = "fast";
+    eo.backend = CIS2_BACKEND_FAST;
     eo.threads = 2;
     cis2_engine *e = NULL;
     int rc = cis2_engine_new(&e, &b, &eo, err);
     CHECK("async hash: cis2_engine_new joins the hashing thread", rc == 0 && b.hash_job == NULL, "%s", rc ? err : "job still pending");
     CHECK("async hash: weights and tokenizer SHA-256 equal the synchronous ones",
-          memcmp(a.weights_sha, b.weights_sha, 32) == 0 && memcmp(a.tokenizer_sha, b.tokenizer_sha, 32) == 0, "hashes differ");
+          memcmp(a.dg.weights_sha256, b.dg.weights_sha256, 32) == 0 && memcmp(a.dg.tokenizer_sha256, b.dg.tokenizer_sha256, 32) == 0, "hashes differ");
     cis2_engine_free(e);
-    cis2_model_free(&b);
+    cis2_model_unload(&b);
     /* a model freed with its hash still pending joins quietly */
-    if (cis2_model_load(&b, dir, &lo, err) == 0) cis2_model_free(&b);
+    if (cis2_model_load(&b, dir, &lo, err) == 0) cis2_model_unload(&b);
     CHECK("async hash: cis2_model_free with a pending hash", 1, "%s", "unreachable");
-    cis2_model_free(&a);
+    cis2_model_unload(&a);
 }
 
 /* The vectorized SwiGLU (silu via a lane-wise exp_pinned) against ref_swiglu

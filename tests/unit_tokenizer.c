@@ -3,7 +3,7 @@
  * reported so, when absent). Golden ids are from the spec (§3.1.7) or were
  * cross-checked against ../shared/tools/bpe_oracle.py on the real file. */
 #include "unit.h"
-#include "unicode_tables.h"
+#include "model/unicode_tables.h"
 #include <stdint.h>
 
 /* ------------------------------------------------------------ helpers */
@@ -52,7 +52,7 @@ static void check_enc_err(const char *name, const cis2_tokenizer *t, const char 
 
 /* ------------------------------------------------- synthetic tokenizer */
 
-/* §3.1.5.a byte map, written out independently of src/tokenizer.c. */
+/* §3.1.5.a byte map, written out independently of src/model/tokenizer.c. */
 static uint32_t b2u(int b)
 {
     if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE) return (uint32_t)b;

@@ -9,9 +9,9 @@
 #
 # Single-threaded, scalar, reference backend. The same -ffp-contract=off and
 # no fast-math as natively (§1.4/§1.5); §1.3 FTZ/DAZ is emulated in software
-# by src/fparith.h (__wasm__ branch). Excluded: the fast backend and its
-# ISA kernels/thread pool (x86/ARM only), and the CLI (main.c, cli.c,
-# cmd_*.c, conformance.c, trace.c): web/wasm_api.c is the entry point.
+# by src/core/fparith.h (__wasm__ branch). Excluded: the fast backend and its
+# ISA kernels/thread pool (x86/ARM only), and the CLI (src/cli/):
+# web/wasm_api.c is the entry point.
 set -euo pipefail
 # Exit status: 0 built, 3 no usable wasm32 toolchain (tests SKIP), else a build error.
 cd "$(dirname "$0")/.."
@@ -39,15 +39,15 @@ fi
 OUT="${WASM_BUILD:-build-wasm}"
 WASM_OUT="${WASM_OUT:-web/cis2.wasm}"
 mkdir -p "$OUT" "$(dirname "$WASM_OUT")"
-SRC="backend_ref config decode fpenv json kernels_ref model pinned_math receipt safetensors selftest sha256 tokenizer unicode_tables util"
+SRC="engine/backend_ref model/config engine/decode core/fpenv core/json kernels/kernels_ref kernels/pick model/model core/pinned_math verify/receipt verify/receipt_verify model/safetensors core/selftest core/sha256 model/tokenizer model/unicode_tables core/util"
 CFLAGS=(--target=wasm32-wasi "${SYSFLAGS[@]}" -std=c11 -D_GNU_SOURCE -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID
         -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
         -ffp-contract=off -fno-math-errno -fno-strict-aliasing -O2 -Iinclude -Isrc)
 OBJS=()
 for f in $SRC; do
-    o="$OUT/$f.o"
+    o="$OUT/${f//\//_}.o"
     # rebuild when the source or any header is newer
-    if [ ! -f "$o" ] || [ -n "$(find "src/$f.c" src/*.h include/*.h -newer "$o" 2>/dev/null | head -1)" ]; then
+    if [ ! -f "$o" ] || [ -n "$(find "src/$f.c" src/*/*.h include/*.h -newer "$o" 2>/dev/null | head -1)" ]; then
         "$CC" "${CFLAGS[@]}" -c "src/$f.c" -o "$o"
     fi
     OBJS+=("$o")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate src/unicode_tables.c: the character classes the tokenizer's
+"""Generate src/model/unicode_tables.c: the character classes the tokenizer's
 pre-tokenizer needs (spec §3.1.4), from the Unicode Character Database.
 
   L  = general category Lu/Ll/Lt/Lm/Lo     (regex \\p{L})
@@ -12,7 +12,7 @@ between 15.0 and 15.1 in these three classes is CJK Unified Ideographs
 Extension I, U+2EBF0..U+2EE5D (622 code points, all Lo), added below.
 (15.1 added no White_Space, no numeric, and no other letters.)
 
-Usage: tools/gen_unicode_tables.py [UCD_DIR] > src/unicode_tables.c
+Usage: tools/gen_unicode_tables.py [UCD_DIR] > src/model/unicode_tables.c
 """
 import os, re, sys
 

@@ -1,5 +1,5 @@
 /* The wasm32 entry points the JS glue (web/cis2.js) calls. They do what
- * `cis2 selftest`, `cis2 run` and `cis2 verify` do (src/cli.c), through the
+ * `cis2 selftest`, `cis2 run` and `cis2 verify` do (src/cli/), through the
  * same library API, on the three files the glue serves from the wasm heap
  * at /m/{config.json,tokenizer.json,model.safetensors}.
  *
@@ -12,8 +12,8 @@
  * Results come back as JSON text (a pointer to a NUL-terminated string that
  * stays valid until the next call); errors as a NULL/nonzero return and
  * cis2w_error(). */
-#include "cis2.h"
-#include "fparith.h"
+#include "verify/verify.h"
+#include "core/fparith.h"
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +28,7 @@ static char *g_out;
 static cis2_model g_m;
 static int g_loaded;
 static cis2_engine *g_e;
-static cis2_tokenizer *g_tok;
+static const cis2_tokenizer *g_tok; /* the model's own */
 enum { SLOT_WEIGHTS = 0, SLOT_TOKENIZER = 1, N_SLOTS = 2 };
 static cis2_sha256 g_hash[N_SLOTS];
 static uint8_t g_digest[N_SLOTS][32];
@@ -147,9 +147,8 @@ EXPORT("cis2w_unload") void w_unload(void)
 {
     if (g_e) cis2_engine_free(g_e);
     g_e = NULL;
-    if (g_tok) cis2_tokenizer_free(g_tok);
     g_tok = NULL;
-    if (g_loaded) cis2_model_free(&g_m);
+    if (g_loaded) cis2_model_unload(&g_m);
     g_loaded = 0;
 }
 
@@ -168,30 +167,29 @@ EXPORT("cis2w_load") const char *w_load(void)
         snprintf(g_err, CIS2_ERR_LEN, "the §1.3 denormal self-test failed; refusing to run (see the self-test)");
         return NULL;
     }
-    cis2_load_opts lo = { 1, 1 };   /* f32 for the reference backend; hashes come from the slots */
+    cis2_load_opts lo = { 1, CIS2_LOAD_HASH_SKIP };   /* f32 for the reference backend; hashes come from the slots */
     if (cis2_model_load(&g_m, MODEL_DIR, &lo, g_err)) return NULL;
     g_loaded = 1;
-    memcpy(g_m.weights_sha, g_digest[SLOT_WEIGHTS], 32);
-    memcpy(g_m.tokenizer_sha, g_digest[SLOT_TOKENIZER], 32);
+    memcpy(g_m.dg.weights_sha256, g_digest[SLOT_WEIGHTS], 32);
+    memcpy(g_m.dg.tokenizer_sha256, g_digest[SLOT_TOKENIZER], 32);
     cis2_engine_opts eo;
     memset(&eo, 0, sizeof eo);
-    eo.backend = "ref";
+    eo.backend = CIS2_BACKEND_REF;
     if (cis2_engine_new(&g_e, &g_m, &eo, g_err)) { w_unload(); return NULL; }
-    char terr[CIS2_ERR_LEN];
-    if (cis2_tokenizer_load(&g_tok, MODEL_DIR "/tokenizer.json", terr)) g_tok = NULL;
+    g_tok = cis2_model_tokenizer(&g_m, NULL);
     const cis2_config *c = &g_m.cfg;
     sb s = { 0 };
     sb_printf(&s, "{\"arch\":\"%s\",\"hidden\":%d,\"layers\":%d,\"heads\":%d,\"kv_heads\":%d,\"head_dim\":%d,"
                   "\"vocab\":%d,\"max_pos\":%d,\"tied\":%d,\"tokenizer_ok\":%d,\"backend\":",
-              c->arch == CIS2_ARCH_LLAMA ? "llama" : c->arch == CIS2_ARCH_QWEN2 ? "qwen2" : "qwen3", c->hidden,
+              cis2_arch_name(c->arch), c->hidden,
               c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->vocab, c->max_pos, c->tied, g_tok != NULL);
     sb_cstr(&s, cis2_engine_backend(g_e));
     sb_put(&s, ",\"isa\":", 7); sb_cstr(&s, cis2_isa_name());
-    sb_put(&s, ",\"weights_sha256\":", 18); sb_hex(&s, g_m.weights_sha);
-    sb_put(&s, ",\"config_sha256\":", 17); sb_hex(&s, g_m.config_sha);
-    sb_put(&s, ",\"tokenizer_sha256\":", 20); sb_hex(&s, g_m.tokenizer_sha);
-    sb_put(&s, ",\"table_digest\":", 16); sb_hex(&s, g_m.table_digest);
-    sb_put(&s, ",\"inv_freq_table_digest\":", 25); sb_hex(&s, g_m.inv_freq_digest);
+    sb_put(&s, ",\"weights_sha256\":", 18); sb_hex(&s, g_m.dg.weights_sha256);
+    sb_put(&s, ",\"config_sha256\":", 17); sb_hex(&s, g_m.dg.config_sha256);
+    sb_put(&s, ",\"tokenizer_sha256\":", 20); sb_hex(&s, g_m.dg.tokenizer_sha256);
+    sb_put(&s, ",\"table_digest\":", 16); sb_hex(&s, g_m.dg.table_digest);
+    sb_put(&s, ",\"inv_freq_table_digest\":", 25); sb_hex(&s, g_m.dg.inv_freq_digest);
     sb_printf(&s, ",\"load_ms\":%.1f}", g_m.load_ms);
     return sb_finish(&s);
 }
@@ -246,7 +244,7 @@ EXPORT("cis2w_run") const char *w_run(const char *prompt, size_t plen, const cha
         blen = plen;
     }
     int total = n_gen;
-    cis2_gen_opts g = { n_gen, stop_at_eos, on_step, &total };
+    cis2_gen_opts g = { n_gen, stop_at_eos, on_step, &total, NULL, 0 };
     cis2_result r;
     if (cis2_generate(g_e, ids, n, &g, &r, g_err)) { free(ids); free(bytes); return NULL; }
     cis2_receipt rc;
@@ -258,8 +256,8 @@ EXPORT("cis2w_run") const char *w_run(const char *prompt, size_t plen, const cha
     sb_ids(&s, "prompt_token_ids", r.prompt, r.n_prompt);
     sb_ids(&s, "generated_token_ids", r.gen, r.n_gen);
     sb_text(&s, r.gen, r.n_gen);
-    sb_put(&s, ",\"table_digest\":", 16); sb_hex(&s, g_m.table_digest);
-    sb_put(&s, ",\"inv_freq_table_digest\":", 25); sb_hex(&s, g_m.inv_freq_digest);
+    sb_put(&s, ",\"table_digest\":", 16); sb_hex(&s, g_m.dg.table_digest);
+    sb_put(&s, ",\"inv_freq_table_digest\":", 25); sb_hex(&s, g_m.dg.inv_freq_digest);
     sb_put(&s, ",\"argmax_digest\":", 17); sb_hex(&s, r.argmax);
     sb_put(&s, ",\"cis2_ref\":", 12); sb_hex(&s, r.witness);
     sb_printf(&s, ",\"n_prompt\":%d,\"n_gen\":%d,\"stopped_at_eos\":%d,\"prefill_ms\":%.3f,\"decode_ms\":%.3f",
@@ -278,32 +276,15 @@ EXPORT("cis2w_run") const char *w_run(const char *prompt, size_t plen, const cha
     return sb_finish(&s);
 }
 
-static int field(sb *s, int *first, const char *name, int ok, const char *want, const char *got)
-{
-    sb_put(s, *first ? "{\"field\":" : ",{\"field\":", *first ? 9 : 10);
-    *first = 0;
-    sb_cstr(s, name);
-    sb_printf(s, ",\"ok\":%s,\"receipt\":", ok ? "true" : "false");
-    sb_cstr(s, want);
-    sb_put(s, ",\"recomputed\":", 14);
-    sb_cstr(s, got);
-    sb_put(s, "}", 1);
-    return !ok;
-}
-
-static int field_hash(sb *s, int *first, const char *name, const uint8_t got[32], const uint8_t want[32])
-{
-    char g[65], w[65];
-    cis2_hex(got, 32, g);
-    cis2_hex(want, 32, w);
-    return field(s, first, name, memcmp(got, want, 32) == 0, w, g);
-}
-
-/* `cis2 verify`: every field, artifact hashes first (§14.3). A receipt that
- * does not parse gives {"parse_error": ...}; NULL only for engine errors. */
+/* `cis2 verify`: every field, artifact hashes first (§14.3), by the library's
+ * cis2_receipt_verify. A receipt that does not parse gives
+ * {"parse_error": ...}; NULL only for engine errors. */
 EXPORT("cis2w_verify") const char *w_verify(const char *text, size_t len)
 {
-    if (!g_e) { snprintf(g_err, CIS2_ERR_LEN, "no model loaded"); return NULL; }
+    if (!g_e) {
+        snprintf(g_err, CIS2_ERR_LEN, "no model loaded");
+        return NULL;
+    }
     cis2_receipt rc;
     char perr[CIS2_ERR_LEN];
     sb s = { 0 };
@@ -313,51 +294,43 @@ EXPORT("cis2w_verify") const char *w_verify(const char *text, size_t len)
         sb_put(&s, "}", 1);
         return sb_finish(&s);
     }
-    int bad = 0, first = 1;
-    sb_put(&s, "{\"fields\":[", 11);
-    bad += field_hash(&s, &first, "weights-sha256", g_m.weights_sha, rc.weights_sha);
-    bad += field_hash(&s, &first, "config-sha256", g_m.config_sha, rc.config_sha);
-    bad += field_hash(&s, &first, "tokenizer-sha256", g_m.tokenizer_sha, rc.tokenizer_sha);
-    bad += field_hash(&s, &first, "table-digest", g_m.table_digest, rc.table_digest);
-    bad += field_hash(&s, &first, "inv-freq-table-digest", g_m.inv_freq_digest, rc.inv_freq_digest);
-    /* prompt-hex must be the text the prompt ids decode to (empty = not recorded). */
-    int skipped_prompt = 0;
-    if (rc.prompt_len) {
-        char *dec = NULL, terr[CIS2_ERR_LEN];
-        size_t dl = 0;
-        int ok = g_tok && cis2_tokenizer_decode(g_tok, rc.prompt_ids, rc.n_prompt, &dec, &dl, terr) == 0;
-        ok = ok && dl == rc.prompt_len && memcmp(dec, rc.prompt_bytes, dl) == 0;
-        bad += field(&s, &first, "prompt-hex", ok, "prompt-token-ids' text", ok ? "the same text" : "different text (or undecodable ids)");
-        free(dec);
-    } else {
-        skipped_prompt = 1;
-    }
     int total = rc.gen_toks;
-    cis2_gen_opts g = { rc.gen_toks, 0, on_step, &total };
-    cis2_result r;
-    if (cis2_generate(g_e, rc.prompt_ids, rc.n_prompt, &g, &r, g_err)) {
+    cis2_verdict v;
+    if (cis2_receipt_verify(g_e, &rc, on_step, &total, &v, g_err)) {
         cis2_receipt_free(&rc);
-        free(s.b);
         return NULL;
     }
-    char *gg = cis2_format_ids(r.gen, r.n_gen), *gw = cis2_format_ids(rc.gen_ids, rc.n_gen);
-    if (!gg || !gw) s.oom = 1;
-    else bad += field(&s, &first, "generated-token-ids", strcmp(gg, gw) == 0, gw, gg);
-    free(gg);
-    free(gw);
-    bad += field_hash(&s, &first, "argmax-digest", r.argmax, rc.argmax_digest);
-    bad += field_hash(&s, &first, "witness-digest", r.witness, rc.witness_digest);
-    sb_printf(&s, "],\"bad\":%d,\"prompt_hex_skipped\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"prefill_ms\":%.3f,\"decode_ms\":%.3f",
-              bad, skipped_prompt, r.n_prompt, r.n_gen, r.prefill_ms, r.decode_ms);
-    sb_ids(&s, "generated_token_ids", r.gen, r.n_gen);
-    sb_text(&s, r.gen, r.n_gen);
+    int skipped_prompt = 0;
+    sb_put(&s, "{\"fields\":[", 11);
+    for (int i = 0, first = 1; i < v.n_fields; i++) {
+        const cis2_verdict_field *f = &v.fields[i];
+        if (f->status == CIS2_FIELD_SKIPPED) {
+            skipped_prompt |= !strcmp(f->name, "prompt-hex");
+            continue;
+        }
+        sb_put(&s, first ? "{\"field\":" : ",{\"field\":", first ? 9 : 10);
+        first = 0;
+        sb_cstr(&s, f->name);
+        sb_printf(&s, ",\"ok\":%s,\"receipt\":", f->status == CIS2_FIELD_MATCH ? "true" : "false");
+        sb_cstr(&s, f->receipt);
+        sb_put(&s, ",\"recomputed\":", 14);
+        sb_cstr(&s, f->recomputed);
+        sb_put(&s, "}", 1);
+    }
+    const cis2_result *r = &v.run;
+    sb_printf(&s,
+              "],\"bad\":%d,\"prompt_hex_skipped\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"prefill_ms\":%"
+              ".3f,\"decode_ms\":%.3f",
+              v.mismatches, skipped_prompt, r->n_prompt, r->n_gen, r->prefill_ms, r->decode_ms);
+    sb_ids(&s, "generated_token_ids", r->gen, r->n_gen);
+    sb_text(&s, r->gen, r->n_gen);
     sb_put(&s, "}", 1);
-    cis2_result_free(&r);
+    cis2_verdict_free(&v);
     cis2_receipt_free(&rc);
     return sb_finish(&s);
 }
 
-/* One decode-path operation through src/fparith.h, on bit patterns, so the
+/* One decode-path operation through src/core/fparith.h, on bit patterns, so the
  * software FTZ/DAZ can be compared with a hardware pin (web/test/ftz_diff.sh).
  * op: 0 add, 1 sub, 2 mul, 3 div, 4 sqrt(a), 5 narrow the binary64 (a<<32|b). */
 EXPORT("cis2w_fp_op") uint32_t w_fp_op(int op, uint32_t a, uint32_t b)

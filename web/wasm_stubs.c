@@ -10,7 +10,7 @@
  *    269 MB SmolLM2 file is held once). Any other file falls back to
  *    malloc + read.
  *  - getpid: used only for the temporary name of an atomic file write. */
-#include "backend.h"
+#include "engine/backend.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/mman.h>

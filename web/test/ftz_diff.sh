@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The software FTZ/DAZ of the wasm build (src/fparith.h) against this CPU's
+# The software FTZ/DAZ of the wasm build (src/core/fparith.h) against this CPU's
 # hardware pin, operation by operation, on ~100k operand pairs from
 # web/test/ftz_cases.py (incl. results at the flush edge). Output:
 # PASS/FAIL/SKIP lines. Usage: ftz_diff.sh WORKDIR (CIS2_WASM set).
@@ -9,8 +9,8 @@ if [ "$(uname -m)" != x86_64 ]; then
     echo "SKIP wasm-ftz-vs-hardware: the emulation reproduces x86-64 MXCSR FTZ+DAZ (tininess after rounding); this is $(uname -m)"
     exit 0
 fi
-# Self-contained (src/fpenv.c only), so sanitizer builds' libraries are not involved.
-cc -std=c11 -D_GNU_SOURCE -O2 -ffp-contract=off -fno-math-errno -Iinclude -Isrc web/test/ftz_native.c src/fpenv.c -o "$W/ftz_native" \
+# Self-contained (src/core/fpenv.c only), so sanitizer builds' libraries are not involved.
+cc -std=c11 -D_GNU_SOURCE -O2 -ffp-contract=off -fno-math-errno -Iinclude -Isrc web/test/ftz_native.c src/core/fpenv.c -o "$W/ftz_native" \
     || { echo "FAIL wasm-ftz-vs-hardware: cannot build web/test/ftz_native.c"; exit 0; }
 python3 web/test/ftz_cases.py > "$W/ftz_cases.txt"
 "$W/ftz_native" < "$W/ftz_cases.txt" > "$W/ftz_hw.txt"

@@ -2,7 +2,7 @@
  * bit patterns; OP as in cis2w_fp_op) evaluated with the FTZ/DAZ pin of this
  * CPU set (cis2_fpenv_pin), or with argument "raw" without it; each result
  * printed as 8 hex digits. */
-#include "cis2.h"
+#include "core/core.h"
 #include <stdlib.h>
 
 int main(int argc, char **argv)

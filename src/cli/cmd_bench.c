@@ -1,0 +1,226 @@
+/* cis2 bench (issue 5): load time, batched-prefill and decode throughput,
+ * peak RSS, the machine's streaming read bandwidth measured in the same run
+ * and the decode floor it implies, plus decode speed at long positions.
+ *
+ *   cis2 bench --model DIR [--prompt-len P] [-n N] [--threads T]
+ *              [--backend ref|fast] [--isa X] [--positions 256,2048,8000]
+ *
+ * The prompt is deterministic ids. No pass/fail: numbers only. */
+#include "cli/commands.h"
+#include "engine/fast.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+static double peak_rss_mb(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return -1.0;
+    return (double)ru.ru_maxrss / 1024.0;   /* KiB on Linux */
+}
+
+/* ---- streaming read bandwidth: every thread sums its slice of a buffer */
+typedef struct { const uint64_t *p; size_t n; uint64_t sum; } bw_arg;
+static void *bw_worker(void *a)
+{
+    bw_arg *b = a;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 4 <= b->n; i += 4) { s0 += b->p[i]; s1 += b->p[i + 1]; s2 += b->p[i + 2]; s3 += b->p[i + 3]; }
+    b->sum = s0 ^ s1 ^ s2 ^ s3;
+    return NULL;
+}
+
+static double read_bandwidth_gbs(int threads)
+{
+    size_t bytes = (size_t)256 << 20, n = bytes / 8;
+    uint64_t *buf = malloc(bytes);
+    if (!buf) return 0.0;
+    for (size_t i = 0; i < n; i++) buf[i] = i * 0x9E3779B97F4A7C15ull;
+    if (threads < 1) threads = 1;
+    bw_arg *args = calloc((size_t)threads, sizeof *args);
+    pthread_t *th = calloc((size_t)threads, sizeof *th);
+    double best = 0.0;
+    volatile uint64_t sink = 0;
+    for (int pass = 0; pass < 4 && args && th; pass++) {
+        size_t per = n / (size_t)threads & ~(size_t)3;
+        double t0 = cis2_now_ms();
+        for (int i = 0; i < threads; i++) {
+            args[i].p = buf + (size_t)i * per;
+            args[i].n = per;
+            if (i == 0) continue;
+            pthread_create(&th[i], NULL, bw_worker, &args[i]);
+        }
+        bw_worker(&args[0]);
+        for (int i = 1; i < threads; i++) pthread_join(th[i], NULL);
+        double ms = cis2_now_ms() - t0;
+        for (int i = 0; i < threads; i++) sink ^= args[i].sum;
+        double gbs = (double)per * 8.0 * threads / (ms * 1e6);
+        if (gbs > best) best = gbs;
+    }
+    (void)sink;
+    free(args);
+    free(th);
+    free(buf);
+    return best;
+}
+
+static size_t linear_bytes(const cis2_linear *w)
+{
+    return (size_t)w->rows * (size_t)w->cols * (w->dtype == CIS2_DT_F32 ? 4 : 2);
+}
+
+static int parse_positions(const char *s, int **out, int *n)
+{
+    int32_t *ids;
+    char err[CIS2_ERR_LEN];
+    if (cis2_parse_ids(s, &ids, n, err) || *n < 1) return 1;
+    *out = malloc((size_t)*n * sizeof(int));
+    for (int i = 0; i < *n; i++) (*out)[i] = ids[i];
+    free(ids);
+    return 0;
+}
+
+/* Attention time per decode token at context `pos` (all layers): the same
+ * backend kernel the engine calls, over a filled KV cache of that length per
+ * layer (each layer its own memory, as in the engine). */
+static double attn_ms_at(cis2_backend *b, const cis2_config *c, float **kc, float **vc, const float *q, float *out, int pos,
+                         int reps)
+{
+    float scale = cis2_rsqrt((float)c->head_dim);
+    double best = 1e300;
+    for (int r = 0; r < reps; r++) {
+        double t0 = cis2_now_ms();
+        for (int l = 0; l < c->n_layers; l++)
+            b->attention(b, q, kc[l], vc[l], 1, pos, c->n_heads, c->n_kv_heads, c->head_dim, scale, out);
+        double ms = cis2_now_ms() - t0;
+        if (ms < best) best = ms;
+    }
+    return best;
+}
+
+int cis2_cmd_bench(int argc, char **argv)
+{
+    const char *cmd = "bench", *model = NULL, *backend = "fast", *isa = NULL, *positions = NULL;
+    int plen = 256, n = 32, threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (i + 1 >= argc) return cis2_cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--model")) model = v;
+        else if (!strcmp(a, "--backend")) backend = v;
+        else if (!strcmp(a, "--isa")) isa = v;
+        else if (!strcmp(a, "--positions")) positions = v;
+        else if (!strcmp(a, "--prompt-len")) { if (cis2_cli_int(v, 1, 8192, &plen)) return cis2_cli_usage_error(cmd, "--prompt-len must be an integer in [1, 8192], got '%s'", v); }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n")) { if (cis2_cli_int(v, 2, 100000, &n)) return cis2_cli_usage_error(cmd, "-n must be an integer in [2, 100000], got '%s'", v); }
+        else if (!strcmp(a, "--threads")) { if (cis2_cli_int(v, 1, 1024, &threads)) return cis2_cli_usage_error(cmd, "--threads must be an integer in [1, 1024], got '%s'", v); }
+        else return cis2_cli_usage_error(cmd, "unknown option '%s' (usage: cis2 bench --model DIR [--prompt-len P] [-n N] [--threads T] [--backend ref|fast] [--isa X] [--positions 256,2048,8000])", a);
+    }
+    if (!model) return cis2_cli_usage_error(cmd, "--model DIR is required");
+    int *pos = NULL, npos = 0;
+    if (positions && parse_positions(positions, &pos, &npos)) return cis2_cli_usage_error(cmd, "--positions wants a list like 256,2048,8000, got '%s'", positions);
+
+    cis2_engine_opts eo;
+    if (cis2_cli_engine_opts(cmd, backend, isa, threads, &eo)) { free(pos); return 2; }
+    cis2_model m;
+    cis2_engine *e;
+    double t0 = cis2_now_ms();
+    /* cis2_cli_open, with the weights hashed on a second thread while the
+     * backend packs (cis2_engine_new joins it: the digest uses final hashes). */
+    {
+        char lerr[CIS2_ERR_LEN];
+        cis2_load_opts lo = { 0, CIS2_LOAD_HASH_ASYNC };
+        if (cis2_cli_fp_ready(cmd)) { free(pos); return 2; }
+        if (cis2_model_load(&m, model, &lo, lerr)) { cis2_cli_usage_error(cmd, "%s", lerr); free(pos); return 2; }
+        if (cis2_engine_new(&e, &m, &eo, lerr)) { cis2_cli_usage_error(cmd, "%s", lerr); cis2_model_unload(&m); free(pos); return 2; }
+    }
+    double load_ms = cis2_now_ms() - t0;
+    const cis2_config *c = &m.cfg;
+    if (plen + n - 1 > c->max_pos) { cis2_cli_usage_error(cmd, "--prompt-len + -n exceeds max_position_embeddings = %d", c->max_pos); goto fail; }
+    for (int i = 0; i < npos; i++)
+        if (pos[i] < 1 || pos[i] >= c->max_pos) { cis2_cli_usage_error(cmd, "--positions: %d is outside [1, %d)", pos[i], c->max_pos); goto fail; }
+
+    int32_t *prompt = malloc((size_t)plen * sizeof(int32_t));
+    for (int i = 0; i < plen; i++) prompt[i] = (int32_t)(((int64_t)i * 7919 + 13) % c->vocab);
+    cis2_gen_opts g = { n, 0, NULL, NULL, NULL, 0 };
+    cis2_result r;
+    char err[CIS2_ERR_LEN];
+    if (cis2_generate(e, prompt, plen, &g, &r, err)) { free(prompt); cis2_cli_usage_error(cmd, "%s", err); goto fail; }
+    free(prompt);
+    double rss = peak_rss_mb();
+    int nth = threads;
+    if (nth <= 0) { long x = sysconf(_SC_NPROCESSORS_ONLN); nth = x > 0 ? (int)x : 1; }
+    if (!strcmp(backend, "ref")) nth = 1;
+    double gbs = read_bandwidth_gbs(nth);
+    size_t wbytes = linear_bytes(&m.lm_head);
+    for (int l = 0; l < c->n_layers; l++) {
+        const cis2_layer *y = &m.layers[l];
+        wbytes += linear_bytes(&y->q) + linear_bytes(&y->k) + linear_bytes(&y->v) + linear_bytes(&y->o) +
+                  linear_bytes(&y->gate) + linear_bytes(&y->up) + linear_bytes(&y->down);
+    }
+    double ms_tok = r.decode_ms / (double)(n - 1);
+    double floor_ms = gbs > 0 ? (double)wbytes / (gbs * 1e6) : 0.0;
+    double kv_mb = (double)(plen + n) * c->n_layers * 2.0 * c->n_kv_heads * c->head_dim * 4.0 / 1048576.0;
+    char wh[65];
+    cis2_hex(r.witness, 32, wh);
+    printf("backend=%s threads=%d prompt_len=%d n=%d\n", cis2_engine_backend(e), nth, plen, n);
+    printf("load_ms=%.1f\n", load_ms);
+    printf("hash_ms=%.1f\n", m.hash_ms);         /* on its own thread, overlapping the packing */
+    printf("model_load_ms=%.1f\n", m.load_ms);   /* map + validate (hash async); the rest of load_ms is packing */
+    printf("prefill_tok_s=%.1f\n", plen / (r.prefill_ms / 1000.0));
+    printf("decode_tok_s=%.2f\n", 1000.0 / ms_tok);
+    printf("ms_per_token=%.3f\n", ms_tok);
+    printf("peak_rss_mb=%.1f\n", rss);
+    printf("weights_mb=%.1f\n", (double)m.st.map_len / 1048576.0);
+    printf("kv_cache_mb=%.1f\n", kv_mb);
+    printf("read_gbs=%.2f\n", gbs);
+    printf("floor_ms_per_token=%.3f\n", floor_ms);
+    printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=fp32\n", wh, r.n_prompt, r.n_gen);
+    fflush(stdout);
+    cis2_result_free(&r);
+
+    if (npos) {
+        /* decode at position P = the measured short-context decode, with its
+         * attention replaced by the attention over P cached positions. */
+        cis2_backend *b = NULL;
+        int rc = !strcmp(backend, "ref") ? cis2_backend_ref_new(&b, &m, &eo, err)
+                                         : cis2_backend_fast_create(&b, isa, threads, err);
+        if (rc) { cis2_cli_usage_error(cmd, "%s", err); goto fail; }
+        int maxp = plen + n / 2;
+        for (int i = 0; i < npos; i++) if (pos[i] > maxp) maxp = pos[i];
+        size_t kvd = (size_t)c->n_kv_heads * c->head_dim, qd = (size_t)c->n_heads * c->head_dim;
+        float **kc = calloc((size_t)c->n_layers, sizeof *kc), **vc = calloc((size_t)c->n_layers, sizeof *vc);
+        float *q = malloc(qd * sizeof(float)), *out = malloc(qd * sizeof(float));
+        uint64_t st = 88172645463325252ull;
+        for (size_t i = 0; i < qd; i++) { st ^= st << 13; st ^= st >> 7; st ^= st << 17; q[i] = (float)(st >> 40) / 16777216.0f - 0.5f; }
+        for (int l = 0; l < c->n_layers; l++) {
+            kc[l] = malloc(((size_t)maxp + 1) * kvd * sizeof(float));
+            vc[l] = malloc(((size_t)maxp + 1) * kvd * sizeof(float));
+            if (!kc[l] || !vc[l]) { cis2_cli_usage_error(cmd, "out of memory for the --positions KV cache"); goto fail; }
+            for (size_t j = 0; j < ((size_t)maxp + 1) * kvd; j++) {
+                st ^= st << 13; st ^= st >> 7; st ^= st << 17;
+                kc[l][j] = (float)(st >> 40) / 16777216.0f - 0.5f;
+                vc[l][j] = (float)(st & 0xFFFFFF) / 16777216.0f - 0.5f;
+            }
+        }
+        double base = attn_ms_at(b, c, kc, vc, q, out, plen + n / 2, 3);
+        for (int i = 0; i < npos; i++) {
+            double a = attn_ms_at(b, c, kc, vc, q, out, pos[i], pos[i] > 4000 ? 3 : 5);
+            double ms = ms_tok - base + a;
+            printf("pos=%d decode_tok_s=%.2f ms_per_token=%.3f attn_ms=%.3f\n", pos[i], 1000.0 / ms, ms, a);
+        }
+        for (int l = 0; l < c->n_layers; l++) { free(kc[l]); free(vc[l]); }
+        free(kc); free(vc); free(q); free(out);
+        b->destroy(b);
+    }
+    free(pos);
+    cis2_engine_free(e);
+    cis2_model_unload(&m);
+    return 0;
+fail:
+    free(pos);
+    cis2_engine_free(e);
+    cis2_model_unload(&m);
+    return 2;
+}

@@ -1,0 +1,45 @@
+/* `cis2 verify RECEIPT --model DIR`: every field MATCH / MISMATCH (§14.3). */
+#include "cli/commands.h"
+#include <stdlib.h>
+#include <string.h>
+
+int cis2_cmd_verify(int argc, char **argv)
+{
+    cis2_run_opts o;
+    const char *path;
+    if (cis2_cli_parse_opts("verify", argc, argv, " --model --backend --isa --threads ", &o, &path)) return 2;
+    if (!path) return cis2_cli_usage_error("verify", "usage: cis2 verify RECEIPT --model DIR");
+    if (!o.model) return cis2_cli_usage_error("verify", "--model DIR is required");
+    char err[CIS2_ERR_LEN], *text;
+    size_t len;
+    if (cis2_read_file(path, &text, &len, err)) return cis2_cli_usage_error("verify", "%s", err);
+    cis2_receipt rc;
+    int prc = cis2_receipt_parse(text, len, path, &rc, err);
+    free(text);
+    if (prc) return cis2_cli_usage_error("verify", "%s", err);
+    cis2_engine_opts eo;
+    if (cis2_cli_run_engine_opts("verify", &o, &eo)) { cis2_receipt_free(&rc); return 2; }
+    cis2_model *m;
+    cis2_engine *e;
+    if (cis2_cli_open("verify", o.model, &eo, &m, &e)) { cis2_receipt_free(&rc); return 2; }
+    cis2_verdict v;
+    int status = 2;
+    if (cis2_receipt_verify(e, &rc, NULL, NULL, &v, err)) {
+        cis2_cli_usage_error("verify", "%s", err);
+    } else {
+        for (int i = 0; i < v.n_fields; i++) {
+            const cis2_verdict_field *f = &v.fields[i];
+            if (f->status == CIS2_FIELD_MATCH) printf("MATCH %s\n", f->name);
+            else if (f->status == CIS2_FIELD_SKIPPED) printf("SKIP %s: %s\n", f->name, f->recomputed);
+            else printf("MISMATCH %s: receipt %s, recomputed %s\n", f->name, f->receipt, f->recomputed);
+        }
+        if (v.mismatches) printf("receipt does NOT match: %d field(s) differ\n", v.mismatches);
+        else printf("receipt verified: all fields match\n");
+        status = v.mismatches ? 1 : 0;
+        cis2_verdict_free(&v);
+    }
+    cis2_engine_free(e);
+    cis2_model_free(m);
+    cis2_receipt_free(&rc);
+    return status;
+}

@@ -1,0 +1,52 @@
+/* CLI commands, one per file (cli/cmd_*.c), and the helpers they share
+ * (cli/common.c). Each command returns the process exit status (0 ok, 1 a
+ * check failed, 2 bad usage or input); errors are one line on stderr. */
+#ifndef CIS2_COMMANDS_H
+#define CIS2_COMMANDS_H
+#include "verify/verify.h"
+
+int cis2_cmd_run(int argc, char **argv);
+int cis2_cmd_verify(int argc, char **argv);
+int cis2_cmd_selftest(int argc, char **argv);
+int cis2_cmd_conform(int argc, char **argv);
+int cis2_cmd_tokenize(int argc, char **argv);
+int cis2_cmd_detokenize(int argc, char **argv);
+int cis2_cmd_op(int argc, char **argv);
+int cis2_cmd_suite(int argc, char **argv);
+int cis2_cmd_bench(int argc, char **argv);
+int cis2_cmd_trace(int argc, char **argv);
+int cis2_cmd_diff(int argc, char **argv);
+int cis2_cmd_compare(int argc, char **argv);
+
+/* ---- shared helpers (cli/common.c) */
+/* Print "cis2 CMD: message" to stderr, return 2. */
+int cis2_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Parse a decimal int in [lo, hi]; returns 0 on success. */
+int cis2_cli_int(const char *s, long lo, long hi, int *out);
+/* Pin FTZ/DAZ on this thread and run the §1.3 self-test; prints the error. */
+int cis2_cli_fp_ready(const char *cmd);
+/* --backend/--isa/--threads into engine options; prints the error. */
+int cis2_cli_engine_opts(const char *cmd, const char *backend, const char *isa, int threads,
+                         cis2_engine_opts *eo);
+/* Load DIR and make an engine; prints "cis2 CMD: error" on failure. The
+ * model is freed with cis2_model_free after the engine. */
+int cis2_cli_open(const char *cmd, const char *dir, const cis2_engine_opts *eo, cis2_model **m,
+                  cis2_engine **e);
+/* §12.4: run the whole decode a second time in this process and compare. */
+int cis2_cli_run_twice_check(cis2_engine *e, const int32_t *ids, int n, const cis2_gen_opts *g,
+                             const cis2_result *r1, char *err);
+/* JSON string body (without quotes): escapes ", \ and control characters. */
+void cis2_cli_print_json_escaped(FILE *f, const char *s, size_t n);
+void cis2_cli_print_hex_line(const char *key, const uint8_t d[32]);
+
+/* The options of the model-running commands (run, verify, conform). */
+typedef struct {
+    const char *model, *prompt, *prompt_ids, *receipt, *backend, *isa, *fault, *fault_arg, *vector;
+    int n, n_set, threads, stop_at_eos, check_det, no_check_det;
+} cis2_run_opts;
+/* `allowed` lists the accepted flags: " --model --prompt ... " (a space
+ * around each). `positional` (may be NULL) receives one bare argument. */
+int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allowed,
+                        cis2_run_opts *o, const char **positional);
+int cis2_cli_run_engine_opts(const char *cmd, const cis2_run_opts *o, cis2_engine_opts *eo);
+#endif

@@ -1,0 +1,168 @@
+/* What every command shares: the one-line error, the option parser of the
+ * model-running commands, FP readiness, model + engine opening, and output
+ * helpers (JSON-escaped text, hex digests). */
+#include "cli/commands.h"
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cis2_cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "cis2 %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+int cis2_cli_int(const char *s, long lo, long hi, int *out)
+{
+    if (!s || !*s) return 1;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < lo || v > hi || (s[0] == '0' && s[1]) || s[0] == '+' || s[0] == ' ') return 1;
+    *out = (int)v;
+    return 0;
+}
+
+int cis2_cli_fp_ready(const char *cmd)
+{
+    if (cis2_fpenv_pin() != 0) {
+        cis2_cli_usage_error(cmd, "cannot pin FTZ/DAZ (control register 0x%llx); refusing to run (§1.3)",
+                             (unsigned long long)cis2_fpenv_read());
+        return 1;
+    }
+    if (cis2_fpenv_selftest(NULL) != 0) {
+        cis2_cli_usage_error(cmd, "the §1.3 denormal self-test failed; refusing to run (see cis2 selftest)");
+        return 1;
+    }
+    return 0;
+}
+
+int cis2_cli_open(const char *cmd, const char *dir, const cis2_engine_opts *eo, cis2_model **mp, cis2_engine **e)
+{
+    char err[CIS2_ERR_LEN];
+    *mp = NULL;
+    *e = NULL;
+    if (cis2_cli_fp_ready(cmd)) return 1;
+    cis2_model *m = malloc(sizeof *m);
+    if (!m) { cis2_cli_usage_error(cmd, "out of memory"); return 1; }
+    cis2_load_opts lo = { 0, CIS2_LOAD_HASH_ASYNC };   /* hash while the backend packs; cis2_engine_new joins */
+    if (cis2_model_load(m, dir, &lo, err)) { cis2_cli_usage_error(cmd, "%s", err); free(m); return 1; }
+    if (cis2_engine_new(e, m, eo, err)) { cis2_cli_usage_error(cmd, "%s", err); cis2_model_free(m); return 1; }
+    *mp = m;
+    return 0;
+}
+
+int cis2_cli_engine_opts(const char *cmd, const char *backend, const char *isa, int threads, cis2_engine_opts *eo)
+{
+    memset(eo, 0, sizeof *eo);
+    if (backend && cis2_backend_from_name(backend, &eo->backend))
+        return cis2_cli_usage_error(cmd, "--backend must be ref or fast, got '%s'", backend);
+    if (isa && cis2_isa_from_name(isa, &eo->isa))
+        return cis2_cli_usage_error(cmd, "unknown --isa \"%.40s\" (expected sse2, avx2, avx512, neon or scalar)", isa);
+    eo->threads = threads;
+    return 0;
+}
+
+/* ------------------------------------------------------------ options */
+
+/* Flags each command accepts, as a string of names. */
+int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allowed, cis2_run_opts *o,
+                      const char **positional)
+{
+    memset(o, 0, sizeof *o);
+    o->n = 16;
+    if (positional) *positional = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *name = a;
+        if (strcmp(a, "-n") == 0) name = "--n";
+        if (a[0] != '-' || a[1] == 0) {
+            if (positional && !*positional) { *positional = a; continue; }
+            return cis2_cli_usage_error(cmd, "unexpected argument '%s'", a);
+        }
+        /* allowed is " --model --prompt ..." with a trailing space per name */
+        char key[64];
+        snprintf(key, sizeof key, " %s ", name);
+        if (strlen(name) > 40 || !strstr(allowed, key))
+            return cis2_cli_usage_error(cmd, "unknown option '%s' (see cis2 help)", a);
+        int is_flag = !strcmp(name, "--stop-at-eos") || !strcmp(name, "--check-determinism") ||
+                      !strcmp(name, "--no-check-determinism");
+        if (is_flag) {
+            if (!strcmp(name, "--stop-at-eos")) o->stop_at_eos = 1;
+            else if (!strcmp(name, "--check-determinism")) o->check_det = 1;
+            else o->no_check_det = 1;
+            continue;
+        }
+        if (i + 1 >= argc) return cis2_cli_usage_error(cmd, "option '%s' needs a value", a);
+        const char *v = argv[++i];
+        if (!strcmp(name, "--model")) o->model = v;
+        else if (!strcmp(name, "--prompt")) o->prompt = v;
+        else if (!strcmp(name, "--prompt-ids")) o->prompt_ids = v;
+        else if (!strcmp(name, "--receipt")) o->receipt = v;
+        else if (!strcmp(name, "--backend")) o->backend = v;
+        else if (!strcmp(name, "--isa")) o->isa = v;
+        else if (!strcmp(name, "--fault")) o->fault = v;
+        else if (!strcmp(name, "--fault-arg")) o->fault_arg = v;
+        else if (!strcmp(name, "--vector")) o->vector = v;
+        else if (!strcmp(name, "--threads")) {
+            if (cis2_cli_int(v, 1, 1024, &o->threads)) return cis2_cli_usage_error(cmd, "--threads must be an integer in [1, 1024], got '%s'", v);
+        } else if (!strcmp(name, "--n")) {
+            if (cis2_cli_int(v, 1, 1000000, &o->n)) return cis2_cli_usage_error(cmd, "-n must be an integer in [1, 1000000], got '%s'", v);
+            o->n_set = 1;
+        }
+    }
+    return 0;
+}
+
+int cis2_cli_run_engine_opts(const char *cmd, const cis2_run_opts *o, cis2_engine_opts *eo)
+{
+    if (cis2_cli_engine_opts(cmd, o->backend, o->isa, o->threads, eo)) return 1;
+    eo->fault = o->fault;
+    eo->fault_arg = o->fault_arg;
+    return 0;
+}
+
+/* JSON string body (without quotes): escapes ", \ and control characters. */
+void cis2_cli_print_json_escaped(FILE *f, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"') fputs("\\\"", f);
+        else if (ch == '\\') fputs("\\\\", f);
+        else if (ch == '\n') fputs("\\n", f);
+        else if (ch == '\t') fputs("\\t", f);
+        else if (ch == '\r') fputs("\\r", f);
+        else if (ch < 0x20 || ch == 0x7F) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+}
+
+void cis2_cli_print_hex_line(const char *key, const uint8_t d[32])
+{
+    char h[65];
+    cis2_hex(d, 32, h);
+    printf("%s=%s\n", key, h);
+}
+
+
+/* Prompt ids from --prompt-ids or by tokenizing --prompt with `t` (NULL when
+ * tokenizer.json did not load; `terr` says why). Also returns the prompt's raw
+ * bytes for the receipt (for ids: their decoded text when the tokenizer can
+ * decode them, else empty). */
+
+/* §12.4: run the whole decode twice in this process and compare. */
+int cis2_cli_run_twice_check(cis2_engine *e, const int32_t *ids, int n, const cis2_gen_opts *g, const cis2_result *r1,
+                           char *err)
+{
+    cis2_result r2;
+    if (cis2_generate(e, ids, n, g, &r2, err)) return 1;
+    int same = memcmp(r1->witness, r2.witness, 32) == 0 && memcmp(r1->argmax, r2.argmax, 32) == 0 &&
+               r1->n_gen == r2.n_gen && memcmp(r1->gen, r2.gen, (size_t)r1->n_gen * sizeof(int32_t)) == 0;
+    cis2_result_free(&r2);
+    if (!same) { snprintf(err, CIS2_ERR_LEN, "determinism check failed: two runs in one process differ (§12.4)"); return 1; }
+    return 0;
+}

@@ -1,0 +1,63 @@
+/* The core layer's internal interface: bit-pattern helpers, the §5/§6 pinned
+ * arithmetic, SHA-256 and small I/O and clock helpers. Everything above this
+ * layer (model, kernels, engine, verify, cli) may include it. */
+#ifndef CIS2_CORE_H
+#define CIS2_CORE_H
+#include "cis2.h"
+
+/* ------------------------------------------------------------ bit patterns */
+static inline uint32_t cis2_f2u(float f)
+{
+    union { float f; uint32_t u; } c;
+    c.f = f;
+    return c.u;
+}
+static inline float cis2_u2f(uint32_t u)
+{
+    union { float f; uint32_t u; } c;
+    c.u = u;
+    return c.f;
+}
+static inline float cis2_bf16_to_f32(uint16_t b) { return cis2_u2f((uint32_t)b << 16); } /* §4.1 */
+/* Classify by bit pattern (never via (double)x or fabs(x) < FLT_MIN). */
+int cis2_f32_is_subnormal(uint32_t bits);
+
+/* ------------------------------------------------------ pinned math (§5, §6) */
+float cis2_dot_seq(const float *a, const float *b, size_t n); /* §5.1 */
+float cis2_sum_seq(const float *a, size_t n);                 /* §5.3 */
+float cis2_ldexp_exact(float x, int k);                       /* §6.2.1 */
+float cis2_frexp_exact(float x, int *e);                      /* §6.5.1 */
+float cis2_exp_pinned(float x);                               /* §6.2 */
+float cis2_ln_pinned(float x);                                /* §6.5 */
+float cis2_sin_pinned(float x);                               /* §6.3 */
+float cis2_cos_pinned(float x);                               /* §6.3 */
+void cis2_sincos_pinned(float x, float *s, float *c);         /* §6.3, one reduction */
+float cis2_silu(float x);                                     /* §6.4 */
+float cis2_rsqrt(float x);                                    /* §6.1 */
+void cis2_table_digest(uint8_t out[32]);                      /* §6.6 */
+/* §7.1: inv_freq[head_dim/2]; §7.2 digest over it. */
+void cis2_inv_freq(int head_dim, float rope_theta, float *inv_freq);
+void cis2_f32_digest(const float *v, size_t n, uint8_t out[32]);
+
+/* ------------------------------------------------------------------ sha256 */
+typedef struct {
+    uint32_t h[8];
+    uint64_t nbytes;
+    uint8_t buf[64];
+    size_t buflen;
+} cis2_sha256;
+void cis2_sha256_init(cis2_sha256 *s);
+void cis2_sha256_update(cis2_sha256 *s, const void *data, size_t len);
+void cis2_sha256_final(cis2_sha256 *s, uint8_t out[32]);
+void cis2_sha256_buf(const void *data, size_t len, uint8_t out[32]);
+int cis2_sha256_file(const char *path, uint8_t out[32], char *err);
+int cis2_unhex32(const char *hex, uint8_t out[32]); /* exactly 64 lowercase hex chars */
+const char *cis2_sha256_impl(void);                 /* "sha-ni" or "portable" */
+
+/* --------------------------------------------------------------- utilities */
+/* Read a whole file (NUL-terminated copy). */
+int cis2_read_file(const char *path, char **buf, size_t *len, char *err);
+/* Write a whole file atomically (temp + fsync + rename). */
+int cis2_write_file_atomic(const char *path, const void *buf, size_t len, char *err);
+double cis2_now_ms(void);
+#endif

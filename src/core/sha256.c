@@ -1,0 +1,226 @@
+/* SHA-256 (FIPS 180-4): portable C plus an x86 SHA-NI block function chosen
+ * at run time. Both are tested against the FIPS vectors and each other. */
+#include "core/core.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const uint32_t K[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+};
+
+#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void blocks_portable(uint32_t h[8], const uint8_t *p, size_t nblk)
+{
+    while (nblk--) {
+        uint32_t w[64];
+        for (int i = 0; i < 16; i++)
+            w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+        for (int i = 16; i < 64; i++) {
+            uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+            uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+        }
+        uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
+        for (int i = 0; i < 64; i++) {
+            uint32_t S1 = ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25);
+            uint32_t ch = (e & f) ^ (~e & g);
+            uint32_t t1 = hh + S1 + ch + K[i] + w[i];
+            uint32_t S0 = ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22);
+            uint32_t mj = (a & b) ^ (a & c) ^ (b & c);
+            uint32_t t2 = S0 + mj;
+            hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+        }
+        h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+        p += 64;
+    }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#include <cpuid.h>
+#define HAVE_SHANI_CODE 1
+__attribute__((target("sha,sse4.1")))
+static void blocks_shani(uint32_t h[8], const uint8_t *p, size_t nblk)
+{
+    const __m128i MASK = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+    __m128i tmp = _mm_loadu_si128((const __m128i *)&h[0]);
+    __m128i st1 = _mm_loadu_si128((const __m128i *)&h[4]);
+    tmp = _mm_shuffle_epi32(tmp, 0xB1);          /* CDAB */
+    st1 = _mm_shuffle_epi32(st1, 0x1B);          /* EFGH */
+    __m128i st0 = _mm_alignr_epi8(tmp, st1, 8);  /* ABEF */
+    st1 = _mm_blend_epi16(st1, tmp, 0xF0);       /* CDGH */
+    while (nblk--) {
+        __m128i abef = st0, cdgh = st1, msg, m0, m1, m2, m3, t;
+#define RND4(mi, kidx)                                                                   \
+        msg = _mm_add_epi32(mi, _mm_loadu_si128((const __m128i *)&K[kidx]));             \
+        st1 = _mm_sha256rnds2_epu32(st1, st0, msg);                                      \
+        msg = _mm_shuffle_epi32(msg, 0x0E);                                              \
+        st0 = _mm_sha256rnds2_epu32(st0, st1, msg);
+        m0 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 0)), MASK);
+        m1 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16)), MASK);
+        m2 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 32)), MASK);
+        m3 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 48)), MASK);
+        RND4(m0, 0) RND4(m1, 4) RND4(m2, 8) RND4(m3, 12)
+        for (int i = 16; i < 64; i += 16) {
+            m0 = _mm_sha256msg1_epu32(m0, m1); t = _mm_alignr_epi8(m3, m2, 4);
+            m0 = _mm_add_epi32(m0, t); m0 = _mm_sha256msg2_epu32(m0, m3);
+            RND4(m0, i)
+            m1 = _mm_sha256msg1_epu32(m1, m2); t = _mm_alignr_epi8(m0, m3, 4);
+            m1 = _mm_add_epi32(m1, t); m1 = _mm_sha256msg2_epu32(m1, m0);
+            RND4(m1, i + 4)
+            m2 = _mm_sha256msg1_epu32(m2, m3); t = _mm_alignr_epi8(m1, m0, 4);
+            m2 = _mm_add_epi32(m2, t); m2 = _mm_sha256msg2_epu32(m2, m1);
+            RND4(m2, i + 8)
+            m3 = _mm_sha256msg1_epu32(m3, m0); t = _mm_alignr_epi8(m2, m1, 4);
+            m3 = _mm_add_epi32(m3, t); m3 = _mm_sha256msg2_epu32(m3, m2);
+            RND4(m3, i + 12)
+        }
+#undef RND4
+        st0 = _mm_add_epi32(st0, abef);
+        st1 = _mm_add_epi32(st1, cdgh);
+        p += 64;
+    }
+    tmp = _mm_shuffle_epi32(st0, 0x1B);          /* FEBA */
+    st1 = _mm_shuffle_epi32(st1, 0xB1);          /* DCHG */
+    st0 = _mm_blend_epi16(tmp, st1, 0xF0);       /* DCBA */
+    st1 = _mm_alignr_epi8(st1, tmp, 8);          /* ABEF -> HGFE */
+    _mm_storeu_si128((__m128i *)&h[0], st0);
+    _mm_storeu_si128((__m128i *)&h[4], st1);
+}
+static int cpu_has_shani(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    if (!(b & (1u << 29))) return 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    return (c & (1u << 19)) != 0; /* SSE4.1 */
+}
+#endif
+
+typedef void (*blocks_fn)(uint32_t *, const uint8_t *, size_t);
+static blocks_fn pick(void)
+{
+    static blocks_fn fn;
+    if (!fn) {
+        blocks_fn f = blocks_portable;
+#ifdef HAVE_SHANI_CODE
+        const char *force = getenv("CIS2_SHA256");
+        if (!(force && strcmp(force, "portable") == 0) && cpu_has_shani()) f = blocks_shani;
+#endif
+        fn = f;
+    }
+    return fn;
+}
+
+const char *cis2_sha256_impl(void)
+{
+#ifdef HAVE_SHANI_CODE
+    if (pick() == blocks_shani) return "sha-ni";
+#endif
+    return "portable";
+}
+
+void cis2_sha256_init(cis2_sha256 *s)
+{
+    static const uint32_t H0[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
+    memcpy(s->h, H0, sizeof H0);
+    s->nbytes = 0;
+    s->buflen = 0;
+}
+
+void cis2_sha256_update(cis2_sha256 *s, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    blocks_fn fn = pick();
+    s->nbytes += len;
+    if (s->buflen) {
+        size_t take = 64 - s->buflen < len ? 64 - s->buflen : len;
+        memcpy(s->buf + s->buflen, p, take);
+        s->buflen += take; p += take; len -= take;
+        if (s->buflen == 64) { fn(s->h, s->buf, 1); s->buflen = 0; }
+    }
+    if (len >= 64) { fn(s->h, p, len / 64); p += len & ~(size_t)63; len &= 63; }
+    if (len) { memcpy(s->buf, p, len); s->buflen = len; }
+}
+
+void cis2_sha256_final(cis2_sha256 *s, uint8_t out[32])
+{
+    uint64_t bits = s->nbytes * 8;
+    uint8_t pad[72] = { 0x80 };
+    size_t padlen = (s->buflen < 56) ? 56 - s->buflen : 120 - s->buflen;
+    uint8_t lenb[8];
+    for (int i = 0; i < 8; i++) lenb[i] = (uint8_t)(bits >> (56 - 8 * i));
+    uint64_t keep = s->nbytes;
+    cis2_sha256_update(s, pad, padlen);
+    cis2_sha256_update(s, lenb, 8);
+    s->nbytes = keep;
+    for (int i = 0; i < 8; i++) {
+        out[4 * i] = (uint8_t)(s->h[i] >> 24); out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(s->h[i] >> 8); out[4 * i + 3] = (uint8_t)s->h[i];
+    }
+}
+
+void cis2_sha256_buf(const void *data, size_t len, uint8_t out[32])
+{
+    cis2_sha256 s;
+    cis2_sha256_init(&s);
+    cis2_sha256_update(&s, data, len);
+    cis2_sha256_final(&s, out);
+}
+
+int cis2_sha256_file(const char *path, uint8_t out[32], char *err)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) { snprintf(err, CIS2_ERR_LEN, "%s: cannot open: %s", path, strerror(errno)); return 1; }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(err, CIS2_ERR_LEN, "%s: not a regular file", path); close(fd); return 1;
+    }
+    cis2_sha256 s;
+    cis2_sha256_init(&s);
+    if (sb.st_size > 0) {
+        void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) { snprintf(err, CIS2_ERR_LEN, "%s: mmap failed: %s", path, strerror(errno)); close(fd); return 1; }
+        cis2_sha256_update(&s, m, (size_t)sb.st_size);
+        munmap(m, (size_t)sb.st_size);
+    }
+    close(fd);
+    cis2_sha256_final(&s, out);
+    return 0;
+}
+
+void cis2_hex(const uint8_t *b, size_t n, char *out)
+{
+    static const char H[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) { out[2 * i] = H[b[i] >> 4]; out[2 * i + 1] = H[b[i] & 15]; }
+    out[2 * n] = 0;
+}
+
+int cis2_unhex32(const char *hex, uint8_t out[32])
+{
+    for (int i = 0; i < 64; i++) {
+        char c = hex[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return 1;
+    }
+    if (hex[64] != 0) return 1;
+    for (int i = 0; i < 32; i++) {
+        int hi = hex[2 * i] <= '9' ? hex[2 * i] - '0' : hex[2 * i] - 'a' + 10;
+        int lo = hex[2 * i + 1] <= '9' ? hex[2 * i + 1] - '0' : hex[2 * i + 1] - 'a' + 10;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}

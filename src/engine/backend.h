@@ -1,0 +1,49 @@
+/* The engine layer's internal interface. Compute backends: the engine
+ * (decode.c) owns the model walk, the KV cache and every elementwise step; a
+ * backend supplies the two heavy kernels.
+ * Contract: each output element is the same sequence of separately rounded
+ * operations as the scalar reference (§5.1, §9.2–§9.4) — parallelism only
+ * across rows, heads and tokens, never inside a sum. */
+#ifndef CIS2_BACKEND_H
+#define CIS2_BACKEND_H
+#include "model/model.h"
+
+typedef struct cis2_backend cis2_backend;
+struct cis2_backend {
+    const char *name;   /* "ref", "fast/avx2", ... */
+    void *impl;
+    /* Y[t*w->rows + o] = dot_seq(W[o,:], X[t*w->cols ...]) for o < rows, t < T. */
+    void (*matmul)(cis2_backend *b, const cis2_linear *w, const float *X, int T, float *Y);
+    /* Causal GQA attention for T query tokens at positions pos0..pos0+T-1.
+     * q: [T][n_heads*hd] post-RoPE; kc/vc: [pos][n_kv*hd] holding 0..pos0+T-1;
+     * out: [T][n_heads*hd]. Query head h reads KV head h / (n_heads/n_kv). */
+    void (*attention)(cis2_backend *b, const float *q, const float *kc, const float *vc,
+                      int T, int pos0, int n_heads, int n_kv, int hd, float scale, float *out);
+    void (*destroy)(cis2_backend *b);
+    /* Optional (NULL = the engine loops itself): run fn(ctx, i) for every
+     * i < n, in any order and on any of the backend's threads (each pinned
+     * FTZ/DAZ). The engine uses it for per-token elementwise work, whose
+     * tokens are independent. */
+    void (*parallel_for)(cis2_backend *b, int n, void (*fn)(void *ctx, int i), void *ctx);
+    /* Optional: matmul(w[i], X, T, Y[i]) for i < n (same X), in one parallel
+     * step. NULL = the engine calls matmul n times. */
+    void (*matmul_multi)(cis2_backend *b, int n, const cis2_linear *const *w, const float *X, int T,
+                         float *const *Y);
+    /* Optional: ref_swiglu bit for bit (§10), vectorized. NULL = ref_swiglu. */
+    void (*swiglu)(const float *gate, const float *up, float *out, int n);
+};
+
+int cis2_backend_ref_new(cis2_backend **b, cis2_model *m, const cis2_engine_opts *o, char *err);
+int cis2_backend_fast_new(cis2_backend **b, cis2_model *m, const cis2_engine_opts *o, char *err);
+
+/* The reference attention, shared by the ref backend and by traced runs. */
+void cis2_ref_attention(const float *q, const float *kc, const float *vc, int T, int pos0,
+                        int n_heads, int n_kv, int hd, float scale, float *out,
+                        float *scores_scratch);
+
+/* Run tokens[0..n) at positions pos0.. of the engine's solo sequence,
+ * appending to its KV cache (tracing, teacher forcing, tests). When `logits`
+ * is non-NULL it receives the vocab logits of the last token only (§3.4). */
+int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0, float *logits,
+                        char *err);
+#endif

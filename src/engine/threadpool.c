@@ -1,0 +1,205 @@
+/* A persistent pthread pool for the fast backend (issue 5). Workers spin
+ * briefly on a generation counter (decode issues hundreds of small parallel
+ * regions per token), then sleep on a condition variable. Tasks are handed
+ * out by an atomic counter; a task is a whole set of outputs, so no sum ever
+ * crosses threads. Each worker pins FTZ/DAZ (§1.3) before its first task. */
+#include "engine/fast.h"
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define CPU_RELAX() __asm__ volatile("yield")
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+#define SPIN_ITERS 20000
+
+/* The claim word: generation (24 bits) | ntasks (20 bits) | next task (20 bits).
+ * A task is claimed by CAS on the whole word, so a worker that wakes late
+ * (descheduled on a busy machine) can never claim a task of a finished job,
+ * and the caller never waits for idle workers to check in: it waits only for
+ * its tasks to be done. Jobs with more tasks than fit run in rounds. */
+#define GEN_SHIFT 40
+#define NT_SHIFT 20
+#define FIELD_MASK ((1ull << 20) - 1)
+#define MAX_TASKS ((int)FIELD_MASK)
+
+struct tp_pool {
+    int n;                       /* threads including the caller */
+    pthread_t *th;
+    int started;
+    _Atomic uint64_t claim;
+    _Atomic int done;
+    _Atomic int sleepers;
+    _Atomic int quit;
+    unsigned gen;                /* caller only */
+    uint64_t pending_gen;        /* tp_start: the round tp_finish completes */
+    int pending_nt;
+    int base;                    /* task index offset of this round */
+    tp_fn fn;
+    void *ctx;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+typedef struct { tp_pool *p; int tid; } worker_arg;
+
+/* Claim and run tasks of generation `g`; returns when none are left. */
+static void run_tasks(tp_pool *p, uint64_t g, int tid)
+{
+    uint64_t v = atomic_load_explicit(&p->claim, memory_order_acquire);
+    for (;;) {
+        if ((v >> GEN_SHIFT) != g) return;
+        uint64_t nt = (v >> NT_SHIFT) & FIELD_MASK, i = v & FIELD_MASK;
+        if (i >= nt) return;
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &v, v + 1, memory_order_acq_rel, memory_order_acquire))
+            continue;
+        /* Task i of generation g is ours and not done, so the job is live. */
+        p->fn(p->ctx, p->base + (int)i, tid);
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+        v = atomic_load_explicit(&p->claim, memory_order_acquire);
+    }
+}
+
+static void *worker(void *arg)
+{
+    worker_arg wa = *(worker_arg *)arg;
+    free(arg);
+    tp_pool *p = wa.p;
+    if (cis2_fpenv_pin() != 0 || !cis2_fpenv_is_pinned()) {
+        fprintf(stderr, "cis2: worker thread %d cannot pin FTZ/DAZ (control register 0x%llx); refusing to run (§1.3)\n",
+                wa.tid, (unsigned long long)cis2_fpenv_read());
+        abort();
+    }
+    uint64_t seen = 0;
+    for (;;) {
+        int spins = 0;
+        while ((atomic_load_explicit(&p->claim, memory_order_acquire) >> GEN_SHIFT) == seen && !atomic_load(&p->quit)) {
+            if (++spins < SPIN_ITERS) {
+                CPU_RELAX();
+                if ((spins & 255) == 0) sched_yield();
+                continue;
+            }
+            pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->sleepers, 1);
+            while ((atomic_load(&p->claim) >> GEN_SHIFT) == seen && !atomic_load(&p->quit))
+                pthread_cond_wait(&p->cv, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->quit)) break;
+        seen = atomic_load_explicit(&p->claim, memory_order_acquire) >> GEN_SHIFT;
+        run_tasks(p, seen, wa.tid);
+    }
+    return NULL;
+}
+
+tp_pool *tp_new(int nthreads, char *err)
+{
+    if (nthreads < 1) nthreads = 1;
+    tp_pool *p = calloc(1, sizeof *p);
+    if (!p) { snprintf(err, CIS2_ERR_LEN, "out of memory"); return NULL; }
+    p->n = nthreads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    if (nthreads > 1) {
+        p->th = calloc((size_t)nthreads, sizeof *p->th);
+        if (!p->th) { tp_free(p); snprintf(err, CIS2_ERR_LEN, "out of memory"); return NULL; }
+        for (int i = 1; i < nthreads; i++) {
+            worker_arg *wa = malloc(sizeof *wa);
+            if (!wa) { tp_free(p); snprintf(err, CIS2_ERR_LEN, "out of memory"); return NULL; }
+            wa->p = p;
+            wa->tid = i;
+            int rc = pthread_create(&p->th[i], NULL, worker, wa);
+            if (rc) {
+                free(wa);
+                tp_free(p);
+                snprintf(err, CIS2_ERR_LEN, "cannot start worker thread %d: %s", i, strerror(rc));
+                return NULL;
+            }
+            p->started = i;
+        }
+    }
+    return p;
+}
+
+int tp_threads(const tp_pool *p) { return p->n; }
+
+/* Publishes one round of tasks (nt <= MAX_TASKS); returns its generation. */
+static uint64_t publish(tp_pool *p, int base, int nt, tp_fn fn, void *ctx)
+{
+    p->fn = fn;
+    p->ctx = ctx;
+    p->base = base;
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    p->gen = (p->gen + 1) & 0xFFFFFFu;
+    if (p->gen == 0) p->gen = 1;    /* workers start with seen = 0 */
+    uint64_t g = p->gen;
+    atomic_store(&p->claim, (g << GEN_SHIFT) | ((uint64_t)nt << NT_SHIFT));   /* seq_cst: pairs with sleepers */
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    return g;
+}
+
+static void finish(tp_pool *p, uint64_t g, int nt)
+{
+    run_tasks(p, g, 0);
+    int spins = 0;
+    while (atomic_load_explicit(&p->done, memory_order_acquire) < nt) {
+        CPU_RELAX();
+        if ((++spins & 255) == 0) sched_yield();
+    }
+}
+
+void tp_run(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
+{
+    if (ntasks <= 0) return;
+    if (p->n == 1 || ntasks == 1) {
+        for (int k = 0; k < ntasks; k++) fn(ctx, k, 0);
+        return;
+    }
+    for (int base = 0; base < ntasks; base += MAX_TASKS) {
+        int nt = ntasks - base < MAX_TASKS ? ntasks - base : MAX_TASKS;
+        finish(p, publish(p, base, nt, fn, ctx), nt);
+    }
+}
+
+int tp_start(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
+{
+    if (p->n == 1 || ntasks <= 1 || ntasks > MAX_TASKS) return 0;
+    p->pending_gen = publish(p, 0, ntasks, fn, ctx);
+    p->pending_nt = ntasks;
+    return 1;
+}
+
+void tp_finish(tp_pool *p)
+{
+    if (!p->pending_nt) return;
+    finish(p, p->pending_gen, p->pending_nt);
+    p->pending_nt = 0;
+}
+
+void tp_free(tp_pool *p)
+{
+    if (!p) return;
+    if (p->started) {
+        pthread_mutex_lock(&p->mu);
+        atomic_store(&p->quit, 1);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        for (int i = 1; i <= p->started; i++) pthread_join(p->th[i], NULL);
+    }
+    free(p->th);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p);
+}

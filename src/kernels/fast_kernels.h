@@ -1,0 +1,50 @@
+/* The fast kernels' table: one instance per ISA path (kernels_<isa>.c), each
+ * computing every output element as the same sequence of separately rounded
+ * operations as the scalar reference (kernels_ref.c): one accumulator per
+ * output, terms added k = 0, 1, 2, ... in order; SIMD lanes only ever run
+ * ACROSS outputs (rows, keys, dims, tokens). */
+#ifndef CIS2_FAST_KERNELS_H
+#define CIS2_FAST_KERNELS_H
+#include "core/core.h"
+
+/* Row-interleaved tiles: tile i holds rows 16i..16i+15; element k of those 16
+ * rows is adjacent: data[(i*K + k)*16 + lane]. Rows past `rows` are zero. */
+#define FAST_TILE 16
+
+/* Kernel table for one ISA path. */
+typedef struct {
+    const char *name;
+    /* Y[t*ldy + 16*i + lane] for tiles i < ntiles (rows < nrows only), t < T:
+     * dot_seq(W row, X[t*ldx .. +K)). W points at tile 0 of the range. */
+    void (*mm_bf16)(const uint16_t *W, int K, int ntiles, int nrows, const float *X, int ldx, int T,
+                    float *Y, int ldy);
+    void (*mm_f32)(const float *W, int K, int ntiles, int nrows, const float *X, int ldx, int T,
+                   float *Y, int ldy);
+    /* One query head over n keys (key j at k + j*stride): out[j] = dot_seq(q, k_j) * scale. */
+    void (*scores)(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out);
+    /* ref_softmax, bit for bit. */
+    void (*softmax)(float *s, int n);
+    /* out[d] = sum over j in order of p[j] * v[j*stride + d]. */
+    void (*vmix)(const float *p, const float *v, size_t stride, int n, int hd, float *out);
+    /* ref_swiglu, bit for bit; NULL = the engine uses ref_swiglu. */
+    void (*swiglu)(const float *gate, const float *up, float *out, int n);
+    /* scores over transposed keys, kt[d*ld + j] (ld >= round_up(n, 8), pad
+     * keys readable): bit for bit the `scores` kernel. NULL = not available. */
+    void (*scores_t)(const float *q, const float *kt, size_t ld, int n, int hd, float scale, float *out);
+    /* V-mix for g heads sharing one V (a GQA group), one pass over V:
+     * out[h*ldo + d] = sum over j in order of p[h*ldp + j] * v[j*stride + d]
+     * — for each head bit for bit the `vmix` kernel. NULL = not available. */
+    void (*vmix_g)(const float *p, size_t ldp, int g, const float *v, size_t stride, int n, int hd, float *out, size_t ldo);
+} fast_kernels;
+
+/* NULL when the ISA is not compiled for this platform or the CPU lacks it. */
+const fast_kernels *fast_kernels_scalar(void);
+const fast_kernels *fast_kernels_sse2(void);
+const fast_kernels *fast_kernels_avx2(void);
+const fast_kernels *fast_kernels_avx512(void);
+const fast_kernels *fast_kernels_neon(void);
+/* By name ("scalar", "sse2", "avx2", "avx512", "neon") or the best available
+ * for NULL. Writes a message into err when the name is unknown/unsupported. */
+const fast_kernels *fast_kernels_pick(const char *isa, char *err);
+
+#endif

@@ -1,0 +1,286 @@
+/* AVX2 kernels (x86-64). target("avx2") only — never "fma": every multiply
+ * and add is its own instruction (§1.4), one accumulator per output. */
+#include "kernels/fast_kernels.h"
+#include "kernels/kernels.h"
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define ATTR __attribute__((target("avx2")))
+#define V __m256
+#define VL 8
+#define NV 2
+#define V_ZERO() _mm256_setzero_ps()
+#define V_ADD(a, b) _mm256_add_ps(a, b)
+#define V_MUL(a, b) _mm256_mul_ps(a, b)
+#define V_SET1(x) _mm256_set1_ps(x)
+#define V_LOADU(p) _mm256_loadu_ps(p)
+#define V_STOREU(p, v) _mm256_storeu_ps(p, v)
+#define V_BF16(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))), 16))
+#define NT1 4
+#define NTB 1
+#define TBB 6
+#define PFX avx2_
+#include "kernels/kernels_tmpl.h"
+
+/* 8x8 transpose: r[i] holds row i (8 floats); afterwards r[d] holds column d. */
+static ATTR inline __attribute__((always_inline)) void tr8(__m256 r[8])
+{
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+/* Scores: lanes over keys. Lane i of a vector owns key j+i and adds its
+ * q[d]*k[d] terms d = 0..hd-1 in order; 16 keys (two chains) per step. */
+#define SC_PF 128
+ATTR void fast_avx2_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out)
+{
+    int j = 0;
+    int hd8 = hd & ~7;
+    __m256 vs = _mm256_set1_ps(scale);
+    for (; j + 16 <= n; j += 16) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        const float *k0 = k + (size_t)j * stride, *k1 = k0 + 8 * stride;
+        if (j + 16 + SC_PF <= n)   /* strided rows outrun the hardware prefetcher: fetch SC_PF keys ahead */
+            for (int i = 0; i < 16; i++) {
+                const char *r = (const char *)(k0 + (size_t)(SC_PF + i) * stride);
+                for (int o = 0; o < hd * 4; o += 64) _mm_prefetch(r + o, _MM_HINT_T0);
+            }
+        int d = 0;
+        for (; d < hd8; d += 8) {
+            __m256 r[8], s[8];
+            for (int i = 0; i < 8; i++) { r[i] = _mm256_loadu_ps(k0 + i * stride + d); s[i] = _mm256_loadu_ps(k1 + i * stride + d); }
+            tr8(r);
+            tr8(s);
+            for (int e = 0; e < 8; e++) {
+                __m256 qv = _mm256_set1_ps(q[d + e]);
+                a0 = _mm256_add_ps(a0, _mm256_mul_ps(r[e], qv));
+                a1 = _mm256_add_ps(a1, _mm256_mul_ps(s[e], qv));
+            }
+        }
+        for (; d < hd; d++) {
+            __m256 qv = _mm256_set1_ps(q[d]);
+            __m256 c0 = _mm256_set_ps(k0[7 * stride + d], k0[6 * stride + d], k0[5 * stride + d], k0[4 * stride + d],
+                                      k0[3 * stride + d], k0[2 * stride + d], k0[1 * stride + d], k0[d]);
+            __m256 c1 = _mm256_set_ps(k1[7 * stride + d], k1[6 * stride + d], k1[5 * stride + d], k1[4 * stride + d],
+                                      k1[3 * stride + d], k1[2 * stride + d], k1[1 * stride + d], k1[d]);
+            a0 = _mm256_add_ps(a0, _mm256_mul_ps(c0, qv));
+            a1 = _mm256_add_ps(a1, _mm256_mul_ps(c1, qv));
+        }
+        _mm256_storeu_ps(out + j, _mm256_mul_ps(a0, vs));      /* §9.2: scale after the dot */
+        _mm256_storeu_ps(out + j + 8, _mm256_mul_ps(a1, vs));
+    }
+    for (; j < n; j++) {
+        float dd = cis2_dot_seq(q, k + (size_t)j * stride, (size_t)hd);
+        out[j] = dd * scale;
+    }
+}
+
+/* Scores over a transposed key block (prefill): kt[d*ld + j] = element d of
+ * key j, for j < round_up(n, 8) (pad keys are computed and dropped). Lane i
+ * owns key j+i and adds k[d]*q[d] for d = 0..hd-1 in order — the very
+ * operations of fast_avx2_scores, without its in-register transposes; four
+ * 8-key chains in flight. */
+ATTR void fast_avx2_scores_t(const float *q, const float *kt, size_t ld, int n, int hd, float scale, float *out)
+{
+    __m256 vs = _mm256_set1_ps(scale);
+    int j = 0;
+    for (; j + 32 <= n; j += 32) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+        const float *c = kt + j;
+        for (int d = 0; d < hd; d++, c += ld) {
+            __m256 qv = _mm256_set1_ps(q[d]);
+            a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_loadu_ps(c), qv));
+            a1 = _mm256_add_ps(a1, _mm256_mul_ps(_mm256_loadu_ps(c + 8), qv));
+            a2 = _mm256_add_ps(a2, _mm256_mul_ps(_mm256_loadu_ps(c + 16), qv));
+            a3 = _mm256_add_ps(a3, _mm256_mul_ps(_mm256_loadu_ps(c + 24), qv));
+        }
+        _mm256_storeu_ps(out + j, _mm256_mul_ps(a0, vs));      /* §9.2: scale after the dot */
+        _mm256_storeu_ps(out + j + 8, _mm256_mul_ps(a1, vs));
+        _mm256_storeu_ps(out + j + 16, _mm256_mul_ps(a2, vs));
+        _mm256_storeu_ps(out + j + 24, _mm256_mul_ps(a3, vs));
+    }
+    for (; j < n; j += 8) {
+        __m256 a0 = _mm256_setzero_ps();
+        const float *c = kt + j;
+        for (int d = 0; d < hd; d++, c += ld) a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_loadu_ps(c), _mm256_set1_ps(q[d])));
+        a0 = _mm256_mul_ps(a0, vs);
+        if (j + 8 <= n) _mm256_storeu_ps(out + j, a0);
+        else {
+            float tmp[8];
+            _mm256_storeu_ps(tmp, a0);
+            memcpy(out + j, tmp, (size_t)(n - j) * sizeof(float));
+        }
+    }
+}
+
+/* §6.2 exp_pinned, 8 lanes, every step the scalar routine's own operation. */
+static ATTR inline __attribute__((always_inline)) __m256 exp8(__m256 x)
+{
+    const __m256i expmask = _mm256_set1_epi32(0x7F800000), mantmask = _mm256_set1_epi32(0x007FFFFF);
+    const __m256i signmask = _mm256_set1_epi32((int)0x80000000u);
+    __m256i xb = _mm256_castps_si256(x);
+    /* daz by bit pattern: exponent 0 and mantissa != 0 -> signed zero */
+    __m256i e0 = _mm256_cmpeq_epi32(_mm256_and_si256(xb, expmask), _mm256_setzero_si256());
+    __m256i mnz = _mm256_xor_si256(_mm256_cmpeq_epi32(_mm256_and_si256(xb, mantmask), _mm256_setzero_si256()),
+                                   _mm256_set1_epi32(-1));
+    __m256i sub = _mm256_and_si256(e0, mnz);
+    xb = _mm256_blendv_epi8(xb, _mm256_and_si256(xb, signmask), sub);
+    x = _mm256_castsi256_ps(xb);
+    __m256 isnan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    __m256 big = _mm256_cmp_ps(x, _mm256_set1_ps(88.0f), _CMP_GT_OQ);
+    __m256 small = _mm256_cmp_ps(x, _mm256_set1_ps(-88.0f), _CMP_LT_OQ);
+    __m256 t = _mm256_mul_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x3FB8AA3B)));
+    __m256 z0 = _mm256_add_ps(t, _mm256_set1_ps(0.5f));
+    /* floor_small: truncate, then minus one where that overshoots */
+    __m256i zi = _mm256_cvttps_epi32(z0);
+    __m256 fi = _mm256_cvtepi32_ps(zi);
+    __m256 over = _mm256_cmp_ps(fi, z0, _CMP_GT_OQ);
+    __m256 fim1 = _mm256_sub_ps(fi, _mm256_set1_ps(1.0f));
+    __m256 kf = _mm256_blendv_ps(fi, fim1, over);
+    __m256 kc1 = _mm256_mul_ps(kf, _mm256_castsi256_ps(_mm256_set1_epi32(0x3F318000)));
+    __m256 r0 = _mm256_sub_ps(x, kc1);
+    __m256 kc2 = _mm256_mul_ps(kf, _mm256_castsi256_ps(_mm256_set1_epi32((int)0xB95E8083u)));
+    __m256 r = _mm256_sub_ps(r0, kc2);
+    __m256 r2 = _mm256_mul_ps(r, r);
+    static const uint32_t P[6] = { 0x39506967u, 0x3AB743CEu, 0x3C088908u, 0x3D2AA9C1u, 0x3E2AAAAAu, 0x3F000000u };
+    __m256 poly = _mm256_castsi256_ps(_mm256_set1_epi32((int)P[0]));
+    for (int i = 1; i <= 5; i++) {
+        __m256 pr = _mm256_mul_ps(poly, r);
+        poly = _mm256_add_ps(pr, _mm256_castsi256_ps(_mm256_set1_epi32((int)P[i])));
+    }
+    __m256 m1 = _mm256_mul_ps(poly, r2);
+    __m256 poly2 = _mm256_add_ps(m1, r);
+    __m256 res = _mm256_add_ps(poly2, _mm256_set1_ps(1.0f));
+    /* ldexp_exact(res, (int)k) */
+    __m256i rb = _mm256_castps_si256(res);
+    __m256i ki = _mm256_cvttps_epi32(kf);
+    __m256i ex = _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32(rb, 23), _mm256_set1_epi32(0xFF)), ki);
+    __m256i scaled = _mm256_or_si256(_mm256_andnot_si256(expmask, rb), _mm256_slli_epi32(ex, 23));
+    __m256i under = _mm256_cmpgt_epi32(_mm256_set1_epi32(1), ex);            /* ex <= 0 -> +0 */
+    __m256i overf = _mm256_cmpgt_epi32(ex, _mm256_set1_epi32(0xFE));         /* ex >= 255 -> +-inf */
+    __m256i inf = _mm256_or_si256(_mm256_and_si256(rb, signmask), expmask);
+    scaled = _mm256_blendv_epi8(scaled, _mm256_setzero_si256(), under);
+    scaled = _mm256_blendv_epi8(scaled, inf, overf);
+    __m256i rzero = _mm256_cmpeq_epi32(_mm256_andnot_si256(signmask, rb), _mm256_setzero_si256());
+    scaled = _mm256_blendv_epi8(scaled, rb, rzero);
+    __m256 y = _mm256_castsi256_ps(scaled);
+    y = _mm256_blendv_ps(y, _mm256_setzero_ps(), small);
+    y = _mm256_blendv_ps(y, _mm256_castsi256_ps(expmask), big);
+    y = _mm256_blendv_ps(y, x, isnan);
+    return y;
+}
+
+/* ref_swiglu bit for bit: out[i] = silu(g[i]) * u[i], silu(x) = x / (1 + exp_pinned(-x)),
+ * each lane the scalar routine's own operations (sign flip, exp8, add, IEEE
+ * divide, multiply). A block with a NaN input goes to the scalar routine (NaN
+ * payload choice between two NaN operands is the compiler's there). */
+ATTR void fast_avx2_swiglu(const float *g, const float *u, float *out, int n)
+{
+    const __m256 signmask = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)), one = _mm256_set1_ps(1.0f);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i), up = _mm256_loadu_ps(u + i);
+        __m256 nan = _mm256_or_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q), _mm256_cmp_ps(up, up, _CMP_UNORD_Q));
+        if (_mm256_movemask_ps(nan)) { ref_swiglu(g + i, u + i, out + i, 8); continue; }
+        __m256 e = exp8(_mm256_xor_ps(x, signmask));
+        __m256 den = _mm256_add_ps(one, e);
+        __m256 sl = _mm256_div_ps(x, den);
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(sl, up));
+    }
+    if (i < n) ref_swiglu(g + i, u + i, out + i, n - i);
+}
+
+/* ref_softmax bit for bit: max (NaN anywhere -> the scalar routine), exp of
+ * s - max per lane, the §5.3 sum strictly in order, then divide. */
+ATTR void fast_avx2_softmax(float *s, int n)
+{
+    if (n < 16) { ref_softmax(s, n); return; }
+    __m256 mx = _mm256_loadu_ps(s), nan = _mm256_cmp_ps(mx, mx, _CMP_UNORD_Q);
+    int j = 8;
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_loadu_ps(s + j);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        mx = _mm256_max_ps(mx, v);
+    }
+    if (_mm256_movemask_ps(nan)) { ref_softmax(s, n); return; }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, mx);
+    float max_v = lanes[0];
+    for (int i = 1; i < 8; i++) if (lanes[i] > max_v) max_v = lanes[i];
+    for (; j < n; j++) {
+        if (s[j] != s[j]) { ref_softmax(s, n); return; }
+        if (s[j] > max_v) max_v = s[j];
+    }
+    /* The max's value is order independent; only the sign of a zero max can
+     * differ, and s - (+0) == s - (-0) except for s = +-0, where exp gives 1
+     * either way. */
+    __m256 vm = _mm256_set1_ps(max_v);
+    float acc = 0.0f;
+    j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+        _mm256_storeu_ps(s + j, e);
+        acc = acc + s[j]; acc = acc + s[j + 1]; acc = acc + s[j + 2]; acc = acc + s[j + 3];
+        acc = acc + s[j + 4]; acc = acc + s[j + 5]; acc = acc + s[j + 6]; acc = acc + s[j + 7];
+    }
+    for (; j < n; j++) { s[j] = cis2_exp_pinned(s[j] - max_v); acc = acc + s[j]; }
+    __m256 vd = _mm256_set1_ps(acc);
+    j = 0;
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, _mm256_div_ps(_mm256_loadu_ps(s + j), vd));
+    for (; j < n; j++) s[j] = s[j] / acc;
+}
+
+/* V-mix: lanes over output dims; each lane adds p[j]*v[j][d] for j in order. */
+ATTR void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, int hd, float *out)
+{
+    int d0 = 0;
+    for (; d0 + 64 <= hd; d0 += 64) {
+        __m256 a[8];
+        for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
+        for (int j = 0; j < n; j++) {
+            __m256 pj = _mm256_set1_ps(p[j]);
+            const float *vr = v + (size_t)j * stride + d0;
+            for (int i = 0; i < 8; i++) a[i] = _mm256_add_ps(a[i], _mm256_mul_ps(pj, _mm256_loadu_ps(vr + 8 * i)));
+        }
+        for (int i = 0; i < 8; i++) _mm256_storeu_ps(out + d0 + 8 * i, a[i]);
+    }
+    for (; d0 + 8 <= hd; d0 += 8) {
+        __m256 a = _mm256_setzero_ps();
+        for (int j = 0; j < n; j++)
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + (size_t)j * stride + d0)));
+        _mm256_storeu_ps(out + d0, a);
+    }
+    for (; d0 < hd; d0++) {
+        float acc = 0.0f;
+        for (int j = 0; j < n; j++) { float pr = p[j] * v[(size_t)j * stride + d0]; acc = acc + pr; }
+        out[d0] = acc;
+    }
+}
+
+static const fast_kernels K_AVX2 = { "avx2", avx2_mm_bf16, avx2_mm_f32, fast_avx2_scores, fast_avx2_softmax, fast_avx2_vmix,
+                                     fast_avx2_swiglu, fast_avx2_scores_t, NULL };
+
+const fast_kernels *fast_kernels_avx2(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") ? &K_AVX2 : NULL;
+}
+#else
+const fast_kernels *fast_kernels_avx2(void) { return NULL; }
+#endif
