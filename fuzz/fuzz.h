@@ -18,7 +18,13 @@ static inline char *fuzz_dup(const uint8_t *data, size_t size)
     return p;
 }
 /* The harness found a logic error (not a memory error): make libFuzzer keep the input. */
-#define FUZZ_ASSERT(c) do { if (!(c)) { fprintf(stderr, "fuzz assertion failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); abort(); } } while (0)
+#define FUZZ_ASSERT(c)                                                                             \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "fuzz assertion failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);        \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
 /* Every error must be one non-empty line. */
 static inline void fuzz_check_err(const char *err)
 {

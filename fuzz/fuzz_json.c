@@ -20,7 +20,8 @@ static void walk(const json_doc *d, uint32_t n, int depth)
         FUZZ_ASSERT(s2 && l2 == l && s2[l2] == '\0');
         free(s2);
     } else if (x->type == JSON_NUMBER) {
-        double f; int64_t i;
+        double f;
+        int64_t i;
         (void)json_num_f64(d, n, &f);
         (void)json_num_i64(d, n, &i);
     } else if (x->type == JSON_ARRAY || x->type == JSON_OBJECT) {

@@ -7,9 +7,10 @@
 #include "cli/commands.h"
 #include <stdio.h>
 
-static const char *OPS[] = { "rmsnorm", "matvec", "exp_pinned", "softmax", "attention_block",
-                             "rope_table", "embed_lookup", "ln_pinned", "sin_pinned", "cos_pinned",
-                             "silu", "rsqrt", "dot_seq", "rope_rotate" };
+static const char *OPS[] = { "rmsnorm",         "matvec",     "exp_pinned",   "softmax",
+                             "attention_block", "rope_table", "embed_lookup", "ln_pinned",
+                             "sin_pinned",      "cos_pinned", "silu",         "rsqrt",
+                             "dot_seq",         "rope_rotate" };
 #define N_OPS (int)(sizeof OPS / sizeof OPS[0])
 static FILE *devnull;
 
@@ -22,7 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (int k = 0; k < N_OPS; k++) {
                 size_t l = strlen(OPS[k]);
                 if (i + 3 + l <= size && !memcmp(data + i + 3, OPS[k], l) &&
-                    (i + 3 + l == size || data[i + 3 + l] == '\n' || data[i + 3 + l] == '\r')) op = OPS[k];
+                    (i + 3 + l == size || data[i + 3 + l] == '\n' || data[i + 3 + l] == '\r'))
+                    op = OPS[k];
             }
             break;
         }
@@ -31,10 +33,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FILE *in = size ? fmemopen(copy, size, "r") : fopen("/dev/null", "r");
     if (!in) abort();
     FILE *oin = stdin, *oout = stdout, *oerr = stderr;
-    stdin = in; stdout = devnull; stderr = devnull;
+    stdin = in;
+    stdout = devnull;
+    stderr = devnull;
     char *argv[] = { (char *)"op", (char *)op, NULL };
     int rc = cis2_cmd_op(2, argv);
-    stdin = oin; stdout = oout; stderr = oerr;
+    stdin = oin;
+    stdout = oout;
+    stderr = oerr;
     fclose(in);
     free(copy);
     FUZZ_ASSERT(rc == 0 || rc == 1 || rc == 2);

@@ -12,7 +12,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[CIS2_ERR_LEN] = "";
     if (cis2_receipt_parse(src, size, "fuzz.receipt", &r, err) == 0) {
         FUZZ_ASSERT(r.gen_toks == r.n_gen);
-        char *out = NULL; size_t len = 0;
+        char *out = NULL;
+        size_t len = 0;
         FUZZ_ASSERT(cis2_receipt_format(&r, &out, &len) == 0);
         FUZZ_ASSERT(len == size && memcmp(out, src, size) == 0);
         cis2_receipt r2;

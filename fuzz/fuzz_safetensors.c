@@ -27,7 +27,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint64_t es = t->dtype == CIS2_DT_F32 ? 4 : 2;
         FUZZ_ASSERT(t->numel >= 0 && (uint64_t)t->numel * es == t->nbytes);
         int64_t numel = 1;
-        for (int d = 0; d < t->ndim; d++) { FUZZ_ASSERT(t->shape[d] >= 0); numel *= t->shape[d]; }
+        for (int d = 0; d < t->ndim; d++) {
+            FUZZ_ASSERT(t->shape[d] >= 0);
+            numel *= t->shape[d];
+        }
         FUZZ_ASSERT(numel == t->numel);
         FUZZ_ASSERT(cis2_st_find(&st, t->name) != NULL);
         for (int j = 0; j < i; j++) {

@@ -28,14 +28,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* first byte selects the mode; the rest is text or ids */
     if (size == 0) return 0;
     uint8_t mode = data[0] & 1;
-    data++; size--;
+    data++;
+    size--;
     if (mode == 0) {
         char *text = fuzz_dup(data, size);
-        int32_t *ids = NULL; int n = 0;
+        int32_t *ids = NULL;
+        int n = 0;
         if (cis2_tokenizer_encode(tok, text, size, &ids, &n, err) == 0) {
             FUZZ_ASSERT(n >= 0 && (n == 0 || ids));
             for (int i = 0; i < n; i++) FUZZ_ASSERT(ids[i] >= 0 && ids[i] < vocab);
-            char *s = NULL; size_t l = 0;
+            char *s = NULL;
+            size_t l = 0;
             FUZZ_ASSERT(cis2_tokenizer_decode(tok, ids, n, &s, &l, err) == 0);
             FUZZ_ASSERT(l == size && (size == 0 || memcmp(s, text, size) == 0));
             FUZZ_ASSERT(s[l] == '\0');
@@ -52,10 +55,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!ids) abort();
         for (int i = 0; i < n; i++) {
             uint16_t r = (uint16_t)(data[2 * i] | data[2 * i + 1] << 8);
-            if (r >= 0xFFF0) ids[i] = r == 0xFFFF ? -1 : r == 0xFFFE ? INT32_MAX : r == 0xFFFD ? INT32_MIN : vocab + (r & 7);
+            if (r >= 0xFFF0)
+                ids[i] = r == 0xFFFF   ? -1
+                         : r == 0xFFFE ? INT32_MAX
+                         : r == 0xFFFD ? INT32_MIN
+                                       : vocab + (r & 7);
             else ids[i] = (int32_t)(r % (unsigned)vocab);
         }
-        char *s = NULL; size_t l = 0;
+        char *s = NULL;
+        size_t l = 0;
         if (cis2_tokenizer_decode(tok, ids, n, &s, &l, err) == 0) {
             FUZZ_ASSERT(s && s[l] == '\0');
             free(s);

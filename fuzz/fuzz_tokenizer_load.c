@@ -13,15 +13,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int v = cis2_tokenizer_vocab_size(t);
         FUZZ_ASSERT(v > 0);
         static const char text[] = "Hello, world! 123 <|endoftext|> \xc3\xa9\xe2\x9c\x93  \n\tx";
-        int32_t *ids = NULL; int n = 0;
+        int32_t *ids = NULL;
+        int n = 0;
         if (cis2_tokenizer_encode(t, text, sizeof text - 1, &ids, &n, err) == 0) {
             for (int i = 0; i < n; i++) FUZZ_ASSERT(ids[i] >= 0 && ids[i] < v);
-            char *s = NULL; size_t l = 0;
+            char *s = NULL;
+            size_t l = 0;
             if (cis2_tokenizer_decode(t, ids, n, &s, &l, err) == 0) free(s);
             free(ids);
         }
         int32_t some[4] = { 0, v - 1, v / 2, 1 % v };
-        char *s = NULL; size_t l = 0;
+        char *s = NULL;
+        size_t l = 0;
         if (cis2_tokenizer_decode(t, some, 4, &s, &l, err) == 0) free(s);
         cis2_tokenizer_free(t);
     } else {

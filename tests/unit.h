@@ -8,11 +8,21 @@
 #include <string.h>
 
 static int unit_failed;
-#define CHECK(name, cond, ...)                                                  \
-    do {                                                                        \
-        if (cond) printf("PASS %s\n", name);                                    \
-        else { printf("FAIL %s: ", name); printf(__VA_ARGS__); printf("\n"); unit_failed++; } \
+#define CHECK(name, cond, ...)                                                                     \
+    do {                                                                                           \
+        if (cond) printf("PASS %s\n", name);                                                       \
+        else {                                                                                     \
+            printf("FAIL %s: ", name);                                                             \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+            unit_failed++;                                                                         \
+        }                                                                                          \
     } while (0)
-#define SKIP(name, ...) do { printf("SKIP %s: ", name); printf(__VA_ARGS__); printf("\n"); } while (0)
+#define SKIP(name, ...)                                                                            \
+    do {                                                                                           \
+        printf("SKIP %s: ", name);                                                                 \
+        printf(__VA_ARGS__);                                                                       \
+        printf("\n");                                                                              \
+    } while (0)
 #define UNIT_END() return unit_failed ? 1 : 0
 #endif

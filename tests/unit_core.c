@@ -10,44 +10,65 @@ static void hexof(const uint8_t d[32], char out[65]) { cis2_hex(d, 32, out); }
 
 static void test_fp(void)
 {
-    CHECK("fpenv.pin", cis2_fpenv_pin() == 0 && cis2_fpenv_is_pinned(), "control=0x%llx", (unsigned long long)cis2_fpenv_read());
+    CHECK("fpenv.pin", cis2_fpenv_pin() == 0 && cis2_fpenv_is_pinned(), "control=0x%llx",
+          (unsigned long long)cis2_fpenv_read());
     CHECK("fpenv.selftest", cis2_fpenv_selftest(NULL) == 0, "a §1.3 row failed");
     CHECK("fpenv.still-pinned-after-selftest", cis2_fpenv_is_pinned(), "selftest left the pin off");
-    CHECK("f32.subnormal-by-bits", cis2_f32_is_subnormal(0x00000001u) && cis2_f32_is_subnormal(0x807FFFFFu) &&
-          !cis2_f32_is_subnormal(0x00800000u) && !cis2_f32_is_subnormal(0), "bit classification wrong");
+    CHECK("f32.subnormal-by-bits",
+          cis2_f32_is_subnormal(0x00000001u) && cis2_f32_is_subnormal(0x807FFFFFu) &&
+              !cis2_f32_is_subnormal(0x00800000u) && !cis2_f32_is_subnormal(0),
+          "bit classification wrong");
 }
 
 static void test_math(void)
 {
     float a[3] = { 1e8f, 1.0f, -1e8f }, b[3] = { 1.0f, 1.0f, 1.0f };
-    CHECK("spec5.1.dot_seq-cancellation", cis2_f2u(cis2_dot_seq(a, b, 3)) == 0, "got 0x%08X", (unsigned)cis2_f2u(cis2_dot_seq(a, b, 3)));
+    CHECK("spec5.1.dot_seq-cancellation", cis2_f2u(cis2_dot_seq(a, b, 3)) == 0, "got 0x%08X",
+          (unsigned)cis2_f2u(cis2_dot_seq(a, b, 3)));
     volatile float s64 = 64.0f;
-    CHECK("spec6.1.rsqrt64", cis2_f2u(cis2_rsqrt(s64)) == 0x3E000000u, "got 0x%08X", (unsigned)cis2_f2u(cis2_rsqrt(s64)));
+    CHECK("spec6.1.rsqrt64", cis2_f2u(cis2_rsqrt(s64)) == 0x3E000000u, "got 0x%08X",
+          (unsigned)cis2_f2u(cis2_rsqrt(s64)));
     uint8_t d[32];
     char h[65];
     cis2_table_digest(d);
     hexof(d, h);
-    CHECK("spec6.6.table_digest", !strcmp(h, "23c7bfaf5cef0095fd021af2eb1808abb4928bae4219756d86bdac670a06b35d"), "got %s", h);
+    CHECK("spec6.6.table_digest",
+          !strcmp(h, "23c7bfaf5cef0095fd021af2eb1808abb4928bae4219756d86bdac670a06b35d"), "got %s",
+          h);
     float inv[32];
     cis2_inv_freq(64, 100000.0f, inv);
     cis2_f32_digest(inv, 32, d);
     hexof(d, h);
-    CHECK("spec7.2.inv_freq_table_digest", !strcmp(h, "da9f6dcfde0425588815509e874515cdcd3d6b8818b6d0136590052e7bbf6f12"), "got %s", h);
+    CHECK("spec7.2.inv_freq_table_digest",
+          !strcmp(h, "da9f6dcfde0425588815509e874515cdcd3d6b8818b6d0136590052e7bbf6f12"), "got %s",
+          h);
     /* §7.1: ln_pinned(1e5) within 2e-6 relative of the v0.1 literal 0x413834F1. */
     float l5 = cis2_ln_pinned(100000.0f), lit = cis2_u2f(0x413834F1u);
-    CHECK("spec7.1.ln_theta-near-v0.1-literal", fabsf(l5 - lit) <= 2e-6f * lit, "ln=%.9g", (double)l5);
-    CHECK("exp.zero-is-one", cis2_f2u(cis2_exp_pinned(0.0f)) == 0x3F800000u, "0x%08X", (unsigned)cis2_f2u(cis2_exp_pinned(0.0f)));
-    CHECK("exp.clamps", isinf(cis2_exp_pinned(88.01f)) && cis2_f2u(cis2_exp_pinned(-88.01f)) == 0, "clamp wrong");
-    CHECK("ln.one-is-zero", cis2_f2u(cis2_ln_pinned(1.0f)) == 0, "0x%08X", (unsigned)cis2_f2u(cis2_ln_pinned(1.0f)));
-    CHECK("ln.domain", isnan(cis2_ln_pinned(-1.0f)) && cis2_f2u(cis2_ln_pinned(0.0f)) == 0xFF800000u &&
-          cis2_f2u(cis2_ln_pinned(cis2_u2f(0x00000001u))) == 0xFF800000u, "domain guards wrong (subnormal must act as 0 under DAZ)");
+    CHECK("spec7.1.ln_theta-near-v0.1-literal", fabsf(l5 - lit) <= 2e-6f * lit, "ln=%.9g",
+          (double)l5);
+    CHECK("exp.zero-is-one", cis2_f2u(cis2_exp_pinned(0.0f)) == 0x3F800000u, "0x%08X",
+          (unsigned)cis2_f2u(cis2_exp_pinned(0.0f)));
+    CHECK("exp.clamps", isinf(cis2_exp_pinned(88.01f)) && cis2_f2u(cis2_exp_pinned(-88.01f)) == 0,
+          "clamp wrong");
+    CHECK("ln.one-is-zero", cis2_f2u(cis2_ln_pinned(1.0f)) == 0, "0x%08X",
+          (unsigned)cis2_f2u(cis2_ln_pinned(1.0f)));
+    CHECK("ln.domain",
+          isnan(cis2_ln_pinned(-1.0f)) && cis2_f2u(cis2_ln_pinned(0.0f)) == 0xFF800000u &&
+              cis2_f2u(cis2_ln_pinned(cis2_u2f(0x00000001u))) == 0xFF800000u,
+          "domain guards wrong (subnormal must act as 0 under DAZ)");
     float s, c;
     cis2_sincos_pinned(0.0f, &s, &c);
-    CHECK("sincos.zero", cis2_f2u(s) == 0 && cis2_f2u(c) == 0x3F800000u, "sin=0x%08X cos=0x%08X", (unsigned)cis2_f2u(s), (unsigned)cis2_f2u(c));
-    CHECK("silu.large-x-is-x", cis2_f2u(cis2_silu(100.0f)) == cis2_f2u(100.0f) && cis2_f2u(cis2_silu(-100.0f)) == 0x80000000u,
-          "silu(100)=%g silu(-100)=0x%08X", (double)cis2_silu(100.0f), (unsigned)cis2_f2u(cis2_silu(-100.0f)));
-    CHECK("ldexp_exact.saturates", isinf(cis2_ldexp_exact(1.5f, 200)) && cis2_ldexp_exact(1.5f, -200) == 0.0f &&
-          cis2_ldexp_exact(1.5f, 3) == 12.0f, "wrong");
+    CHECK("sincos.zero", cis2_f2u(s) == 0 && cis2_f2u(c) == 0x3F800000u, "sin=0x%08X cos=0x%08X",
+          (unsigned)cis2_f2u(s), (unsigned)cis2_f2u(c));
+    CHECK("silu.large-x-is-x",
+          cis2_f2u(cis2_silu(100.0f)) == cis2_f2u(100.0f) &&
+              cis2_f2u(cis2_silu(-100.0f)) == 0x80000000u,
+          "silu(100)=%g silu(-100)=0x%08X", (double)cis2_silu(100.0f),
+          (unsigned)cis2_f2u(cis2_silu(-100.0f)));
+    CHECK("ldexp_exact.saturates",
+          isinf(cis2_ldexp_exact(1.5f, 200)) && cis2_ldexp_exact(1.5f, -200) == 0.0f &&
+              cis2_ldexp_exact(1.5f, 3) == 12.0f,
+          "wrong");
     int e;
     float m = cis2_frexp_exact(12.0f, &e);
     CHECK("frexp_exact", m == 0.75f && e == 4, "m=%g e=%d", (double)m, e);
@@ -57,20 +78,29 @@ static void test_sha(void)
 {
     uint8_t d[32];
     char h[65];
-    cis2_sha256_buf("", 0, d); hexof(d, h);
-    CHECK("sha256.empty", !strcmp(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"), "%s", h);
-    cis2_sha256_buf("abc", 3, d); hexof(d, h);
-    CHECK("sha256.abc", !strcmp(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"), "%s", h);
+    cis2_sha256_buf("", 0, d);
+    hexof(d, h);
+    CHECK("sha256.empty",
+          !strcmp(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"), "%s", h);
+    cis2_sha256_buf("abc", 3, d);
+    hexof(d, h);
+    CHECK("sha256.abc",
+          !strcmp(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"), "%s", h);
     const char *m448 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-    cis2_sha256_buf(m448, strlen(m448), d); hexof(d, h);
-    CHECK("sha256.448bit", !strcmp(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"), "%s", h);
+    cis2_sha256_buf(m448, strlen(m448), d);
+    hexof(d, h);
+    CHECK("sha256.448bit",
+          !strcmp(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"), "%s", h);
     char *mil = malloc(1000000);
     memset(mil, 'a', 1000000);
     cis2_sha256 st;
     cis2_sha256_init(&st);
-    for (int i = 0; i < 1000000; i += 999) cis2_sha256_update(&st, mil + i, (size_t)(1000000 - i < 999 ? 1000000 - i : 999));
-    cis2_sha256_final(&st, d); hexof(d, h);
-    CHECK("sha256.million-a-chunked", !strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"), "%s", h);
+    for (int i = 0; i < 1000000; i += 999)
+        cis2_sha256_update(&st, mil + i, (size_t)(1000000 - i < 999 ? 1000000 - i : 999));
+    cis2_sha256_final(&st, d);
+    hexof(d, h);
+    CHECK("sha256.million-a-chunked",
+          !strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"), "%s", h);
     free(mil);
     printf("PASS sha256.impl-%s\n", cis2_sha256_impl());
 }
@@ -86,20 +116,61 @@ static int jparse(const char *s)
 
 static void test_json(void)
 {
-    const char *good[] = { "{}", "[]", "0", "-0.5e+3", "\"\\u00e9\\ud83d\\ude00\"", "{\"a\":[1,2,{\"b\":null}],\"c\":true}", " [ 1 , 2 ] ", "\"é\"" };
-    const char *bad[] = { "", "{", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "+1", "NaN", "Infinity", "[1] 2", "\"\\ud800\"",
-                          "\"\\udc00x\"", "\"a\x01\"", "\"\xff\"", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "{'a':1}", "[1 2]",
-                          "{\"a\" 1}", "tru", "\"\\x\"", "// c\n{}", "\"abc" };
+    const char *good[] = { "{}",
+                           "[]",
+                           "0",
+                           "-0.5e+3",
+                           "\"\\u00e9\\ud83d\\ude00\"",
+                           "{\"a\":[1,2,{\"b\":null}],\"c\":true}",
+                           " [ 1 , 2 ] ",
+                           "\"é\"" };
+    const char *bad[] = { "",
+                          "{",
+                          "[1,]",
+                          "{\"a\":1,}",
+                          "01",
+                          "1.",
+                          ".5",
+                          "+1",
+                          "NaN",
+                          "Infinity",
+                          "[1] 2",
+                          "\"\\ud800\"",
+                          "\"\\udc00x\"",
+                          "\"a\x01\"",
+                          "\"\xff\"",
+                          "\"\xc0\xaf\"",
+                          "\"\xed\xa0\x80\"",
+                          "{'a':1}",
+                          "[1 2]",
+                          "{\"a\" 1}",
+                          "tru",
+                          "\"\\x\"",
+                          "// c\n{}",
+                          "\"abc" };
     int ok = 1;
-    for (size_t i = 0; i < sizeof good / sizeof *good; i++) if (jparse(good[i])) { ok = 0; printf("  rejected good: %s\n", good[i]); }
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        if (jparse(good[i])) {
+            ok = 0;
+            printf("  rejected good: %s\n", good[i]);
+        }
     CHECK("json.accepts-valid", ok, "see above");
     ok = 1;
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) if (!jparse(bad[i])) { ok = 0; printf("  accepted bad #%zu\n", i); }
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (!jparse(bad[i])) {
+            ok = 0;
+            printf("  accepted bad #%zu\n", i);
+        }
     CHECK("json.rejects-invalid", ok, "see above");
     char deep[1200];
-    memset(deep, '[', 600); memset(deep + 600, ']', 600); deep[1200 - 1] = 0; deep[1199] = 0;
+    memset(deep, '[', 600);
+    memset(deep + 600, ']', 600);
+    deep[1200 - 1] = 0;
+    deep[1199] = 0;
     char deep2[1201];
-    memcpy(deep2, deep, 600); memset(deep2 + 600, ']', 600); deep2[1200] = 0;
+    memcpy(deep2, deep, 600);
+    memset(deep2 + 600, ']', 600);
+    deep2[1200] = 0;
     CHECK("json.depth-limit", jparse(deep2) != 0, "600-deep nesting accepted");
     json_doc d;
     char err[CIS2_ERR_LEN];
@@ -110,9 +181,12 @@ static void test_json(void)
     int dups;
     json_num_f64(&d, json_get(&d, 0, "x", NULL), &x);
     volatile float xf = (float)x;
-    CHECK("spec2.3.eps-1e-5-is-0x3727C5AC", cis2_f2u(xf) == 0x3727C5ACu, "0x%08X", (unsigned)cis2_f2u(xf));
-    CHECK("json.int", json_num_i64(&d, json_get(&d, 0, "y", NULL), &iv) == 0 && iv == 100000, "wrong");
-    CHECK("json.int-rejects-float-spelling", json_num_i64(&d, json_get(&d, 0, "x", NULL), &iv) != 0, "accepted 1e-05 as integer");
+    CHECK("spec2.3.eps-1e-5-is-0x3727C5AC", cis2_f2u(xf) == 0x3727C5ACu, "0x%08X",
+          (unsigned)cis2_f2u(xf));
+    CHECK("json.int", json_num_i64(&d, json_get(&d, 0, "y", NULL), &iv) == 0 && iv == 100000,
+          "wrong");
+    CHECK("json.int-rejects-float-spelling", json_num_i64(&d, json_get(&d, 0, "x", NULL), &iv) != 0,
+          "accepted 1e-05 as integer");
     size_t l;
     char *sv = json_str_dup(&d, json_get(&d, 0, "s", NULL), &l);
     CHECK("json.string-escapes", l == 4 && !memcmp(sv, "a\n\xc3\xa9", 4), "got %zu bytes", l);
@@ -127,21 +201,30 @@ static int cfg(const char *body, cis2_config *c, char *err)
     return cis2_config_parse(body, strlen(body), "config.json", c, err);
 }
 
-#define BASECFG "\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":2," \
-                "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"vocab_size\":320,\"rms_norm_eps\":1e-05"
+#define BASECFG                                                                                    \
+    "\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":" \
+    "2,"                                                                                           \
+    "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"vocab_size\":320,\"rms_norm_eps\":1e-"  \
+    "05"
 
 static void test_config(void)
 {
     cis2_config c;
     char err[CIS2_ERR_LEN];
     int rc = cfg("{" BASECFG ",\"rope_theta\":100000}", &c, err);
-    CHECK("config.basic", rc == 0 && c.head_dim == 16 && c.n_kv_heads == 2 && cis2_f2u(c.eps) == 0x3727C5ACu &&
-          c.rope_theta == 100000.0f && c.max_pos == 2048 && !c.tied, "%s", rc ? err : "wrong values");
-    rc = cfg("{" BASECFG ",\"rope_theta\":1000000.0,\"head_dim\":32,\"tie_word_embeddings\":true}", &c, err);
-    CHECK("config.explicit-head-dim", rc == 0 && c.head_dim == 32 && c.tied && c.rope_theta == 1e6f, "%s", err);
+    CHECK("config.basic",
+          rc == 0 && c.head_dim == 16 && c.n_kv_heads == 2 && cis2_f2u(c.eps) == 0x3727C5ACu &&
+              c.rope_theta == 100000.0f && c.max_pos == 2048 && !c.tied,
+          "%s", rc ? err : "wrong values");
+    rc = cfg("{" BASECFG ",\"rope_theta\":1000000.0,\"head_dim\":32,\"tie_word_embeddings\":true}",
+             &c, err);
+    CHECK("config.explicit-head-dim", rc == 0 && c.head_dim == 32 && c.tied && c.rope_theta == 1e6f,
+          "%s", err);
     rc = cfg("{" BASECFG ",\"model_type\":\"qwen2\"}", &c, err);
     CHECK("config.duplicate-key-rejected", rc != 0 && strstr(err, "more than once"), "%s", err);
-    struct { const char *body, *want; } bad[] = {
+    struct {
+        const char *body, *want;
+    } bad[] = {
         { "{\"model_type\":\"gpt2\"}", "model_type" },
         { "{" BASECFG ",\"hidden_act\":\"gelu\"}", "hidden_act" },
         { "{" BASECFG ",\"rope_scaling\":{\"type\":\"linear\"}}", "rope_scaling" },
@@ -160,11 +243,14 @@ static void test_config(void)
         char name[64];
         snprintf(name, sizeof name, "config.rejects.%zu-%s", i, bad[i].want);
         rc = cfg(bad[i].body, &c, err);
-        CHECK(name, rc != 0 && strstr(err, bad[i].want) && strstr(err, "config.json"), "rc=%d err=%s", rc, err);
+        CHECK(name, rc != 0 && strstr(err, bad[i].want) && strstr(err, "config.json"),
+              "rc=%d err=%s", rc, err);
     }
-    const char *eps_tiny = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":2,"
+    const char *eps_tiny = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,"
+                           "\"num_hidden_layers\":2,"
                            "\"num_attention_heads\":4,\"vocab_size\":320,\"rms_norm_eps\":1e-50}";
-    CHECK("config.rejects-eps-underflow", cfg(eps_tiny, &c, err) != 0 && strstr(err, "rms_norm_eps"), "%s", err);
+    CHECK("config.rejects-eps-underflow",
+          cfg(eps_tiny, &c, err) != 0 && strstr(err, "rms_norm_eps"), "%s", err);
 }
 
 /* Build a safetensors image: header JSON + payload of `plen` bytes. */
@@ -183,49 +269,71 @@ static void test_safetensors(void)
     char err[CIS2_ERR_LEN];
     cis2_safetensors st;
     size_t len;
-    uint8_t *img = st_image("{\"__metadata__\":{\"k\":\"v\"},\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]},"
-                            "\"a\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}  ", 12, &len);
-    img[len - 12] = 0x80; img[len - 11] = 0x3F;  /* a[0] = bf16 1.0 */
+    uint8_t *img = st_image("{\"__metadata__\":{\"k\":\"v\"},\"b\":{\"dtype\":\"F32\",\"shape\":[2]"
+                            ",\"data_offsets\":[4,12]},"
+                            "\"a\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}  ",
+                            12, &len);
+    img[len - 12] = 0x80;
+    img[len - 11] = 0x3F; /* a[0] = bf16 1.0 */
     int rc = cis2_st_parse(&st, img, len, "m.safetensors", err);
     const cis2_st_tensor *a = rc ? NULL : cis2_st_find(&st, "a");
     float v[2] = { 0 };
     if (a) cis2_st_to_f32(a, v);
-    CHECK("safetensors.valid", rc == 0 && st.n == 2 && a && v[0] == 1.0f && st.metadata_json && strstr(st.metadata_json, "\"k\""),
+    CHECK("safetensors.valid",
+          rc == 0 && st.n == 2 && a && v[0] == 1.0f && st.metadata_json &&
+              strstr(st.metadata_json, "\"k\""),
           "%s", rc ? err : "wrong contents");
     if (!rc) cis2_st_close(&st);
     free(img);
-    struct { const char *hdr; size_t plen; const char *want; } bad[] = {
-        { "{\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8, "unsupported dtype" },
+    struct {
+        const char *hdr;
+        size_t plen;
+        const char *want;
+    } bad[] = {
+        { "{\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8,
+          "unsupported dtype" },
         { "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "span" },
         { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, "past the end" },
-        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "overlap" },
+        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"b\":{\"dtype\":"
+          "\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+          8, "overlap" },
         { "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "hole" },
         { "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8, "trailing" },
         { "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, "non-negative" },
         { "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}", 4, "begin <= end" },
-        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}", 4, "unexpected keys" },
+        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}", 4,
+          "unexpected keys" },
         { "{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, "data_offsets" },
-        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "twice" },
+        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"a\":{\"dtype\":"
+          "\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+          8, "twice" },
         { "{\"__metadata__\":{\"k\":1}}", 0, "__metadata__" },
         { "{\"a\":[1,2]", 0, "invalid JSON" },
         { "[]", 0, "does not start with" },
-        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}", 4, "overflow" },
+        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}", 4,
+          "overflow" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char name[80];
         snprintf(name, sizeof name, "safetensors.rejects.%zu", i);
         img = st_image(bad[i].hdr, bad[i].plen, &len);
         rc = cis2_st_parse(&st, img, len, "m.safetensors", err);
-        CHECK(name, rc != 0 && strstr(err, bad[i].want) && strstr(err, "m.safetensors"), "want '%s', got rc=%d '%s'", bad[i].want, rc, err);
+        CHECK(name, rc != 0 && strstr(err, bad[i].want) && strstr(err, "m.safetensors"),
+              "want '%s', got rc=%d '%s'", bad[i].want, rc, err);
         if (!rc) cis2_st_close(&st);
         free(img);
     }
     uint8_t tiny[5] = { 1, 2, 3, 4, 5 };
-    CHECK("safetensors.rejects.truncated", cis2_st_parse(&st, tiny, 5, "m.safetensors", err) && strstr(err, "truncated"), "%s", err);
+    CHECK("safetensors.rejects.truncated",
+          cis2_st_parse(&st, tiny, 5, "m.safetensors", err) && strstr(err, "truncated"), "%s", err);
     uint8_t big[16] = { 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, '{', '}' };
-    CHECK("safetensors.rejects.header-len-beyond-file", cis2_st_parse(&st, big, 16, "m.safetensors", err) && strstr(err, "header length"), "%s", err);
+    CHECK("safetensors.rejects.header-len-beyond-file",
+          cis2_st_parse(&st, big, 16, "m.safetensors", err) && strstr(err, "header length"), "%s",
+          err);
     uint8_t huge[16] = { 0, 0, 0, 0, 0, 0, 0, 0x10, '{', '}' };
-    CHECK("safetensors.rejects.header-len-absurd", cis2_st_parse(&st, huge, 16, "m.safetensors", err) && strstr(err, "out of bounds"), "%s", err);
+    CHECK("safetensors.rejects.header-len-absurd",
+          cis2_st_parse(&st, huge, 16, "m.safetensors", err) && strstr(err, "out of bounds"), "%s",
+          err);
 }
 
 /* A second reading of binary16 → binary32: value = ±m·2^(e-25) in double. */
@@ -244,7 +352,9 @@ static void test_f16(void)
     }
     CHECK("f16.all-finite-values-exact", bad == 0, "%d values differ", bad);
     CHECK("f16.inf-nan", isinf(cis2_f16_to_f32(0x7C00)) && isnan(cis2_f16_to_f32(0x7E00)), "wrong");
-    CHECK("bf16.widen-is-shift", cis2_f2u(cis2_bf16_to_f32(0x3F80)) == 0x3F800000u && cis2_f2u(cis2_bf16_to_f32(0x0001)) == 0x00010000u,
+    CHECK("bf16.widen-is-shift",
+          cis2_f2u(cis2_bf16_to_f32(0x3F80)) == 0x3F800000u &&
+              cis2_f2u(cis2_bf16_to_f32(0x0001)) == 0x00010000u,
           "wrong");
 }
 
@@ -252,25 +362,38 @@ static void test_receipt(void)
 {
     cis2_receipt r = { 0 }, p;
     strcpy(r.spec_version, "0.3b");
-    for (int i = 0; i < 32; i++) { r.weights_sha[i] = (uint8_t)i; r.witness_digest[i] = (uint8_t)(255 - i); }
+    for (int i = 0; i < 32; i++) {
+        r.weights_sha[i] = (uint8_t)i;
+        r.witness_digest[i] = (uint8_t)(255 - i);
+    }
     int32_t pids[3] = { 6403, 1980, 0 }, gids[2] = { 28, 665 };
     r.prompt_bytes = (uint8_t *)"Once";
     r.prompt_len = 4;
-    r.prompt_ids = pids; r.n_prompt = 3; r.gen_ids = gids; r.n_gen = 2; r.gen_toks = 2;
+    r.prompt_ids = pids;
+    r.n_prompt = 3;
+    r.gen_ids = gids;
+    r.n_gen = 2;
+    r.gen_toks = 2;
     char *txt, err[CIS2_ERR_LEN];
     size_t len;
     cis2_receipt_format(&r, &txt, &len);
     int rc = cis2_receipt_parse(txt, len, "r.txt", &p, err);
-    CHECK("receipt.roundtrip", rc == 0 && p.n_prompt == 3 && p.prompt_ids[2] == 0 && p.n_gen == 2 && p.prompt_len == 4 &&
-          !memcmp(p.prompt_bytes, "Once", 4) && !memcmp(p.weights_sha, r.weights_sha, 32) && !memcmp(p.witness_digest, r.witness_digest, 32),
+    CHECK("receipt.roundtrip",
+          rc == 0 && p.n_prompt == 3 && p.prompt_ids[2] == 0 && p.n_gen == 2 && p.prompt_len == 4 &&
+              !memcmp(p.prompt_bytes, "Once", 4) && !memcmp(p.weights_sha, r.weights_sha, 32) &&
+              !memcmp(p.witness_digest, r.witness_digest, 32),
           "%s", rc ? err : "fields differ");
     if (!rc) cis2_receipt_free(&p);
-    CHECK("receipt.header-and-13-lines", !strncmp(txt, "CIS-2-RECEIPT v1\nspec-version 0.3b\nweights-sha256 000102", 56), "%.60s", txt);
+    CHECK("receipt.header-and-13-lines",
+          !strncmp(txt, "CIS-2-RECEIPT v1\nspec-version 0.3b\nweights-sha256 000102", 56), "%.60s",
+          txt);
     int lines = 0;
     for (size_t i = 0; i < len; i++) lines += txt[i] == '\n';
     CHECK("receipt.line-count", lines == 14, "%d lines", lines);
     /* Malformed variants, each derived from the good text. */
-    struct { const char *from, *to, *want; } bad[] = {
+    struct {
+        const char *from, *to, *want;
+    } bad[] = {
         { "gen-toks 2", "gen-toks 3", "disagrees" },
         { "dtype fp32", "dtype fp16", "dtype" },
         { "spec-version 0.3b", "spec-version 0.3", "spec-version" },
@@ -288,7 +411,10 @@ static void test_receipt(void)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char name[64], *pos = strstr(txt, bad[i].from);
         snprintf(name, sizeof name, "receipt.rejects.%zu", i);
-        if (!pos) { CHECK(name, 0, "template '%s' not found", bad[i].from); continue; }
+        if (!pos) {
+            CHECK(name, 0, "template '%s' not found", bad[i].from);
+            continue;
+        }
         size_t fl = strlen(bad[i].from), tl = strlen(bad[i].to);
         char *m = malloc(len + tl + 1);
         memcpy(m, txt, (size_t)(pos - txt));
@@ -296,7 +422,8 @@ static void test_receipt(void)
         memcpy(m + (pos - txt) + tl, pos + fl, len - (size_t)(pos - txt) - fl);
         size_t ml = len - fl + tl;
         rc = cis2_receipt_parse(m, ml, "r.txt", &p, err);
-        CHECK(name, rc != 0 && strstr(err, bad[i].want) && strstr(err, "r.txt"), "want '%s', rc=%d err='%s'", bad[i].want, rc, err);
+        CHECK(name, rc != 0 && strstr(err, bad[i].want) && strstr(err, "r.txt"),
+              "want '%s', rc=%d err='%s'", bad[i].want, rc, err);
         if (!rc) cis2_receipt_free(&p);
         free(m);
     }
@@ -304,7 +431,8 @@ static void test_receipt(void)
     memcpy(extra, txt, len);
     memcpy(extra + len, "x y\n", 4);
     rc = cis2_receipt_parse(extra, len + 4, "r.txt", &p, err);
-    CHECK("receipt.rejects.trailing-line", rc != 0 && strstr(err, "after the last line"), "%s", err);
+    CHECK("receipt.rejects.trailing-line", rc != 0 && strstr(err, "after the last line"), "%s",
+          err);
     size_t cut = 0;
     for (int nl = 0; cut < len && nl < 8; cut++) nl += txt[cut] == '\n';
     rc = cis2_receipt_parse(txt, cut, "r.txt", &p, err);
@@ -318,11 +446,17 @@ static void test_ids(void)
     int32_t *v;
     int n;
     char err[CIS2_ERR_LEN];
-    CHECK("ids.parse", cis2_parse_ids("0,12,345", &v, &n, err) == 0 && n == 3 && v[2] == 345, "%s", err);
+    CHECK("ids.parse", cis2_parse_ids("0,12,345", &v, &n, err) == 0 && n == 3 && v[2] == 345, "%s",
+          err);
     free(v);
     const char *bad[] = { "", "1,", ",1", "1,,2", "1 2", "-1", "01", "99999999999", "1;2", "a" };
     int ok = 1;
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) if (cis2_parse_ids(bad[i], &v, &n, err) == 0) { ok = 0; free(v); printf("  accepted '%s'\n", bad[i]); }
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (cis2_parse_ids(bad[i], &v, &n, err) == 0) {
+            ok = 0;
+            free(v);
+            printf("  accepted '%s'\n", bad[i]);
+        }
     CHECK("ids.rejects-malformed", ok, "see above");
 }
 

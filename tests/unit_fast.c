@@ -23,8 +23,8 @@ static float rval(void)
     switch (r % 29) {
     case 0: return 0.0f;
     case 1: return -0.0f;
-    case 2: return cis2_u2f((uint32_t)(r >> 8) & 0x807FFFFFu);           /* subnormal */
-    case 3: return (r >> 40) & 1 ? 1e8f : -1e8f;                        /* cancellation */
+    case 2: return cis2_u2f((uint32_t)(r >> 8) & 0x807FFFFFu); /* subnormal */
+    case 3: return (r >> 40) & 1 ? 1e8f : -1e8f;               /* cancellation */
     default: {
         float u = (float)((r >> 40) & 0xFFFFFF) / 16777216.0f - 0.5f;
         int e = (int)((r >> 20) % 12) - 6;
@@ -39,7 +39,10 @@ static const int THREADS[] = { 1, 2, 3, 7 };
 static int same_bits(const float *a, const float *b, size_t n, size_t *where)
 {
     for (size_t i = 0; i < n; i++)
-        if (cis2_f2u(a[i]) != cis2_f2u(b[i])) { *where = i; return 0; }
+        if (cis2_f2u(a[i]) != cis2_f2u(b[i])) {
+            *where = i;
+            return 0;
+        }
     return 1;
 }
 
@@ -48,13 +51,13 @@ static void make_linear(cis2_linear *w, int rows, int cols, cis2_dtype dt, uint8
 {
     size_t n = (size_t)rows * cols, es = dt == CIS2_DT_F32 ? 4 : 2;
     *raw = malloc(n * es + 1);
-    uint8_t *r = *raw + 1;          /* deliberately unaligned, like a safetensors payload */
+    uint8_t *r = *raw + 1; /* deliberately unaligned, like a safetensors payload */
     for (size_t i = 0; i < n; i++) {
         float v = rval();
         if (dt == CIS2_DT_F32) memcpy(r + 4 * i, &v, 4);
         else {
             uint16_t h = (uint16_t)(rnd() >> 17);
-            if (dt == CIS2_DT_F16 && ((h >> 10) & 0x1F) == 0x1F) h &= 0x7BFF;   /* finite */
+            if (dt == CIS2_DT_F16 && ((h >> 10) & 0x1F) == 0x1F) h &= 0x7BFF; /* finite */
             if (dt == CIS2_DT_BF16 && ((h >> 7) & 0xFF) == 0xFF) h &= 0xBFFF;
             memcpy(r + 2 * i, &h, 2);
         }
@@ -63,7 +66,11 @@ static void make_linear(cis2_linear *w, int rows, int cols, cis2_dtype dt, uint8
     t.dtype = dt;
     t.numel = (int64_t)n;
     t.data = r;
-    w->rows = rows; w->cols = cols; w->dtype = dt; w->raw = r; w->packed = NULL;
+    w->rows = rows;
+    w->cols = cols;
+    w->dtype = dt;
+    w->raw = r;
+    w->packed = NULL;
     w->f32 = malloc(n * sizeof(float) + 4);
     cis2_st_to_f32(&t, w->f32);
 }
@@ -77,10 +84,18 @@ static void test_matmul(void)
     static const char *DTN[] = { "bf16", "f32", "f16" };
     for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[128];
-        if (!fast_kernels_pick(ISAS[ii], err)) { snprintf(name, sizeof name, "matmul %s", ISAS[ii]); SKIP(name, "%s", err); continue; }
+        if (!fast_kernels_pick(ISAS[ii], err)) {
+            snprintf(name, sizeof name, "matmul %s", ISAS[ii]);
+            SKIP(name, "%s", err);
+            continue;
+        }
         for (size_t ti = 0; ti < sizeof THREADS / sizeof *THREADS; ti++) {
             cis2_backend *b;
-            if (cis2_backend_fast_create(&b, ISAS[ii], THREADS[ti], err)) { printf("FAIL create: %s\n", err); unit_failed++; continue; }
+            if (cis2_backend_fast_create(&b, ISAS[ii], THREADS[ti], err)) {
+                printf("FAIL create: %s\n", err);
+                unit_failed++;
+                continue;
+            }
             for (int d = 0; d < 3; d++) {
                 int bad = 0, count = 0;
                 char why[200] = "";
@@ -90,30 +105,43 @@ static void test_matmul(void)
                         uint8_t *raw;
                         make_linear(&w, R[ri], C[ci], DT[d], &raw);
                         fast_packed p;
-                        if (fast_pack(&w, &p, err)) { bad++; continue; }
+                        if (fast_pack(&w, &p, err)) {
+                            bad++;
+                            continue;
+                        }
                         w.packed = &p;
                         for (size_t k = 0; k < sizeof TT / sizeof *TT; k++) {
                             int T = TT[k];
                             float *X = malloc((size_t)T * C[ci] * sizeof(float));
-                            float *Y0 = malloc((size_t)T * R[ri] * sizeof(float)), *Y1 = malloc((size_t)T * R[ri] * sizeof(float));
+                            float *Y0 = malloc((size_t)T * R[ri] * sizeof(float)),
+                                  *Y1 = malloc((size_t)T * R[ri] * sizeof(float));
                             for (int i = 0; i < T * C[ci]; i++) X[i] = rval();
-                            for (int t = 0; t < T; t++) ref_matvec(w.f32, R[ri], C[ci], X + (size_t)t * C[ci], Y0 + (size_t)t * R[ri]);
+                            for (int t = 0; t < T; t++)
+                                ref_matvec(w.f32, R[ri], C[ci], X + (size_t)t * C[ci],
+                                           Y0 + (size_t)t * R[ri]);
                             memset(Y1, 0xA5, (size_t)T * R[ri] * sizeof(float));
                             b->matmul(b, &w, X, T, Y1);
                             size_t at;
                             count++;
                             if (!same_bits(Y0, Y1, (size_t)T * R[ri], &at)) {
-                                if (!bad) snprintf(why, sizeof why, "rows=%d cols=%d T=%d: element %zu 0x%08X vs ref 0x%08X", R[ri], C[ci], T, at,
-                                                   (unsigned)cis2_f2u(Y1[at]), (unsigned)cis2_f2u(Y0[at]));
+                                if (!bad)
+                                    snprintf(
+                                        why, sizeof why,
+                                        "rows=%d cols=%d T=%d: element %zu 0x%08X vs ref 0x%08X",
+                                        R[ri], C[ci], T, at, (unsigned)cis2_f2u(Y1[at]),
+                                        (unsigned)cis2_f2u(Y0[at]));
                                 bad++;
                             }
-                            free(X); free(Y0); free(Y1);
+                            free(X);
+                            free(Y0);
+                            free(Y1);
                         }
                         fast_packed_free(&p);
                         free(w.f32);
                         free(raw);
                     }
-                snprintf(name, sizeof name, "matmul %s threads=%d %s: %d shapes bit-identical", ISAS[ii], THREADS[ti], DTN[d], count);
+                snprintf(name, sizeof name, "matmul %s threads=%d %s: %d shapes bit-identical",
+                         ISAS[ii], THREADS[ti], DTN[d], count);
                 CHECK(name, bad == 0, "%d of %d differ; first %s", bad, count, why);
             }
             b->destroy(b);
@@ -126,52 +154,88 @@ static void test_attention(void)
     static const int HD[] = { 6, 24, 64, 128 };
     for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[160];
-        if (!fast_kernels_pick(ISAS[ii], err)) { snprintf(name, sizeof name, "attention %s", ISAS[ii]); SKIP(name, "%s", err); continue; }
+        if (!fast_kernels_pick(ISAS[ii], err)) {
+            snprintf(name, sizeof name, "attention %s", ISAS[ii]);
+            SKIP(name, "%s", err);
+            continue;
+        }
         for (size_t ti = 0; ti < sizeof THREADS / sizeof *THREADS; ti++) {
             cis2_backend *b;
-            if (cis2_backend_fast_create(&b, ISAS[ii], THREADS[ti], err)) { printf("FAIL create: %s\n", err); unit_failed++; continue; }
+            if (cis2_backend_fast_create(&b, ISAS[ii], THREADS[ti], err)) {
+                printf("FAIL create: %s\n", err);
+                unit_failed++;
+                continue;
+            }
             int bad = 0, count = 0;
             char why[200] = "";
             for (size_t hi = 0; hi < sizeof HD / sizeof *HD; hi++)
                 for (int group = 1; group <= 7; group++) {
                     int hd = HD[hi], nkv = group > 4 ? 1 : 2, nh = nkv * group;
-                    int cases[3][2] = { { 0, 1 }, { 0, 23 }, { 57, 3 } };   /* pos0, T */
+                    int cases[3][2] = { { 0, 1 }, { 0, 23 }, { 57, 3 } }; /* pos0, T */
                     for (int c = 0; c < 3; c++) {
                         int pos0 = cases[c][0], T = cases[c][1], n = pos0 + T;
                         int qd = nh * hd, kvd = nkv * hd;
-                        float *q = malloc((size_t)T * qd * 4), *kc = malloc((size_t)n * kvd * 4), *vc = malloc((size_t)n * kvd * 4);
-                        float *o0 = malloc((size_t)T * qd * 4), *o1 = malloc((size_t)T * qd * 4), *sc = malloc((size_t)n * 4);
+                        float *q = malloc((size_t)T * qd * 4), *kc = malloc((size_t)n * kvd * 4),
+                              *vc = malloc((size_t)n * kvd * 4);
+                        float *o0 = malloc((size_t)T * qd * 4), *o1 = malloc((size_t)T * qd * 4),
+                              *sc = malloc((size_t)n * 4);
                         for (int i = 0; i < T * qd; i++) q[i] = rval();
-                        for (int i = 0; i < n * kvd; i++) { kc[i] = rval(); vc[i] = rval(); }
+                        for (int i = 0; i < n * kvd; i++) {
+                            kc[i] = rval();
+                            vc[i] = rval();
+                        }
                         float scale = cis2_rsqrt((float)hd);
                         cis2_ref_attention(q, kc, vc, T, pos0, nh, nkv, hd, scale, o0, sc);
                         b->attention(b, q, kc, vc, T, pos0, nh, nkv, hd, scale, o1);
                         size_t at;
                         count++;
                         if (!same_bits(o0, o1, (size_t)T * qd, &at)) {
-                            if (!bad) snprintf(why, sizeof why, "hd=%d group=%d pos0=%d T=%d: element %zu", hd, group, pos0, T, at);
+                            if (!bad)
+                                snprintf(why, sizeof why,
+                                         "hd=%d group=%d pos0=%d T=%d: element %zu", hd, group,
+                                         pos0, T, at);
                             bad++;
                         }
-                        free(q); free(kc); free(vc); free(o0); free(o1); free(sc);
+                        free(q);
+                        free(kc);
+                        free(vc);
+                        free(o0);
+                        free(o1);
+                        free(sc);
                     }
                 }
-            snprintf(name, sizeof name, "attention %s threads=%d: %d cases (head_dim 6/24/64/128, groups 1-7) bit-identical", ISAS[ii], THREADS[ti], count);
+            snprintf(name, sizeof name,
+                     "attention %s threads=%d: %d cases (head_dim 6/24/64/128, groups 1-7) "
+                     "bit-identical",
+                     ISAS[ii], THREADS[ti], count);
             CHECK(name, bad == 0, "%d of %d differ; first %s", bad, count, why);
             /* long context: one decode step at position 8191 and a short prefill ending at 3000 */
             if (THREADS[ti] == 2 || THREADS[ti] == 3) {
                 int lc[2][2] = { { 8191, 1 }, { 2990, 10 } };
                 for (int c = 0; c < 2; c++) {
-                    int hd = 64, nh = 9, nkv = 3, pos0 = lc[c][0], T = lc[c][1], n = pos0 + T, qd = nh * hd, kvd = nkv * hd;
-                    float *q = malloc((size_t)T * qd * 4), *kc = malloc((size_t)n * kvd * 4), *vc = malloc((size_t)n * kvd * 4);
-                    float *o0 = malloc((size_t)T * qd * 4), *o1 = malloc((size_t)T * qd * 4), *sc = malloc((size_t)n * 4);
+                    int hd = 64, nh = 9, nkv = 3, pos0 = lc[c][0], T = lc[c][1], n = pos0 + T,
+                        qd = nh * hd, kvd = nkv * hd;
+                    float *q = malloc((size_t)T * qd * 4), *kc = malloc((size_t)n * kvd * 4),
+                          *vc = malloc((size_t)n * kvd * 4);
+                    float *o0 = malloc((size_t)T * qd * 4), *o1 = malloc((size_t)T * qd * 4),
+                          *sc = malloc((size_t)n * 4);
                     for (int i = 0; i < T * qd; i++) q[i] = rval() * 8.0f;
-                    for (int i = 0; i < n * kvd; i++) { kc[i] = rval(); vc[i] = rval(); }
+                    for (int i = 0; i < n * kvd; i++) {
+                        kc[i] = rval();
+                        vc[i] = rval();
+                    }
                     cis2_ref_attention(q, kc, vc, T, pos0, nh, nkv, hd, 0.125f, o0, sc);
                     b->attention(b, q, kc, vc, T, pos0, nh, nkv, hd, 0.125f, o1);
                     size_t at;
-                    snprintf(name, sizeof name, "attention %s threads=%d long context %d positions", ISAS[ii], THREADS[ti], n);
+                    snprintf(name, sizeof name, "attention %s threads=%d long context %d positions",
+                             ISAS[ii], THREADS[ti], n);
                     CHECK(name, same_bits(o0, o1, (size_t)T * qd, &at), "element %zu differs", at);
-                    free(q); free(kc); free(vc); free(o0); free(o1); free(sc);
+                    free(q);
+                    free(kc);
+                    free(vc);
+                    free(o0);
+                    free(o1);
+                    free(sc);
                 }
             }
             /* decode with the group-shared key-range path: contexts 512..3000,
@@ -184,25 +248,42 @@ static void test_attention(void)
                 for (size_t hi = 0; hi < sizeof HDL / sizeof *HDL; hi++)
                     for (int group = 1; group <= 7; group++)
                         for (size_t ni = 0; ni < sizeof NL / sizeof *NL; ni++) {
-                            if ((group + (int)ni + (int)hi) % 2) continue;   /* half the grid: time */
-                            int hd = HDL[hi], nkv = group > 4 ? 1 : (group == 1 ? 3 : 2), nh = nkv * group;
+                            if ((group + (int)ni + (int)hi) % 2) continue; /* half the grid: time */
+                            int hd = HDL[hi], nkv = group > 4 ? 1 : (group == 1 ? 3 : 2),
+                                nh = nkv * group;
                             int n = NL[ni], pos0 = n - 1, T = 1, qd = nh * hd, kvd = nkv * hd;
-                            float *q = malloc((size_t)T * qd * 4), *kc = malloc((size_t)n * kvd * 4), *vc = malloc((size_t)n * kvd * 4);
-                            float *o0 = malloc((size_t)T * qd * 4), *o1 = malloc((size_t)T * qd * 4), *sc = malloc((size_t)n * 4);
+                            float *q = malloc((size_t)T * qd * 4),
+                                  *kc = malloc((size_t)n * kvd * 4),
+                                  *vc = malloc((size_t)n * kvd * 4);
+                            float *o0 = malloc((size_t)T * qd * 4),
+                                  *o1 = malloc((size_t)T * qd * 4), *sc = malloc((size_t)n * 4);
                             for (int i = 0; i < T * qd; i++) q[i] = rval() * 4.0f;
-                            for (int i = 0; i < n * kvd; i++) { kc[i] = rval(); vc[i] = rval(); }
+                            for (int i = 0; i < n * kvd; i++) {
+                                kc[i] = rval();
+                                vc[i] = rval();
+                            }
                             float scale = cis2_rsqrt((float)hd);
                             cis2_ref_attention(q, kc, vc, T, pos0, nh, nkv, hd, scale, o0, sc);
                             b->attention(b, q, kc, vc, T, pos0, nh, nkv, hd, scale, o1);
                             size_t at;
                             lcount++;
                             if (!same_bits(o0, o1, (size_t)T * qd, &at)) {
-                                if (!lbad) snprintf(lwhy, sizeof lwhy, "hd=%d group=%d n=%d: element %zu", hd, group, n, at);
+                                if (!lbad)
+                                    snprintf(lwhy, sizeof lwhy, "hd=%d group=%d n=%d: element %zu",
+                                             hd, group, n, at);
                                 lbad++;
                             }
-                            free(q); free(kc); free(vc); free(o0); free(o1); free(sc);
+                            free(q);
+                            free(kc);
+                            free(vc);
+                            free(o0);
+                            free(o1);
+                            free(sc);
                         }
-                snprintf(name, sizeof name, "attention %s threads=%d decode group-shared: %d cases (contexts 512-3000) bit-identical", ISAS[ii], THREADS[ti], lcount);
+                snprintf(name, sizeof name,
+                         "attention %s threads=%d decode group-shared: %d cases (contexts "
+                         "512-3000) bit-identical",
+                         ISAS[ii], THREADS[ti], lcount);
                 CHECK(name, lbad == 0, "%d of %d differ; first %s", lbad, lcount, lwhy);
             }
             b->destroy(b);
@@ -225,10 +306,12 @@ static void test_softmax(void)
                     uint64_t r = rnd();
                     switch (row % 8) {
                     case 0: a[j] = rval(); break;
-                    case 1: a[j] = rval() * 300.0f; break;                       /* many exps flush to 0 */
-                    case 2: a[j] = (r & 1) ? 0.0f : -0.0f; break;                 /* +-0 max */
-                    case 3: a[j] = cis2_u2f((uint32_t)(r >> 9) & 0x807FFFFFu); break; /* subnormals */
-                    case 4: a[j] = (float)(int)(r % 5) - 100.0f; break;          /* ties */
+                    case 1: a[j] = rval() * 300.0f; break;        /* many exps flush to 0 */
+                    case 2: a[j] = (r & 1) ? 0.0f : -0.0f; break; /* +-0 max */
+                    case 3:
+                        a[j] = cis2_u2f((uint32_t)(r >> 9) & 0x807FFFFFu);
+                        break;                                          /* subnormals */
+                    case 4: a[j] = (float)(int)(r % 5) - 100.0f; break; /* ties */
                     case 5: a[j] = (r % 7 == 0) ? cis2_u2f(0xFF800000u) : rval(); break; /* -inf */
                     case 6: a[j] = rval() * 1e30f; break;
                     default: a[j] = (r % 11 == 0) ? cis2_u2f(0x7FC00000u) : rval(); break; /* NaN */
@@ -241,7 +324,8 @@ static void test_softmax(void)
                 rows++;
                 if (!same_bits(a, b2, (size_t)n, &at)) bad++;
             }
-        snprintf(name, sizeof name, "softmax %s: %d adversarial rows bit-identical to ref_softmax", ISAS[ii], rows);
+        snprintf(name, sizeof name, "softmax %s: %d adversarial rows bit-identical to ref_softmax",
+                 ISAS[ii], rows);
         CHECK(name, bad == 0, "%d rows differ", bad);
     }
 }
@@ -263,10 +347,16 @@ static void test_pack(void)
                 fast_packed p, q;
                 size_t nb = fast_pack_bytes(&w);
                 uint8_t *arena = aligned_alloc(64, nb + 64);
-                memset(arena, 0xA5, nb + 64);   /* fast_pack_at must write every byte, pad rows included */
-                if (fast_pack(&w, &p, err) || fast_pack_at(&w, &q, arena)) { bad++; count++; continue; }
+                memset(arena, 0xA5,
+                       nb + 64); /* fast_pack_at must write every byte, pad rows included */
+                if (fast_pack(&w, &p, err) || fast_pack_at(&w, &q, arena)) {
+                    bad++;
+                    count++;
+                    continue;
+                }
                 size_t K = (size_t)w.cols, es = p.bf16 ? 2 : 4;
-                int ok = p.bytes <= nb && q.bytes == p.bytes && memcmp(p.data, q.data, p.bytes) == 0;
+                int ok =
+                    p.bytes <= nb && q.bytes == p.bytes && memcmp(p.data, q.data, p.bytes) == 0;
                 for (int t = 0; ok && t < p.ntiles; t++)
                     for (size_t k = 0; ok && k < K; k++)
                         for (int l = 0; ok && l < FAST_TILE; l++) {
@@ -274,7 +364,8 @@ static void test_pack(void)
                             size_t at = ((size_t)t * K + k) * FAST_TILE + (size_t)l;
                             if (p.bf16) {
                                 uint16_t want = 0, have = ((const uint16_t *)p.data)[at];
-                                if (row < w.rows) memcpy(&want, w.raw + ((size_t)row * K + k) * 2, 2);
+                                if (row < w.rows)
+                                    memcpy(&want, w.raw + ((size_t)row * K + k) * 2, 2);
                                 ok = have == want;
                             } else {
                                 float want = row < w.rows ? w.f32[(size_t)row * K + k] : 0.0f;
@@ -284,14 +375,15 @@ static void test_pack(void)
                 (void)es;
                 count++;
                 if (!ok) bad++;
-                fast_packed_free(&q);   /* borrowed: must not free the arena */
+                fast_packed_free(&q); /* borrowed: must not free the arena */
                 fast_packed_free(&p);
                 free(arena);
                 free(raw);
                 free(w.f32);
             }
-    CHECK("pack: fast_pack and fast_pack_at lay out every tile element exactly (bf16/f32/f16, odd shapes)", bad == 0,
-          "%d of %d shapes differ", bad, count);
+    CHECK("pack: fast_pack and fast_pack_at lay out every tile element exactly (bf16/f32/f16, odd "
+          "shapes)",
+          bad == 0, "%d of %d shapes differ", bad, count);
 }
 
 /* cis2_load_opts.skip_hash = CIS2_LOAD_HASH_ASYNC: the hashes published by cis2_engine_new equal
@@ -301,22 +393,36 @@ static void test_async_hash(void)
     const char *tmp = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
     char dir[512], cmd[1024], err[CIS2_ERR_LEN];
     snprintf(dir, sizeof dir, "%s/unit-fast-async-hash", tmp);
-    snprintf(cmd, sizeof cmd, "python3 tools/make_model.py %s --layers 2 --vocab 301 >/dev/null", dir);
-    if (system(cmd) != 0) { CHECK("async hash: fixture", 0, "make_model.py failed"); return; }
+    snprintf(cmd, sizeof cmd, "python3 tools/make_model.py %s --layers 2 --vocab 301 >/dev/null",
+             dir);
+    if (system(cmd) != 0) {
+        CHECK("async hash: fixture", 0, "make_model.py failed");
+        return;
+    }
     cis2_model a, b;
     cis2_load_opts lo = { 0 };
-    if (cis2_model_load(&a, dir, &lo, err)) { CHECK("async hash: sync load", 0, "%s", err); return; }
+    if (cis2_model_load(&a, dir, &lo, err)) {
+        CHECK("async hash: sync load", 0, "%s", err);
+        return;
+    }
     lo.skip_hash = CIS2_LOAD_HASH_ASYNC;
-    if (cis2_model_load(&b, dir, &lo, err)) { CHECK("async hash: async load", 0, "%s", err); cis2_model_unload(&a); return; }
+    if (cis2_model_load(&b, dir, &lo, err)) {
+        CHECK("async hash: async load", 0, "%s", err);
+        cis2_model_unload(&a);
+        return;
+    }
     cis2_engine_opts eo;
     memset(&eo, 0, sizeof eo);
     eo.backend = CIS2_BACKEND_FAST;
     eo.threads = 2;
     cis2_engine *e = NULL;
     int rc = cis2_engine_new(&e, &b, &eo, err);
-    CHECK("async hash: cis2_engine_new joins the hashing thread", rc == 0 && b.hash_job == NULL, "%s", rc ? err : "job still pending");
+    CHECK("async hash: cis2_engine_new joins the hashing thread", rc == 0 && b.hash_job == NULL,
+          "%s", rc ? err : "job still pending");
     CHECK("async hash: weights and tokenizer SHA-256 equal the synchronous ones",
-          memcmp(a.dg.weights_sha256, b.dg.weights_sha256, 32) == 0 && memcmp(a.dg.tokenizer_sha256, b.dg.tokenizer_sha256, 32) == 0, "hashes differ");
+          memcmp(a.dg.weights_sha256, b.dg.weights_sha256, 32) == 0 &&
+              memcmp(a.dg.tokenizer_sha256, b.dg.tokenizer_sha256, 32) == 0,
+          "hashes differ");
     cis2_engine_free(e);
     cis2_model_unload(&b);
     /* a model freed with its hash still pending joins quietly */
@@ -346,15 +452,38 @@ static void test_swiglu(void)
                     case 0: g[j] = rval(); break;
                     case 1: g[j] = rval() * 300.0f; break;
                     case 2: g[j] = (r & 1) ? 0.0f : -0.0f; break;
-                    case 3: g[j] = cis2_u2f((uint32_t)(r >> 9) & 0x807FFFFFu); u[j] = cis2_u2f((uint32_t)(r >> 20) & 0x807FFFFFu); break;
-                    case 4: g[j] = ((r & 1) ? 88.0f : -88.0f) + (float)((int)(r % 9) - 4) * 0.25f; break;
-                    case 5: g[j] = cis2_u2f(0x42B00000u + (uint32_t)(r % 64) - 32u) * ((r >> 8) & 1 ? 1.0f : -1.0f); break;
-                    case 6: g[j] = rval() * 1e30f; u[j] = (r >> 3) & 1 ? 0.0f : rval() * 1e30f; break;
-                    case 7: g[j] = (r % 5 == 0) ? cis2_u2f((r >> 4) & 1 ? 0x7F800000u : 0xFF800000u) : rval(); break;
-                    case 8: g[j] = (r % 7 == 0) ? cis2_u2f(0x7FC00000u | (uint32_t)(r >> 45)) : rval(); break;
-                    case 9: g[j] = rval(); u[j] = (r % 6 == 0) ? cis2_u2f(0xFFC00001u) : cis2_u2f((r >> 5) & 1 ? 0x7F800000u : 0xFF800000u); break;
+                    case 3:
+                        g[j] = cis2_u2f((uint32_t)(r >> 9) & 0x807FFFFFu);
+                        u[j] = cis2_u2f((uint32_t)(r >> 20) & 0x807FFFFFu);
+                        break;
+                    case 4:
+                        g[j] = ((r & 1) ? 88.0f : -88.0f) + (float)((int)(r % 9) - 4) * 0.25f;
+                        break;
+                    case 5:
+                        g[j] = cis2_u2f(0x42B00000u + (uint32_t)(r % 64) - 32u) *
+                               ((r >> 8) & 1 ? 1.0f : -1.0f);
+                        break;
+                    case 6:
+                        g[j] = rval() * 1e30f;
+                        u[j] = (r >> 3) & 1 ? 0.0f : rval() * 1e30f;
+                        break;
+                    case 7:
+                        g[j] = (r % 5 == 0) ? cis2_u2f((r >> 4) & 1 ? 0x7F800000u : 0xFF800000u)
+                                            : rval();
+                        break;
+                    case 8:
+                        g[j] = (r % 7 == 0) ? cis2_u2f(0x7FC00000u | (uint32_t)(r >> 45)) : rval();
+                        break;
+                    case 9:
+                        g[j] = rval();
+                        u[j] = (r % 6 == 0) ? cis2_u2f(0xFFC00001u)
+                                            : cis2_u2f((r >> 5) & 1 ? 0x7F800000u : 0xFF800000u);
+                        break;
                     case 10: g[j] = (float)((int)(r % 41) - 20); break;
-                    default: g[j] = cis2_u2f((uint32_t)(r >> 32)); u[j] = cis2_u2f((uint32_t)r); break;   /* any bits */
+                    default:
+                        g[j] = cis2_u2f((uint32_t)(r >> 32));
+                        u[j] = cis2_u2f((uint32_t)r);
+                        break; /* any bits */
                     }
                 }
                 ref_swiglu(g, u, a, n);
@@ -363,7 +492,8 @@ static void test_swiglu(void)
                 rows++;
                 if (!same_bits(a, b2, (size_t)n, &at)) bad++;
             }
-        snprintf(name, sizeof name, "swiglu %s: %d adversarial rows bit-identical to ref_swiglu", ISAS[ii], rows);
+        snprintf(name, sizeof name, "swiglu %s: %d adversarial rows bit-identical to ref_swiglu",
+                 ISAS[ii], rows);
         CHECK(name, bad == 0, "%d rows differ", bad);
     }
 }
@@ -372,7 +502,11 @@ static void test_swiglu(void)
  * linears of different shapes over one input, every ISA x threads, against
  * ref_matvec; parallel_for visits every index exactly once. */
 static int pf_hits[1000];
-static void pf_mark(void *ctx, int i) { (void)ctx; pf_hits[i]++; }
+static void pf_mark(void *ctx, int i)
+{
+    (void)ctx;
+    pf_hits[i]++;
+}
 static void test_matmul_multi(void)
 {
     static const int R[3] = { 100, 33, 17 }, TT[] = { 1, 2, 5, 13, 40, 97 };
@@ -382,11 +516,19 @@ static void test_matmul_multi(void)
         if (!fast_kernels_pick(ISAS[ii], err)) continue;
         for (size_t ti = 0; ti < sizeof THREADS / sizeof *THREADS; ti++) {
             cis2_backend *b;
-            if (cis2_backend_fast_create(&b, ISAS[ii], THREADS[ti], err)) { printf("FAIL create: %s\n", err); unit_failed++; continue; }
+            if (cis2_backend_fast_create(&b, ISAS[ii], THREADS[ti], err)) {
+                printf("FAIL create: %s\n", err);
+                unit_failed++;
+                continue;
+            }
             cis2_linear w[3];
             uint8_t *raw[3];
             fast_packed p[3];
-            for (int i = 0; i < 3; i++) { make_linear(&w[i], R[i], C, i == 1 ? CIS2_DT_F32 : CIS2_DT_BF16, &raw[i]); fast_pack(&w[i], &p[i], err); w[i].packed = &p[i]; }
+            for (int i = 0; i < 3; i++) {
+                make_linear(&w[i], R[i], C, i == 1 ? CIS2_DT_F32 : CIS2_DT_BF16, &raw[i]);
+                fast_pack(&w[i], &p[i], err);
+                w[i].packed = &p[i];
+            }
             int bad = 0, count = 0;
             for (size_t k = 0; k < sizeof TT / sizeof *TT; k++) {
                 int T = TT[k];
@@ -396,7 +538,8 @@ static void test_matmul_multi(void)
                     Y0[i] = malloc((size_t)T * R[i] * sizeof(float));
                     Y1[i] = malloc((size_t)T * R[i] * sizeof(float));
                     memset(Y1[i], 0xA5, (size_t)T * R[i] * sizeof(float));
-                    for (int t = 0; t < T; t++) ref_matvec(w[i].f32, R[i], C, X + (size_t)t * C, Y0[i] + (size_t)t * R[i]);
+                    for (int t = 0; t < T; t++)
+                        ref_matvec(w[i].f32, R[i], C, X + (size_t)t * C, Y0[i] + (size_t)t * R[i]);
                 }
                 const cis2_linear *wp[3] = { &w[0], &w[1], &w[2] };
                 float *const yp[3] = { Y1[0], Y1[1], Y1[2] };
@@ -405,7 +548,8 @@ static void test_matmul_multi(void)
                     size_t at;
                     count++;
                     if (!same_bits(Y0[i], Y1[i], (size_t)T * R[i], &at)) bad++;
-                    free(Y0[i]); free(Y1[i]);
+                    free(Y0[i]);
+                    free(Y1[i]);
                 }
                 free(X);
             }
@@ -413,11 +557,20 @@ static void test_matmul_multi(void)
             for (int n = 1; n <= 1000; n += 111) {
                 memset(pf_hits, 0, sizeof pf_hits);
                 b->parallel_for(b, n, pf_mark, NULL);
-                for (int i = 0; i < 1000; i++) if (pf_hits[i] != (i < n)) pf_bad++;
+                for (int i = 0; i < 1000; i++)
+                    if (pf_hits[i] != (i < n)) pf_bad++;
             }
-            snprintf(name, sizeof name, "matmul_multi %s threads=%d: %d outputs bit-identical; parallel_for covers each index once", ISAS[ii], THREADS[ti], count);
-            CHECK(name, bad == 0 && pf_bad == 0, "%d of %d differ, parallel_for %d wrong", bad, count, pf_bad);
-            for (int i = 0; i < 3; i++) { fast_packed_free(&p[i]); free(w[i].f32); free(raw[i]); }
+            snprintf(name, sizeof name,
+                     "matmul_multi %s threads=%d: %d outputs bit-identical; parallel_for covers "
+                     "each index once",
+                     ISAS[ii], THREADS[ti], count);
+            CHECK(name, bad == 0 && pf_bad == 0, "%d of %d differ, parallel_for %d wrong", bad,
+                  count, pf_bad);
+            for (int i = 0; i < 3; i++) {
+                fast_packed_free(&p[i]);
+                free(w[i].f32);
+                free(raw[i]);
+            }
             b->destroy(b);
         }
     }
@@ -425,7 +578,10 @@ static void test_matmul_multi(void)
 
 int main(void)
 {
-    if (cis2_fpenv_pin()) { printf("FAIL fpenv pin\n"); return 1; }
+    if (cis2_fpenv_pin()) {
+        printf("FAIL fpenv pin\n");
+        return 1;
+    }
     test_matmul_multi();
     test_swiglu();
     test_pack();

@@ -22,7 +22,7 @@
 #include "../fuzz/fuzz_tokenizer_load.c"
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fz_tokenizer_encode
-#define LLVMFuzzerInitialize fz_tokenizer_encode_init
+#define LLVMFuzzerInitialize   fz_tokenizer_encode_init
 #include "../fuzz/fuzz_tokenizer_encode.c"
 #undef LLVMFuzzerTestOneInput
 #undef LLVMFuzzerInitialize
@@ -33,42 +33,65 @@
 #include "../fuzz/fuzz_op.c"
 #undef LLVMFuzzerTestOneInput
 
-typedef struct { const char *name; int (*one)(const uint8_t *, size_t); int (*init)(int *, char ***); } harness;
+typedef struct {
+    const char *name;
+    int (*one)(const uint8_t *, size_t);
+    int (*init)(int *, char ***);
+} harness;
 static const harness H[] = {
-    { "safetensors", fz_safetensors, NULL }, { "json", fz_json, NULL }, { "config", fz_config, NULL },
+    { "safetensors", fz_safetensors, NULL },
+    { "json", fz_json, NULL },
+    { "config", fz_config, NULL },
     { "tokenizer_load", fz_tokenizer_load, NULL },
     { "tokenizer_encode", fz_tokenizer_encode, fz_tokenizer_encode_init },
-    { "receipt", fz_receipt, NULL }, { "op", fz_op, NULL },
+    { "receipt", fz_receipt, NULL },
+    { "op", fz_op, NULL },
 };
 
-static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 /* Runs every file of DIR through h in a child; returns files run, or -1 when DIR is missing. */
 static int replay_dir(const harness *h, const char *dir, int *bad)
 {
     DIR *d = opendir(dir);
     if (!d) return -1;
-    char *names[4096]; int nn = 0;
+    char *names[4096];
+    int nn = 0;
     struct dirent *e;
-    while ((e = readdir(d)) && nn < 4096) if (e->d_name[0] != '.') names[nn++] = strdup(e->d_name);
+    while ((e = readdir(d)) && nn < 4096)
+        if (e->d_name[0] != '.') names[nn++] = strdup(e->d_name);
     closedir(d);
     qsort(names, (size_t)nn, sizeof *names, name_cmp);
     for (int i = 0; i < nn; i++) {
         char path[2048], err[CIS2_ERR_LEN];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        char *buf = NULL; size_t len = 0;
-        if (cis2_read_file(path, &buf, &len, err)) { printf("FAIL fuzz-replay.%s: %s\n", h->name, err); (*bad)++; free(names[i]); continue; }
+        char *buf = NULL;
+        size_t len = 0;
+        if (cis2_read_file(path, &buf, &len, err)) {
+            printf("FAIL fuzz-replay.%s: %s\n", h->name, err);
+            (*bad)++;
+            free(names[i]);
+            continue;
+        }
         fflush(stdout);
         pid_t pid = fork();
         if (pid == 0) {
-            if (h->init) { int ac = 0; char **av = NULL; h->init(&ac, &av); }
+            if (h->init) {
+                int ac = 0;
+                char **av = NULL;
+                h->init(&ac, &av);
+            }
             h->one((const uint8_t *)buf, len);
             _exit(0);
         }
         int st = 0;
         waitpid(pid, &st, 0);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            printf("FAIL fuzz-replay.%s: %s %s %d\n", h->name, path, WIFSIGNALED(st) ? "killed by signal" : "exited",
+            printf("FAIL fuzz-replay.%s: %s %s %d\n", h->name, path,
+                   WIFSIGNALED(st) ? "killed by signal" : "exited",
                    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
             (*bad)++;
         }
@@ -87,7 +110,13 @@ int main(void)
         int ns = replay_dir(&H[k], dir, &bad);
         snprintf(dir, sizeof dir, "fuzz/regressions/%s", H[k].name);
         int nr = replay_dir(&H[k], dir, &bad);
-        if (ns <= 0) { printf("FAIL fuzz-replay.%s: no seeds in fuzz/corpus/%s (run from the repository root)\n", H[k].name, H[k].name); unit_failed++; continue; }
+        if (ns <= 0) {
+            printf(
+                "FAIL fuzz-replay.%s: no seeds in fuzz/corpus/%s (run from the repository root)\n",
+                H[k].name, H[k].name);
+            unit_failed++;
+            continue;
+        }
         char nm[64];
         snprintf(nm, sizeof nm, "fuzz-replay.%s", H[k].name);
         CHECK(nm, bad == 0, "%d of %d inputs failed", bad, ns + (nr > 0 ? nr : 0));

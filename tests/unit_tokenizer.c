@@ -11,10 +11,17 @@
 static char *subst(const char *s, const char *from, const char *to)
 {
     const char *p = strstr(s, from);
-    if (!p) { printf("FAIL subst: '%s' not in the base json\n", from); unit_failed++; p = s + strlen(s); from = ""; }
+    if (!p) {
+        printf("FAIL subst: '%s' not in the base json\n", from);
+        unit_failed++;
+        p = s + strlen(s);
+        from = "";
+    }
     size_t a = (size_t)(p - s), fl = strlen(from), tl = strlen(to), n = strlen(s);
     char *o = malloc(n - fl + tl + 1);
-    memcpy(o, s, a); memcpy(o + a, to, tl); memcpy(o + a + tl, p + fl, n - a - fl + 1);
+    memcpy(o, s, a);
+    memcpy(o + a, to, tl);
+    memcpy(o + a + tl, p + fl, n - a - fl + 1);
     return o;
 }
 
@@ -28,25 +35,32 @@ static int ids_eq(const int32_t *a, int na, const char *want)
 }
 
 /* Encode, compare with `want` ids and check decode gives the text back. */
-static void check_enc(const char *name, const cis2_tokenizer *t, const char *text, size_t len, const char *want)
+static void check_enc(const char *name, const cis2_tokenizer *t, const char *text, size_t len,
+                      const char *want)
 {
     char err[CIS2_ERR_LEN] = "", n2[160];
-    int32_t *ids = NULL; int n = 0;
+    int32_t *ids = NULL;
+    int n = 0;
     int rc = cis2_tokenizer_encode(t, text, len, &ids, &n, err);
     CHECK(name, rc == 0 && ids_eq(ids, n, want), "rc=%d %s", rc, err);
-    char *back = NULL; size_t bl = 0;
+    char *back = NULL;
+    size_t bl = 0;
     rc = rc ? rc : cis2_tokenizer_decode(t, ids, n, &back, &bl, err);
     snprintf(n2, sizeof n2, "%s round trip", name);
     CHECK(n2, rc == 0 && bl == len && memcmp(back, text, len) == 0, "rc=%d %s", rc, err);
-    free(ids); free(back);
+    free(ids);
+    free(back);
 }
 
-static void check_enc_err(const char *name, const cis2_tokenizer *t, const char *text, size_t len, const char *want)
+static void check_enc_err(const char *name, const cis2_tokenizer *t, const char *text, size_t len,
+                          const char *want)
 {
     char err[CIS2_ERR_LEN] = "";
-    int32_t *ids = (int32_t *)1; int n = -1;
+    int32_t *ids = (int32_t *)1;
+    int n = -1;
     int rc = cis2_tokenizer_encode(t, text, len, &ids, &n, err);
-    CHECK(name, rc != 0 && ids == NULL && strstr(err, want) && !strchr(err, '\n'), "rc=%d err='%s' want '%s'", rc, err, want);
+    CHECK(name, rc != 0 && ids == NULL && strstr(err, want) && !strchr(err, '\n'),
+          "rc=%d err='%s' want '%s'", rc, err, want);
     if (!rc) free(ids);
 }
 
@@ -57,28 +71,40 @@ static uint32_t b2u(int b)
 {
     if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE) return (uint32_t)b;
     int n = 0;
-    for (int x = 0; x < b; x++) if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || x >= 0xAE)) n++;
+    for (int x = 0; x < b; x++)
+        if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || x >= 0xAE)) n++;
     return (uint32_t)(256 + n);
 }
 
-#define PRETOK "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", \"individual_digits\": true}, " \
-               "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true}]}"
-#define DECODER "\"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true}"
+#define PRETOK                                                                                     \
+    "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "      \
+    "\"individual_digits\": true}, "                                                               \
+    "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, "              \
+    "\"use_regex\": true}]}"
+#define DECODER                                                                                    \
+    "\"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, "  \
+    "\"use_regex\": true}"
 
 /* Replace from the first `from` up to (not including) the next `upto`. */
 static char *subst_span(const char *s, const char *from, const char *upto, const char *to)
 {
     const char *a = strstr(s, from), *b = a ? strstr(a, upto) : NULL;
-    if (!b) { printf("FAIL subst_span: '%s' not in the base json\n", from); unit_failed++; a = b = s; }
+    if (!b) {
+        printf("FAIL subst_span: '%s' not in the base json\n", from);
+        unit_failed++;
+        a = b = s;
+    }
     size_t n = strlen(s), tl = strlen(to);
     char *o = malloc(n + tl + 1);
-    memcpy(o, s, (size_t)(a - s)); memcpy(o + (a - s), to, tl); memcpy(o + (a - s) + tl, b, n - (size_t)(b - s) + 1);
+    memcpy(o, s, (size_t)(a - s));
+    memcpy(o + (a - s), to, tl);
+    memcpy(o + (a - s) + tl, b, n - (size_t)(b - s) + 1);
     return o;
 }
 
 /* merges over {a,b,c}, in rank order; each result joins the vocab. */
 static const char *const MERGES[][2] = {
-    { "a", "a" }, { "b", "c" }, { "a", "b" }, { "aa", "a" }, { "c", "c" }, { "ab", "c" },
+    { "a", "a" },   { "b", "c" }, { "a", "b" },    { "aa", "a" }, { "c", "c" },     { "ab", "c" },
     { "aa", "aa" }, { "b", "a" }, { "aaa", "bc" }, { "cc", "a" }, { "abc", "abc" }, { "ba", "ba" },
 };
 #define NMERGES (int)(sizeof MERGES / sizeof MERGES[0])
@@ -90,9 +116,11 @@ static char *synth_json(int array_merges)
 {
     size_t cap = 1 << 16, o = 0;
     char *s = malloc(cap);
-    o += (size_t)snprintf(s + o, cap - o,
+    o += (size_t)snprintf(
+        s + o, cap - o,
         "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,\n"
-        " \"added_tokens\": [{\"id\": %d, \"content\": \"<|end|>\", \"single_word\": false, \"lstrip\": false, "
+        " \"added_tokens\": [{\"id\": %d, \"content\": \"<|end|>\", \"single_word\": false, "
+        "\"lstrip\": false, "
         "\"rstrip\": false, \"normalized\": false, \"special\": true},\n"
         "  {\"id\": %d, \"content\": \"<extra>\", \"special\": true, \"normalized\": false},\n"
         "  {\"id\": %d, \"content\": \"hello\", \"special\": false}],\n"
@@ -100,16 +128,26 @@ static char *synth_json(int array_merges)
         " " PRETOK ",\n"
         " \"post_processor\": null,\n"
         " " DECODER ",\n"
-        " \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": null, "
-        "\"end_of_word_suffix\": null, \"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": false,\n"
-        "  \"vocab\": {", 256 + NMERGES, 257 + NMERGES, 258 + NMERGES);
+        " \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
+        "\"continuing_subword_prefix\": null, "
+        "\"end_of_word_suffix\": null, \"fuse_unk\": false, \"byte_fallback\": false, "
+        "\"ignore_merges\": false,\n"
+        "  \"vocab\": {",
+        256 + NMERGES, 257 + NMERGES, 258 + NMERGES);
     for (int b = 0; b < 256; b++) /* letters and digits plain, the rest as \\u escapes */
-        o += (size_t)snprintf(s + o, cap - o, (b < 128 && (b | 0x20) >= 'a' && (b | 0x20) <= 'z') || (b >= '0' && b <= '9')
-                              ? "\"%c\": %d, " : "\"\\u%04x\": %d, ", (int)b2u(b), b);
-    for (int m = 0; m < NMERGES; m++) o += (size_t)snprintf(s + o, cap - o, "\"%s%s\": %d, ", MERGES[m][0], MERGES[m][1], 256 + m);
+        o += (size_t)snprintf(s + o, cap - o,
+                              (b < 128 && (b | 0x20) >= 'a' && (b | 0x20) <= 'z') ||
+                                      (b >= '0' && b <= '9')
+                                  ? "\"%c\": %d, "
+                                  : "\"\\u%04x\": %d, ",
+                              (int)b2u(b), b);
+    for (int m = 0; m < NMERGES; m++)
+        o +=
+            (size_t)snprintf(s + o, cap - o, "\"%s%s\": %d, ", MERGES[m][0], MERGES[m][1], 256 + m);
     o += (size_t)snprintf(s + o, cap - o, "\"<|end|>\": %d},\n  \"merges\": [", 256 + NMERGES);
     for (int m = 0; m < NMERGES; m++)
-        o += (size_t)snprintf(s + o, cap - o, array_merges ? "%s[\"%s\", \"%s\"]" : "%s\"%s %s\"", m ? ", " : "", MERGES[m][0], MERGES[m][1]);
+        o += (size_t)snprintf(s + o, cap - o, array_merges ? "%s[\"%s\", \"%s\"]" : "%s\"%s %s\"",
+                              m ? ", " : "", MERGES[m][0], MERGES[m][1]);
     snprintf(s + o, cap - o, "]}}\n");
     return s;
 }
@@ -119,12 +157,19 @@ static int naive_bpe(const char *w, int32_t *out)
 {
     char sym[64][64];
     int n = 0;
-    for (; w[n]; n++) { sym[n][0] = w[n]; sym[n][1] = 0; }
+    for (; w[n]; n++) {
+        sym[n][0] = w[n];
+        sym[n][1] = 0;
+    }
     for (;;) {
         int best = -1, at = -1;
         for (int i = 0; i + 1 < n; i++)
             for (int m = 0; m < NMERGES; m++)
-                if (!strcmp(sym[i], MERGES[m][0]) && !strcmp(sym[i + 1], MERGES[m][1]) && (best < 0 || m < best)) { best = m; at = i; }
+                if (!strcmp(sym[i], MERGES[m][0]) && !strcmp(sym[i + 1], MERGES[m][1]) &&
+                    (best < 0 || m < best)) {
+                    best = m;
+                    at = i;
+                }
         if (best < 0) break;
         size_t la = strlen(sym[at]), lb = strlen(sym[at + 1]);
         memcpy(&sym[at][la], &sym[at + 1][0], lb + 1);
@@ -132,7 +177,10 @@ static int naive_bpe(const char *w, int32_t *out)
         n--;
     }
     for (int i = 0; i < n; i++) {
-        if (!sym[i][1]) { out[i] = (uint8_t)sym[i][0]; continue; }
+        if (!sym[i][1]) {
+            out[i] = (uint8_t)sym[i][0];
+            continue;
+        }
         for (int m = 0; m < NMERGES; m++) {
             char c[64];
             snprintf(c, sizeof c, "%s%s", MERGES[m][0], MERGES[m][1]);
@@ -151,9 +199,15 @@ static void test_synthetic(void)
     CHECK("synthetic tokenizer.json loads", rc == 0, "%s", err);
     rc = cis2_tokenizer_parse(&ta, ja, strlen(ja), "synth-array.json", err);
     CHECK("synthetic tokenizer.json with [\"a\",\"b\"] merges loads", rc == 0, "%s", err);
-    if (!t || !ta) { cis2_tokenizer_free(t); cis2_tokenizer_free(ta); free(js); free(ja); return; }
-    CHECK("synthetic vocab size counts added tokens outside the vocab", cis2_tokenizer_vocab_size(t) == 259 + NMERGES,
-          "%d", cis2_tokenizer_vocab_size(t));
+    if (!t || !ta) {
+        cis2_tokenizer_free(t);
+        cis2_tokenizer_free(ta);
+        free(js);
+        free(ja);
+        return;
+    }
+    CHECK("synthetic vocab size counts added tokens outside the vocab",
+          cis2_tokenizer_vocab_size(t) == 259 + NMERGES, "%d", cis2_tokenizer_vocab_size(t));
 
     /* Heap merge loop vs the naive rescan, seeded random words over {a,b,c}. */
     uint64_t rng = 12345;
@@ -170,22 +224,33 @@ static void test_synthetic(void)
         w[len] = 0;
         int32_t want[64], *got = NULL, *got2 = NULL;
         int nw = naive_bpe(w, want), ng = 0, ng2 = 0;
-        if (cis2_tokenizer_encode(t, w, (size_t)len, &got, &ng, err) || cis2_tokenizer_encode(ta, w, (size_t)len, &got2, &ng2, err) ||
-            ng != nw || ng2 != nw || memcmp(got, want, sizeof *got * (size_t)nw) || memcmp(got2, want, sizeof *got * (size_t)nw)) {
+        if (cis2_tokenizer_encode(t, w, (size_t)len, &got, &ng, err) ||
+            cis2_tokenizer_encode(ta, w, (size_t)len, &got2, &ng2, err) || ng != nw || ng2 != nw ||
+            memcmp(got, want, sizeof *got * (size_t)nw) ||
+            memcmp(got2, want, sizeof *got * (size_t)nw)) {
             if (!bad) printf("  first mismatch on '%s'\n", w);
             bad++;
         }
-        free(got); free(got2);
+        free(got);
+        free(got2);
     }
-    CHECK("heap merge loop == naive lowest-rank-leftmost rescan (3000 seeded words, both merge forms)", bad == 0, "%d mismatches", bad);
+    CHECK("heap merge loop == naive lowest-rank-leftmost rescan (3000 seeded words, both merge "
+          "forms)",
+          bad == 0, "%d mismatches", bad);
 
-    /* ids by construction: a=97 b=98 c=99, merges 256.., "<|end|>"=268, "<extra>"=269, "hello"=270 */
+    /* ids by construction: a=97 b=98 c=99, merges 256.., "<|end|>"=268, "<extra>"=269,
+     * "hello"=270 */
     check_enc("synthetic: aaaa -> aa+aa (rank 6)", t, "aaaa", 4, "262");
-    check_enc("synthetic: added tokens leftmost-longest, text between encoded", t, "aa<|end|>bc<extra>a", 19, "256,268,257,269,97");
-    check_enc("synthetic: normalized added token split after the special ones", t, "xhello<extra>hello", 18, "120,270,269,270");
-    check_enc("synthetic: partial added token is plain text", t, "<|end|", 6, "60,124,101,110,100,124");
+    check_enc("synthetic: added tokens leftmost-longest, text between encoded", t,
+              "aa<|end|>bc<extra>a", 19, "256,268,257,269,97");
+    check_enc("synthetic: normalized added token split after the special ones", t,
+              "xhello<extra>hello", 18, "120,270,269,270");
+    check_enc("synthetic: partial added token is plain text", t, "<|end|", 6,
+              "60,124,101,110,100,124");
     check_enc("synthetic: empty text -> no ids", t, "", 0, "");
-    cis2_tokenizer_free(t); cis2_tokenizer_free(ta); free(ja);
+    cis2_tokenizer_free(t);
+    cis2_tokenizer_free(ta);
+    free(ja);
 
     /* A vocab without the symbol for byte 'z' loads; text needing it is refused. */
     char *jz = subst(js, "\"z\": 122, ", "\"zzz\": 122, ");
@@ -193,7 +258,8 @@ static void test_synthetic(void)
     CHECK("vocab missing a byte symbol still loads (SmolLM2 lacks 21)", rc == 0, "%s", err);
     if (!rc) {
         check_enc("missing byte symbol: text without it encodes", t, "abc", 3, "97,257");
-        check_enc_err("missing byte symbol: text needing it is refused, not dropped", t, "a z", 3, "no symbol for byte 0x7a");
+        check_enc_err("missing byte symbol: text needing it is refused, not dropped", t, "a z", 3,
+                      "no symbol for byte 0x7a");
         cis2_tokenizer_free(t);
     }
     free(jz);
@@ -203,69 +269,109 @@ static void test_synthetic(void)
         /* name, from, to, expected error substring */
         { "truncated file", "\"merges\"", "", "invalid JSON" },
         { "top level not an object", "{\"version\"", "[{\"version\"", "invalid JSON" },
-        { "NFC normalizer (Qwen2)", "\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}", "normalizer: unsupported" },
+        { "NFC normalizer (Qwen2)", "\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}",
+          "normalizer: unsupported" },
         { "Split pre_tokenizer (Qwen2)", "{\"type\": \"Digits\", \"individual_digits\": true}",
-          "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"x\"}, \"behavior\": \"Isolated\", \"invert\": false}",
+          "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"x\"}, \"behavior\": \"Isolated\", "
+          "\"invert\": false}",
           "pre_tokenizer.pretokenizers[0]: unsupported type \"Split\"" },
-        { "ByteLevel-only pre_tokenizer", PRETOK, "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false}", "pre_tokenizer: unsupported type \"ByteLevel\"" },
-        { "null pre_tokenizer", PRETOK, "\"pre_tokenizer\": null", "pre_tokenizer: null is unsupported" },
-        { "three pre_tokenizers", "\"use_regex\": true}]}", "\"use_regex\": true}, {\"type\": \"Digits\"}]}", "pretokenizers: unsupported" },
-        { "individual_digits false", "\"individual_digits\": true", "\"individual_digits\": false", "individual_digits = false is unsupported" },
-        { "individual_digits absent (default false)", "\"Digits\", \"individual_digits\": true}", "\"Digits\"}", "individual_digits = false is unsupported" },
-        { "unknown Digits key", "\"individual_digits\": true", "\"individual_digits\": true, \"x\": 1", "pretokenizers[0]: unsupported key \"x\"" },
-        { "add_prefix_space true", "\"add_prefix_space\": false", "\"add_prefix_space\": true", "add_prefix_space = true is unsupported" },
-        { "use_regex false", "\"use_regex\": true}]", "\"use_regex\": false}]", "use_regex = false is unsupported" },
-        { "model type WordPiece", "\"type\": \"BPE\"", "\"type\": \"WordPiece\"", "model: unsupported type \"WordPiece\"" },
+        { "ByteLevel-only pre_tokenizer", PRETOK,
+          "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false}",
+          "pre_tokenizer: unsupported type \"ByteLevel\"" },
+        { "null pre_tokenizer", PRETOK, "\"pre_tokenizer\": null",
+          "pre_tokenizer: null is unsupported" },
+        { "three pre_tokenizers", "\"use_regex\": true}]}",
+          "\"use_regex\": true}, {\"type\": \"Digits\"}]}", "pretokenizers: unsupported" },
+        { "individual_digits false", "\"individual_digits\": true", "\"individual_digits\": false",
+          "individual_digits = false is unsupported" },
+        { "individual_digits absent (default false)", "\"Digits\", \"individual_digits\": true}",
+          "\"Digits\"}", "individual_digits = false is unsupported" },
+        { "unknown Digits key", "\"individual_digits\": true",
+          "\"individual_digits\": true, \"x\": 1", "pretokenizers[0]: unsupported key \"x\"" },
+        { "add_prefix_space true", "\"add_prefix_space\": false", "\"add_prefix_space\": true",
+          "add_prefix_space = true is unsupported" },
+        { "use_regex false", "\"use_regex\": true}]", "\"use_regex\": false}]",
+          "use_regex = false is unsupported" },
+        { "model type WordPiece", "\"type\": \"BPE\"", "\"type\": \"WordPiece\"",
+          "model: unsupported type \"WordPiece\"" },
         { "dropout set", "\"dropout\": null", "\"dropout\": 0.1", "model.dropout: unsupported" },
-        { "continuing_subword_prefix set", "\"continuing_subword_prefix\": null", "\"continuing_subword_prefix\": \"##\"", "model.continuing_subword_prefix" },
-        { "end_of_word_suffix set", "\"end_of_word_suffix\": null", "\"end_of_word_suffix\": \"</w>\"", "model.end_of_word_suffix" },
+        { "continuing_subword_prefix set", "\"continuing_subword_prefix\": null",
+          "\"continuing_subword_prefix\": \"##\"", "model.continuing_subword_prefix" },
+        { "end_of_word_suffix set", "\"end_of_word_suffix\": null",
+          "\"end_of_word_suffix\": \"</w>\"", "model.end_of_word_suffix" },
         { "fuse_unk true", "\"fuse_unk\": false", "\"fuse_unk\": true", "model.fuse_unk = true" },
-        { "byte_fallback true", "\"byte_fallback\": false", "\"byte_fallback\": true", "model.byte_fallback = true" },
-        { "ignore_merges true", "\"ignore_merges\": false", "\"ignore_merges\": true", "model.ignore_merges = true" },
-        { "ignore_merges wrong type", "\"ignore_merges\": false", "\"ignore_merges\": 0", "model.ignore_merges: expected true or false" },
-        { "unknown model key", "\"dropout\": null", "\"dropout\": null, \"cache_capacity\": 10", "model: unsupported key \"cache_capacity\"" },
-        { "truncation set", "\"truncation\": null", "\"truncation\": {\"max_length\": 8}", "truncation: unsupported" },
+        { "byte_fallback true", "\"byte_fallback\": false", "\"byte_fallback\": true",
+          "model.byte_fallback = true" },
+        { "ignore_merges true", "\"ignore_merges\": false", "\"ignore_merges\": true",
+          "model.ignore_merges = true" },
+        { "ignore_merges wrong type", "\"ignore_merges\": false", "\"ignore_merges\": 0",
+          "model.ignore_merges: expected true or false" },
+        { "unknown model key", "\"dropout\": null", "\"dropout\": null, \"cache_capacity\": 10",
+          "model: unsupported key \"cache_capacity\"" },
+        { "truncation set", "\"truncation\": null", "\"truncation\": {\"max_length\": 8}",
+          "truncation: unsupported" },
         { "padding set", "\"padding\": null", "\"padding\": {}", "padding: unsupported" },
-        { "TemplateProcessing post_processor", "\"post_processor\": null", "\"post_processor\": {\"type\": \"TemplateProcessing\"}", "post_processor: unsupported" },
+        { "TemplateProcessing post_processor", "\"post_processor\": null",
+          "\"post_processor\": {\"type\": \"TemplateProcessing\"}", "post_processor: unsupported" },
         { "no decoder", DECODER, "\"decoder\": null", "decoder: null is unsupported" },
-        { "Metaspace decoder", "\"decoder\": {\"type\": \"ByteLevel\"", "\"decoder\": {\"type\": \"Metaspace\"", "decoder: unsupported type \"Metaspace\"" },
-        { "unknown top-level key", "\"version\": \"1.0\"", "\"version\": \"1.0\", \"extra\": 1", "tokenizer.json: unsupported key \"extra\"" },
-        { "duplicate top-level key", "\"normalizer\": null", "\"normalizer\": null, \"normalizer\": null", "duplicate key \"normalizer\"" },
+        { "Metaspace decoder", "\"decoder\": {\"type\": \"ByteLevel\"",
+          "\"decoder\": {\"type\": \"Metaspace\"", "decoder: unsupported type \"Metaspace\"" },
+        { "unknown top-level key", "\"version\": \"1.0\"", "\"version\": \"1.0\", \"extra\": 1",
+          "tokenizer.json: unsupported key \"extra\"" },
+        { "duplicate top-level key", "\"normalizer\": null",
+          "\"normalizer\": null, \"normalizer\": null", "duplicate key \"normalizer\"" },
         { "unknown model key", "\"model\": {", "\"modelx\": {", "unsupported key \"modelx\"" },
-        { "vocab id not an integer", "\"a\": 97,", "\"a\": \"97\",", "model.vocab[\"a\"]: id is not an integer" },
+        { "vocab id not an integer", "\"a\": 97,", "\"a\": \"97\",",
+          "model.vocab[\"a\"]: id is not an integer" },
         { "vocab id fractional", "\"a\": 97,", "\"a\": 97.0,", "id is not an integer" },
         { "vocab id out of range", "\"a\": 97,", "\"a\": 100000,", "id 100000 out of range" },
         { "vocab id negative", "\"a\": 97,", "\"a\": -1,", "id -1 out of range" },
         { "duplicate vocab id", "\"b\": 98,", "\"b\": 97,", "id 97 is also used" },
         { "duplicate vocab token", "\"b\": 98,", "\"a\": 98,", "duplicate token \"a\"" },
-        { "merge references unknown token", "\"a a\"", "\"a q1\"", "model.merges[0]: token \"q1\" is not in model.vocab" },
-        { "merged token not in vocab", "\"a a\"", "\"c b\"", "model.merges[0]: merged token \"cb\" is not in model.vocab" },
+        { "merge references unknown token", "\"a a\"", "\"a q1\"",
+          "model.merges[0]: token \"q1\" is not in model.vocab" },
+        { "merged token not in vocab", "\"a a\"", "\"c b\"",
+          "model.merges[0]: merged token \"cb\" is not in model.vocab" },
         { "merge without a space", "\"a a\"", "\"aa\"", "model.merges[0]: \"aa\" has no space" },
         { "merge is a number", "\"a a\"", "7", "model.merges[0]: expected" },
         { "merge array of 3", "\"a a\"", "[\"a\", \"a\", \"a\"]", "model.merges[0]: expected" },
-        { "duplicate merge", "\"b c\"", "\"a a\"", "model.merges[1]: duplicate of model.merges[0]" },
-        { "added token lstrip", "\"lstrip\": false", "\"lstrip\": true", "added_tokens[0].lstrip = true is unsupported" },
-        { "added token single_word", "\"single_word\": false", "\"single_word\": true", "added_tokens[0].single_word" },
+        { "duplicate merge", "\"b c\"", "\"a a\"",
+          "model.merges[1]: duplicate of model.merges[0]" },
+        { "added token lstrip", "\"lstrip\": false", "\"lstrip\": true",
+          "added_tokens[0].lstrip = true is unsupported" },
+        { "added token single_word", "\"single_word\": false", "\"single_word\": true",
+          "added_tokens[0].single_word" },
         { "added token without id", "{\"id\": 268, ", "{", "added_tokens[0].id: missing" },
-        { "added token empty content", "\"content\": \"<extra>\"", "\"content\": \"\"", "added_tokens[1].content: empty" },
-        { "added token content not a string", "\"content\": \"<extra>\"", "\"content\": 5", "added_tokens[1].content: missing or not a string" },
-        { "added token wrong id (in vocab)", "{\"id\": 268, ", "{\"id\": 3, ", "id 3 for \"<|end|>\", but tokenizers v0.23.1 would give it id 268" },
-        { "added token wrong id (outside vocab)", "{\"id\": 269, ", "{\"id\": 400, ", "would give it id 269" },
-        { "added token repeated", "\"content\": \"hello\"", "\"content\": \"<extra>\"", "repeats added_tokens[1]" },
-        { "added token unknown key", "\"special\": false}", "\"special\": false, \"x\": 1}", "added_tokens[2]: unsupported key \"x\"" },
-        { "(legal) a second special token outside the vocab", "\"content\": \"hello\", \"special\": false", "\"content\": \"hello\", \"special\": true",
+        { "added token empty content", "\"content\": \"<extra>\"", "\"content\": \"\"",
+          "added_tokens[1].content: empty" },
+        { "added token content not a string", "\"content\": \"<extra>\"", "\"content\": 5",
+          "added_tokens[1].content: missing or not a string" },
+        { "added token wrong id (in vocab)", "{\"id\": 268, ", "{\"id\": 3, ",
+          "id 3 for \"<|end|>\", but tokenizers v0.23.1 would give it id 268" },
+        { "added token wrong id (outside vocab)", "{\"id\": 269, ", "{\"id\": 400, ",
+          "would give it id 269" },
+        { "added token repeated", "\"content\": \"hello\"", "\"content\": \"<extra>\"",
+          "repeats added_tokens[1]" },
+        { "added token unknown key", "\"special\": false}", "\"special\": false, \"x\": 1}",
+          "added_tokens[2]: unsupported key \"x\"" },
+        { "(legal) a second special token outside the vocab",
+          "\"content\": \"hello\", \"special\": false", "\"content\": \"hello\", \"special\": true",
           NULL },
         { "(legal) unk_token a string", "\"unk_token\": null", "\"unk_token\": \"a\"", NULL },
-        { "(legal) optional model fields absent", "\"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": null, "
-          "\"end_of_word_suffix\": null, \"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": false,", "", NULL },
-        { "unk_token a number", "\"unk_token\": null", "\"unk_token\": 3", "model.unk_token: expected a string or null" },
+        { "(legal) optional model fields absent",
+          "\"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": null, "
+          "\"end_of_word_suffix\": null, \"fuse_unk\": false, \"byte_fallback\": false, "
+          "\"ignore_merges\": false,",
+          "", NULL },
+        { "unk_token a number", "\"unk_token\": null", "\"unk_token\": 3",
+          "model.unk_token: expected a string or null" },
     };
     for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
         const char *const *c = bad_cases[i];
         char name[200];
         snprintf(name, sizeof name, "malformed tokenizer.json: %s", c[0]);
         char *j = subst(js, c[1], c[2]);
-        if (i == 0) j[strlen(j) / 2] = 0;   /* truncated */
+        if (i == 0) j[strlen(j) / 2] = 0; /* truncated */
         cis2_tokenizer *tb = (cis2_tokenizer *)1;
         err[0] = 0;
         rc = cis2_tokenizer_parse(&tb, j, strlen(j), "bad.json", err);
@@ -273,7 +379,9 @@ static void test_synthetic(void)
             CHECK(name, rc == 0, "%s", err);
             if (!rc) cis2_tokenizer_free(tb);
         } else {
-            CHECK(name, rc != 0 && tb == NULL && strncmp(err, "bad.json: ", 10) == 0 && strstr(err, c[3]) && !strchr(err, '\n'),
+            CHECK(name,
+                  rc != 0 && tb == NULL && strncmp(err, "bad.json: ", 10) == 0 &&
+                      strstr(err, c[3]) && !strchr(err, '\n'),
                   "rc=%d err='%s' want '%s'", rc, err, c[3]);
             if (!rc) cis2_tokenizer_free(tb);
         }
@@ -281,11 +389,16 @@ static void test_synthetic(void)
     }
     static const char *const spans[][5] = {
         { "no model", ",\n \"model\": {", "}\n", "", "missing \"model\"" },
-        { "added_tokens not an array", "\"added_tokens\": [", ",\n \"normalizer\"", "\"added_tokens\": 5", "added_tokens: expected an array" },
-        { "added token not an object", "\"added_tokens\": [", ",\n \"normalizer\"", "\"added_tokens\": [[]]", "added_tokens[0]: expected an object" },
-        { "vocab not an object", "\"vocab\": {", ",\n  \"merges\"", "\"vocab\": []", "model.vocab: missing or not an object" },
-        { "vocab too small", "\"vocab\": {", ",\n  \"merges\"", "\"vocab\": {\"a\": 0}", "model.vocab: 1 entries" },
-        { "merges not an array", "\"merges\": [", "}}\n", "\"merges\": {}", "model.merges: missing or not an array" },
+        { "added_tokens not an array", "\"added_tokens\": [", ",\n \"normalizer\"",
+          "\"added_tokens\": 5", "added_tokens: expected an array" },
+        { "added token not an object", "\"added_tokens\": [", ",\n \"normalizer\"",
+          "\"added_tokens\": [[]]", "added_tokens[0]: expected an object" },
+        { "vocab not an object", "\"vocab\": {", ",\n  \"merges\"", "\"vocab\": []",
+          "model.vocab: missing or not an object" },
+        { "vocab too small", "\"vocab\": {", ",\n  \"merges\"", "\"vocab\": {\"a\": 0}",
+          "model.vocab: 1 entries" },
+        { "merges not an array", "\"merges\": [", "}}\n", "\"merges\": {}",
+          "model.merges: missing or not an array" },
         { "no merges", ",\n  \"merges\": [", "}}\n", "", "model.merges: missing or not an array" },
     };
     for (size_t i = 0; i < sizeof spans / sizeof spans[0]; i++) {
@@ -294,7 +407,8 @@ static void test_synthetic(void)
         char *j = subst_span(js, spans[i][1], spans[i][2], spans[i][3]);
         cis2_tokenizer *tb = NULL;
         rc = cis2_tokenizer_parse(&tb, j, strlen(j), "bad.json", err);
-        CHECK(name, rc != 0 && strstr(err, spans[i][4]) && !strchr(err, '\n'), "rc=%d err='%s' want '%s'", rc, err, spans[i][4]);
+        CHECK(name, rc != 0 && strstr(err, spans[i][4]) && !strchr(err, '\n'),
+              "rc=%d err='%s' want '%s'", rc, err, spans[i][4]);
         if (!rc) cis2_tokenizer_free(tb);
         free(j);
     }
@@ -302,15 +416,24 @@ static void test_synthetic(void)
     {
         char *j1 = subst(js, "{\"id\": 269, \"content\": \"<extra>\", \"special\": true",
                          "{\"id\": 269, \"content\": \"<extra>\", \"special\": false");
-        char *j2 = subst(j1, "\"content\": \"hello\", \"special\": false", "\"content\": \"hello\", \"special\": true");
+        char *j2 = subst(j1, "\"content\": \"hello\", \"special\": false",
+                         "\"content\": \"hello\", \"special\": true");
         cis2_tokenizer *tb = NULL;
         rc = cis2_tokenizer_parse(&tb, j2, strlen(j2), "bad.json", err);
-        CHECK("malformed tokenizer.json: special added token after a non-special one outside the vocab", rc != 0 && strstr(err, "unsupported id order"), "rc=%d %s", rc, err);
+        CHECK("malformed tokenizer.json: special added token after a non-special one outside the "
+              "vocab",
+              rc != 0 && strstr(err, "unsupported id order"), "rc=%d %s", rc, err);
         if (!rc) cis2_tokenizer_free(tb);
-        free(j1); free(j2);
+        free(j1);
+        free(j2);
     }
-    CHECK("missing file is an error naming it", cis2_tokenizer_load(&t, "/nonexistent/tokenizer.json", err) != 0 && strstr(err, "/nonexistent/tokenizer.json"), "%s", err);
-    CHECK("empty file is an error", cis2_tokenizer_parse(&t, "", 0, "empty.json", err) != 0 && strstr(err, "empty.json"), "%s", err);
+    CHECK("missing file is an error naming it",
+          cis2_tokenizer_load(&t, "/nonexistent/tokenizer.json", err) != 0 &&
+              strstr(err, "/nonexistent/tokenizer.json"),
+          "%s", err);
+    CHECK("empty file is an error",
+          cis2_tokenizer_parse(&t, "", 0, "empty.json", err) != 0 && strstr(err, "empty.json"),
+          "%s", err);
 
     /* Loader fuzz: seeded truncations and byte flips never crash; errors are one line. */
     size_t jl = strlen(js);
@@ -330,13 +453,15 @@ static void test_synthetic(void)
         err[0] = 0;
         if (cis2_tokenizer_parse(&tf, j, n, "fuzz.json", err) == 0) {
             loaded++;
-            int32_t *ids; int ni;
+            int32_t *ids;
+            int ni;
             if (cis2_tokenizer_encode(tf, "abc aab<|end|>12", 16, &ids, &ni, err) == 0) free(ids);
             cis2_tokenizer_free(tf);
         } else if (!err[0] || strchr(err, '\n') || tf) fuzz_bad++;
         free(j);
     }
-    CHECK("loader fuzz: 3000 damaged files, each loads or gives one error line", fuzz_bad == 0, "%d bad", fuzz_bad);
+    CHECK("loader fuzz: 3000 damaged files, each loads or gives one error line", fuzz_bad == 0,
+          "%d bad", fuzz_bad);
     printf("  (loader fuzz: %d of 3000 damaged files still loaded)\n", loaded);
     free(js);
 }
@@ -345,22 +470,46 @@ static void test_synthetic(void)
 
 static void test_unicode(void)
 {
-    static const struct { uint32_t cp; int cls; const char *what; } c[] = {
-        { 'a', CIS2_UC_L, "a" }, { '7', CIS2_UC_N, "7" }, { ' ', CIS2_UC_WS, "space" }, { '\'', CIS2_UC_OTHER, "apostrophe" },
-        { 0x1C, CIS2_UC_OTHER, "U+001C is not White_Space" }, { 0x1F, CIS2_UC_OTHER, "U+001F is not White_Space" },
-        { 0x85, CIS2_UC_WS, "U+0085 NEL" }, { 0xA0, CIS2_UC_WS, "U+00A0" }, { 0x180E, CIS2_UC_OTHER, "U+180E (Cf since 6.3)" },
-        { 0x200B, CIS2_UC_OTHER, "U+200B ZWSP" }, { 0x2028, CIS2_UC_WS, "U+2028" }, { 0x3000, CIS2_UC_WS, "U+3000" },
-        { 0xFEFF, CIS2_UC_OTHER, "U+FEFF" }, { 0x01C5, CIS2_UC_L, "U+01C5 Lt" }, { 0x02B0, CIS2_UC_L, "U+02B0 Lm" },
-        { 0x0301, CIS2_UC_OTHER, "U+0301 Mn" }, { 0x00B2, CIS2_UC_N, "U+00B2 No" }, { 0x2167, CIS2_UC_N, "U+2167 Nl" },
-        { 0x0663, CIS2_UC_N, "U+0663 Nd" }, { 0x4E00, CIS2_UC_L, "U+4E00 CJK" }, { 0xAC00, CIS2_UC_L, "U+AC00 Hangul" },
-        { 0x1F642, CIS2_UC_OTHER, "U+1F642 emoji" }, { 0x11F50, CIS2_UC_N, "U+11F50 Kawi digit (UCD 15.0)" },
-        { 0x31350, CIS2_UC_L, "U+31350 CJK Ext H (UCD 15.0)" }, { 0x2EBF0, CIS2_UC_L, "U+2EBF0 CJK Ext I (UCD 15.1)" },
-        { 0x2EE5D, CIS2_UC_L, "U+2EE5D CJK Ext I end" }, { 0x2EE5E, CIS2_UC_OTHER, "U+2EE5E unassigned" },
+    static const struct {
+        uint32_t cp;
+        int cls;
+        const char *what;
+    } c[] = {
+        { 'a', CIS2_UC_L, "a" },
+        { '7', CIS2_UC_N, "7" },
+        { ' ', CIS2_UC_WS, "space" },
+        { '\'', CIS2_UC_OTHER, "apostrophe" },
+        { 0x1C, CIS2_UC_OTHER, "U+001C is not White_Space" },
+        { 0x1F, CIS2_UC_OTHER, "U+001F is not White_Space" },
+        { 0x85, CIS2_UC_WS, "U+0085 NEL" },
+        { 0xA0, CIS2_UC_WS, "U+00A0" },
+        { 0x180E, CIS2_UC_OTHER, "U+180E (Cf since 6.3)" },
+        { 0x200B, CIS2_UC_OTHER, "U+200B ZWSP" },
+        { 0x2028, CIS2_UC_WS, "U+2028" },
+        { 0x3000, CIS2_UC_WS, "U+3000" },
+        { 0xFEFF, CIS2_UC_OTHER, "U+FEFF" },
+        { 0x01C5, CIS2_UC_L, "U+01C5 Lt" },
+        { 0x02B0, CIS2_UC_L, "U+02B0 Lm" },
+        { 0x0301, CIS2_UC_OTHER, "U+0301 Mn" },
+        { 0x00B2, CIS2_UC_N, "U+00B2 No" },
+        { 0x2167, CIS2_UC_N, "U+2167 Nl" },
+        { 0x0663, CIS2_UC_N, "U+0663 Nd" },
+        { 0x4E00, CIS2_UC_L, "U+4E00 CJK" },
+        { 0xAC00, CIS2_UC_L, "U+AC00 Hangul" },
+        { 0x1F642, CIS2_UC_OTHER, "U+1F642 emoji" },
+        { 0x11F50, CIS2_UC_N, "U+11F50 Kawi digit (UCD 15.0)" },
+        { 0x31350, CIS2_UC_L, "U+31350 CJK Ext H (UCD 15.0)" },
+        { 0x2EBF0, CIS2_UC_L, "U+2EBF0 CJK Ext I (UCD 15.1)" },
+        { 0x2EE5D, CIS2_UC_L, "U+2EE5D CJK Ext I end" },
+        { 0x2EE5E, CIS2_UC_OTHER, "U+2EE5E unassigned" },
         { 0x10FFFF, CIS2_UC_OTHER, "U+10FFFF" },
     };
     int bad = 0, nws = 0;
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
-        if (cis2_uc_class(c[i].cp) != c[i].cls) { printf("  %s: class %d\n", c[i].what, cis2_uc_class(c[i].cp)); bad++; }
+        if (cis2_uc_class(c[i].cp) != c[i].cls) {
+            printf("  %s: class %d\n", c[i].what, cis2_uc_class(c[i].cp));
+            bad++;
+        }
     for (uint32_t cp = 0; cp < 0x110000; cp++) nws += cis2_uc_class(cp) == CIS2_UC_WS;
     CHECK("unicode classes (UCD 15.1: L, N, White_Space)", bad == 0, "%d wrong", bad);
     CHECK("exactly 25 White_Space code points", nws == 25, "%d", nws);
@@ -377,7 +526,10 @@ static const char *real_path(void)
         if (!dirs[i][0]) continue;
         snprintf(p, sizeof p, "%s/tokenizer.json", dirs[i]);
         FILE *f = fopen(p, "rb");
-        if (f) { fclose(f); return p; }
+        if (f) {
+            fclose(f);
+            return p;
+        }
     }
     return NULL;
 }
@@ -386,7 +538,8 @@ static void test_real(void)
 {
     const char *path = real_path();
     if (!path) {
-        SKIP("SmolLM2 tokenizer tests", "no tokenizer.json in $CIS2_SMOLLM2_DIR, models/SmolLM2-135M or ../shared/models/SmolLM2-135M");
+        SKIP("SmolLM2 tokenizer tests", "no tokenizer.json in $CIS2_SMOLLM2_DIR, "
+                                        "models/SmolLM2-135M or ../shared/models/SmolLM2-135M");
         return;
     }
     char err[CIS2_ERR_LEN] = "";
@@ -396,30 +549,46 @@ static void test_real(void)
     CHECK("SmolLM2 tokenizer.json loads", rc == 0, "%s", err);
     if (rc) return;
     printf("  (load %.1f ms)\n", cis2_now_ms() - t0);
-    CHECK("SmolLM2 vocab size 49152", cis2_tokenizer_vocab_size(t) == 49152, "%d", cis2_tokenizer_vocab_size(t));
+    CHECK("SmolLM2 vocab size 49152", cis2_tokenizer_vocab_size(t) == 49152, "%d",
+          cis2_tokenizer_vocab_size(t));
 
     /* §3.1.7 worked example (spec). */
-    check_enc("spec §3.1.7: \"Once upon a time\" -> 6403,1980,253,655", t, "Once upon a time", 16, "6403,1980,253,655");
+    check_enc("spec §3.1.7: \"Once upon a time\" -> 6403,1980,253,655", t, "Once upon a time", 16,
+              "6403,1980,253,655");
     /* The rest: cross-checked against ../shared/tools/bpe_oracle.py (same ids). */
     static const char *const g[][3] = {
-        { "digits split one by one, contractions", "Hello world 12345 it's they'll 'S", "19556,905,216,33,34,35,36,37,357,506,502,3060,637,67" },
+        { "digits split one by one, contractions", "Hello world 12345 it's they'll 'S",
+          "19556,905,216,33,34,35,36,37,357,506,502,3060,637,67" },
         { "two spaces between words", "a  b", "81,216,278" },
         { "trailing spaces", "trailing   ", "4861,4966,333" },
         { "\\n\\n", "\n\n", "1116" },
         { "tabs", "a\tb\t\tc", "81,197,82,197,197,83" },
-        { "mixed scripts, emoji, combining mark", "H\xc3\xa9llo \xd0\xbc\xd0\xb8\xd1\x80 \xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\x99\x82\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd e\xcc\x81",
-          "56,2756,31394,41337,7872,9175,216,18645,250,48392,138,47526,10813,235,231,10813,233,138,297,151,219" },
+        { "mixed scripts, emoji, combining mark",
+          "H\xc3\xa9llo \xd0\xbc\xd0\xb8\xd1\x80 \xe4\xbd\xa0\xe5\xa5\xbd "
+          "\xf0\x9f\x99\x82\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd e\xcc\x81",
+          "56,2756,31394,41337,7872,9175,216,18645,250,48392,138,47526,10813,235,231,10813,233,138,"
+          "297,151,219" },
         { "<|im_end|> inside a sentence", "x<|im_end|>y <|im_start|>user", "104,2,105,216,1,4093" },
-        { "Unicode whitespace (NEL-free): NBSP, U+3000, U+2028", "  \n  x  \t\n\n y \xc2\xa0z\xe3\x80\x80 q \xe2\x80\xa8",
+        { "Unicode whitespace (NEL-free): NBSP, U+3000, U+2028",
+          "  \n  x  \t\n\n y \xc2\xa0z\xe3\x80\x80 q \xe2\x80\xa8",
           "256,3805,1792,256,197,1116,329,216,15442,106,12109,218,7329,459,118" },
-        { "numerics: No, Nl, Arabic-Indic, math digits", "\xc2\xbd \xe2\x85\xb7 \xd9\xa3\xd9\xa4 \xf0\x9d\x9f\x99 \xc2\xb2 1.5e10 $100,000",
-          "16738,216,173,223,132,216,164,113,164,114,216,23159,249,243,216,19133,216,33,30,37,85,33,32,1885,33,32,32,28,32,32,32" },
-        { "contractions and lookalikes", "don't DON'T we've I'm ''s ' 'll", "12420,982,422,2154,23,68,392,3543,339,5248,10922,99,637,637,764" },
-        { "a long run (40 x a)", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "46880,46880,46880,46880,46880,46880,46880,46880,46880,46880" },
-        { "U+001C/U+001F are punctuation here, not whitespace", "\x1c\x1f a\x1c b", "213,215,253,213,278" },
-        { "repeated and partial special tokens", "<|endoftext|><|endoftext|><|im_start|", "0,0,44,108,306,79,3738,108" },
-        { "titlecase, Greek, ligature, fullwidth", "\xc7\x85ungla \xce\xa9mega \xef\xac\x81ne \xef\xbc\xa1\xef\xbc\xa2\xef\xbc\xa3\xef\xbc\x91\xef\xbc\x92\xef\xbc\x93",
-          "146,223,2280,5825,5664,119,93,9005,40367,662,216,8083,111,8083,112,8083,113,8083,235,8083,236,8083,237" },
+        { "numerics: No, Nl, Arabic-Indic, math digits",
+          "\xc2\xbd \xe2\x85\xb7 \xd9\xa3\xd9\xa4 \xf0\x9d\x9f\x99 \xc2\xb2 1.5e10 $100,000",
+          "16738,216,173,223,132,216,164,113,164,114,216,23159,249,243,216,19133,216,33,30,37,85,"
+          "33,32,1885,33,32,32,28,32,32,32" },
+        { "contractions and lookalikes", "don't DON'T we've I'm ''s ' 'll",
+          "12420,982,422,2154,23,68,392,3543,339,5248,10922,99,637,637,764" },
+        { "a long run (40 x a)", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+          "46880,46880,46880,46880,46880,46880,46880,46880,46880,46880" },
+        { "U+001C/U+001F are punctuation here, not whitespace", "\x1c\x1f a\x1c b",
+          "213,215,253,213,278" },
+        { "repeated and partial special tokens", "<|endoftext|><|endoftext|><|im_start|",
+          "0,0,44,108,306,79,3738,108" },
+        { "titlecase, Greek, ligature, fullwidth",
+          "\xc7\x85ungla \xce\xa9mega \xef\xac\x81ne "
+          "\xef\xbc\xa1\xef\xbc\xa2\xef\xbc\xa3\xef\xbc\x91\xef\xbc\x92\xef\xbc\x93",
+          "146,223,2280,5825,5664,119,93,9005,40367,662,216,8083,111,8083,112,8083,113,8083,235,"
+          "8083,236,8083,237" },
     };
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
         char name[200];
@@ -429,8 +598,12 @@ static void test_real(void)
 
     /* invalid UTF-8 is an error, never replaced */
     static const char *const inv[][2] = {
-        { "lone 0xff", "ab\xff" }, { "overlong NUL", "\xc0\x80" }, { "overlong slash", "\xe0\x80\xaf" },
-        { "surrogate", "\xed\xa0\x80" }, { "above U+10FFFF", "\xf4\x90\x80\x80" }, { "truncated", "x\xe4\xbd" },
+        { "lone 0xff", "ab\xff" },
+        { "overlong NUL", "\xc0\x80" },
+        { "overlong slash", "\xe0\x80\xaf" },
+        { "surrogate", "\xed\xa0\x80" },
+        { "above U+10FFFF", "\xf4\x90\x80\x80" },
+        { "truncated", "x\xe4\xbd" },
         { "lone continuation", "\x80" },
     };
     for (size_t i = 0; i < sizeof inv / sizeof inv[0]; i++) {
@@ -439,22 +612,32 @@ static void test_real(void)
         check_enc_err(name, t, inv[i][1], strlen(inv[i][1]), "not valid UTF-8");
     }
     /* SmolLM2's vocab lacks 21 byte symbols; the reference drops such characters. */
-    check_enc_err("U+0004 (no byte symbol in SmolLM2) refused", t, "a\x04" "b", 3, "no symbol for byte 0x04, needed by U+0004 at byte offset 1");
-    check_enc_err("U+50000 (lead byte 0xf1 has no symbol) refused", t, "\xf1\x90\x80\x80", 4, "no symbol for byte 0xf1");
+    check_enc_err("U+0004 (no byte symbol in SmolLM2) refused", t,
+                  "a\x04"
+                  "b",
+                  3, "no symbol for byte 0x04, needed by U+0004 at byte offset 1");
+    check_enc_err("U+50000 (lead byte 0xf1 has no symbol) refused", t, "\xf1\x90\x80\x80", 4,
+                  "no symbol for byte 0xf1");
 
     /* decode */
     {
         int32_t ids[] = { 49152 }, neg[] = { -1 }, half[] = { 10813 }, sp[] = { 1, 2 };
-        char *s = NULL; size_t l = 0;
+        char *s = NULL;
+        size_t l = 0;
         rc = cis2_tokenizer_decode(t, ids, 1, &s, &l, err);
-        CHECK("decode: id 49152 >= vocab rejected", rc != 0 && s == NULL && strstr(err, "outside the vocabulary"), "%s", err);
+        CHECK("decode: id 49152 >= vocab rejected",
+              rc != 0 && s == NULL && strstr(err, "outside the vocabulary"), "%s", err);
         rc = cis2_tokenizer_decode(t, neg, 1, &s, &l, err);
-        CHECK("decode: id -1 rejected", rc != 0 && strstr(err, "outside the vocabulary"), "%s", err);
+        CHECK("decode: id -1 rejected", rc != 0 && strstr(err, "outside the vocabulary"), "%s",
+              err);
         rc = cis2_tokenizer_decode(t, half, 1, &s, &l, err);
-        CHECK("decode: part of a multi-byte character rejected (UTF-8 checked once at the end)", rc != 0 && strstr(err, "not valid UTF-8"), "%s", err);
+        CHECK("decode: part of a multi-byte character rejected (UTF-8 checked once at the end)",
+              rc != 0 && strstr(err, "not valid UTF-8"), "%s", err);
         rc = cis2_tokenizer_decode(t, sp, 2, &s, &l, err);
-        CHECK("decode: added tokens give their content", rc == 0 && l == 22 && !strcmp(s, "<|im_start|><|im_end|>"), "%s", rc ? err : s);
-        free(s); s = NULL;
+        CHECK("decode: added tokens give their content",
+              rc == 0 && l == 22 && !strcmp(s, "<|im_start|><|im_end|>"), "%s", rc ? err : s);
+        free(s);
+        s = NULL;
         rc = cis2_tokenizer_decode(t, sp, 0, &s, &l, err);
         CHECK("decode: no ids -> empty text", rc == 0 && l == 0 && s && !s[0], "%s", err);
         free(s);
@@ -472,27 +655,51 @@ static void test_real(void)
         while (n + 4 < want) {
             rng = rng * 6364136223846793005ull + 1442695040888963407ull;
             uint32_t r = (uint32_t)(rng >> 32);
-            if (it % 4 == 0) { buf[n++] = (char)r; continue; }          /* raw bytes */
-            uint32_t cp = (r >> 8) % 8 == 0 ? r % 0x110000 : (r >> 8) % 8 < 5 ? 0x20 + r % 0x60 : r % 0x3000;
+            if (it % 4 == 0) {
+                buf[n++] = (char)r;
+                continue;
+            } /* raw bytes */
+            uint32_t cp = (r >> 8) % 8 == 0  ? r % 0x110000
+                          : (r >> 8) % 8 < 5 ? 0x20 + r % 0x60
+                                             : r % 0x3000;
             if (cp >= 0xD800 && cp <= 0xDFFF) cp = 'x';
             if (cp < 0x80) buf[n++] = (char)cp;
-            else if (cp < 0x800) { buf[n++] = (char)(0xC0 | cp >> 6); buf[n++] = (char)(0x80 | (cp & 0x3F)); }
-            else if (cp < 0x10000) { buf[n++] = (char)(0xE0 | cp >> 12); buf[n++] = (char)(0x80 | ((cp >> 6) & 0x3F)); buf[n++] = (char)(0x80 | (cp & 0x3F)); }
-            else { buf[n++] = (char)(0xF0 | cp >> 18); buf[n++] = (char)(0x80 | ((cp >> 12) & 0x3F)); buf[n++] = (char)(0x80 | ((cp >> 6) & 0x3F)); buf[n++] = (char)(0x80 | (cp & 0x3F)); }
+            else if (cp < 0x800) {
+                buf[n++] = (char)(0xC0 | cp >> 6);
+                buf[n++] = (char)(0x80 | (cp & 0x3F));
+            } else if (cp < 0x10000) {
+                buf[n++] = (char)(0xE0 | cp >> 12);
+                buf[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                buf[n++] = (char)(0x80 | (cp & 0x3F));
+            } else {
+                buf[n++] = (char)(0xF0 | cp >> 18);
+                buf[n++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+                buf[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                buf[n++] = (char)(0x80 | (cp & 0x3F));
+            }
         }
-        int32_t *ids = NULL; int ni = 0;
+        int32_t *ids = NULL;
+        int ni = 0;
         err[0] = 0;
         if (cis2_tokenizer_encode(t, buf, n, &ids, &ni, err)) {
-            if (!strstr(err, "not valid UTF-8") && !strstr(err, "no symbol for byte")) { if (!bad) printf("  odd error: %s\n", err); bad++; }
+            if (!strstr(err, "not valid UTF-8") && !strstr(err, "no symbol for byte")) {
+                if (!bad) printf("  odd error: %s\n", err);
+                bad++;
+            }
             refused++;
             continue;
         }
-        char *back = NULL; size_t bl = 0;
-        if (cis2_tokenizer_decode(t, ids, ni, &back, &bl, err) || bl != n || memcmp(back, buf, n)) { if (!bad) printf("  round trip failed\n"); bad++; }
-        else ok++;
-        free(ids); free(back);
+        char *back = NULL;
+        size_t bl = 0;
+        if (cis2_tokenizer_decode(t, ids, ni, &back, &bl, err) || bl != n || memcmp(back, buf, n)) {
+            if (!bad) printf("  round trip failed\n");
+            bad++;
+        } else ok++;
+        free(ids);
+        free(back);
     }
-    CHECK("encoder fuzz: 4000 seeded inputs error cleanly or round-trip", bad == 0 && ok > 1000, "%d bad, %d ok", bad, ok);
+    CHECK("encoder fuzz: 4000 seeded inputs error cleanly or round-trip", bad == 0 && ok > 1000,
+          "%d bad, %d ok", bad, ok);
     printf("  (encoder fuzz: %d round-tripped, %d refused)\n", ok, refused);
     cis2_tokenizer_free(t);
 }

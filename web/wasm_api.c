@@ -19,7 +19,8 @@
 #include <string.h>
 
 #define EXPORT(name) __attribute__((export_name(name)))
-__attribute__((import_module("cis2"), import_name("progress"))) extern void cis2js_progress(int done, int total);
+__attribute__((import_module("cis2"), import_name("progress"))) extern void
+cis2js_progress(int done, int total);
 
 #define MODEL_DIR "/m"
 
@@ -35,7 +36,11 @@ static uint8_t g_digest[N_SLOTS][32];
 static int g_hashed[N_SLOTS];
 
 /* ------------------------------------------------------------ JSON text */
-typedef struct { char *b; size_t n, cap; int oom; } sb;
+typedef struct {
+    char *b;
+    size_t n, cap;
+    int oom;
+} sb;
 
 static void sb_put(sb *s, const char *p, size_t n)
 {
@@ -44,7 +49,10 @@ static void sb_put(sb *s, const char *p, size_t n)
         size_t cap = s->cap ? s->cap : 1024;
         while (cap < s->n + n + 1) cap *= 2;
         char *q = realloc(s->b, cap);
-        if (!q) { s->oom = 1; return; }
+        if (!q) {
+            s->oom = 1;
+            return;
+        }
         s->b = q;
         s->cap = cap;
     }
@@ -61,9 +69,15 @@ __attribute__((format(printf, 2, 3))) static void sb_printf(sb *s, const char *f
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     if (n < 0) return;
-    if ((size_t)n < sizeof tmp) { sb_put(s, tmp, (size_t)n); return; }
+    if ((size_t)n < sizeof tmp) {
+        sb_put(s, tmp, (size_t)n);
+        return;
+    }
     char *big = malloc((size_t)n + 1);
-    if (!big) { s->oom = 1; return; }
+    if (!big) {
+        s->oom = 1;
+        return;
+    }
     va_start(ap, fmt);
     vsnprintf(big, (size_t)n + 1, fmt, ap);
     va_end(ap);
@@ -99,7 +113,11 @@ static void sb_hex(sb *s, const uint8_t d[32])
 
 static const char *sb_finish(sb *s)
 {
-    if (s->oom || !s->b) { free(s->b); snprintf(g_err, CIS2_ERR_LEN, "out of memory building the result"); return NULL; }
+    if (s->oom || !s->b) {
+        free(s->b);
+        snprintf(g_err, CIS2_ERR_LEN, "out of memory building the result");
+        return NULL;
+    }
     free(g_out);
     g_out = s->b;
     return g_out;
@@ -159,15 +177,19 @@ EXPORT("cis2w_load") const char *w_load(void)
 {
     w_unload();
     if (!g_hashed[SLOT_WEIGHTS] || !g_hashed[SLOT_TOKENIZER]) {
-        snprintf(g_err, CIS2_ERR_LEN, "internal: model.safetensors and tokenizer.json must be hashed before loading");
+        snprintf(g_err, CIS2_ERR_LEN,
+                 "internal: model.safetensors and tokenizer.json must be hashed before loading");
         return NULL;
     }
     /* §1.3: the pin (here: the software emulation) and its self-test first. */
     if (cis2_fpenv_pin() != 0 || cis2_fpenv_selftest(NULL) != 0) {
-        snprintf(g_err, CIS2_ERR_LEN, "the §1.3 denormal self-test failed; refusing to run (see the self-test)");
+        snprintf(g_err, CIS2_ERR_LEN,
+                 "the §1.3 denormal self-test failed; refusing to run (see the self-test)");
         return NULL;
     }
-    cis2_load_opts lo = { 1, CIS2_LOAD_HASH_SKIP };   /* f32 for the reference backend; hashes come from the slots */
+    cis2_load_opts lo = {
+        1, CIS2_LOAD_HASH_SKIP
+    }; /* f32 for the reference backend; hashes come from the slots */
     if (cis2_model_load(&g_m, MODEL_DIR, &lo, g_err)) return NULL;
     g_loaded = 1;
     memcpy(g_m.dg.weights_sha256, g_digest[SLOT_WEIGHTS], 32);
@@ -175,28 +197,41 @@ EXPORT("cis2w_load") const char *w_load(void)
     cis2_engine_opts eo;
     memset(&eo, 0, sizeof eo);
     eo.backend = CIS2_BACKEND_REF;
-    if (cis2_engine_new(&g_e, &g_m, &eo, g_err)) { w_unload(); return NULL; }
+    if (cis2_engine_new(&g_e, &g_m, &eo, g_err)) {
+        w_unload();
+        return NULL;
+    }
     g_tok = cis2_model_tokenizer(&g_m, NULL);
     const cis2_config *c = &g_m.cfg;
     sb s = { 0 };
-    sb_printf(&s, "{\"arch\":\"%s\",\"hidden\":%d,\"layers\":%d,\"heads\":%d,\"kv_heads\":%d,\"head_dim\":%d,"
-                  "\"vocab\":%d,\"max_pos\":%d,\"tied\":%d,\"tokenizer_ok\":%d,\"backend\":",
-              cis2_arch_name(c->arch), c->hidden,
-              c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->vocab, c->max_pos, c->tied, g_tok != NULL);
+    sb_printf(
+        &s,
+        "{\"arch\":\"%s\",\"hidden\":%d,\"layers\":%d,\"heads\":%d,\"kv_heads\":%d,\"head_dim\":%d,"
+        "\"vocab\":%d,\"max_pos\":%d,\"tied\":%d,\"tokenizer_ok\":%d,\"backend\":",
+        cis2_arch_name(c->arch), c->hidden, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim,
+        c->vocab, c->max_pos, c->tied, g_tok != NULL);
     sb_cstr(&s, cis2_engine_backend(g_e));
-    sb_put(&s, ",\"isa\":", 7); sb_cstr(&s, cis2_isa_name());
-    sb_put(&s, ",\"weights_sha256\":", 18); sb_hex(&s, g_m.dg.weights_sha256);
-    sb_put(&s, ",\"config_sha256\":", 17); sb_hex(&s, g_m.dg.config_sha256);
-    sb_put(&s, ",\"tokenizer_sha256\":", 20); sb_hex(&s, g_m.dg.tokenizer_sha256);
-    sb_put(&s, ",\"table_digest\":", 16); sb_hex(&s, g_m.dg.table_digest);
-    sb_put(&s, ",\"inv_freq_table_digest\":", 25); sb_hex(&s, g_m.dg.inv_freq_digest);
+    sb_put(&s, ",\"isa\":", 7);
+    sb_cstr(&s, cis2_isa_name());
+    sb_put(&s, ",\"weights_sha256\":", 18);
+    sb_hex(&s, g_m.dg.weights_sha256);
+    sb_put(&s, ",\"config_sha256\":", 17);
+    sb_hex(&s, g_m.dg.config_sha256);
+    sb_put(&s, ",\"tokenizer_sha256\":", 20);
+    sb_hex(&s, g_m.dg.tokenizer_sha256);
+    sb_put(&s, ",\"table_digest\":", 16);
+    sb_hex(&s, g_m.dg.table_digest);
+    sb_put(&s, ",\"inv_freq_table_digest\":", 25);
+    sb_hex(&s, g_m.dg.inv_freq_digest);
     sb_printf(&s, ",\"load_ms\":%.1f}", g_m.load_ms);
     return sb_finish(&s);
 }
 
 static void on_step(void *ctx, int step, const float *logits, int vocab, int32_t chosen)
 {
-    (void)logits; (void)vocab; (void)chosen;
+    (void)logits;
+    (void)vocab;
+    (void)chosen;
     cis2js_progress(step + 1, *(const int *)ctx);
 }
 
@@ -204,7 +239,8 @@ static void sb_ids(sb *s, const char *key, const int32_t *ids, int n)
 {
     char *t = cis2_format_ids(ids, n);
     sb_printf(s, ",\"%s\":", key);
-    if (t) sb_cstr(s, t); else s->oom = 1;
+    if (t) sb_cstr(s, t);
+    else s->oom = 1;
     free(t);
 }
 
@@ -224,29 +260,51 @@ static void sb_text(sb *s, const int32_t *ids, int n)
 
 /* `cis2 run`: a text prompt (prompt != NULL) or comma-separated ids. Returns
  * JSON with the run's output and the receipt text, or NULL. */
-EXPORT("cis2w_run") const char *w_run(const char *prompt, size_t plen, const char *ids_csv, int n_gen, int stop_at_eos)
+EXPORT("cis2w_run")
+const char *w_run(const char *prompt, size_t plen, const char *ids_csv, int n_gen, int stop_at_eos)
 {
-    if (!g_e) { snprintf(g_err, CIS2_ERR_LEN, "no model loaded"); return NULL; }
+    if (!g_e) {
+        snprintf(g_err, CIS2_ERR_LEN, "no model loaded");
+        return NULL;
+    }
     int32_t *ids = NULL;
     int n = 0;
     char *bytes = NULL;
     size_t blen = 0;
     if (ids_csv) {
         if (cis2_parse_ids(ids_csv, &ids, &n, g_err)) return NULL;
-        if (g_tok && cis2_tokenizer_decode(g_tok, ids, n, &bytes, &blen, g_err) != 0) { bytes = NULL; blen = 0; }
+        if (g_tok && cis2_tokenizer_decode(g_tok, ids, n, &bytes, &blen, g_err) != 0) {
+            bytes = NULL;
+            blen = 0;
+        }
     } else {
-        if (!g_tok) { snprintf(g_err, CIS2_ERR_LEN, "a text prompt needs tokenizer.json, which did not load"); return NULL; }
+        if (!g_tok) {
+            snprintf(g_err, CIS2_ERR_LEN, "a text prompt needs tokenizer.json, which did not load");
+            return NULL;
+        }
         if (cis2_tokenizer_encode(g_tok, prompt, plen, &ids, &n, g_err)) return NULL;
-        if (n == 0) { free(ids); snprintf(g_err, CIS2_ERR_LEN, "the prompt encodes to no tokens"); return NULL; }
+        if (n == 0) {
+            free(ids);
+            snprintf(g_err, CIS2_ERR_LEN, "the prompt encodes to no tokens");
+            return NULL;
+        }
         bytes = malloc(plen + 1);
-        if (!bytes) { free(ids); snprintf(g_err, CIS2_ERR_LEN, "out of memory"); return NULL; }
+        if (!bytes) {
+            free(ids);
+            snprintf(g_err, CIS2_ERR_LEN, "out of memory");
+            return NULL;
+        }
         memcpy(bytes, prompt, plen);
         blen = plen;
     }
     int total = n_gen;
     cis2_gen_opts g = { n_gen, stop_at_eos, on_step, &total, NULL, 0 };
     cis2_result r;
-    if (cis2_generate(g_e, ids, n, &g, &r, g_err)) { free(ids); free(bytes); return NULL; }
+    if (cis2_generate(g_e, ids, n, &g, &r, g_err)) {
+        free(ids);
+        free(bytes);
+        return NULL;
+    }
     cis2_receipt rc;
     cis2_receipt_from_run(&rc, &g_m, &r, (const uint8_t *)bytes, blen);
     char *rtext = NULL;
@@ -256,11 +314,17 @@ EXPORT("cis2w_run") const char *w_run(const char *prompt, size_t plen, const cha
     sb_ids(&s, "prompt_token_ids", r.prompt, r.n_prompt);
     sb_ids(&s, "generated_token_ids", r.gen, r.n_gen);
     sb_text(&s, r.gen, r.n_gen);
-    sb_put(&s, ",\"table_digest\":", 16); sb_hex(&s, g_m.dg.table_digest);
-    sb_put(&s, ",\"inv_freq_table_digest\":", 25); sb_hex(&s, g_m.dg.inv_freq_digest);
-    sb_put(&s, ",\"argmax_digest\":", 17); sb_hex(&s, r.argmax);
-    sb_put(&s, ",\"cis2_ref\":", 12); sb_hex(&s, r.witness);
-    sb_printf(&s, ",\"n_prompt\":%d,\"n_gen\":%d,\"stopped_at_eos\":%d,\"prefill_ms\":%.3f,\"decode_ms\":%.3f",
+    sb_put(&s, ",\"table_digest\":", 16);
+    sb_hex(&s, g_m.dg.table_digest);
+    sb_put(&s, ",\"inv_freq_table_digest\":", 25);
+    sb_hex(&s, g_m.dg.inv_freq_digest);
+    sb_put(&s, ",\"argmax_digest\":", 17);
+    sb_hex(&s, r.argmax);
+    sb_put(&s, ",\"cis2_ref\":", 12);
+    sb_hex(&s, r.witness);
+    sb_printf(&s,
+              ",\"n_prompt\":%d,\"n_gen\":%d,\"stopped_at_eos\":%d,\"prefill_ms\":%.3f,\"decode_"
+              "ms\":%.3f",
               r.n_prompt, r.n_gen, r.stopped_at_eos, r.prefill_ms, r.decode_ms);
     if (cis2_receipt_format(&rc, &rtext, &rlen) == 0) {
         sb_put(&s, ",\"receipt\":", 11);
@@ -344,7 +408,10 @@ EXPORT("cis2w_fp_op") uint32_t w_fp_op(int op, uint32_t a, uint32_t b)
     case 3: r = cis2_fdiv(x, y); break;
     case 4: r = cis2_fsqrt(x); break;
     default: {
-        union { double d; uint64_t u; } c;
+        union {
+            double d;
+            uint64_t u;
+        } c;
         c.u = (uint64_t)a << 32 | b;
         volatile double d = c.d;
         r = cis2_f64_to_f32(d);

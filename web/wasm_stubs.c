@@ -18,33 +18,54 @@
 
 int cis2_backend_fast_new(cis2_backend **b, cis2_model *m, const cis2_engine_opts *o, char *err)
 {
-    (void)m; (void)o;
+    (void)m;
+    (void)o;
     *b = NULL;
     snprintf(err, CIS2_ERR_LEN, "backend fast is not built for wasm32 (use the reference backend)");
     return 1;
 }
 
 /* Imported from the JS glue: the heap address of the file open on `fd`, or 0. */
-__attribute__((import_module("cis2"), import_name("fd_heap_ptr"))) extern uint32_t cis2js_fd_heap_ptr(int fd, uint32_t len);
+__attribute__((import_module("cis2"), import_name("fd_heap_ptr"))) extern uint32_t
+cis2js_fd_heap_ptr(int fd, uint32_t len);
 
 #define MAX_FALLBACK 16
 static void *fallback[MAX_FALLBACK];
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-    (void)addr; (void)prot; (void)flags;
-    if (off != 0 || len == 0) { errno = EINVAL; return MAP_FAILED; }
+    (void)addr;
+    (void)prot;
+    (void)flags;
+    if (off != 0 || len == 0) {
+        errno = EINVAL;
+        return MAP_FAILED;
+    }
     uint32_t p = cis2js_fd_heap_ptr(fd, (uint32_t)len);
     if (p) return (void *)(uintptr_t)p;
     int slot = -1;
-    for (int i = 0; i < MAX_FALLBACK; i++) if (!fallback[i]) { slot = i; break; }
-    if (slot < 0) { errno = ENOMEM; return MAP_FAILED; }
+    for (int i = 0; i < MAX_FALLBACK; i++)
+        if (!fallback[i]) {
+            slot = i;
+            break;
+        }
+    if (slot < 0) {
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
     uint8_t *buf = malloc(len);
-    if (!buf) { errno = ENOMEM; return MAP_FAILED; }
+    if (!buf) {
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
     size_t got = 0;
     while (got < len) {
         ssize_t r = pread(fd, buf + got, len - got, (off_t)got);
-        if (r <= 0) { free(buf); errno = r ? errno : EIO; return MAP_FAILED; }
+        if (r <= 0) {
+            free(buf);
+            errno = r ? errno : EIO;
+            return MAP_FAILED;
+        }
         got += (size_t)r;
     }
     fallback[slot] = buf;
@@ -55,8 +76,12 @@ int munmap(void *addr, size_t len)
 {
     (void)len;
     for (int i = 0; i < MAX_FALLBACK; i++)
-        if (fallback[i] == addr) { free(addr); fallback[i] = NULL; return 0; }
-    return 0;   /* a heap-backed file: owned by the glue, freed when it is unloaded */
+        if (fallback[i] == addr) {
+            free(addr);
+            fallback[i] = NULL;
+            return 0;
+        }
+    return 0; /* a heap-backed file: owned by the glue, freed when it is unloaded */
 }
 
 pid_t getpid(void) { return 1; }

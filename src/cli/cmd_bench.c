@@ -18,16 +18,25 @@ static double peak_rss_mb(void)
 {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return -1.0;
-    return (double)ru.ru_maxrss / 1024.0;   /* KiB on Linux */
+    return (double)ru.ru_maxrss / 1024.0; /* KiB on Linux */
 }
 
 /* ---- streaming read bandwidth: every thread sums its slice of a buffer */
-typedef struct { const uint64_t *p; size_t n; uint64_t sum; } bw_arg;
+typedef struct {
+    const uint64_t *p;
+    size_t n;
+    uint64_t sum;
+} bw_arg;
 static void *bw_worker(void *a)
 {
     bw_arg *b = a;
     uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t i = 0; i + 4 <= b->n; i += 4) { s0 += b->p[i]; s1 += b->p[i + 1]; s2 += b->p[i + 2]; s3 += b->p[i + 3]; }
+    for (size_t i = 0; i + 4 <= b->n; i += 4) {
+        s0 += b->p[i];
+        s1 += b->p[i + 1];
+        s2 += b->p[i + 2];
+        s3 += b->p[i + 3];
+    }
     b->sum = s0 ^ s1 ^ s2 ^ s3;
     return NULL;
 }
@@ -85,15 +94,16 @@ static int parse_positions(const char *s, int **out, int *n)
 /* Attention time per decode token at context `pos` (all layers): the same
  * backend kernel the engine calls, over a filled KV cache of that length per
  * layer (each layer its own memory, as in the engine). */
-static double attn_ms_at(cis2_backend *b, const cis2_config *c, float **kc, float **vc, const float *q, float *out, int pos,
-                         int reps)
+static double attn_ms_at(cis2_backend *b, const cis2_config *c, float **kc, float **vc,
+                         const float *q, float *out, int pos, int reps)
 {
     float scale = cis2_rsqrt((float)c->head_dim);
     double best = 1e300;
     for (int r = 0; r < reps; r++) {
         double t0 = cis2_now_ms();
         for (int l = 0; l < c->n_layers; l++)
-            b->attention(b, q, kc[l], vc[l], 1, pos, c->n_heads, c->n_kv_heads, c->head_dim, scale, out);
+            b->attention(b, q, kc[l], vc[l], 1, pos, c->n_heads, c->n_kv_heads, c->head_dim, scale,
+                         out);
         double ms = cis2_now_ms() - t0;
         if (ms < best) best = ms;
     }
@@ -106,23 +116,43 @@ int cis2_cmd_bench(int argc, char **argv)
     int plen = 256, n = 32, threads = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (i + 1 >= argc) return cis2_cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
+        if (i + 1 >= argc)
+            return cis2_cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--backend")) backend = v;
         else if (!strcmp(a, "--isa")) isa = v;
         else if (!strcmp(a, "--positions")) positions = v;
-        else if (!strcmp(a, "--prompt-len")) { if (cis2_cli_int(v, 1, 8192, &plen)) return cis2_cli_usage_error(cmd, "--prompt-len must be an integer in [1, 8192], got '%s'", v); }
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n")) { if (cis2_cli_int(v, 2, 100000, &n)) return cis2_cli_usage_error(cmd, "-n must be an integer in [2, 100000], got '%s'", v); }
-        else if (!strcmp(a, "--threads")) { if (cis2_cli_int(v, 1, 1024, &threads)) return cis2_cli_usage_error(cmd, "--threads must be an integer in [1, 1024], got '%s'", v); }
-        else return cis2_cli_usage_error(cmd, "unknown option '%s' (usage: cis2 bench --model DIR [--prompt-len P] [-n N] [--threads T] [--backend ref|fast] [--isa X] [--positions 256,2048,8000])", a);
+        else if (!strcmp(a, "--prompt-len")) {
+            if (cis2_cli_int(v, 1, 8192, &plen))
+                return cis2_cli_usage_error(
+                    cmd, "--prompt-len must be an integer in [1, 8192], got '%s'", v);
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n")) {
+            if (cis2_cli_int(v, 2, 100000, &n))
+                return cis2_cli_usage_error(cmd, "-n must be an integer in [2, 100000], got '%s'",
+                                            v);
+        } else if (!strcmp(a, "--threads")) {
+            if (cis2_cli_int(v, 1, 1024, &threads))
+                return cis2_cli_usage_error(
+                    cmd, "--threads must be an integer in [1, 1024], got '%s'", v);
+        } else
+            return cis2_cli_usage_error(
+                cmd,
+                "unknown option '%s' (usage: cis2 bench --model DIR [--prompt-len P] [-n N] "
+                "[--threads T] [--backend ref|fast] [--isa X] [--positions 256,2048,8000])",
+                a);
     }
     if (!model) return cis2_cli_usage_error(cmd, "--model DIR is required");
     int *pos = NULL, npos = 0;
-    if (positions && parse_positions(positions, &pos, &npos)) return cis2_cli_usage_error(cmd, "--positions wants a list like 256,2048,8000, got '%s'", positions);
+    if (positions && parse_positions(positions, &pos, &npos))
+        return cis2_cli_usage_error(cmd, "--positions wants a list like 256,2048,8000, got '%s'",
+                                    positions);
 
     cis2_engine_opts eo;
-    if (cis2_cli_engine_opts(cmd, backend, isa, threads, &eo)) { free(pos); return 2; }
+    if (cis2_cli_engine_opts(cmd, backend, isa, threads, &eo)) {
+        free(pos);
+        return 2;
+    }
     cis2_model m;
     cis2_engine *e;
     double t0 = cis2_now_ms();
@@ -131,43 +161,72 @@ int cis2_cmd_bench(int argc, char **argv)
     {
         char lerr[CIS2_ERR_LEN];
         cis2_load_opts lo = { 0, CIS2_LOAD_HASH_ASYNC };
-        if (cis2_cli_fp_ready(cmd)) { free(pos); return 2; }
-        if (cis2_model_load(&m, model, &lo, lerr)) { cis2_cli_usage_error(cmd, "%s", lerr); free(pos); return 2; }
-        if (cis2_engine_new(&e, &m, &eo, lerr)) { cis2_cli_usage_error(cmd, "%s", lerr); cis2_model_unload(&m); free(pos); return 2; }
+        if (cis2_cli_fp_ready(cmd)) {
+            free(pos);
+            return 2;
+        }
+        if (cis2_model_load(&m, model, &lo, lerr)) {
+            cis2_cli_usage_error(cmd, "%s", lerr);
+            free(pos);
+            return 2;
+        }
+        if (cis2_engine_new(&e, &m, &eo, lerr)) {
+            cis2_cli_usage_error(cmd, "%s", lerr);
+            cis2_model_unload(&m);
+            free(pos);
+            return 2;
+        }
     }
     double load_ms = cis2_now_ms() - t0;
     const cis2_config *c = &m.cfg;
-    if (plen + n - 1 > c->max_pos) { cis2_cli_usage_error(cmd, "--prompt-len + -n exceeds max_position_embeddings = %d", c->max_pos); goto fail; }
+    if (plen + n - 1 > c->max_pos) {
+        cis2_cli_usage_error(cmd, "--prompt-len + -n exceeds max_position_embeddings = %d",
+                             c->max_pos);
+        goto fail;
+    }
     for (int i = 0; i < npos; i++)
-        if (pos[i] < 1 || pos[i] >= c->max_pos) { cis2_cli_usage_error(cmd, "--positions: %d is outside [1, %d)", pos[i], c->max_pos); goto fail; }
+        if (pos[i] < 1 || pos[i] >= c->max_pos) {
+            cis2_cli_usage_error(cmd, "--positions: %d is outside [1, %d)", pos[i], c->max_pos);
+            goto fail;
+        }
 
     int32_t *prompt = malloc((size_t)plen * sizeof(int32_t));
     for (int i = 0; i < plen; i++) prompt[i] = (int32_t)(((int64_t)i * 7919 + 13) % c->vocab);
     cis2_gen_opts g = { n, 0, NULL, NULL, NULL, 0 };
     cis2_result r;
     char err[CIS2_ERR_LEN];
-    if (cis2_generate(e, prompt, plen, &g, &r, err)) { free(prompt); cis2_cli_usage_error(cmd, "%s", err); goto fail; }
+    if (cis2_generate(e, prompt, plen, &g, &r, err)) {
+        free(prompt);
+        cis2_cli_usage_error(cmd, "%s", err);
+        goto fail;
+    }
     free(prompt);
     double rss = peak_rss_mb();
     int nth = threads;
-    if (nth <= 0) { long x = sysconf(_SC_NPROCESSORS_ONLN); nth = x > 0 ? (int)x : 1; }
+    if (nth <= 0) {
+        long x = sysconf(_SC_NPROCESSORS_ONLN);
+        nth = x > 0 ? (int)x : 1;
+    }
     if (!strcmp(backend, "ref")) nth = 1;
     double gbs = read_bandwidth_gbs(nth);
     size_t wbytes = linear_bytes(&m.lm_head);
     for (int l = 0; l < c->n_layers; l++) {
         const cis2_layer *y = &m.layers[l];
-        wbytes += linear_bytes(&y->q) + linear_bytes(&y->k) + linear_bytes(&y->v) + linear_bytes(&y->o) +
-                  linear_bytes(&y->gate) + linear_bytes(&y->up) + linear_bytes(&y->down);
+        wbytes += linear_bytes(&y->q) + linear_bytes(&y->k) + linear_bytes(&y->v) +
+                  linear_bytes(&y->o) + linear_bytes(&y->gate) + linear_bytes(&y->up) +
+                  linear_bytes(&y->down);
     }
     double ms_tok = r.decode_ms / (double)(n - 1);
     double floor_ms = gbs > 0 ? (double)wbytes / (gbs * 1e6) : 0.0;
-    double kv_mb = (double)(plen + n) * c->n_layers * 2.0 * c->n_kv_heads * c->head_dim * 4.0 / 1048576.0;
+    double kv_mb =
+        (double)(plen + n) * c->n_layers * 2.0 * c->n_kv_heads * c->head_dim * 4.0 / 1048576.0;
     char wh[65];
     cis2_hex(r.witness, 32, wh);
     printf("backend=%s threads=%d prompt_len=%d n=%d\n", cis2_engine_backend(e), nth, plen, n);
     printf("load_ms=%.1f\n", load_ms);
-    printf("hash_ms=%.1f\n", m.hash_ms);         /* on its own thread, overlapping the packing */
-    printf("model_load_ms=%.1f\n", m.load_ms);   /* map + validate (hash async); the rest of load_ms is packing */
+    printf("hash_ms=%.1f\n", m.hash_ms); /* on its own thread, overlapping the packing */
+    printf("model_load_ms=%.1f\n",
+           m.load_ms); /* map + validate (hash async); the rest of load_ms is packing */
     printf("prefill_tok_s=%.1f\n", plen / (r.prefill_ms / 1000.0));
     printf("decode_tok_s=%.2f\n", 1000.0 / ms_tok);
     printf("ms_per_token=%.3f\n", ms_tok);
@@ -176,7 +235,8 @@ int cis2_cmd_bench(int argc, char **argv)
     printf("kv_cache_mb=%.1f\n", kv_mb);
     printf("read_gbs=%.2f\n", gbs);
     printf("floor_ms_per_token=%.3f\n", floor_ms);
-    printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=fp32\n", wh, r.n_prompt, r.n_gen);
+    printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=fp32\n", wh,
+           r.n_prompt, r.n_gen);
     fflush(stdout);
     cis2_result_free(&r);
 
@@ -186,20 +246,35 @@ int cis2_cmd_bench(int argc, char **argv)
         cis2_backend *b = NULL;
         int rc = !strcmp(backend, "ref") ? cis2_backend_ref_new(&b, &m, &eo, err)
                                          : cis2_backend_fast_create(&b, isa, threads, err);
-        if (rc) { cis2_cli_usage_error(cmd, "%s", err); goto fail; }
+        if (rc) {
+            cis2_cli_usage_error(cmd, "%s", err);
+            goto fail;
+        }
         int maxp = plen + n / 2;
-        for (int i = 0; i < npos; i++) if (pos[i] > maxp) maxp = pos[i];
+        for (int i = 0; i < npos; i++)
+            if (pos[i] > maxp) maxp = pos[i];
         size_t kvd = (size_t)c->n_kv_heads * c->head_dim, qd = (size_t)c->n_heads * c->head_dim;
-        float **kc = calloc((size_t)c->n_layers, sizeof *kc), **vc = calloc((size_t)c->n_layers, sizeof *vc);
+        float **kc = calloc((size_t)c->n_layers, sizeof *kc),
+              **vc = calloc((size_t)c->n_layers, sizeof *vc);
         float *q = malloc(qd * sizeof(float)), *out = malloc(qd * sizeof(float));
         uint64_t st = 88172645463325252ull;
-        for (size_t i = 0; i < qd; i++) { st ^= st << 13; st ^= st >> 7; st ^= st << 17; q[i] = (float)(st >> 40) / 16777216.0f - 0.5f; }
+        for (size_t i = 0; i < qd; i++) {
+            st ^= st << 13;
+            st ^= st >> 7;
+            st ^= st << 17;
+            q[i] = (float)(st >> 40) / 16777216.0f - 0.5f;
+        }
         for (int l = 0; l < c->n_layers; l++) {
             kc[l] = malloc(((size_t)maxp + 1) * kvd * sizeof(float));
             vc[l] = malloc(((size_t)maxp + 1) * kvd * sizeof(float));
-            if (!kc[l] || !vc[l]) { cis2_cli_usage_error(cmd, "out of memory for the --positions KV cache"); goto fail; }
+            if (!kc[l] || !vc[l]) {
+                cis2_cli_usage_error(cmd, "out of memory for the --positions KV cache");
+                goto fail;
+            }
             for (size_t j = 0; j < ((size_t)maxp + 1) * kvd; j++) {
-                st ^= st << 13; st ^= st >> 7; st ^= st << 17;
+                st ^= st << 13;
+                st ^= st >> 7;
+                st ^= st << 17;
                 kc[l][j] = (float)(st >> 40) / 16777216.0f - 0.5f;
                 vc[l][j] = (float)(st & 0xFFFFFF) / 16777216.0f - 0.5f;
             }
@@ -208,10 +283,17 @@ int cis2_cmd_bench(int argc, char **argv)
         for (int i = 0; i < npos; i++) {
             double a = attn_ms_at(b, c, kc, vc, q, out, pos[i], pos[i] > 4000 ? 3 : 5);
             double ms = ms_tok - base + a;
-            printf("pos=%d decode_tok_s=%.2f ms_per_token=%.3f attn_ms=%.3f\n", pos[i], 1000.0 / ms, ms, a);
+            printf("pos=%d decode_tok_s=%.2f ms_per_token=%.3f attn_ms=%.3f\n", pos[i], 1000.0 / ms,
+                   ms, a);
         }
-        for (int l = 0; l < c->n_layers; l++) { free(kc[l]); free(vc[l]); }
-        free(kc); free(vc); free(q); free(out);
+        for (int l = 0; l < c->n_layers; l++) {
+            free(kc[l]);
+            free(vc[l]);
+        }
+        free(kc);
+        free(vc);
+        free(q);
+        free(out);
         b->destroy(b);
     }
     free(pos);

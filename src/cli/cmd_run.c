@@ -8,19 +8,24 @@
  * tokenizer.json did not load; `terr` says why). Also returns the prompt's raw
  * bytes for the receipt (for ids: their decoded text when the tokenizer can
  * decode them, else empty). */
-static int get_prompt(const char *cmd, const cis2_run_opts *o, const cis2_tokenizer *t, const char *terr,
-                      int32_t **ids, int *n, char **bytes, size_t *blen)
+static int get_prompt(const char *cmd, const cis2_run_opts *o, const cis2_tokenizer *t,
+                      const char *terr, int32_t **ids, int *n, char **bytes, size_t *blen)
 {
     char err[CIS2_ERR_LEN];
     *bytes = NULL;
     *blen = 0;
     if (o->prompt_ids) {
-        if (cis2_parse_ids(o->prompt_ids, ids, n, err)) return cis2_cli_usage_error(cmd, "--prompt-ids: %s", err);
-        if (t && cis2_tokenizer_decode(t, *ids, *n, bytes, blen, err)) { *bytes = NULL; *blen = 0; }
+        if (cis2_parse_ids(o->prompt_ids, ids, n, err))
+            return cis2_cli_usage_error(cmd, "--prompt-ids: %s", err);
+        if (t && cis2_tokenizer_decode(t, *ids, *n, bytes, blen, err)) {
+            *bytes = NULL;
+            *blen = 0;
+        }
         return 0;
     }
     if (!t) return cis2_cli_usage_error(cmd, "--prompt needs the tokenizer: %s", terr);
-    if (cis2_tokenizer_encode(t, o->prompt, strlen(o->prompt), ids, n, err)) return cis2_cli_usage_error(cmd, "--prompt: %s", err);
+    if (cis2_tokenizer_encode(t, o->prompt, strlen(o->prompt), ids, n, err))
+        return cis2_cli_usage_error(cmd, "--prompt: %s", err);
     if (*n == 0) return cis2_cli_usage_error(cmd, "--prompt: the prompt encodes to no tokens");
     *bytes = strdup(o->prompt);
     *blen = strlen(o->prompt);
@@ -30,13 +35,16 @@ static int get_prompt(const char *cmd, const cis2_run_opts *o, const cis2_tokeni
 int cis2_cmd_run(int argc, char **argv)
 {
     cis2_run_opts o;
-    if (cis2_cli_parse_opts("run", argc, argv,
-                   " --model --prompt --prompt-ids --n --receipt --backend --isa --threads --stop-at-eos"
-                   " --check-determinism --fault --fault-arg ",
-                   &o, NULL))
+    if (cis2_cli_parse_opts(
+            "run", argc, argv,
+            " --model --prompt --prompt-ids --n --receipt --backend --isa --threads --stop-at-eos"
+            " --check-determinism --fault --fault-arg ",
+            &o, NULL))
         return 2;
     if (!o.model) return cis2_cli_usage_error("run", "--model DIR is required");
-    if (!!o.prompt == !!o.prompt_ids) return cis2_cli_usage_error("run", "give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
+    if (!!o.prompt == !!o.prompt_ids)
+        return cis2_cli_usage_error("run",
+                                    "give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
     cis2_engine_opts eo;
     if (cis2_cli_run_engine_opts("run", &o, &eo)) return 2;
     cis2_model *m;
@@ -52,8 +60,15 @@ int cis2_cmd_run(int argc, char **argv)
     const cis2_tokenizer *t = cis2_model_tokenizer(m, terr);
     if (get_prompt("run", &o, t, terr, &ids, &n, &bytes, &blen)) goto out;
     cis2_gen_opts g = { o.n, o.stop_at_eos, NULL, NULL, NULL, 0 };
-    if (cis2_generate(e, ids, n, &g, &r, err)) { cis2_cli_usage_error("run", "%s", err); goto out; }
-    if (o.check_det && cis2_cli_run_twice_check(e, ids, n, &g, &r, err)) { cis2_cli_usage_error("run", "%s", err); rc = 1; goto out; }
+    if (cis2_generate(e, ids, n, &g, &r, err)) {
+        cis2_cli_usage_error("run", "%s", err);
+        goto out;
+    }
+    if (o.check_det && cis2_cli_run_twice_check(e, ids, n, &g, &r, err)) {
+        cis2_cli_usage_error("run", "%s", err);
+        rc = 1;
+        goto out;
+    }
     char *p = cis2_format_ids(r.prompt, r.n_prompt), *gs = cis2_format_ids(r.gen, r.n_gen);
     printf("prompt_token_ids=%s\ngenerated_token_ids=%s\n", p, gs);
     free(p);
@@ -77,13 +92,17 @@ int cis2_cmd_run(int argc, char **argv)
     if (o.check_det) printf("determinism=PASS\n");
     char wh[65];
     cis2_hex(r.witness, 32, wh);
-    printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=fp32\n", wh, r.n_prompt, r.n_gen);
+    printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=fp32\n", wh,
+           r.n_prompt, r.n_gen);
     fflush(stdout);
     rc = 0;
     if (o.receipt) {
         cis2_receipt rec;
         cis2_receipt_from_run(&rec, m, &r, (const uint8_t *)bytes, blen);
-        if (cis2_receipt_write(&rec, o.receipt, err)) { cis2_cli_usage_error("run", "%s", err); rc = 2; }
+        if (cis2_receipt_write(&rec, o.receipt, err)) {
+            cis2_cli_usage_error("run", "%s", err);
+            rc = 2;
+        }
     }
 out:
     cis2_result_free(&r);

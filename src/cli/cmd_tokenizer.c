@@ -17,7 +17,10 @@ static double cpu_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-typedef struct { const char *tokenizer, *model, *arg; int bench; } tok_opts;
+typedef struct {
+    const char *tokenizer, *model, *arg;
+    int bench;
+} tok_opts;
 
 static int parse(const char *cmd, int argc, char **argv, int allow_bench, tok_opts *o)
 {
@@ -26,9 +29,17 @@ static int parse(const char *cmd, int argc, char **argv, int allow_bench, tok_op
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!only_args && a[0] == '-' && a[1]) {
-            if (!strcmp(a, "--")) { only_args = 1; continue; }
-            if (allow_bench && !strcmp(a, "--bench")) { o->bench = 1; continue; }
-            const char **dst = !strcmp(a, "--tokenizer") ? &o->tokenizer : !strcmp(a, "--model") ? &o->model : NULL;
+            if (!strcmp(a, "--")) {
+                only_args = 1;
+                continue;
+            }
+            if (allow_bench && !strcmp(a, "--bench")) {
+                o->bench = 1;
+                continue;
+            }
+            const char **dst = !strcmp(a, "--tokenizer") ? &o->tokenizer
+                               : !strcmp(a, "--model")   ? &o->model
+                                                         : NULL;
             if (!dst) return cis2_cli_usage_error(cmd, "unknown option '%s' (see cis2 help)", a);
             if (i + 1 >= argc) return cis2_cli_usage_error(cmd, "option '%s' needs a value", a);
             if (*dst) return cis2_cli_usage_error(cmd, "option '%s' given twice", a);
@@ -38,11 +49,14 @@ static int parse(const char *cmd, int argc, char **argv, int allow_bench, tok_op
         if (o->arg) return cis2_cli_usage_error(cmd, "unexpected argument '%s'", a);
         o->arg = a;
     }
-    if (!!o->tokenizer == !!o->model) return cis2_cli_usage_error(cmd, "give exactly one of --tokenizer FILE or --model DIR");
+    if (!!o->tokenizer == !!o->model)
+        return cis2_cli_usage_error(cmd, "give exactly one of --tokenizer FILE or --model DIR");
     if (!o->arg)
-        return cis2_cli_usage_error(cmd, o->bench ? "usage: cis2 %s --tokenizer FILE --bench TEXTFILE"
-                                                  : allow_bench ? "usage: cis2 %s --tokenizer FILE TEXT"
-                                                                : "usage: cis2 %s --tokenizer FILE IDS", cmd);
+        return cis2_cli_usage_error(cmd,
+                                    o->bench ? "usage: cis2 %s --tokenizer FILE --bench TEXTFILE"
+                                    : allow_bench ? "usage: cis2 %s --tokenizer FILE TEXT"
+                                                  : "usage: cis2 %s --tokenizer FILE IDS",
+                                    cmd);
     return 0;
 }
 
@@ -63,13 +77,17 @@ static int bench(const tok_opts *o)
     char err[CIS2_ERR_LEN];
     char *text;
     size_t len;
-    if (cis2_read_file(o->arg, &text, &len, err)) return cis2_cli_usage_error("tokenize", "%s", err);
+    if (cis2_read_file(o->arg, &text, &len, err))
+        return cis2_cli_usage_error("tokenize", "%s", err);
     double load_ms = 1e30, load_cpu = 1e30;
     cis2_tokenizer *t = NULL;
-    for (int r = 0; r < 5; r++) {   /* best of 5 (page cache warm); wall and CPU time */
+    for (int r = 0; r < 5; r++) { /* best of 5 (page cache warm); wall and CPU time */
         double ms = 0, c0 = cpu_ms();
         cis2_tokenizer_free(t);
-        if (load("tokenize", o, &t, &ms)) { free(text); return 2; }
+        if (load("tokenize", o, &t, &ms)) {
+            free(text);
+            return 2;
+        }
         if (ms < load_ms) load_ms = ms;
         if (cpu_ms() - c0 < load_cpu) load_cpu = cpu_ms() - c0;
     }
@@ -80,7 +98,8 @@ static int bench(const tok_opts *o)
         free(ids);
         double t0 = cis2_now_ms(), c0 = cpu_ms();
         if (cis2_tokenizer_encode(t, text, len, &ids, &n, err)) {
-            cis2_tokenizer_free(t); free(text);
+            cis2_tokenizer_free(t);
+            free(text);
             return cis2_cli_usage_error("tokenize", "%s: %s", o->arg, err);
         }
         double ms = cis2_now_ms() - t0, cms = cpu_ms() - c0;
@@ -89,12 +108,17 @@ static int bench(const tok_opts *o)
     }
     char *back = NULL;
     size_t bl = 0;
-    int ok = cis2_tokenizer_decode(t, ids, n, &back, &bl, err) == 0 && bl == len && memcmp(back, text, len) == 0;
+    int ok = cis2_tokenizer_decode(t, ids, n, &back, &bl, err) == 0 && bl == len &&
+             memcmp(back, text, len) == 0;
     printf("load_ms=%.2f load_cpu_ms=%.2f\n", load_ms, load_cpu);
-    printf("encode_bytes=%zu tokens=%d encode_ms=%.2f encode_MB_per_s=%.2f encode_cpu_MB_per_s=%.2f\n", len, n, best,
-           best > 0 ? (double)len / 1e6 / (best / 1e3) : 0.0, best_cpu > 0 ? (double)len / 1e6 / (best_cpu / 1e3) : 0.0);
+    printf(
+        "encode_bytes=%zu tokens=%d encode_ms=%.2f encode_MB_per_s=%.2f encode_cpu_MB_per_s=%.2f\n",
+        len, n, best, best > 0 ? (double)len / 1e6 / (best / 1e3) : 0.0,
+        best_cpu > 0 ? (double)len / 1e6 / (best_cpu / 1e3) : 0.0);
     printf("round_trip=%s\n", ok ? "ok" : "MISMATCH");
-    free(back); free(ids); free(text);
+    free(back);
+    free(ids);
+    free(text);
     cis2_tokenizer_free(t);
     return ok ? 0 : 1;
 }
@@ -115,7 +139,8 @@ int cis2_cmd_tokenize(int argc, char **argv)
     }
     char *s = cis2_format_ids(ids, n);
     if (s) printf("%s\n", s);
-    free(s); free(ids);
+    free(s);
+    free(ids);
     cis2_tokenizer_free(t);
     return s ? 0 : cis2_cli_usage_error("tokenize", "out of memory");
 }
@@ -129,7 +154,10 @@ int cis2_cmd_detokenize(int argc, char **argv)
     int n;
     if (cis2_parse_ids(o.arg, &ids, &n, err)) return cis2_cli_usage_error("detokenize", "%s", err);
     cis2_tokenizer *t;
-    if (load("detokenize", &o, &t, NULL)) { free(ids); return 2; }
+    if (load("detokenize", &o, &t, NULL)) {
+        free(ids);
+        return 2;
+    }
     char *text;
     size_t len;
     int rc = cis2_tokenizer_decode(t, ids, n, &text, &len, err);

@@ -7,7 +7,8 @@ int cis2_cmd_verify(int argc, char **argv)
 {
     cis2_run_opts o;
     const char *path;
-    if (cis2_cli_parse_opts("verify", argc, argv, " --model --backend --isa --threads ", &o, &path)) return 2;
+    if (cis2_cli_parse_opts("verify", argc, argv, " --model --backend --isa --threads ", &o, &path))
+        return 2;
     if (!path) return cis2_cli_usage_error("verify", "usage: cis2 verify RECEIPT --model DIR");
     if (!o.model) return cis2_cli_usage_error("verify", "--model DIR is required");
     char err[CIS2_ERR_LEN], *text;
@@ -18,10 +19,16 @@ int cis2_cmd_verify(int argc, char **argv)
     free(text);
     if (prc) return cis2_cli_usage_error("verify", "%s", err);
     cis2_engine_opts eo;
-    if (cis2_cli_run_engine_opts("verify", &o, &eo)) { cis2_receipt_free(&rc); return 2; }
+    if (cis2_cli_run_engine_opts("verify", &o, &eo)) {
+        cis2_receipt_free(&rc);
+        return 2;
+    }
     cis2_model *m;
     cis2_engine *e;
-    if (cis2_cli_open("verify", o.model, &eo, &m, &e)) { cis2_receipt_free(&rc); return 2; }
+    if (cis2_cli_open("verify", o.model, &eo, &m, &e)) {
+        cis2_receipt_free(&rc);
+        return 2;
+    }
     cis2_verdict v;
     int status = 2;
     if (cis2_receipt_verify(e, &rc, NULL, NULL, &v, err)) {
@@ -30,8 +37,11 @@ int cis2_cmd_verify(int argc, char **argv)
         for (int i = 0; i < v.n_fields; i++) {
             const cis2_verdict_field *f = &v.fields[i];
             if (f->status == CIS2_FIELD_MATCH) printf("MATCH %s\n", f->name);
-            else if (f->status == CIS2_FIELD_SKIPPED) printf("SKIP %s: %s\n", f->name, f->recomputed);
-            else printf("MISMATCH %s: receipt %s, recomputed %s\n", f->name, f->receipt, f->recomputed);
+            else if (f->status == CIS2_FIELD_SKIPPED)
+                printf("SKIP %s: %s\n", f->name, f->recomputed);
+            else
+                printf("MISMATCH %s: receipt %s, recomputed %s\n", f->name, f->receipt,
+                       f->recomputed);
         }
         if (v.mismatches) printf("receipt does NOT match: %d field(s) differ\n", v.mismatches);
         else printf("receipt verified: all fields match\n");

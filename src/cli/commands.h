@@ -20,7 +20,8 @@ int cis2_cmd_compare(int argc, char **argv);
 
 /* ---- shared helpers (cli/common.c) */
 /* Print "cis2 CMD: message" to stderr, return 2. */
-int cis2_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cis2_cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Parse a decimal int in [lo, hi]; returns 0 on success. */
 int cis2_cli_int(const char *s, long lo, long hi, int *out);
 /* Pin FTZ/DAZ on this thread and run the §1.3 self-test; prints the error. */

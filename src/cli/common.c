@@ -30,39 +30,57 @@ int cis2_cli_int(const char *s, long lo, long hi, int *out)
 int cis2_cli_fp_ready(const char *cmd)
 {
     if (cis2_fpenv_pin() != 0) {
-        cis2_cli_usage_error(cmd, "cannot pin FTZ/DAZ (control register 0x%llx); refusing to run (§1.3)",
+        cis2_cli_usage_error(cmd,
+                             "cannot pin FTZ/DAZ (control register 0x%llx); refusing to run (§1.3)",
                              (unsigned long long)cis2_fpenv_read());
         return 1;
     }
     if (cis2_fpenv_selftest(NULL) != 0) {
-        cis2_cli_usage_error(cmd, "the §1.3 denormal self-test failed; refusing to run (see cis2 selftest)");
+        cis2_cli_usage_error(
+            cmd, "the §1.3 denormal self-test failed; refusing to run (see cis2 selftest)");
         return 1;
     }
     return 0;
 }
 
-int cis2_cli_open(const char *cmd, const char *dir, const cis2_engine_opts *eo, cis2_model **mp, cis2_engine **e)
+int cis2_cli_open(const char *cmd, const char *dir, const cis2_engine_opts *eo, cis2_model **mp,
+                  cis2_engine **e)
 {
     char err[CIS2_ERR_LEN];
     *mp = NULL;
     *e = NULL;
     if (cis2_cli_fp_ready(cmd)) return 1;
     cis2_model *m = malloc(sizeof *m);
-    if (!m) { cis2_cli_usage_error(cmd, "out of memory"); return 1; }
-    cis2_load_opts lo = { 0, CIS2_LOAD_HASH_ASYNC };   /* hash while the backend packs; cis2_engine_new joins */
-    if (cis2_model_load(m, dir, &lo, err)) { cis2_cli_usage_error(cmd, "%s", err); free(m); return 1; }
-    if (cis2_engine_new(e, m, eo, err)) { cis2_cli_usage_error(cmd, "%s", err); cis2_model_free(m); return 1; }
+    if (!m) {
+        cis2_cli_usage_error(cmd, "out of memory");
+        return 1;
+    }
+    cis2_load_opts lo = {
+        0, CIS2_LOAD_HASH_ASYNC
+    }; /* hash while the backend packs; cis2_engine_new joins */
+    if (cis2_model_load(m, dir, &lo, err)) {
+        cis2_cli_usage_error(cmd, "%s", err);
+        free(m);
+        return 1;
+    }
+    if (cis2_engine_new(e, m, eo, err)) {
+        cis2_cli_usage_error(cmd, "%s", err);
+        cis2_model_free(m);
+        return 1;
+    }
     *mp = m;
     return 0;
 }
 
-int cis2_cli_engine_opts(const char *cmd, const char *backend, const char *isa, int threads, cis2_engine_opts *eo)
+int cis2_cli_engine_opts(const char *cmd, const char *backend, const char *isa, int threads,
+                         cis2_engine_opts *eo)
 {
     memset(eo, 0, sizeof *eo);
     if (backend && cis2_backend_from_name(backend, &eo->backend))
         return cis2_cli_usage_error(cmd, "--backend must be ref or fast, got '%s'", backend);
     if (isa && cis2_isa_from_name(isa, &eo->isa))
-        return cis2_cli_usage_error(cmd, "unknown --isa \"%.40s\" (expected sse2, avx2, avx512, neon or scalar)", isa);
+        return cis2_cli_usage_error(
+            cmd, "unknown --isa \"%.40s\" (expected sse2, avx2, avx512, neon or scalar)", isa);
     eo->threads = threads;
     return 0;
 }
@@ -70,8 +88,8 @@ int cis2_cli_engine_opts(const char *cmd, const char *backend, const char *isa, 
 /* ------------------------------------------------------------ options */
 
 /* Flags each command accepts, as a string of names. */
-int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allowed, cis2_run_opts *o,
-                      const char **positional)
+int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allowed,
+                        cis2_run_opts *o, const char **positional)
 {
     memset(o, 0, sizeof *o);
     o->n = 16;
@@ -81,7 +99,10 @@ int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allo
         const char *name = a;
         if (strcmp(a, "-n") == 0) name = "--n";
         if (a[0] != '-' || a[1] == 0) {
-            if (positional && !*positional) { *positional = a; continue; }
+            if (positional && !*positional) {
+                *positional = a;
+                continue;
+            }
             return cis2_cli_usage_error(cmd, "unexpected argument '%s'", a);
         }
         /* allowed is " --model --prompt ..." with a trailing space per name */
@@ -109,9 +130,13 @@ int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allo
         else if (!strcmp(name, "--fault-arg")) o->fault_arg = v;
         else if (!strcmp(name, "--vector")) o->vector = v;
         else if (!strcmp(name, "--threads")) {
-            if (cis2_cli_int(v, 1, 1024, &o->threads)) return cis2_cli_usage_error(cmd, "--threads must be an integer in [1, 1024], got '%s'", v);
+            if (cis2_cli_int(v, 1, 1024, &o->threads))
+                return cis2_cli_usage_error(
+                    cmd, "--threads must be an integer in [1, 1024], got '%s'", v);
         } else if (!strcmp(name, "--n")) {
-            if (cis2_cli_int(v, 1, 1000000, &o->n)) return cis2_cli_usage_error(cmd, "-n must be an integer in [1, 1000000], got '%s'", v);
+            if (cis2_cli_int(v, 1, 1000000, &o->n))
+                return cis2_cli_usage_error(cmd, "-n must be an integer in [1, 1000000], got '%s'",
+                                            v);
             o->n_set = 1;
         }
     }
@@ -148,21 +173,25 @@ void cis2_cli_print_hex_line(const char *key, const uint8_t d[32])
     printf("%s=%s\n", key, h);
 }
 
-
 /* Prompt ids from --prompt-ids or by tokenizing --prompt with `t` (NULL when
  * tokenizer.json did not load; `terr` says why). Also returns the prompt's raw
  * bytes for the receipt (for ids: their decoded text when the tokenizer can
  * decode them, else empty). */
 
 /* §12.4: run the whole decode twice in this process and compare. */
-int cis2_cli_run_twice_check(cis2_engine *e, const int32_t *ids, int n, const cis2_gen_opts *g, const cis2_result *r1,
-                           char *err)
+int cis2_cli_run_twice_check(cis2_engine *e, const int32_t *ids, int n, const cis2_gen_opts *g,
+                             const cis2_result *r1, char *err)
 {
     cis2_result r2;
     if (cis2_generate(e, ids, n, g, &r2, err)) return 1;
     int same = memcmp(r1->witness, r2.witness, 32) == 0 && memcmp(r1->argmax, r2.argmax, 32) == 0 &&
-               r1->n_gen == r2.n_gen && memcmp(r1->gen, r2.gen, (size_t)r1->n_gen * sizeof(int32_t)) == 0;
+               r1->n_gen == r2.n_gen &&
+               memcmp(r1->gen, r2.gen, (size_t)r1->n_gen * sizeof(int32_t)) == 0;
     cis2_result_free(&r2);
-    if (!same) { snprintf(err, CIS2_ERR_LEN, "determinism check failed: two runs in one process differ (§12.4)"); return 1; }
+    if (!same) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "determinism check failed: two runs in one process differ (§12.4)");
+        return 1;
+    }
     return 0;
 }

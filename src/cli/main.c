@@ -6,35 +6,42 @@
 
 static void usage(FILE *f)
 {
-    fputs("cis2 — bit-exact CIS-2 v0.3b inference\n"
-          "usage:\n"
-          "  cis2 run --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--receipt FILE]\n"
-          "           [--backend ref|fast] [--threads N] [--isa scalar|sse2|avx2|avx512|neon]\n"
-          "           [--stop-at-eos] [--check-determinism] [--fault NAME [--fault-arg ARG]]\n"
-          "  cis2 verify RECEIPT --model DIR [--backend ref|fast] [--threads N] [--isa X]\n"
-          "  cis2 selftest\n"
-          "  cis2 conform --model DIR [--vector FILE] [--no-check-determinism] [--backend ref|fast]\n"
-          "  cis2 tokenize (--tokenizer FILE | --model DIR) TEXT   [--bench TEXTFILE]\n"
-          "  cis2 detokenize (--tokenizer FILE | --model DIR) IDS\n"
-          "  cis2 op OP < vector.txt\n"
-          "  cis2 suite [--vectors DIR]... [--timeout SECONDS] CANDIDATE [ARG...]\n"
-          "  cis2 bench --model DIR [--prompt-len P] [-n N] [--threads T] [--backend ref|fast] [--isa X]\n"
-          "             [--positions 256,2048,8000]\n"
-          "  cis2 trace --model DIR --prompt-ids IDS [--teacher-force IDS | -n N] -o FILE\n"
-          "             [--arm NAME] [--layers 0-2,29] [--nodes a,b] [--hash-only] [--backend ref|fast]\n"
-          "             [--fault NAME [--fault-arg ARG]]\n"
-          "  cis2 diff A B [--exact | --tol FILE] [--brief]\n"
-          "  cis2 compare --model DIR --prompt-ids IDS [--teacher-force IDS | -n N]\n"
-          "               (--against TRACE | --backend ref --backend fast) [--exact | --tol FILE]\n"
-          "faults (debug, --backend ref): weight-bit (--fault-arg TENSOR:INDEX:BIT), fma (--fault-arg LAYER),\n"
-          "  rmsnorm-assoc, rope-offset, kv-stale (--fault-arg POS), no-ftz\n"
-          "docs: README.md, docs/{tokenizer,conformance,performance,divergence,errors}.md\n",
-          f);
+    fputs(
+        "cis2 — bit-exact CIS-2 v0.3b inference\n"
+        "usage:\n"
+        "  cis2 run --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--receipt FILE]\n"
+        "           [--backend ref|fast] [--threads N] [--isa scalar|sse2|avx2|avx512|neon]\n"
+        "           [--stop-at-eos] [--check-determinism] [--fault NAME [--fault-arg ARG]]\n"
+        "  cis2 verify RECEIPT --model DIR [--backend ref|fast] [--threads N] [--isa X]\n"
+        "  cis2 selftest\n"
+        "  cis2 conform --model DIR [--vector FILE] [--no-check-determinism] [--backend ref|fast]\n"
+        "  cis2 tokenize (--tokenizer FILE | --model DIR) TEXT   [--bench TEXTFILE]\n"
+        "  cis2 detokenize (--tokenizer FILE | --model DIR) IDS\n"
+        "  cis2 op OP < vector.txt\n"
+        "  cis2 suite [--vectors DIR]... [--timeout SECONDS] CANDIDATE [ARG...]\n"
+        "  cis2 bench --model DIR [--prompt-len P] [-n N] [--threads T] [--backend ref|fast] "
+        "[--isa X]\n"
+        "             [--positions 256,2048,8000]\n"
+        "  cis2 trace --model DIR --prompt-ids IDS [--teacher-force IDS | -n N] -o FILE\n"
+        "             [--arm NAME] [--layers 0-2,29] [--nodes a,b] [--hash-only] [--backend "
+        "ref|fast]\n"
+        "             [--fault NAME [--fault-arg ARG]]\n"
+        "  cis2 diff A B [--exact | --tol FILE] [--brief]\n"
+        "  cis2 compare --model DIR --prompt-ids IDS [--teacher-force IDS | -n N]\n"
+        "               (--against TRACE | --backend ref --backend fast) [--exact | --tol FILE]\n"
+        "faults (debug, --backend ref): weight-bit (--fault-arg TENSOR:INDEX:BIT), fma "
+        "(--fault-arg LAYER),\n"
+        "  rmsnorm-assoc, rope-offset, kv-stale (--fault-arg POS), no-ftz\n"
+        "docs: README.md, docs/{tokenizer,conformance,performance,divergence,errors}.md\n",
+        f);
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) { usage(stderr); return 2; }
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
     const char *c = argv[1];
     int sub_argc = argc - 1;
     char **sub_argv = argv + 1;
@@ -50,7 +57,13 @@ int main(int argc, char **argv)
     if (!strcmp(c, "trace")) return cis2_cmd_trace(sub_argc, sub_argv);
     if (!strcmp(c, "diff")) return cis2_cmd_diff(sub_argc, sub_argv);
     if (!strcmp(c, "compare")) return cis2_cmd_compare(sub_argc, sub_argv);
-    if (!strcmp(c, "help") || !strcmp(c, "--help") || !strcmp(c, "-h")) { usage(stdout); return 0; }
-    if (!strcmp(c, "version") || !strcmp(c, "--version")) { printf("cis2 spec %s\n", CIS2_SPEC_VERSION); return 0; }
+    if (!strcmp(c, "help") || !strcmp(c, "--help") || !strcmp(c, "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(c, "version") || !strcmp(c, "--version")) {
+        printf("cis2 spec %s\n", CIS2_SPEC_VERSION);
+        return 0;
+    }
     return cis2_cli_usage_error(c, "unknown command (see cis2 help)");
 }

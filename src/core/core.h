@@ -8,13 +8,19 @@
 /* ------------------------------------------------------------ bit patterns */
 static inline uint32_t cis2_f2u(float f)
 {
-    union { float f; uint32_t u; } c;
+    union {
+        float f;
+        uint32_t u;
+    } c;
     c.f = f;
     return c.u;
 }
 static inline float cis2_u2f(uint32_t u)
 {
-    union { float f; uint32_t u; } c;
+    union {
+        float f;
+        uint32_t u;
+    } c;
     c.u = u;
     return c.f;
 }

@@ -11,6 +11,8 @@
  * rounded to 24 bits with an unbounded exponent, lies below FLT_MIN, i.e.
  * when |exact| < FLT_MIN - 2^-151 (decided exactly in binary64; see
  * docs/wasm.md). Never compares against FLT_MIN as a float. */
+/* Hand-aligned, one spec operation per line: kept as written. */
+/* clang-format off */
 #ifndef CIS2_FPARITH_H
 #define CIS2_FPARITH_H
 #include "core/core.h"
@@ -43,14 +45,22 @@ static inline float cis2_ftz_edge(float r, double exact)
 }
 /* Sums of binary32 values are multiples of 2^-149: a tiny exact sum is a
  * representable subnormal, so the IEEE result is exact and plain FTZ is enough. */
-static inline float cis2_fadd(float a, float b) { a = cis2_daz_f(a); b = cis2_daz_f(b); return cis2_ftz_f(a + b); }
-static inline float cis2_fsub(float a, float b) { a = cis2_daz_f(a); b = cis2_daz_f(b); return cis2_ftz_f(a - b); }
+static inline float cis2_fadd(float a, float b)
+{
+    a = cis2_daz_f(a); b = cis2_daz_f(b);
+    return cis2_ftz_f(a + b);
+}
+static inline float cis2_fsub(float a, float b)
+{
+    a = cis2_daz_f(a); b = cis2_daz_f(b);
+    return cis2_ftz_f(a - b);
+}
 /* The binary64 product of two binary32 values is exact. */
 static inline float cis2_fmul(float a, float b)
 {
     a = cis2_daz_f(a); b = cis2_daz_f(b);
     float r = a * b;
-    if ((cis2_f2u(r) & 0x7FFFFFFFu) > 0x00800000u) return r;   /* common case: |r| > FLT_MIN, or Inf/NaN */
+    if ((cis2_f2u(r) & 0x7FFFFFFFu) > 0x00800000u) return r;   /* common: |r| > FLT_MIN, Inf, NaN */
     return cis2_ftz_edge(r, (double)a * (double)b);
 }
 /* A quotient of two normal binary32 values never lies within 2^-24 (relative)
@@ -59,7 +69,11 @@ static inline float cis2_fmul(float a, float b)
  * ma = 2mb - 1 with mb > 2^23, i.e. ma >= 2^24. So a quotient that rounds
  * to ±FLT_MIN is never tiny after rounding: plain FTZ is exact here too
  * (web/test/ftz_diff.sh checks it against the hardware). */
-static inline float cis2_fdiv(float a, float b) { a = cis2_daz_f(a); b = cis2_daz_f(b); return cis2_ftz_f(a / b); }
+static inline float cis2_fdiv(float a, float b)
+{
+    a = cis2_daz_f(a); b = cis2_daz_f(b);
+    return cis2_ftz_f(a / b);
+}
 /* sqrt of a normal binary32 is never tiny. */
 static inline float cis2_fsqrt(float a) { return __builtin_sqrtf(cis2_daz_f(a)); }
 /* binary64 → binary32 narrowing (cvtsd2ss also obeys FTZ). */

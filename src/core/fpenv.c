@@ -7,13 +7,23 @@
 #if defined(__x86_64__)
 #define MXCSR_FTZ (1u << 15)
 #define MXCSR_DAZ (1u << 6)
-static uint32_t read_ctl(void) { uint32_t v; __asm__ volatile("stmxcsr %0" : "=m"(v)); return v; }
+static uint32_t read_ctl(void)
+{
+    uint32_t v;
+    __asm__ volatile("stmxcsr %0" : "=m"(v));
+    return v;
+}
 static void write_ctl(uint32_t v) { __asm__ volatile("ldmxcsr %0" : : "m"(v)); }
 #define PIN_BITS (MXCSR_FTZ | MXCSR_DAZ)
 const char *cis2_isa_name(void) { return "x86_64"; }
 #elif defined(__aarch64__)
-#define FPCR_FZ (1ull << 24)   /* FZ16 (bit 19) deliberately left alone */
-static uint64_t read_ctl(void) { uint64_t v; __asm__ volatile("mrs %0, fpcr" : "=r"(v)); return v; }
+#define FPCR_FZ  (1ull << 24) /* FZ16 (bit 19) deliberately left alone */
+static uint64_t read_ctl(void)
+{
+    uint64_t v;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(v));
+    return v;
+}
 static void write_ctl(uint64_t v) { __asm__ volatile("msr fpcr, %0" : : "r"(v)); }
 #define PIN_BITS FPCR_FZ
 const char *cis2_isa_name(void) { return "aarch64"; }
@@ -50,18 +60,23 @@ int cis2_f32_is_subnormal(uint32_t bits)
 
 /* must_differ: the row gives a nonzero result without the pin (proving it
  * tests the pin); §1.3's own FLT_MIN*1e-10 row underflows to +0 either way. */
-typedef struct { const char *name; uint32_t a, b; char op; int must_differ; } fp_row;
+typedef struct {
+    const char *name;
+    uint32_t a, b;
+    char op;
+    int must_differ;
+} fp_row;
 
 /* Rows from issue 2 / §1.3. Each must give +0 (0x00000000) with the pin. */
 static const fp_row ROWS[] = {
     { "0x20000000*0x1F800000", 0x20000000u, 0x1F800000u, '*', 1 },
     { "0x33800000*0x0C000000", 0x33800000u, 0x0C000000u, '*', 1 },
     { "0x00800001+0x80800000", 0x00800001u, 0x80800000u, '+', 1 },
-    { "0x00000001+0",          0x00000001u, 0x00000000u, '+', 1 },
+    { "0x00000001+0", 0x00000001u, 0x00000000u, '+', 1 },
     { "0x00000001*0x3F800000", 0x00000001u, 0x3F800000u, '*', 1 },
     { "0x00000001*0x7F000000", 0x00000001u, 0x7F000000u, '*', 1 },
-    { "FLT_MIN*0.5f",          0x00800000u, 0x3F000000u, '*', 1 },
-    { "FLT_MIN*1e-10f",        0x00800000u, 0x2EDBE6FFu, '*', 0 },
+    { "FLT_MIN*0.5f", 0x00800000u, 0x3F000000u, '*', 1 },
+    { "FLT_MIN*1e-10f", 0x00800000u, 0x2EDBE6FFu, '*', 0 },
 };
 
 /* raw: the plain operators (the "without the pin" leg); otherwise the
@@ -81,8 +96,9 @@ int cis2_fpenv_selftest(FILE *log)
 {
     int fails = 0;
     if (!cis2_fpenv_is_pinned()) {
-        if (log) fprintf(log, "FAIL fpenv: control register 0x%llx lacks the FTZ/DAZ pin\n",
-                         (unsigned long long)cis2_fpenv_read());
+        if (log)
+            fprintf(log, "FAIL fpenv: control register 0x%llx lacks the FTZ/DAZ pin\n",
+                    (unsigned long long)cis2_fpenv_read());
         return 1;
     }
     /* Leg 1: each row without the pin must differ (proves the test can fire),

@@ -22,9 +22,13 @@ static int fail(P *p, const char *why)
     if (p->failed) return 1;
     size_t line = 1, col = 1;
     for (size_t k = 0; k < p->i && k < p->n; k++) {
-        if (p->s[k] == '\n') { line++; col = 1; } else col++;
+        if (p->s[k] == '\n') {
+            line++;
+            col = 1;
+        } else col++;
     }
-    snprintf(p->err, CIS2_ERR_LEN, "%s: invalid JSON at line %zu col %zu: %s", p->path, line, col, why);
+    snprintf(p->err, CIS2_ERR_LEN, "%s: invalid JSON at line %zu col %zu: %s", p->path, line, col,
+             why);
     p->failed = 1;
     return 1;
 }
@@ -34,10 +38,17 @@ static uint32_t new_node(P *p, json_type t)
     json_doc *d = p->d;
     if (d->n_nodes == d->cap) {
         uint32_t nc = d->cap ? d->cap * 2 : 64;
-        if (nc < d->cap) { fail(p, "too many values"); return JSON_NONE; }
+        if (nc < d->cap) {
+            fail(p, "too many values");
+            return JSON_NONE;
+        }
         json_node *nn = realloc(d->nodes, (size_t)nc * sizeof *nn);
-        if (!nn) { fail(p, "out of memory"); return JSON_NONE; }
-        d->nodes = nn; d->cap = nc;
+        if (!nn) {
+            fail(p, "out of memory");
+            return JSON_NONE;
+        }
+        d->nodes = nn;
+        d->cap = nc;
     }
     json_node *x = &d->nodes[d->n_nodes];
     memset(x, 0, sizeof *x);
@@ -49,7 +60,8 @@ static void ws(P *p)
 {
     while (p->i < p->n) {
         char c = p->s[p->i];
-        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') p->i++; else break;
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') p->i++;
+        else break;
     }
 }
 
@@ -77,12 +89,13 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     if (c >= 0xC2 && c <= 0xDF) return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
     if (c >= 0xE0 && c <= 0xEF) {
         if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
-        if (c == 0xE0 && s[1] < 0xA0) return 0;      /* overlong */
-        if (c == 0xED && s[1] >= 0xA0) return 0;     /* surrogate */
+        if (c == 0xE0 && s[1] < 0xA0) return 0;  /* overlong */
+        if (c == 0xED && s[1] >= 0xA0) return 0; /* surrogate */
         return 3;
     }
     if (c >= 0xF0 && c <= 0xF4) {
-        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return 0;
+        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
+            return 0;
         if (c == 0xF0 && s[1] < 0x90) return 0;
         if (c == 0xF4 && s[1] >= 0x90) return 0;
         return 4;
@@ -142,7 +155,8 @@ static int parse_number(P *p, uint32_t node)
     if (p->i >= p->n) return fail(p, "bad number");
     if (p->s[p->i] == '0') {
         p->i++;
-        if (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') return fail(p, "leading zero in number");
+        if (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9')
+            return fail(p, "leading zero in number");
     } else if (p->s[p->i] >= '1' && p->s[p->i] <= '9') {
         while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') p->i++;
     } else return fail(p, "bad number");
@@ -220,8 +234,14 @@ static int parse_value(P *p, uint32_t *out, int depth)
             count++;
             ws(p);
             if (p->i >= p->n) return fail(p, "unexpected end of input");
-            if (p->s[p->i] == ',') { p->i++; continue; }
-            if (p->s[p->i] == close) { p->i++; break; }
+            if (p->s[p->i] == ',') {
+                p->i++;
+                continue;
+            }
+            if (p->s[p->i] == close) {
+                p->i++;
+                break;
+            }
             return fail(p, obj ? "expected ',' or '}'" : "expected ',' or ']'");
         }
         p->d->nodes[node].count = count;
@@ -235,10 +255,16 @@ static int parse_value(P *p, uint32_t *out, int depth)
     } else if (c == '-' || (c >= '0' && c <= '9')) {
         node = new_node(p, JSON_NUMBER);
         if (p->failed || parse_number(p, node)) return 1;
-    } else if (c == 't') { node = new_node(p, JSON_TRUE); if (lit(p, "true")) return 1; }
-    else if (c == 'f') { node = new_node(p, JSON_FALSE); if (lit(p, "false")) return 1; }
-    else if (c == 'n') { node = new_node(p, JSON_NULL); if (lit(p, "null")) return 1; }
-    else return fail(p, "unexpected character");
+    } else if (c == 't') {
+        node = new_node(p, JSON_TRUE);
+        if (lit(p, "true")) return 1;
+    } else if (c == 'f') {
+        node = new_node(p, JSON_FALSE);
+        if (lit(p, "false")) return 1;
+    } else if (c == 'n') {
+        node = new_node(p, JSON_NULL);
+        if (lit(p, "null")) return 1;
+    } else return fail(p, "unexpected character");
     if (p->failed) return 1;
     *out = node;
     return 0;
@@ -250,11 +276,22 @@ int json_parse(json_doc *d, const char *src, size_t len, const char *path, char 
     d->src = src;
     d->src_len = len;
     P p = { d, src, len, 0, path, err, 0 };
-    if (len >= 0xFFFFFFF0u) { fail(&p, "file too large"); json_free(d); return 1; }
+    if (len >= 0xFFFFFFF0u) {
+        fail(&p, "file too large");
+        json_free(d);
+        return 1;
+    }
     uint32_t root;
-    if (parse_value(&p, &root, 0)) { json_free(d); return 1; }
+    if (parse_value(&p, &root, 0)) {
+        json_free(d);
+        return 1;
+    }
     ws(&p);
-    if (p.i != len) { fail(&p, "trailing data after the value"); json_free(d); return 1; }
+    if (p.i != len) {
+        fail(&p, "trailing data after the value");
+        json_free(d);
+        return 1;
+    }
     return 0;
 }
 
@@ -269,42 +306,84 @@ uint32_t json_get(const json_doc *d, uint32_t obj, const char *key, int *dups)
 {
     uint32_t found = JSON_NONE;
     int n = 0;
-    if (d->nodes[obj].type != JSON_OBJECT) { if (dups) *dups = 0; return JSON_NONE; }
+    if (d->nodes[obj].type != JSON_OBJECT) {
+        if (dups) *dups = 0;
+        return JSON_NONE;
+    }
     for (uint32_t k = d->nodes[obj].first; k != JSON_NONE; k = d->nodes[d->nodes[k].next].next) {
-        if (json_str_eq(d, k, key)) { if (!n) found = d->nodes[k].next; n++; }
+        if (json_str_eq(d, k, key)) {
+            if (!n) found = d->nodes[k].next;
+            n++;
+        }
     }
     if (dups) *dups = n;
     return found;
 }
 
-static unsigned hexv(char c) { return c <= '9' ? (unsigned)(c - '0') : (unsigned)((c | 0x20) - 'a' + 10); }
+static unsigned hexv(char c)
+{
+    return c <= '9' ? (unsigned)(c - '0') : (unsigned)((c | 0x20) - 'a' + 10);
+}
 
 /* Decode escapes; out may be NULL to only count. Input was validated. */
 static size_t decode(const json_doc *d, uint32_t n, char *out)
 {
     const char *s = d->src + d->nodes[n].start;
     size_t len = d->nodes[n].len, o = 0;
-    if (!d->nodes[n].has_escape) { if (out) memcpy(out, s, len); return len; }
+    if (!d->nodes[n].has_escape) {
+        if (out) memcpy(out, s, len);
+        return len;
+    }
     for (size_t i = 0; i < len;) {
-        if (s[i] != '\\') { if (out) out[o] = s[i]; o++; i++; continue; }
+        if (s[i] != '\\') {
+            if (out) out[o] = s[i];
+            o++;
+            i++;
+            continue;
+        }
         char e = s[i + 1];
         if (e != 'u') {
-            char r = e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
+            char r = e == 'b'   ? '\b'
+                     : e == 'f' ? '\f'
+                     : e == 'n' ? '\n'
+                     : e == 'r' ? '\r'
+                     : e == 't' ? '\t'
+                                : e;
             if (out) out[o] = r;
-            o++; i += 2; continue;
+            o++;
+            i += 2;
+            continue;
         }
-        unsigned v = hexv(s[i + 2]) << 12 | hexv(s[i + 3]) << 8 | hexv(s[i + 4]) << 4 | hexv(s[i + 5]);
+        unsigned v =
+            hexv(s[i + 2]) << 12 | hexv(s[i + 3]) << 8 | hexv(s[i + 4]) << 4 | hexv(s[i + 5]);
         i += 6;
         if (v >= 0xD800 && v <= 0xDBFF) {
-            unsigned lo = hexv(s[i + 2]) << 12 | hexv(s[i + 3]) << 8 | hexv(s[i + 4]) << 4 | hexv(s[i + 5]);
+            unsigned lo =
+                hexv(s[i + 2]) << 12 | hexv(s[i + 3]) << 8 | hexv(s[i + 4]) << 4 | hexv(s[i + 5]);
             v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
             i += 6;
         }
-        char b[4]; size_t bl;
-        if (v < 0x80) { b[0] = (char)v; bl = 1; }
-        else if (v < 0x800) { b[0] = (char)(0xC0 | v >> 6); b[1] = (char)(0x80 | (v & 0x3F)); bl = 2; }
-        else if (v < 0x10000) { b[0] = (char)(0xE0 | v >> 12); b[1] = (char)(0x80 | ((v >> 6) & 0x3F)); b[2] = (char)(0x80 | (v & 0x3F)); bl = 3; }
-        else { b[0] = (char)(0xF0 | v >> 18); b[1] = (char)(0x80 | ((v >> 12) & 0x3F)); b[2] = (char)(0x80 | ((v >> 6) & 0x3F)); b[3] = (char)(0x80 | (v & 0x3F)); bl = 4; }
+        char b[4];
+        size_t bl;
+        if (v < 0x80) {
+            b[0] = (char)v;
+            bl = 1;
+        } else if (v < 0x800) {
+            b[0] = (char)(0xC0 | v >> 6);
+            b[1] = (char)(0x80 | (v & 0x3F));
+            bl = 2;
+        } else if (v < 0x10000) {
+            b[0] = (char)(0xE0 | v >> 12);
+            b[1] = (char)(0x80 | ((v >> 6) & 0x3F));
+            b[2] = (char)(0x80 | (v & 0x3F));
+            bl = 3;
+        } else {
+            b[0] = (char)(0xF0 | v >> 18);
+            b[1] = (char)(0x80 | ((v >> 12) & 0x3F));
+            b[2] = (char)(0x80 | ((v >> 6) & 0x3F));
+            b[3] = (char)(0x80 | (v & 0x3F));
+            bl = 4;
+        }
         if (out) memcpy(out + o, b, bl);
         o += bl;
     }
@@ -361,11 +440,14 @@ int json_num_i64(const json_doc *d, uint32_t n, int64_t *out)
     const char *s = d->src + d->nodes[n].start;
     uint32_t l = d->nodes[n].len, i = 0;
     int neg = 0;
-    if (l && s[0] == '-') { neg = 1; i = 1; }
+    if (l && s[0] == '-') {
+        neg = 1;
+        i = 1;
+    }
     if (i == l) return 1;
     uint64_t v = 0;
     for (; i < l; i++) {
-        if (s[i] < '0' || s[i] > '9') return 1;   /* fraction/exponent: not an integer spelling */
+        if (s[i] < '0' || s[i] > '9') return 1; /* fraction/exponent: not an integer spelling */
         if (v > (UINT64_C(1) << 62) / 10) return 1;
         v = v * 10 + (uint64_t)(s[i] - '0');
     }

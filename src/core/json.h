@@ -6,7 +6,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { JSON_NULL, JSON_FALSE, JSON_TRUE, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } json_type;
+typedef enum {
+    JSON_NULL,
+    JSON_FALSE,
+    JSON_TRUE,
+    JSON_NUMBER,
+    JSON_STRING,
+    JSON_ARRAY,
+    JSON_OBJECT
+} json_type;
 
 #define JSON_NONE 0u /* node 0 is the root, never anyone's child or sibling */
 
@@ -28,7 +36,7 @@ typedef struct {
 } json_doc;
 
 /* Parse `len` bytes. On failure writes "PATH: invalid JSON at line L col C: why". */
-int  json_parse(json_doc *d, const char *src, size_t len, const char *path, char *err);
+int json_parse(json_doc *d, const char *src, size_t len, const char *path, char *err);
 void json_free(json_doc *d);
 
 /* Object lookup by key; returns value node or JSON_NONE. *dups (optional)
@@ -36,9 +44,9 @@ void json_free(json_doc *d);
 uint32_t json_get(const json_doc *d, uint32_t obj, const char *key, int *dups);
 /* Decoded length of a string node; decode into out (no NUL added). */
 size_t json_str_len(const json_doc *d, uint32_t n);
-void   json_str_decode(const json_doc *d, uint32_t n, char *out);
-char  *json_str_dup(const json_doc *d, uint32_t n, size_t *len); /* malloc'd, NUL-terminated */
-int    json_str_eq(const json_doc *d, uint32_t n, const char *lit);
+void json_str_decode(const json_doc *d, uint32_t n, char *out);
+char *json_str_dup(const json_doc *d, uint32_t n, size_t *len); /* malloc'd, NUL-terminated */
+int json_str_eq(const json_doc *d, uint32_t n, const char *lit);
 /* Numbers: f64 correctly rounded; i64 only for integer spelling. */
 int json_num_f64(const json_doc *d, uint32_t n, double *out);
 int json_num_i64(const json_doc *d, uint32_t n, int64_t *out);

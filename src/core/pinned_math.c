@@ -1,8 +1,11 @@
 /* §5 reduction primitives and §6 pinned transcendentals. Every line is the
  * spec's own sequence of separately rounded binary32 operations; the build
  * uses -ffp-contract=off so nothing fuses (§1.4). No libm on this path. */
+/* Hand-aligned, one spec operation per line: kept as written. */
+/* clang-format off */
 #include "core/core.h"
-#include "core/fparith.h"   /* cis2_fadd & co: plain operators natively, §1.3 in software on wasm32 */
+/* cis2_fadd & co: plain operators natively, §1.3 in software on wasm32 */
+#include "core/fparith.h"
 
 /* ---- §6.2 / §6.3 / §6.5 pinned constants (bit patterns) ---- */
 #define EXP_LOG2E 0x3FB8AA3Bu
@@ -213,7 +216,8 @@ float cis2_rsqrt(float x)
 
 static void feed_f32(cis2_sha256 *s, uint32_t bits)
 {
-    uint8_t b[4] = { (uint8_t)bits, (uint8_t)(bits >> 8), (uint8_t)(bits >> 16), (uint8_t)(bits >> 24) };
+    uint8_t b[4] = { (uint8_t)bits, (uint8_t)(bits >> 8), (uint8_t)(bits >> 16),
+                     (uint8_t)(bits >> 24) };
     cis2_sha256_update(s, b, 4);
 }
 
@@ -224,7 +228,10 @@ void cis2_table_digest(uint8_t out[32])
     feed_f32(&s, EXP_LOG2E); feed_f32(&s, EXP_C1); feed_f32(&s, EXP_C2);
     for (int i = 0; i < 6; i++) feed_f32(&s, EXP_P[i]);
     uint64_t pi2 = d2u(u2d(PI_2_F64));
-    for (int i = 0; i < 8; i++) { uint8_t b = (uint8_t)(pi2 >> (8 * i)); cis2_sha256_update(&s, &b, 1); }
+    for (int i = 0; i < 8; i++) {
+        uint8_t b = (uint8_t)(pi2 >> (8 * i));
+        cis2_sha256_update(&s, &b, 1);
+    }
     feed_f32(&s, SIN_C0); feed_f32(&s, SIN_C1); feed_f32(&s, SIN_C2);
     feed_f32(&s, COS_C0); feed_f32(&s, COS_C1); feed_f32(&s, COS_C2);
     feed_f32(&s, LOG_SQRTHF); feed_f32(&s, LOG_Q1); feed_f32(&s, LOG_Q2);

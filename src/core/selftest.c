@@ -5,7 +5,7 @@
 #include "core/core.h"
 #include <string.h>
 
-#define PINNED_TABLE_DIGEST "23c7bfaf5cef0095fd021af2eb1808abb4928bae4219756d86bdac670a06b35d"
+#define PINNED_TABLE_DIGEST    "23c7bfaf5cef0095fd021af2eb1808abb4928bae4219756d86bdac670a06b35d"
 #define PINNED_INV_FREQ_64_1E5 "da9f6dcfde0425588815509e874515cdcd3d6b8818b6d0136590052e7bbf6f12"
 
 static int line(FILE *out, int ok, const char *what)
@@ -18,19 +18,23 @@ int cis2_selftest(FILE *out)
 {
     int fails = 0;
     if (cis2_fpenv_pin() != 0) {
-        fprintf(out, "FAIL fpenv-pin: control register 0x%llx after pinning\n", (unsigned long long)cis2_fpenv_read());
+        fprintf(out, "FAIL fpenv-pin: control register 0x%llx after pinning\n",
+                (unsigned long long)cis2_fpenv_read());
         return 1;
     }
-    fprintf(out, "PASS fpenv-pin %s control=0x%llx\n", cis2_isa_name(), (unsigned long long)cis2_fpenv_read());
+    fprintf(out, "PASS fpenv-pin %s control=0x%llx\n", cis2_isa_name(),
+            (unsigned long long)cis2_fpenv_read());
     fails += cis2_fpenv_selftest(out);
     float a[3] = { 1e8f, 1.0f, -1e8f }, b[3] = { 1.0f, 1.0f, 1.0f };
     volatile float dot = cis2_dot_seq(a, b, 3);
     uint32_t db = cis2_f2u(dot);
-    fprintf(out, "%s dot_seq [1e8,1,-1e8].[1,1,1] = 0x%08X (want 0x00000000, §5.1)\n", db == 0 ? "PASS" : "FAIL", (unsigned)db);
+    fprintf(out, "%s dot_seq [1e8,1,-1e8].[1,1,1] = 0x%08X (want 0x00000000, §5.1)\n",
+            db == 0 ? "PASS" : "FAIL", (unsigned)db);
     fails += db != 0;
     volatile float x64 = 64.0f;
     uint32_t rb = cis2_f2u(cis2_rsqrt(x64));
-    fprintf(out, "%s rsqrt(64) = 0x%08X (want 0x3E000000, §6.1)\n", rb == 0x3E000000u ? "PASS" : "FAIL", (unsigned)rb);
+    fprintf(out, "%s rsqrt(64) = 0x%08X (want 0x3E000000, §6.1)\n",
+            rb == 0x3E000000u ? "PASS" : "FAIL", (unsigned)rb);
     fails += rb != 0x3E000000u;
     uint8_t d[32];
     char h[65], h2[65];
@@ -41,7 +45,8 @@ int cis2_selftest(FILE *out)
     cis2_inv_freq(64, 100000.0f, inv);
     cis2_f32_digest(inv, 32, d);
     cis2_hex(d, 32, h2);
-    fails += line(out, strcmp(h2, PINNED_INV_FREQ_64_1E5) == 0, "inv_freq_table_digest head_dim=64 theta=100000 (§7.2)");
+    fails += line(out, strcmp(h2, PINNED_INV_FREQ_64_1E5) == 0,
+                  "inv_freq_table_digest head_dim=64 theta=100000 (§7.2)");
     fprintf(out, "table_digest=%s\ninv_freq_table_digest=%s\n", h, h2);
     fprintf(out, "sha256=%s\n", cis2_sha256_impl());
     fprintf(out, "selftest: %s\n", fails ? "FAILED" : "all checks passed");

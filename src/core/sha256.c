@@ -27,7 +27,8 @@ static void blocks_portable(uint32_t h[8], const uint8_t *p, size_t nblk)
     while (nblk--) {
         uint32_t w[64];
         for (int i = 0; i < 16; i++)
-            w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+            w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+                   (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
         for (int i = 16; i < 64; i++) {
             uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
             uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
@@ -41,9 +42,23 @@ static void blocks_portable(uint32_t h[8], const uint8_t *p, size_t nblk)
             uint32_t S0 = ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22);
             uint32_t mj = (a & b) ^ (a & c) ^ (b & c);
             uint32_t t2 = S0 + mj;
-            hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+            hh = g;
+            g = f;
+            f = e;
+            e = d + t1;
+            d = c;
+            c = b;
+            b = a;
+            a = t1 + t2;
         }
-        h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+        h[0] += a;
+        h[1] += b;
+        h[2] += c;
+        h[3] += d;
+        h[4] += e;
+        h[5] += f;
+        h[6] += g;
+        h[7] += hh;
         p += 64;
     }
 }
@@ -52,40 +67,48 @@ static void blocks_portable(uint32_t h[8], const uint8_t *p, size_t nblk)
 #include <immintrin.h>
 #include <cpuid.h>
 #define HAVE_SHANI_CODE 1
-__attribute__((target("sha,sse4.1")))
-static void blocks_shani(uint32_t h[8], const uint8_t *p, size_t nblk)
+__attribute__((target("sha,sse4.1"))) static void blocks_shani(uint32_t h[8], const uint8_t *p,
+                                                               size_t nblk)
 {
     const __m128i MASK = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
     __m128i tmp = _mm_loadu_si128((const __m128i *)&h[0]);
     __m128i st1 = _mm_loadu_si128((const __m128i *)&h[4]);
-    tmp = _mm_shuffle_epi32(tmp, 0xB1);          /* CDAB */
-    st1 = _mm_shuffle_epi32(st1, 0x1B);          /* EFGH */
-    __m128i st0 = _mm_alignr_epi8(tmp, st1, 8);  /* ABEF */
-    st1 = _mm_blend_epi16(st1, tmp, 0xF0);       /* CDGH */
+    tmp = _mm_shuffle_epi32(tmp, 0xB1);         /* CDAB */
+    st1 = _mm_shuffle_epi32(st1, 0x1B);         /* EFGH */
+    __m128i st0 = _mm_alignr_epi8(tmp, st1, 8); /* ABEF */
+    st1 = _mm_blend_epi16(st1, tmp, 0xF0);      /* CDGH */
     while (nblk--) {
         __m128i abef = st0, cdgh = st1, msg, m0, m1, m2, m3, t;
-#define RND4(mi, kidx)                                                                   \
-        msg = _mm_add_epi32(mi, _mm_loadu_si128((const __m128i *)&K[kidx]));             \
-        st1 = _mm_sha256rnds2_epu32(st1, st0, msg);                                      \
-        msg = _mm_shuffle_epi32(msg, 0x0E);                                              \
-        st0 = _mm_sha256rnds2_epu32(st0, st1, msg);
+#define RND4(mi, kidx)                                                                             \
+    msg = _mm_add_epi32(mi, _mm_loadu_si128((const __m128i *)&K[kidx]));                           \
+    st1 = _mm_sha256rnds2_epu32(st1, st0, msg);                                                    \
+    msg = _mm_shuffle_epi32(msg, 0x0E);                                                            \
+    st0 = _mm_sha256rnds2_epu32(st0, st1, msg);
         m0 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 0)), MASK);
         m1 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16)), MASK);
         m2 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 32)), MASK);
         m3 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 48)), MASK);
-        RND4(m0, 0) RND4(m1, 4) RND4(m2, 8) RND4(m3, 12)
-        for (int i = 16; i < 64; i += 16) {
-            m0 = _mm_sha256msg1_epu32(m0, m1); t = _mm_alignr_epi8(m3, m2, 4);
-            m0 = _mm_add_epi32(m0, t); m0 = _mm_sha256msg2_epu32(m0, m3);
+        RND4(m0, 0) RND4(m1, 4) RND4(m2, 8) RND4(m3, 12) for (int i = 16; i < 64; i += 16)
+        {
+            m0 = _mm_sha256msg1_epu32(m0, m1);
+            t = _mm_alignr_epi8(m3, m2, 4);
+            m0 = _mm_add_epi32(m0, t);
+            m0 = _mm_sha256msg2_epu32(m0, m3);
             RND4(m0, i)
-            m1 = _mm_sha256msg1_epu32(m1, m2); t = _mm_alignr_epi8(m0, m3, 4);
-            m1 = _mm_add_epi32(m1, t); m1 = _mm_sha256msg2_epu32(m1, m0);
+            m1 = _mm_sha256msg1_epu32(m1, m2);
+            t = _mm_alignr_epi8(m0, m3, 4);
+            m1 = _mm_add_epi32(m1, t);
+            m1 = _mm_sha256msg2_epu32(m1, m0);
             RND4(m1, i + 4)
-            m2 = _mm_sha256msg1_epu32(m2, m3); t = _mm_alignr_epi8(m1, m0, 4);
-            m2 = _mm_add_epi32(m2, t); m2 = _mm_sha256msg2_epu32(m2, m1);
+            m2 = _mm_sha256msg1_epu32(m2, m3);
+            t = _mm_alignr_epi8(m1, m0, 4);
+            m2 = _mm_add_epi32(m2, t);
+            m2 = _mm_sha256msg2_epu32(m2, m1);
             RND4(m2, i + 8)
-            m3 = _mm_sha256msg1_epu32(m3, m0); t = _mm_alignr_epi8(m2, m1, 4);
-            m3 = _mm_add_epi32(m3, t); m3 = _mm_sha256msg2_epu32(m3, m2);
+            m3 = _mm_sha256msg1_epu32(m3, m0);
+            t = _mm_alignr_epi8(m2, m1, 4);
+            m3 = _mm_add_epi32(m3, t);
+            m3 = _mm_sha256msg2_epu32(m3, m2);
             RND4(m3, i + 12)
         }
 #undef RND4
@@ -93,10 +116,10 @@ static void blocks_shani(uint32_t h[8], const uint8_t *p, size_t nblk)
         st1 = _mm_add_epi32(st1, cdgh);
         p += 64;
     }
-    tmp = _mm_shuffle_epi32(st0, 0x1B);          /* FEBA */
-    st1 = _mm_shuffle_epi32(st1, 0xB1);          /* DCHG */
-    st0 = _mm_blend_epi16(tmp, st1, 0xF0);       /* DCBA */
-    st1 = _mm_alignr_epi8(st1, tmp, 8);          /* ABEF -> HGFE */
+    tmp = _mm_shuffle_epi32(st0, 0x1B);    /* FEBA */
+    st1 = _mm_shuffle_epi32(st1, 0xB1);    /* DCHG */
+    st0 = _mm_blend_epi16(tmp, st1, 0xF0); /* DCBA */
+    st1 = _mm_alignr_epi8(st1, tmp, 8);    /* ABEF -> HGFE */
     _mm_storeu_si128((__m128i *)&h[0], st0);
     _mm_storeu_si128((__m128i *)&h[4], st1);
 }
@@ -150,11 +173,23 @@ void cis2_sha256_update(cis2_sha256 *s, const void *data, size_t len)
     if (s->buflen) {
         size_t take = 64 - s->buflen < len ? 64 - s->buflen : len;
         memcpy(s->buf + s->buflen, p, take);
-        s->buflen += take; p += take; len -= take;
-        if (s->buflen == 64) { fn(s->h, s->buf, 1); s->buflen = 0; }
+        s->buflen += take;
+        p += take;
+        len -= take;
+        if (s->buflen == 64) {
+            fn(s->h, s->buf, 1);
+            s->buflen = 0;
+        }
     }
-    if (len >= 64) { fn(s->h, p, len / 64); p += len & ~(size_t)63; len &= 63; }
-    if (len) { memcpy(s->buf, p, len); s->buflen = len; }
+    if (len >= 64) {
+        fn(s->h, p, len / 64);
+        p += len & ~(size_t)63;
+        len &= 63;
+    }
+    if (len) {
+        memcpy(s->buf, p, len);
+        s->buflen = len;
+    }
 }
 
 void cis2_sha256_final(cis2_sha256 *s, uint8_t out[32])
@@ -169,8 +204,10 @@ void cis2_sha256_final(cis2_sha256 *s, uint8_t out[32])
     cis2_sha256_update(s, lenb, 8);
     s->nbytes = keep;
     for (int i = 0; i < 8; i++) {
-        out[4 * i] = (uint8_t)(s->h[i] >> 24); out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
-        out[4 * i + 2] = (uint8_t)(s->h[i] >> 8); out[4 * i + 3] = (uint8_t)s->h[i];
+        out[4 * i] = (uint8_t)(s->h[i] >> 24);
+        out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(s->h[i] >> 8);
+        out[4 * i + 3] = (uint8_t)s->h[i];
     }
 }
 
@@ -185,16 +222,25 @@ void cis2_sha256_buf(const void *data, size_t len, uint8_t out[32])
 int cis2_sha256_file(const char *path, uint8_t out[32], char *err)
 {
     int fd = open(path, O_RDONLY);
-    if (fd < 0) { snprintf(err, CIS2_ERR_LEN, "%s: cannot open: %s", path, strerror(errno)); return 1; }
+    if (fd < 0) {
+        snprintf(err, CIS2_ERR_LEN, "%s: cannot open: %s", path, strerror(errno));
+        return 1;
+    }
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        snprintf(err, CIS2_ERR_LEN, "%s: not a regular file", path); close(fd); return 1;
+        snprintf(err, CIS2_ERR_LEN, "%s: not a regular file", path);
+        close(fd);
+        return 1;
     }
     cis2_sha256 s;
     cis2_sha256_init(&s);
     if (sb.st_size > 0) {
         void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) { snprintf(err, CIS2_ERR_LEN, "%s: mmap failed: %s", path, strerror(errno)); close(fd); return 1; }
+        if (m == MAP_FAILED) {
+            snprintf(err, CIS2_ERR_LEN, "%s: mmap failed: %s", path, strerror(errno));
+            close(fd);
+            return 1;
+        }
         cis2_sha256_update(&s, m, (size_t)sb.st_size);
         munmap(m, (size_t)sb.st_size);
     }
@@ -206,7 +252,10 @@ int cis2_sha256_file(const char *path, uint8_t out[32], char *err)
 void cis2_hex(const uint8_t *b, size_t n, char *out)
 {
     static const char H[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) { out[2 * i] = H[b[i] >> 4]; out[2 * i + 1] = H[b[i] & 15]; }
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = H[b[i] >> 4];
+        out[2 * i + 1] = H[b[i] & 15];
+    }
     out[2 * n] = 0;
 }
 

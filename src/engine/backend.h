@@ -10,15 +10,15 @@
 
 typedef struct cis2_backend cis2_backend;
 struct cis2_backend {
-    const char *name;   /* "ref", "fast/avx2", ... */
+    const char *name; /* "ref", "fast/avx2", ... */
     void *impl;
     /* Y[t*w->rows + o] = dot_seq(W[o,:], X[t*w->cols ...]) for o < rows, t < T. */
     void (*matmul)(cis2_backend *b, const cis2_linear *w, const float *X, int T, float *Y);
     /* Causal GQA attention for T query tokens at positions pos0..pos0+T-1.
      * q: [T][n_heads*hd] post-RoPE; kc/vc: [pos][n_kv*hd] holding 0..pos0+T-1;
      * out: [T][n_heads*hd]. Query head h reads KV head h / (n_heads/n_kv). */
-    void (*attention)(cis2_backend *b, const float *q, const float *kc, const float *vc,
-                      int T, int pos0, int n_heads, int n_kv, int hd, float scale, float *out);
+    void (*attention)(cis2_backend *b, const float *q, const float *kc, const float *vc, int T,
+                      int pos0, int n_heads, int n_kv, int hd, float scale, float *out);
     void (*destroy)(cis2_backend *b);
     /* Optional (NULL = the engine loops itself): run fn(ctx, i) for every
      * i < n, in any order and on any of the backend's threads (each pinned

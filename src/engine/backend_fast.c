@@ -13,8 +13,18 @@
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- packing */
-static uint16_t ld16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
-static float ld32f(const uint8_t *p) { float v; memcpy(&v, p, 4); return v; }
+static uint16_t ld16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+static float ld32f(const uint8_t *p)
+{
+    float v;
+    memcpy(&v, p, 4);
+    return v;
+}
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -24,10 +34,14 @@ static void tr8x8_u16(const uint8_t *const *rows, size_t off, uint16_t *d)
 {
     for (int half = 0; half < 2; half++) {
         const uint8_t *const *r = rows + 8 * half;
-        __m128i r0 = _mm_loadu_si128((const __m128i *)(r[0] + off)), r1 = _mm_loadu_si128((const __m128i *)(r[1] + off));
-        __m128i r2 = _mm_loadu_si128((const __m128i *)(r[2] + off)), r3 = _mm_loadu_si128((const __m128i *)(r[3] + off));
-        __m128i r4 = _mm_loadu_si128((const __m128i *)(r[4] + off)), r5 = _mm_loadu_si128((const __m128i *)(r[5] + off));
-        __m128i r6 = _mm_loadu_si128((const __m128i *)(r[6] + off)), r7 = _mm_loadu_si128((const __m128i *)(r[7] + off));
+        __m128i r0 = _mm_loadu_si128((const __m128i *)(r[0] + off)),
+                r1 = _mm_loadu_si128((const __m128i *)(r[1] + off));
+        __m128i r2 = _mm_loadu_si128((const __m128i *)(r[2] + off)),
+                r3 = _mm_loadu_si128((const __m128i *)(r[3] + off));
+        __m128i r4 = _mm_loadu_si128((const __m128i *)(r[4] + off)),
+                r5 = _mm_loadu_si128((const __m128i *)(r[5] + off));
+        __m128i r6 = _mm_loadu_si128((const __m128i *)(r[6] + off)),
+                r7 = _mm_loadu_si128((const __m128i *)(r[7] + off));
         __m128i a0 = _mm_unpacklo_epi16(r0, r1), a1 = _mm_unpackhi_epi16(r0, r1);
         __m128i a2 = _mm_unpacklo_epi16(r2, r3), a3 = _mm_unpackhi_epi16(r2, r3);
         __m128i a4 = _mm_unpacklo_epi16(r4, r5), a5 = _mm_unpackhi_epi16(r4, r5);
@@ -80,8 +94,11 @@ static void pack_into(const cis2_linear *w, fast_packed *p)
         } else {
             float *d = (float *)p->data + (size_t)t * K * FAST_TILE;
             for (size_t k = 0; k < K; k++, d += FAST_TILE) {
-                if (w->dtype == CIS2_DT_F32) for (int l = 0; l < nr; l++) d[l] = ld32f(rows[l] + 4 * k);
-                else for (int l = 0; l < nr; l++) d[l] = cis2_f16_to_f32(ld16(rows[l] + 2 * k));   /* exact */
+                if (w->dtype == CIS2_DT_F32)
+                    for (int l = 0; l < nr; l++) d[l] = ld32f(rows[l] + 4 * k);
+                else
+                    for (int l = 0; l < nr; l++)
+                        d[l] = cis2_f16_to_f32(ld16(rows[l] + 2 * k)); /* exact */
                 for (int l = nr; l < FAST_TILE; l++) d[l] = 0.0f;
             }
         }
@@ -122,7 +139,10 @@ int fast_pack(const cis2_linear *w, fast_packed *p, char *err)
     size_t alloc = fast_pack_bytes(w);
     if (alloc >= ((size_t)4 << 20)) p->data = huge_alloc(alloc, &p->map_len);
     if (!p->data) p->data = aligned_alloc(64, alloc);
-    if (!p->data) { snprintf(err, CIS2_ERR_LEN, "out of memory packing a [%d, %d] weight", w->rows, w->cols); return 1; }
+    if (!p->data) {
+        snprintf(err, CIS2_ERR_LEN, "out of memory packing a [%d, %d] weight", w->rows, w->cols);
+        return 1;
+    }
     pack_into(w, p);
     return 0;
 }
@@ -140,7 +160,10 @@ int fast_pack_at(const cis2_linear *w, fast_packed *p, void *dst)
 void fast_packed_free(fast_packed *p)
 {
     if (!p || !p->data) return;
-    if (p->borrowed) { p->data = NULL; return; }
+    if (p->borrowed) {
+        p->data = NULL;
+        return;
+    }
     if (p->map_len) munmap(p->data, p->map_len);
     else free(p->data);
     p->data = NULL;
@@ -153,16 +176,16 @@ typedef struct {
     char name[32];
     cis2_model *m;
     int n_packed;
-    fast_packed *packed;       /* one per distinct linear */
-    cis2_linear **owners;      /* linears whose ->packed we set */
+    fast_packed *packed;  /* one per distinct linear */
+    cis2_linear **owners; /* linears whose ->packed we set */
     int n_owners;
-    void *arena;               /* all packed tiles: one huge-page mapping */
+    void *arena; /* all packed tiles: one huge-page mapping */
     size_t arena_len;
-    float **scratch;           /* per thread: attention scores */
+    float **scratch; /* per thread: attention scores */
     int scratch_cap;
-    float *kt;                 /* prefill: the layer's keys transposed, [n_kv][hd][ldkt] */
+    float *kt; /* prefill: the layer's keys transposed, [n_kv][hd][ldkt] */
     size_t kt_cap;
-    float *sall;               /* decode: every head's scores, [n_heads][n] */
+    float *sall; /* decode: every head's scores, [n_heads][n] */
     size_t sall_cap;
 } fast_state;
 
@@ -181,27 +204,35 @@ static void mm_task(void *ctx, int task, int tid)
     const mm_job *j = ctx;
     const fast_packed *p = j->p;
     int rg = task / j->n_tok_chunks, tc = task % j->n_tok_chunks;
-    int t0 = rg * j->tiles_per_task, nt = p->ntiles - t0 < j->tiles_per_task ? p->ntiles - t0 : j->tiles_per_task;
+    int t0 = rg * j->tiles_per_task,
+        nt = p->ntiles - t0 < j->tiles_per_task ? p->ntiles - t0 : j->tiles_per_task;
     int k0 = tc * j->toks_per_task, T = j->T - k0 < j->toks_per_task ? j->T - k0 : j->toks_per_task;
     size_t K = (size_t)p->cols;
     int nrows = p->rows - t0 * FAST_TILE;
     const float *X = j->X + (size_t)k0 * K;
     float *Y = j->Y + (size_t)k0 * p->rows + (size_t)t0 * FAST_TILE;
     if (p->bf16)
-        j->k->mm_bf16((const uint16_t *)p->data + (size_t)t0 * K * FAST_TILE, (int)K, nt, nrows, X, (int)K, T, Y, p->rows);
+        j->k->mm_bf16((const uint16_t *)p->data + (size_t)t0 * K * FAST_TILE, (int)K, nt, nrows, X,
+                      (int)K, T, Y, p->rows);
     else
-        j->k->mm_f32((const float *)p->data + (size_t)t0 * K * FAST_TILE, (int)K, nt, nrows, X, (int)K, T, Y, p->rows);
+        j->k->mm_f32((const float *)p->data + (size_t)t0 * K * FAST_TILE, (int)K, nt, nrows, X,
+                     (int)K, T, Y, p->rows);
 }
 
 static const fast_packed *packed_of(const cis2_linear *w)
 {
     const fast_packed *p = w->packed;
-    if (!p) { fprintf(stderr, "cis2: fast backend: a [%d, %d] weight was never packed\n", w->rows, w->cols); abort(); }
+    if (!p) {
+        fprintf(stderr, "cis2: fast backend: a [%d, %d] weight was never packed\n", w->rows,
+                w->cols);
+        abort();
+    }
     return p;
 }
 
 /* Splits one matmul into tasks; returns their number. */
-static int mm_setup(const fast_state *s, const fast_packed *p, const float *X, int T, float *Y, mm_job *j)
+static int mm_setup(const fast_state *s, const fast_packed *p, const float *X, int T, float *Y,
+                    mm_job *j)
 {
     int nth = tp_threads(s->pool);
     *j = (mm_job){ s->k, p, X, Y, T, 0, 0, 0 };
@@ -233,7 +264,11 @@ static void fast_mm(cis2_backend *b, const cis2_linear *w, const float *X, int T
 /* Several matmuls over the same input in one pool dispatch (q/k/v, gate/up):
  * the tasks of all of them in one list, so there is one synchronisation. */
 #define MM_MULTI_MAX 4
-typedef struct { mm_job j[MM_MULTI_MAX]; int first[MM_MULTI_MAX + 1]; int n; } mm_multi_job;
+typedef struct {
+    mm_job j[MM_MULTI_MAX];
+    int first[MM_MULTI_MAX + 1];
+    int n;
+} mm_multi_job;
 
 static void mm_multi_task(void *ctx, int task, int tid)
 {
@@ -243,7 +278,8 @@ static void mm_multi_task(void *ctx, int task, int tid)
     mm_task((void *)&m->j[i], task - m->first[i], tid);
 }
 
-static void fast_mm_multi(cis2_backend *b, int n, const cis2_linear *const *w, const float *X, int T, float *const *Y)
+static void fast_mm_multi(cis2_backend *b, int n, const cis2_linear *const *w, const float *X,
+                          int T, float *const *Y)
 {
     fast_state *s = b->impl;
     if (n > MM_MULTI_MAX) {
@@ -253,7 +289,8 @@ static void fast_mm_multi(cis2_backend *b, int n, const cis2_linear *const *w, c
     mm_multi_job m;
     m.n = n;
     m.first[0] = 0;
-    for (int i = 0; i < n; i++) m.first[i + 1] = m.first[i] + mm_setup(s, packed_of(w[i]), X, T, Y[i], &m.j[i]);
+    for (int i = 0; i < n; i++)
+        m.first[i + 1] = m.first[i] + mm_setup(s, packed_of(w[i]), X, T, Y[i], &m.j[i]);
     tp_run(s->pool, m.first[n], mm_multi_task, &m);
 }
 
@@ -264,23 +301,24 @@ typedef struct {
     float *out;
     int T, pos0, nh, group, hd, qd, kvd;
     float scale;
-    const float *kt;     /* non-NULL: transposed keys (prefill) */
+    const float *kt; /* non-NULL: transposed keys (prefill) */
     size_t ldkt;
 } at_job;
 
 static void at_task(void *ctx, int task, int tid)
 {
     const at_job *j = ctx;
-    int t = j->T - 1 - task / j->nh, h = task % j->nh;   /* longest contexts first */
+    int t = j->T - 1 - task / j->nh, h = task % j->nh; /* longest contexts first */
     int n = j->pos0 + t + 1, kvh = h / j->group;
     const float *q = j->q + (size_t)t * j->qd + (size_t)h * j->hd;
     float *sc = j->s->scratch[tid];
     if (j->kt)
-        j->s->k->scores_t(q, j->kt + (size_t)kvh * j->hd * j->ldkt, j->ldkt, n, j->hd, j->scale, sc);
-    else
-        j->s->k->scores(q, j->kc + (size_t)kvh * j->hd, (size_t)j->kvd, n, j->hd, j->scale, sc);
+        j->s->k->scores_t(q, j->kt + (size_t)kvh * j->hd * j->ldkt, j->ldkt, n, j->hd, j->scale,
+                          sc);
+    else j->s->k->scores(q, j->kc + (size_t)kvh * j->hd, (size_t)j->kvd, n, j->hd, j->scale, sc);
     j->s->k->softmax(sc, n);
-    j->s->k->vmix(sc, j->vc + (size_t)kvh * j->hd, (size_t)j->kvd, n, j->hd, j->out + (size_t)t * j->qd + (size_t)h * j->hd);
+    j->s->k->vmix(sc, j->vc + (size_t)kvh * j->hd, (size_t)j->kvd, n, j->hd,
+                  j->out + (size_t)t * j->qd + (size_t)h * j->hd);
 }
 
 /* Decode (T = 1), long contexts: the group's query heads share each key.
@@ -306,7 +344,8 @@ static void at1_scores_task(void *ctx, int task, int tid)
     const float *k = j->kc + (size_t)a * j->kvd + (size_t)kvh * j->hd;
     for (int g = 0; g < j->group; g++) {
         int h = kvh * j->group + g;
-        j->s->k->scores(j->q + (size_t)h * j->hd, k, (size_t)j->kvd, len, j->hd, j->scale, j->S + (size_t)h * j->n + a);
+        j->s->k->scores(j->q + (size_t)h * j->hd, k, (size_t)j->kvd, len, j->hd, j->scale,
+                        j->S + (size_t)h * j->n + a);
     }
 }
 
@@ -325,8 +364,9 @@ static void at1_vmix_g_task(void *ctx, int task, int tid)
     (void)tid;
     const at1_job *j = ctx;
     int nd = j->hd / j->dchunk, kvh = task / nd, d0 = (task % nd) * j->dchunk, h0 = kvh * j->group;
-    j->s->k->vmix_g(j->S + (size_t)h0 * j->n, (size_t)j->n, j->group, j->vc + (size_t)kvh * j->hd + d0, (size_t)j->kvd,
-                    j->n, j->dchunk, j->out + (size_t)h0 * j->hd + d0, (size_t)j->hd);
+    j->s->k->vmix_g(j->S + (size_t)h0 * j->n, (size_t)j->n, j->group,
+                    j->vc + (size_t)kvh * j->hd + d0, (size_t)j->kvd, j->n, j->dchunk,
+                    j->out + (size_t)h0 * j->hd + d0, (size_t)j->hd);
 }
 
 static void at1_mix_task(void *ctx, int task, int tid)
@@ -336,13 +376,14 @@ static void at1_mix_task(void *ctx, int task, int tid)
     int h = task, kvh = h / j->group;
     float *sc = j->S + (size_t)h * j->n;
     j->s->k->softmax(sc, j->n);
-    j->s->k->vmix(sc, j->vc + (size_t)kvh * j->hd, (size_t)j->kvd, j->n, j->hd, j->out + (size_t)h * j->hd);
+    j->s->k->vmix(sc, j->vc + (size_t)kvh * j->hd, (size_t)j->kvd, j->n, j->hd,
+                  j->out + (size_t)h * j->hd);
 }
 
 #define AT1_MIN_CTX 512
 
-static void fast_attn(cis2_backend *b, const float *q, const float *kc, const float *vc, int T, int pos0,
-                      int n_heads, int n_kv, int hd, float scale, float *out)
+static void fast_attn(cis2_backend *b, const float *q, const float *kc, const float *vc, int T,
+                      int pos0, int n_heads, int n_kv, int hd, float scale, float *out)
 {
     fast_state *s = b->impl;
     int need = pos0 + T, nth = tp_threads(s->pool);
@@ -351,7 +392,10 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
         while (cap < need) cap *= 2;
         for (int i = 0; i < nth; i++) {
             float *p = realloc(s->scratch[i], (size_t)cap * sizeof(float));
-            if (!p) { fprintf(stderr, "cis2: fast backend: out of memory for attention scores\n"); abort(); }
+            if (!p) {
+                fprintf(stderr, "cis2: fast backend: out of memory for attention scores\n");
+                abort();
+            }
             s->scratch[i] = p;
         }
         s->scratch_cap = cap;
@@ -360,7 +404,10 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
         size_t want = (size_t)n_heads * (size_t)need;
         if (want > s->sall_cap) {
             float *p = realloc(s->sall, want * sizeof(float));
-            if (!p) { fprintf(stderr, "cis2: fast backend: out of memory for attention scores\n"); abort(); }
+            if (!p) {
+                fprintf(stderr, "cis2: fast backend: out of memory for attention scores\n");
+                abort();
+            }
             s->sall = p;
             s->sall_cap = want;
         }
@@ -369,18 +416,22 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
         chunk = (chunk + 15) & ~15;
         if (chunk < 128) chunk = 128;
         if (chunk > 1024) chunk = 1024;
-        at1_job j1 = { s, q, kc, vc, out, s->sall, need, n_heads / n_kv, hd, n_kv * hd, chunk, (need + chunk - 1) / chunk,
-                       hd, scale };
+        at1_job j1 = { s,   q,         kc,    vc,
+                       out, s->sall,   need,  n_heads / n_kv,
+                       hd,  n_kv * hd, chunk, (need + chunk - 1) / chunk,
+                       hd,  scale };
         tp_run(s->pool, n_kv * j1.nchunks, at1_scores_task, &j1);
         if (s->k->vmix_g) {
             if (hd % 32 == 0 && n_kv < 2 * nth) j1.dchunk = 32;
             tp_run(s->pool, n_heads, at1_softmax_task, &j1);
             tp_run(s->pool, n_kv * (hd / j1.dchunk), at1_vmix_g_task, &j1);
-        } else
-            tp_run(s->pool, n_heads, at1_mix_task, &j1);
+        } else tp_run(s->pool, n_heads, at1_mix_task, &j1);
         return;
     }
-    at_job j = { s, q, kc, vc, out, T, pos0, n_heads, n_heads / n_kv, hd, n_heads * hd, n_kv * hd, scale, NULL, 0 };
+    at_job j = {
+        s,         q,     kc,   vc, out, T, pos0, n_heads, n_heads / n_kv, hd, n_heads * hd,
+        n_kv * hd, scale, NULL, 0
+    };
     if (T > 1 && s->k->scores_t) {
         /* Prefill: every key is read by T x group queries, so transpose the
          * layer's keys once (a pure copy) and score without shuffles. */
@@ -388,7 +439,10 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
         size_t want = (size_t)n_kv * hd * ld;
         if (want > s->kt_cap) {
             float *p = realloc(s->kt, want * sizeof(float));
-            if (!p) { fprintf(stderr, "cis2: fast backend: out of memory for transposed keys\n"); abort(); }
+            if (!p) {
+                fprintf(stderr, "cis2: fast backend: out of memory for transposed keys\n");
+                abort();
+            }
             s->kt = p;
             s->kt_cap = want;
         }
@@ -452,7 +506,8 @@ static void fast_destroy(cis2_backend *b)
     free(b);
 }
 
-static int make_backend(cis2_backend **out, const char *isa, int threads, char *err, fast_state **sp)
+static int make_backend(cis2_backend **out, const char *isa, int threads, char *err,
+                        fast_state **sp)
 {
     *out = NULL;
     const fast_kernels *k = fast_kernels_pick(isa, err);
@@ -464,7 +519,12 @@ static int make_backend(cis2_backend **out, const char *isa, int threads, char *
     if (threads > 1024) threads = 1024;
     cis2_backend *b = calloc(1, sizeof *b);
     fast_state *s = calloc(1, sizeof *s);
-    if (!b || !s) { free(b); free(s); snprintf(err, CIS2_ERR_LEN, "out of memory"); return 1; }
+    if (!b || !s) {
+        free(b);
+        free(s);
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        return 1;
+    }
     b->impl = s;
     b->matmul = fast_mm;
     b->attention = fast_attn;
@@ -475,10 +535,17 @@ static int make_backend(cis2_backend **out, const char *isa, int threads, char *
     s->k = k;
     snprintf(s->name, sizeof s->name, "fast/%s", k->name);
     b->name = s->name;
-    s->scratch = calloc((size_t)threads + 1, sizeof *s->scratch);   /* NULL-terminated */
-    if (!s->scratch) { fast_destroy(b); snprintf(err, CIS2_ERR_LEN, "out of memory"); return 1; }
+    s->scratch = calloc((size_t)threads + 1, sizeof *s->scratch); /* NULL-terminated */
+    if (!s->scratch) {
+        fast_destroy(b);
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        return 1;
+    }
     s->pool = tp_new(threads, err);
-    if (!s->pool) { fast_destroy(b); return 1; }
+    if (!s->pool) {
+        fast_destroy(b);
+        return 1;
+    }
     *out = b;
     *sp = s;
     return 0;
@@ -492,8 +559,8 @@ int cis2_backend_fast_create(cis2_backend **b, const char *isa, int threads, cha
 
 typedef struct {
     fast_state *s;
-    cis2_linear **src;     /* the distinct linears, one per packed slot */
-    size_t *off;           /* slot offsets in s->arena */
+    cis2_linear **src; /* the distinct linears, one per packed slot */
+    size_t *off;       /* slot offsets in s->arena */
     int failed;
     char err[CIS2_ERR_LEN];
 } pack_job;
@@ -505,7 +572,11 @@ static void pack_task(void *ctx, int task, int tid)
     const cis2_linear *w = j->src[task];
     char err[CIS2_ERR_LEN];
     if (j->s->arena) fast_pack_at(w, &j->s->packed[task], (char *)j->s->arena + j->off[task]);
-    else if (fast_pack(w, &j->s->packed[task], err)) { j->failed = 1; memcpy(j->err, err, sizeof err); return; }
+    else if (fast_pack(w, &j->s->packed[task], err)) {
+        j->failed = 1;
+        memcpy(j->err, err, sizeof err);
+        return;
+    }
     /* The tiles now hold the weights: drop the source pages from this
      * private read-only mapping (re-read from the file if touched again,
      * e.g. by the embedding lookup), so RSS holds one copy, not two. */
@@ -523,7 +594,8 @@ int cis2_backend_fast_new(cis2_backend **out, cis2_model *m, const cis2_engine_o
 {
     fast_state *s;
     cis2_backend *b;
-    if (make_backend(&b, o ? cis2_isa_to_name(o->isa) : NULL, o ? o->threads : 0, err, &s)) return 1;
+    if (make_backend(&b, o ? cis2_isa_to_name(o->isa) : NULL, o ? o->threads : 0, err, &s))
+        return 1;
     s->m = m;
     const cis2_config *c = &m->cfg;
     int maxl = 7 * c->n_layers + 2;
@@ -532,7 +604,9 @@ int cis2_backend_fast_new(cis2_backend **out, cis2_model *m, const cis2_engine_o
     cis2_linear **src = calloc((size_t)maxl, sizeof *src);
     pack_job *pj = calloc(1, sizeof *pj);
     if (!s->owners || !s->packed || !src || !pj) {
-        free(src); free(pj); fast_destroy(b);
+        free(src);
+        free(pj);
+        fast_destroy(b);
         snprintf(err, CIS2_ERR_LEN, "out of memory");
         return 1;
     }
@@ -541,7 +615,10 @@ int cis2_backend_fast_new(cis2_backend **out, cis2_model *m, const cis2_engine_o
     int embed_slot = s->n_packed;
     src[s->n_packed++] = &m->embed;
     int head_slot = embed_slot;
-    if (m->lm_head.raw != m->embed.raw) { head_slot = s->n_packed; src[s->n_packed++] = &m->lm_head; }
+    if (m->lm_head.raw != m->embed.raw) {
+        head_slot = s->n_packed;
+        src[s->n_packed++] = &m->lm_head;
+    }
     for (int l = 0; l < c->n_layers; l++) {
         cis2_layer *y = &m->layers[l];
         cis2_linear *ws[7] = { &y->gate, &y->up, &y->down, &y->q, &y->o, &y->k, &y->v };
@@ -551,7 +628,10 @@ int cis2_backend_fast_new(cis2_backend **out, cis2_model *m, const cis2_engine_o
      * of ~50k 4 KiB ones (most linears are under 2 MiB each). */
     size_t *off = calloc((size_t)s->n_packed, sizeof *off), total = 0;
     if (off) {
-        for (int i = 0; i < s->n_packed; i++) { off[i] = total; total += fast_pack_bytes(src[i]); }
+        for (int i = 0; i < s->n_packed; i++) {
+            off[i] = total;
+            total += fast_pack_bytes(src[i]);
+        }
         s->arena = huge_alloc(total, &s->arena_len);
     }
     pj->s = s;
@@ -571,7 +651,8 @@ int cis2_backend_fast_new(cis2_backend **out, cis2_model *m, const cis2_engine_o
     free(off);
     if (pj->failed || hash_rc) {
         snprintf(err, CIS2_ERR_LEN, "%s", hash_rc ? herr : pj->err);
-        free(src); free(pj);
+        free(src);
+        free(pj);
         for (int i = 0; i < s->n_packed; i++) fast_packed_free(&s->packed[i]);
         s->n_packed = 0;
         fast_destroy(b);

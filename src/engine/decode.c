@@ -14,30 +14,31 @@
 enum { SEQ_FREE = 0, SEQ_QUEUED, SEQ_RUNNING, SEQ_DONE };
 typedef struct {
     int state;
-    int kv_cap;          /* positions allocated in the KV cache */
-    float **kc, **vc;    /* per layer: [kv_cap][n_kv*head_dim], post-RoPE K (§3.5) */
-    int pos;             /* positions computed so far */
-    cis2_gen_opts g;     /* g.force points at force_copy */
+    int kv_cap;       /* positions allocated in the KV cache */
+    float **kc, **vc; /* per layer: [kv_cap][n_kv*head_dim], post-RoPE K (§3.5) */
+    int pos;          /* positions computed so far */
+    cis2_gen_opts g;  /* g.force points at force_copy */
     int32_t *force_copy;
-    int32_t next;        /* the last emitted id, fed at the next step */
+    int32_t next; /* the last emitted id, fed at the next step */
     cis2_result r;
-    cis2_sha256 w;       /* §12.1 witness stream in progress */
+    cis2_sha256 w; /* §12.1 witness stream in progress */
 } seq_t;
 
 struct cis2_engine {
     cis2_model *m;
     cis2_backend *be;
     cis2_engine_opts o;
-    int n_seqs;          /* slots in seqs[]; seqs[n_seqs] is the solo sequence of cis2_engine_forward */
+    int n_seqs; /* slots in seqs[]; seqs[n_seqs] is the solo sequence of cis2_engine_forward */
     seq_t *seqs;
-    float *logits;       /* [vocab] */
-    int t_cap;           /* tokens the scratch buffers hold */
+    float *logits; /* [vocab] */
+    int t_cap;     /* tokens the scratch buffers hold */
     float *x, *xn, *q, *k, *v, *att, *proj, *gate, *up, *act;
     float *cos_v, *sin_v, *scores, *logits_in;
-    float *rope_c, *rope_s;  /* [t_cap][head_dim/2]: each token's §7.3 table, built once per forward */
+    float *rope_c,
+        *rope_s; /* [t_cap][head_dim/2]: each token's §7.3 table, built once per forward */
     /* FAULT INJECTION (issue 6, debug only): 0 = none. */
     int fault, fault_pos;
-    float *fault_word;       /* weight-bit: the flipped f32 (restored on free) */
+    float *fault_word; /* weight-bit: the flipped f32 (restored on free) */
     uint32_t fault_mask;
 };
 
@@ -45,34 +46,65 @@ struct cis2_engine {
  * Deliberate, documented bugs that prove the divergence localizer
  * (docs/divergence.md). Each hook on the normal path is a single
  * predictable branch on e->fault; nothing else changes. */
-enum { FAULT_NONE = 0, FAULT_WEIGHT_BIT, FAULT_FMA, FAULT_RMSNORM_ASSOC, FAULT_ROPE_OFFSET,
-       FAULT_KV_STALE, FAULT_NO_FTZ };
+enum {
+    FAULT_NONE = 0,
+    FAULT_WEIGHT_BIT,
+    FAULT_FMA,
+    FAULT_RMSNORM_ASSOC,
+    FAULT_ROPE_OFFSET,
+    FAULT_KV_STALE,
+    FAULT_NO_FTZ
+};
 
 /* The f32 copy and element count of a named weight (ref backend: widened). */
 static float *fault_find_tensor(cis2_model *m, const char *name, size_t *n)
 {
     const cis2_config *c = &m->cfg;
     size_t H = (size_t)c->hidden, hd = (size_t)c->head_dim;
-    if (!strcmp(name, "model.embed_tokens.weight")) { *n = (size_t)m->embed.rows * H; return m->embed.f32; }
-    if (!c->tied && !strcmp(name, "lm_head.weight")) { *n = (size_t)m->lm_head.rows * H; return m->lm_head.f32; }
-    if (!strcmp(name, "model.norm.weight")) { *n = H; return m->final_norm; }
+    if (!strcmp(name, "model.embed_tokens.weight")) {
+        *n = (size_t)m->embed.rows * H;
+        return m->embed.f32;
+    }
+    if (!c->tied && !strcmp(name, "lm_head.weight")) {
+        *n = (size_t)m->lm_head.rows * H;
+        return m->lm_head.f32;
+    }
+    if (!strcmp(name, "model.norm.weight")) {
+        *n = H;
+        return m->final_norm;
+    }
     int l, off = 0;
-    if (sscanf(name, "model.layers.%d.%n", &l, &off) != 1 || off == 0 || l < 0 || l >= c->n_layers) return NULL;
-    if (name[13] == '0' && name[14] != '.') return NULL;   /* no leading zeros */
+    if (sscanf(name, "model.layers.%d.%n", &l, &off) != 1 || off == 0 || l < 0 || l >= c->n_layers)
+        return NULL;
+    if (name[13] == '0' && name[14] != '.') return NULL; /* no leading zeros */
     cis2_layer *y = &m->layers[l];
     const char *r = name + off;
     const cis2_linear *lin[7] = { &y->q, &y->k, &y->v, &y->o, &y->gate, &y->up, &y->down };
-    const char *ln[7] = { "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-                          "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight" };
+    const char *ln[7] = { "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                          "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                          "mlp.gate_proj.weight",    "mlp.up_proj.weight",
+                          "mlp.down_proj.weight" };
     for (int i = 0; i < 7; i++)
-        if (!strcmp(r, ln[i])) { *n = (size_t)lin[i]->rows * lin[i]->cols; return lin[i]->f32; }
-    struct { const char *s; float *p; size_t n; } v[] = {
-        { "input_layernorm.weight", y->attn_norm, H }, { "post_attention_layernorm.weight", y->mlp_norm, H },
-        { "self_attn.q_proj.bias", y->q_bias, (size_t)c->n_heads * hd }, { "self_attn.k_proj.bias", y->k_bias, (size_t)c->n_kv_heads * hd },
-        { "self_attn.v_proj.bias", y->v_bias, (size_t)c->n_kv_heads * hd },
-        { "self_attn.q_norm.weight", y->q_norm, hd }, { "self_attn.k_norm.weight", y->k_norm, hd } };
+        if (!strcmp(r, ln[i])) {
+            *n = (size_t)lin[i]->rows * lin[i]->cols;
+            return lin[i]->f32;
+        }
+    struct {
+        const char *s;
+        float *p;
+        size_t n;
+    } v[] = { { "input_layernorm.weight", y->attn_norm, H },
+              { "post_attention_layernorm.weight", y->mlp_norm, H },
+              { "self_attn.q_proj.bias", y->q_bias, (size_t)c->n_heads * hd },
+              { "self_attn.k_proj.bias", y->k_bias, (size_t)c->n_kv_heads * hd },
+              { "self_attn.v_proj.bias", y->v_bias, (size_t)c->n_kv_heads * hd },
+              { "self_attn.q_norm.weight", y->q_norm, hd },
+              { "self_attn.k_norm.weight", y->k_norm, hd } };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        if (v[i].p && !strcmp(r, v[i].s)) { *n = v[i].n; return v[i].p; }
+        if (v[i].p && !strcmp(r, v[i].s)) {
+            *n = v[i].n;
+            return v[i].p;
+        }
     return NULL;
 }
 
@@ -89,28 +121,41 @@ static int fault_uint(const char *s, long hi, long *out)
 /* Validates --fault/--fault-arg; applies weight-bit. */
 static int fault_setup(cis2_engine *e, const char *backend, char *err)
 {
-    static const char *names[] = { "weight-bit", "fma", "rmsnorm-assoc", "rope-offset", "kv-stale", "no-ftz" };
+    static const char *names[] = { "weight-bit",  "fma",      "rmsnorm-assoc",
+                                   "rope-offset", "kv-stale", "no-ftz" };
     const char *f = e->o.fault, *a = e->o.fault_arg;
     const cis2_config *c = &e->m->cfg;
     int k = 0;
-    for (int i = 0; i < 6; i++) if (!strcmp(f, names[i])) k = i + 1;
+    for (int i = 0; i < 6; i++)
+        if (!strcmp(f, names[i])) k = i + 1;
     if (!k) {
-        snprintf(err, CIS2_ERR_LEN, "unknown --fault \"%.40s\" (known: weight-bit, fma, rmsnorm-assoc, rope-offset, kv-stale, no-ftz)", f);
+        snprintf(err, CIS2_ERR_LEN,
+                 "unknown --fault \"%.40s\" (known: weight-bit, fma, rmsnorm-assoc, rope-offset, "
+                 "kv-stale, no-ftz)",
+                 f);
         return 1;
     }
     if (strcmp(backend, "ref") != 0) {
-        snprintf(err, CIS2_ERR_LEN, "--fault %s needs --backend ref (fault hooks live in the reference backend)", f);
+        snprintf(err, CIS2_ERR_LEN,
+                 "--fault %s needs --backend ref (fault hooks live in the reference backend)", f);
         return 1;
     }
     long v = 0;
     if (k == FAULT_WEIGHT_BIT) {
         /* NAME:INDEX:BIT */
         const char *c2 = a ? strrchr(a, ':') : NULL, *c1 = NULL;
-        if (c2) for (const char *p = c2 - 1; p >= a; p--) if (*p == ':') { c1 = p; break; }
+        if (c2)
+            for (const char *p = c2 - 1; p >= a; p--)
+                if (*p == ':') {
+                    c1 = p;
+                    break;
+                }
         char name[200];
         long idx, bit;
         if (!c1 || (size_t)(c1 - a) >= sizeof name) {
-            snprintf(err, CIS2_ERR_LEN, "--fault weight-bit needs --fault-arg TENSOR:INDEX:BIT, e.g. model.layers.0.mlp.up_proj.weight:123:22");
+            snprintf(err, CIS2_ERR_LEN,
+                     "--fault weight-bit needs --fault-arg TENSOR:INDEX:BIT, e.g. "
+                     "model.layers.0.mlp.up_proj.weight:123:22");
             return 1;
         }
         memcpy(name, a, (size_t)(c1 - a));
@@ -122,16 +167,38 @@ static int fault_setup(cis2_engine *e, const char *backend, char *err)
         idxs[il] = 0;
         size_t n = 0;
         float *t = fault_find_tensor(e->m, name, &n);
-        if (!t) { snprintf(err, CIS2_ERR_LEN, "--fault-arg: no weight tensor \"%.150s\" in this model (with an f32 copy)", name); return 1; }
-        if (fault_uint(idxs, (long)n - 1, &idx)) { snprintf(err, CIS2_ERR_LEN, "--fault-arg: index '%s' is not in [0, %zu) for \"%.150s\"", idxs, n, name); return 1; }
-        if (fault_uint(c2 + 1, 31, &bit)) { snprintf(err, CIS2_ERR_LEN, "--fault-arg: bit '%.20s' is not in [0, 31]", c2 + 1); return 1; }
+        if (!t) {
+            snprintf(err, CIS2_ERR_LEN,
+                     "--fault-arg: no weight tensor \"%.150s\" in this model (with an f32 copy)",
+                     name);
+            return 1;
+        }
+        if (fault_uint(idxs, (long)n - 1, &idx)) {
+            snprintf(err, CIS2_ERR_LEN, "--fault-arg: index '%s' is not in [0, %zu) for \"%.150s\"",
+                     idxs, n, name);
+            return 1;
+        }
+        if (fault_uint(c2 + 1, 31, &bit)) {
+            snprintf(err, CIS2_ERR_LEN, "--fault-arg: bit '%.20s' is not in [0, 31]", c2 + 1);
+            return 1;
+        }
         e->fault_word = t + idx;
         e->fault_mask = (uint32_t)1 << bit;
     } else if (k == FAULT_FMA) {
-        if (a && fault_uint(a, c->n_layers - 1, &v)) { snprintf(err, CIS2_ERR_LEN, "--fault fma: --fault-arg must be a layer in [0, %d], got '%.40s'", c->n_layers - 1, a); return 1; }
+        if (a && fault_uint(a, c->n_layers - 1, &v)) {
+            snprintf(err, CIS2_ERR_LEN,
+                     "--fault fma: --fault-arg must be a layer in [0, %d], got '%.40s'",
+                     c->n_layers - 1, a);
+            return 1;
+        }
     } else if (k == FAULT_KV_STALE) {
         v = 1;
-        if (a && fault_uint(a, c->max_pos - 1, &v)) { snprintf(err, CIS2_ERR_LEN, "--fault kv-stale: --fault-arg must be a position in [0, %d], got '%.40s'", c->max_pos - 1, a); return 1; }
+        if (a && fault_uint(a, c->max_pos - 1, &v)) {
+            snprintf(err, CIS2_ERR_LEN,
+                     "--fault kv-stale: --fault-arg must be a position in [0, %d], got '%.40s'",
+                     c->max_pos - 1, a);
+            return 1;
+        }
     } else if (a) {
         snprintf(err, CIS2_ERR_LEN, "--fault %s takes no --fault-arg", f);
         return 1;
@@ -145,15 +212,23 @@ static int fault_setup(cis2_engine *e, const char *backend, char *err)
 static void fault_rmsnorm_assoc(const float *x, const float *w, int n, float eps, float *out)
 {
     float ss = 0.0f;
-    for (int i = 0; i < n; i++) { float sq = x[i] * x[i]; ss = ss + sq; }
+    for (int i = 0; i < n; i++) {
+        float sq = x[i] * x[i];
+        ss = ss + sq;
+    }
     float inv = cis2_rsqrt(ss / (float)n + eps);
-    for (int i = 0; i < n; i++) { float iw = inv * w[i]; out[i] = x[i] * iw; }
+    for (int i = 0; i < n; i++) {
+        float iw = inv * w[i];
+        out[i] = x[i] * iw;
+    }
 }
 /* ---- end FAULT INJECTION ---- */
 
-static inline void rmsnorm(const cis2_engine *e, const float *x, const float *w, int n, float eps, float *out)
+static inline void rmsnorm(const cis2_engine *e, const float *x, const float *w, int n, float eps,
+                           float *out)
 {
-    if (__builtin_expect(e->fault == FAULT_RMSNORM_ASSOC, 0)) fault_rmsnorm_assoc(x, w, n, eps, out);  /* FAULT */
+    if (__builtin_expect(e->fault == FAULT_RMSNORM_ASSOC, 0))
+        fault_rmsnorm_assoc(x, w, n, eps, out); /* FAULT */
     else ref_rmsnorm(x, w, n, eps, out);
 }
 
@@ -174,12 +249,13 @@ static int ensure_tokens(cis2_engine *e, int T, char *err)
 {
     if (T <= e->t_cap) return 0;
     const cis2_config *c = &e->m->cfg;
-    size_t H = (size_t)c->hidden, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t H = (size_t)c->hidden, qd = (size_t)c->n_heads * c->head_dim,
+           kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t I = (size_t)c->inter, t = (size_t)T;
     size_t wide = H > qd ? H : qd;
     if (grow(&e->x, t * H) || grow(&e->xn, t * H) || grow(&e->q, t * qd) || grow(&e->k, t * kvd) ||
-        grow(&e->v, t * kvd) || grow(&e->att, t * qd) || grow(&e->proj, t * wide) || grow(&e->gate, t * I) ||
-        grow(&e->up, t * I) || grow(&e->act, t * I) ||
+        grow(&e->v, t * kvd) || grow(&e->att, t * qd) || grow(&e->proj, t * wide) ||
+        grow(&e->gate, t * I) || grow(&e->up, t * I) || grow(&e->act, t * I) ||
         grow(&e->rope_c, t * (size_t)(c->head_dim / 2 > 0 ? c->head_dim / 2 : 1)) ||
         grow(&e->rope_s, t * (size_t)(c->head_dim / 2 > 0 ? c->head_dim / 2 : 1))) {
         snprintf(err, CIS2_ERR_LEN, "out of memory for %d tokens of activations", T);
@@ -194,14 +270,18 @@ static int ensure_positions(cis2_engine *e, seq_t *s, int need, char *err)
 {
     const cis2_config *c = &e->m->cfg;
     if (need > c->max_pos) {
-        snprintf(err, CIS2_ERR_LEN, "position %d is beyond max_position_embeddings = %d", need - 1, c->max_pos);
+        snprintf(err, CIS2_ERR_LEN, "position %d is beyond max_position_embeddings = %d", need - 1,
+                 c->max_pos);
         return 1;
     }
     if (need <= s->kv_cap) return 0;
     if (!s->kc) {
         s->kc = calloc((size_t)c->n_layers, sizeof *s->kc);
         s->vc = calloc((size_t)c->n_layers, sizeof *s->vc);
-        if (!s->kc || !s->vc) { snprintf(err, CIS2_ERR_LEN, "out of memory"); return 1; }
+        if (!s->kc || !s->vc) {
+            snprintf(err, CIS2_ERR_LEN, "out of memory");
+            return 1;
+        }
     }
     int cap = s->kv_cap ? s->kv_cap : 64;
     while (cap < need) cap *= 2;
@@ -218,7 +298,10 @@ static int ensure_positions(cis2_engine *e, seq_t *s, int need, char *err)
 
 static void seq_release(const cis2_engine *e, seq_t *s)
 {
-    for (int l = 0; s->kc && l < e->m->cfg.n_layers; l++) { free(s->kc[l]); free(s->vc[l]); }
+    for (int l = 0; s->kc && l < e->m->cfg.n_layers; l++) {
+        free(s->kc[l]);
+        free(s->vc[l]);
+    }
     free(s->kc);
     free(s->vc);
     free(s->force_copy);
@@ -229,26 +312,45 @@ static void seq_release(const cis2_engine *e, seq_t *s)
 int cis2_engine_new(cis2_engine **out, const cis2_model *cm, const cis2_engine_opts *o, char *err)
 {
     *out = NULL;
-    cis2_model *m = (cis2_model *)cm;  /* backends still write their packed copies into the model */
+    cis2_model *m = (cis2_model *)cm; /* backends still write their packed copies into the model */
     cis2_engine *e = calloc(1, sizeof *e);
-    if (!e) { snprintf(err, CIS2_ERR_LEN, "out of memory"); return 1; }
+    if (!e) {
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        return 1;
+    }
     e->m = m;
     if (o) e->o = *o;
     e->n_seqs = e->o.max_seqs > 0 ? e->o.max_seqs : 1;
-    if (e->n_seqs > 4096) { snprintf(err, CIS2_ERR_LEN, "max_seqs %d is more than 4096", e->n_seqs); free(e); return 1; }
+    if (e->n_seqs > 4096) {
+        snprintf(err, CIS2_ERR_LEN, "max_seqs %d is more than 4096", e->n_seqs);
+        free(e);
+        return 1;
+    }
     const char *bn = e->o.backend == CIS2_BACKEND_FAST ? "fast" : "ref";
     if (e->o.backend != CIS2_BACKEND_REF && e->o.backend != CIS2_BACKEND_FAST) {
-        snprintf(err, CIS2_ERR_LEN, "unknown backend %d (expected CIS2_BACKEND_REF or CIS2_BACKEND_FAST)", (int)e->o.backend);
+        snprintf(err, CIS2_ERR_LEN,
+                 "unknown backend %d (expected CIS2_BACKEND_REF or CIS2_BACKEND_FAST)",
+                 (int)e->o.backend);
         free(e);
         return 1;
     }
     int rc;
-    if (e->o.backend == CIS2_BACKEND_REF && cis2_model_widen(m, err)) { free(e); return 1; }
-    if (e->o.fault && fault_setup(e, bn, err)) { free(e); return 1; }   /* FAULT: validated before the backend */
+    if (e->o.backend == CIS2_BACKEND_REF && cis2_model_widen(m, err)) {
+        free(e);
+        return 1;
+    }
+    if (e->o.fault && fault_setup(e, bn, err)) {
+        free(e);
+        return 1;
+    } /* FAULT: validated before the backend */
     if (e->o.backend == CIS2_BACKEND_REF) rc = cis2_backend_ref_new(&e->be, m, &e->o, err);
     else rc = cis2_backend_fast_new(&e->be, m, &e->o, err);
-    if (rc) { free(e); return 1; }
-    if (e->fault_word) *e->fault_word = cis2_u2f(cis2_f2u(*e->fault_word) ^ e->fault_mask); /* FAULT weight-bit */
+    if (rc) {
+        free(e);
+        return 1;
+    }
+    if (e->fault_word)
+        *e->fault_word = cis2_u2f(cis2_f2u(*e->fault_word) ^ e->fault_mask); /* FAULT weight-bit */
     const cis2_config *c = &m->cfg;
     e->seqs = calloc((size_t)e->n_seqs + 1, sizeof *e->seqs);
     e->cos_v = malloc((size_t)c->head_dim / 2 * sizeof(float));
@@ -262,7 +364,10 @@ int cis2_engine_new(cis2_engine **out, const cis2_model *cm, const cis2_engine_o
     }
     /* An async hash (CIS2_LOAD_HASH_ASYNC) ran while the backend packed:
      * every consumer of the engine sees the final hashes. */
-    if (cis2_model_hash_join(m, err)) { cis2_engine_free(e); return 1; }
+    if (cis2_model_hash_join(m, err)) {
+        cis2_engine_free(e);
+        return 1;
+    }
     *out = e;
     return 0;
 }
@@ -270,13 +375,28 @@ int cis2_engine_new(cis2_engine **out, const cis2_model *cm, const cis2_engine_o
 void cis2_engine_free(cis2_engine *e)
 {
     if (!e) return;
-    if (e->fault_word) *e->fault_word = cis2_u2f(cis2_f2u(*e->fault_word) ^ e->fault_mask); /* FAULT: restore */
+    if (e->fault_word)
+        *e->fault_word = cis2_u2f(cis2_f2u(*e->fault_word) ^ e->fault_mask); /* FAULT: restore */
     if (e->be) e->be->destroy(e->be);
     for (int i = 0; e->seqs && i <= e->n_seqs; i++) seq_release(e, &e->seqs[i]);
     free(e->seqs);
-    free(e->x); free(e->xn); free(e->q); free(e->k); free(e->v); free(e->att); free(e->proj);
-    free(e->gate); free(e->up); free(e->act); free(e->cos_v); free(e->sin_v); free(e->scores);
-    free(e->logits_in); free(e->rope_c); free(e->rope_s); free(e->logits);
+    free(e->x);
+    free(e->xn);
+    free(e->q);
+    free(e->k);
+    free(e->v);
+    free(e->att);
+    free(e->proj);
+    free(e->gate);
+    free(e->up);
+    free(e->act);
+    free(e->cos_v);
+    free(e->sin_v);
+    free(e->scores);
+    free(e->logits_in);
+    free(e->rope_c);
+    free(e->rope_s);
+    free(e->logits);
     free(e);
 }
 
@@ -288,18 +408,23 @@ static void embed_row(const cis2_model *m, int tok, float *out)
 {
     const cis2_linear *w = &m->embed;
     size_t H = (size_t)w->cols;
-    if (w->f32) { memcpy(out, w->f32 + (size_t)tok * H, H * sizeof(float)); return; }
+    if (w->f32) {
+        memcpy(out, w->f32 + (size_t)tok * H, H * sizeof(float));
+        return;
+    }
     cis2_st_tensor t = { 0 };
     t.dtype = w->dtype;
     t.numel = (int64_t)H;
     t.data = w->raw + (size_t)tok * H * (w->dtype == CIS2_DT_F32 ? 4 : 2);
-    cis2_st_to_f32(&t, out);   /* §4.1 exact widening */
+    cis2_st_to_f32(&t, out); /* §4.1 exact widening */
 }
 
 /* Per-head RMSNorm over head_dim (Qwen3 q_norm/k_norm), same §8 procedure. */
-static void head_norm(const cis2_engine *e, float *v, int n_heads, int hd, const float *w, float eps)
+static void head_norm(const cis2_engine *e, float *v, int n_heads, int hd, const float *w,
+                      float eps)
 {
-    for (int h = 0; h < n_heads; h++) rmsnorm(e, v + (size_t)h * hd, w, hd, eps, v + (size_t)h * hd);
+    for (int h = 0; h < n_heads; h++)
+        rmsnorm(e, v + (size_t)h * hd, w, hd, eps, v + (size_t)h * hd);
 }
 
 /* ---- per-token elementwise stages. Every stage touches only token t's
@@ -313,7 +438,7 @@ typedef struct {
     const int32_t *tokens;
     const cis2_layer *y;
     int l, pos0, stage;
-    const cis2_layer *y_next;   /* ST_DOWN_NORM: the next layer (its attn_norm) */
+    const cis2_layer *y_next; /* ST_DOWN_NORM: the next layer (its attn_norm) */
 } tok_job;
 
 static void tok_stage(void *ctx, int t)
@@ -334,8 +459,10 @@ static void tok_stage(void *ctx, int t)
         break;
     case ST_ROPE: {
         int rpos = pos;
-        if (__builtin_expect(e->fault == FAULT_ROPE_OFFSET, 0) && j->pos0 > 0) rpos = pos + 1;  /* FAULT: decode positions off by one */
-        ref_rope_table(m->inv_freq, half, rpos, e->rope_c + (size_t)t * half, e->rope_s + (size_t)t * half);
+        if (__builtin_expect(e->fault == FAULT_ROPE_OFFSET, 0) && j->pos0 > 0)
+            rpos = pos + 1; /* FAULT: decode positions off by one */
+        ref_rope_table(m->inv_freq, half, rpos, e->rope_c + (size_t)t * half,
+                       e->rope_s + (size_t)t * half);
         break;
     }
     case ST_ATTN_NORM:
@@ -344,7 +471,7 @@ static void tok_stage(void *ctx, int t)
         break;
     case ST_QKV: {
         float *q = e->q + (size_t)t * qd, *k = e->k + (size_t)t * kvd, *v = e->v + (size_t)t * kvd;
-        if (y->q_bias) {      /* §9.1: after the matvec, before RoPE */
+        if (y->q_bias) { /* §9.1: after the matvec, before RoPE */
             ref_add(q, y->q_bias, qd);
             ref_add(k, y->k_bias, kvd);
             ref_add(v, y->v_bias, kvd);
@@ -352,7 +479,7 @@ static void tok_stage(void *ctx, int t)
         trace(e, pos, l, "q_proj", q, (size_t)qd);
         trace(e, pos, l, "k_proj", k, (size_t)kvd);
         trace(e, pos, l, "v_proj", v, (size_t)kvd);
-        if (y->q_norm) {      /* Qwen3: after projection, before RoPE */
+        if (y->q_norm) { /* Qwen3: after projection, before RoPE */
             head_norm(e, q, nh, hd, y->q_norm, eps);
             head_norm(e, k, nkv, hd, y->k_norm, eps);
             trace(e, pos, l, "q_norm", q, (size_t)qd);
@@ -384,7 +511,9 @@ static void tok_stage(void *ctx, int t)
         break;
     case ST_SWIGLU: {
         size_t off = (size_t)t * I;
-        if (e->be->swiglu) e->be->swiglu(e->gate + off, e->up + off, e->act + off, I);   /* bit-identical (unit_fast) */
+        if (e->be->swiglu)
+            e->be->swiglu(e->gate + off, e->up + off, e->act + off,
+                          I); /* bit-identical (unit_fast) */
         else ref_swiglu(e->gate + off, e->up + off, e->act + off, I);
         trace(e, pos, l, "gate", e->gate + off, (size_t)I);
         trace(e, pos, l, "up", e->up + off, (size_t)I);
@@ -413,23 +542,32 @@ static void run_tokens(cis2_engine *e, tok_job *j, int stage, int T)
 }
 
 /* The forward pass of T tokens of sequence s at positions pos0..pos0+T-1. */
-static int forward(cis2_engine *e, seq_t *s, const int32_t *tokens, int T, int pos0, float *logits, char *err)
+static int forward(cis2_engine *e, seq_t *s, const int32_t *tokens, int T, int pos0, float *logits,
+                   char *err)
 {
     cis2_model *m = e->m;
     const cis2_config *c = &m->cfg;
-    if (T < 1) { snprintf(err, CIS2_ERR_LEN, "forward: no tokens"); return 1; }
+    if (T < 1) {
+        snprintf(err, CIS2_ERR_LEN, "forward: no tokens");
+        return 1;
+    }
     for (int t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= c->vocab) {
-            snprintf(err, CIS2_ERR_LEN, "token id %d is outside the vocabulary (vocab_size = %d)", tokens[t], c->vocab);
+            snprintf(err, CIS2_ERR_LEN, "token id %d is outside the vocabulary (vocab_size = %d)",
+                     tokens[t], c->vocab);
             return 1;
         }
     if (ensure_tokens(e, T, err) || ensure_positions(e, s, pos0 + T, err)) return 1;
-    if (__builtin_expect(e->fault == FAULT_NO_FTZ, 0)) cis2_fpenv_unpin();   /* FAULT no-ftz: IEEE subnormals */
-    else if (!cis2_fpenv_is_pinned()) { snprintf(err, CIS2_ERR_LEN, "FTZ/DAZ is not pinned on this thread (§1.3)"); return 1; }
+    if (__builtin_expect(e->fault == FAULT_NO_FTZ, 0))
+        cis2_fpenv_unpin(); /* FAULT no-ftz: IEEE subnormals */
+    else if (!cis2_fpenv_is_pinned()) {
+        snprintf(err, CIS2_ERR_LEN, "FTZ/DAZ is not pinned on this thread (§1.3)");
+        return 1;
+    }
     const int H = c->hidden, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
     const int qd = nh * hd, kvd = nkv * hd;
     const float eps = c->eps;
-    const float scale = cis2_rsqrt((float)hd);   /* §9.2: rsqrt(64) == 0.125 */
+    const float scale = cis2_rsqrt((float)hd); /* §9.2: rsqrt(64) == 0.125 */
     cis2_backend *be = e->be;
     tok_job j = { e, s, tokens, NULL, -1, pos0, 0, NULL };
     /* Parallel prefill fuses a layer's last elementwise step with the next
@@ -437,7 +575,8 @@ static int forward(cis2_engine *e, seq_t *s, const int32_t *tokens, int T, int p
     const int fuse = T > 1 && !e->o.trace && be->parallel_for;
 
     run_tokens(e, &j, ST_EMBED, T);
-    run_tokens(e, &j, ST_ROPE, T);   /* §7.3 tables depend on the position only: once, not per layer */
+    run_tokens(e, &j, ST_ROPE,
+               T); /* §7.3 tables depend on the position only: once, not per layer */
     for (int l = 0; l < c->n_layers; l++) {
         const cis2_layer *y = &m->layers[l];
         j.y = y;
@@ -459,16 +598,24 @@ static int forward(cis2_engine *e, seq_t *s, const int32_t *tokens, int T, int p
             int group = nh / nkv;
             for (int t = 0; t < T; t++) {
                 int pos = pos0 + t, n_ctx = pos + 1;
-                float *sc = malloc((size_t)nh * n_ctx * sizeof(float)), *pr = malloc((size_t)nh * n_ctx * sizeof(float));
-                if (!sc || !pr) { free(sc); free(pr); snprintf(err, CIS2_ERR_LEN, "out of memory"); return 1; }
+                float *sc = malloc((size_t)nh * n_ctx * sizeof(float)),
+                      *pr = malloc((size_t)nh * n_ctx * sizeof(float));
+                if (!sc || !pr) {
+                    free(sc);
+                    free(pr);
+                    snprintf(err, CIS2_ERR_LEN, "out of memory");
+                    return 1;
+                }
                 for (int h = 0; h < nh; h++) {
                     const float *q = e->q + (size_t)t * qd + (size_t)h * hd;
-                    const float *kb = s->kc[l] + (size_t)(h / group) * hd, *vb = s->vc[l] + (size_t)(h / group) * hd;
+                    const float *kb = s->kc[l] + (size_t)(h / group) * hd,
+                                *vb = s->vc[l] + (size_t)(h / group) * hd;
                     for (int jj = 0; jj < n_ctx; jj++) {
                         float d = cis2_dot_seq(q, kb + (size_t)jj * kvd, (size_t)hd);
                         sc[(size_t)h * n_ctx + jj] = d * scale;
                     }
-                    ref_attention_head(q, kb, vb, (size_t)kvd, n_ctx, hd, scale, pr + (size_t)h * n_ctx,
+                    ref_attention_head(q, kb, vb, (size_t)kvd, n_ctx, hd, scale,
+                                       pr + (size_t)h * n_ctx,
                                        e->att + (size_t)t * qd + (size_t)h * hd);
                 }
                 trace(e, pos, l, "attn_scores", sc, (size_t)nh * n_ctx);
@@ -513,7 +660,10 @@ int32_t cis2_argmax(const float *logits, int n)
     int32_t best = 0;
     float best_v = logits[0];
     for (int i = 1; i < n; i++)
-        if (logits[i] > best_v) { best_v = logits[i]; best = i; }   /* strict >: first max wins (§11.2) */
+        if (logits[i] > best_v) {
+            best_v = logits[i];
+            best = i;
+        } /* strict >: first max wins (§11.2) */
     return best;
 }
 
@@ -525,19 +675,23 @@ static void feed_u32(cis2_sha256 *s, uint32_t v)
 
 static int is_eos(const cis2_config *c, int32_t id)
 {
-    for (int i = 0; i < c->n_eos; i++) if (c->eos_ids[i] == id) return 1;
+    for (int i = 0; i < c->n_eos; i++)
+        if (c->eos_ids[i] == id) return 1;
     return 0;
 }
 
 /* ---- the public entry points pin FTZ/DAZ on the caller's thread and
  * restore its control register on the way out (§1.3). */
-typedef struct { uint64_t saved; } fp_guard;
+typedef struct {
+    uint64_t saved;
+} fp_guard;
 static int fp_enter(fp_guard *g, char *err)
 {
     g->saved = cis2_fpenv_read();
     if (cis2_fpenv_pin() != 0) {
         cis2_fpenv_write(g->saved);
-        snprintf(err, CIS2_ERR_LEN, "cannot pin FTZ/DAZ on this thread (control register 0x%llx, §1.3)",
+        snprintf(err, CIS2_ERR_LEN,
+                 "cannot pin FTZ/DAZ on this thread (control register 0x%llx, §1.3)",
                  (unsigned long long)g->saved);
         return 1;
     }
@@ -545,7 +699,8 @@ static int fp_enter(fp_guard *g, char *err)
 }
 static void fp_leave(const fp_guard *g) { cis2_fpenv_write(g->saved); }
 
-int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0, float *logits, char *err)
+int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0, float *logits,
+                        char *err)
 {
     fp_guard fg;
     if (fp_enter(&fg, err)) return 1;
@@ -554,32 +709,55 @@ int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0, 
     return rc;
 }
 
-int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g, int *seq, char *err)
+int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
+                    int *seq, char *err)
 {
     const cis2_model *m = e->m;
     const cis2_config *c = &m->cfg;
     *seq = -1;
-    if (n_prompt < 1) { snprintf(err, CIS2_ERR_LEN, "the prompt has no tokens"); return 1; }
-    if (g->n_gen < 1) { snprintf(err, CIS2_ERR_LEN, "-n must be at least 1"); return 1; }
+    if (n_prompt < 1) {
+        snprintf(err, CIS2_ERR_LEN, "the prompt has no tokens");
+        return 1;
+    }
+    if (g->n_gen < 1) {
+        snprintf(err, CIS2_ERR_LEN, "-n must be at least 1");
+        return 1;
+    }
     /* Positions computed: 0 .. n_prompt + n_gen - 2 (the last pick is never fed). */
     if ((int64_t)n_prompt + g->n_gen - 1 > c->max_pos) {
-        snprintf(err, CIS2_ERR_LEN, "prompt (%d tokens) + -n %d exceeds max_position_embeddings = %d", n_prompt, g->n_gen, c->max_pos);
+        snprintf(err, CIS2_ERR_LEN,
+                 "prompt (%d tokens) + -n %d exceeds max_position_embeddings = %d", n_prompt,
+                 g->n_gen, c->max_pos);
         return 1;
     }
     for (int i = 0; i < n_prompt; i++)
         if (prompt[i] < 0 || prompt[i] >= c->vocab) {
-            snprintf(err, CIS2_ERR_LEN, "prompt token id %d is outside the vocabulary (vocab_size = %d)", prompt[i], c->vocab);
+            snprintf(err, CIS2_ERR_LEN,
+                     "prompt token id %d is outside the vocabulary (vocab_size = %d)", prompt[i],
+                     c->vocab);
             return 1;
         }
-    if (g->n_force < 0 || (g->n_force > 0 && !g->force)) { snprintf(err, CIS2_ERR_LEN, "teacher forcing: n_force %d without ids", g->n_force); return 1; }
+    if (g->n_force < 0 || (g->n_force > 0 && !g->force)) {
+        snprintf(err, CIS2_ERR_LEN, "teacher forcing: n_force %d without ids", g->n_force);
+        return 1;
+    }
     for (int i = 0; i < g->n_force; i++)
         if (g->force[i] < 0 || g->force[i] >= c->vocab) {
-            snprintf(err, CIS2_ERR_LEN, "forced token id %d is outside the vocabulary (vocab_size = %d)", g->force[i], c->vocab);
+            snprintf(err, CIS2_ERR_LEN,
+                     "forced token id %d is outside the vocabulary (vocab_size = %d)", g->force[i],
+                     c->vocab);
             return 1;
         }
     int slot = -1;
-    for (int i = 0; i < e->n_seqs; i++) if (e->seqs[i].state == SEQ_FREE) { slot = i; break; }
-    if (slot < 0) { snprintf(err, CIS2_ERR_LEN, "all %d sequence slots are in use", e->n_seqs); return 1; }
+    for (int i = 0; i < e->n_seqs; i++)
+        if (e->seqs[i].state == SEQ_FREE) {
+            slot = i;
+            break;
+        }
+    if (slot < 0) {
+        snprintf(err, CIS2_ERR_LEN, "all %d sequence slots are in use", e->n_seqs);
+        return 1;
+    }
     seq_t *s = &e->seqs[slot];
     s->r.prompt = malloc((size_t)n_prompt * sizeof(int32_t));
     s->r.gen = malloc((size_t)g->n_gen * sizeof(int32_t));
@@ -618,7 +796,11 @@ static void emit(cis2_engine *e, seq_t *s, const float *logits)
     int32_t next = step < s->g.n_force ? s->g.force[step] : cis2_argmax(logits, c->vocab);
     if (s->r.nan_step < 0)
         for (int i = 0; i < c->vocab; i++)
-            if ((cis2_f2u(logits[i]) & 0x7FFFFFFFu) > 0x7F800000u) { s->r.nan_step = step; s->r.nan_index = i; break; }
+            if ((cis2_f2u(logits[i]) & 0x7FFFFFFFu) > 0x7F800000u) {
+                s->r.nan_step = step;
+                s->r.nan_index = i;
+                break;
+            }
     cis2_sha256_update(&s->w, logits, (size_t)c->vocab * sizeof(float)); /* LE bit patterns */
     feed_u32(&s->w, (uint32_t)next);
     s->r.gen[s->r.n_gen++] = next;
@@ -669,17 +851,27 @@ int cis2_engine_step(cis2_engine *e, char *err)
 int cis2_engine_active(const cis2_engine *e)
 {
     int n = 0;
-    for (int i = 0; i < e->n_seqs; i++) n += e->seqs[i].state == SEQ_QUEUED || e->seqs[i].state == SEQ_RUNNING;
+    for (int i = 0; i < e->n_seqs; i++)
+        n += e->seqs[i].state == SEQ_QUEUED || e->seqs[i].state == SEQ_RUNNING;
     return n;
 }
 
-static int seq_valid(const cis2_engine *e, int seq) { return seq >= 0 && seq < e->n_seqs && e->seqs[seq].state != SEQ_FREE; }
+static int seq_valid(const cis2_engine *e, int seq)
+{
+    return seq >= 0 && seq < e->n_seqs && e->seqs[seq].state != SEQ_FREE;
+}
 
-int cis2_seq_done(const cis2_engine *e, int seq) { return seq_valid(e, seq) && e->seqs[seq].state == SEQ_DONE; }
+int cis2_seq_done(const cis2_engine *e, int seq)
+{
+    return seq_valid(e, seq) && e->seqs[seq].state == SEQ_DONE;
+}
 
 int cis2_seq_take(cis2_engine *e, int seq, cis2_result *r, char *err)
 {
-    if (!cis2_seq_done(e, seq)) { snprintf(err, CIS2_ERR_LEN, "sequence %d is not finished", seq); return 1; }
+    if (!cis2_seq_done(e, seq)) {
+        snprintf(err, CIS2_ERR_LEN, "sequence %d is not finished", seq);
+        return 1;
+    }
     seq_t *s = &e->seqs[seq];
     *r = s->r;
     memset(&s->r, 0, sizeof s->r);
@@ -692,15 +884,22 @@ void cis2_seq_cancel(cis2_engine *e, int seq)
     if (seq_valid(e, seq)) seq_release(e, &e->seqs[seq]);
 }
 
-int cis2_generate(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g, cis2_result *r, char *err)
+int cis2_generate(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
+                  cis2_result *r, char *err)
 {
     memset(r, 0, sizeof *r);
     r->nan_step = r->nan_index = -1;
-    if (cis2_engine_active(e)) { snprintf(err, CIS2_ERR_LEN, "the engine is decoding other sequences (use cis2_seq_submit)"); return 1; }
+    if (cis2_engine_active(e)) {
+        snprintf(err, CIS2_ERR_LEN, "the engine is decoding other sequences (use cis2_seq_submit)");
+        return 1;
+    }
     int seq;
     if (cis2_seq_submit(e, prompt, n_prompt, g, &seq, err)) return 1;
     while (!cis2_seq_done(e, seq))
-        if (cis2_engine_step(e, err)) { cis2_seq_cancel(e, seq); return 1; }
+        if (cis2_engine_step(e, err)) {
+            cis2_seq_cancel(e, seq);
+            return 1;
+        }
     return cis2_seq_take(e, seq, r, err);
 }
 

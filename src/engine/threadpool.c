@@ -25,30 +25,33 @@
  * (descheduled on a busy machine) can never claim a task of a finished job,
  * and the caller never waits for idle workers to check in: it waits only for
  * its tasks to be done. Jobs with more tasks than fit run in rounds. */
-#define GEN_SHIFT 40
-#define NT_SHIFT 20
+#define GEN_SHIFT  40
+#define NT_SHIFT   20
 #define FIELD_MASK ((1ull << 20) - 1)
-#define MAX_TASKS ((int)FIELD_MASK)
+#define MAX_TASKS  ((int)FIELD_MASK)
 
 struct tp_pool {
-    int n;                       /* threads including the caller */
+    int n; /* threads including the caller */
     pthread_t *th;
     int started;
     _Atomic uint64_t claim;
     _Atomic int done;
     _Atomic int sleepers;
     _Atomic int quit;
-    unsigned gen;                /* caller only */
-    uint64_t pending_gen;        /* tp_start: the round tp_finish completes */
+    unsigned gen;         /* caller only */
+    uint64_t pending_gen; /* tp_start: the round tp_finish completes */
     int pending_nt;
-    int base;                    /* task index offset of this round */
+    int base; /* task index offset of this round */
     tp_fn fn;
     void *ctx;
     pthread_mutex_t mu;
     pthread_cond_t cv;
 };
 
-typedef struct { tp_pool *p; int tid; } worker_arg;
+typedef struct {
+    tp_pool *p;
+    int tid;
+} worker_arg;
 
 /* Claim and run tasks of generation `g`; returns when none are left. */
 static void run_tasks(tp_pool *p, uint64_t g, int tid)
@@ -58,7 +61,8 @@ static void run_tasks(tp_pool *p, uint64_t g, int tid)
         if ((v >> GEN_SHIFT) != g) return;
         uint64_t nt = (v >> NT_SHIFT) & FIELD_MASK, i = v & FIELD_MASK;
         if (i >= nt) return;
-        if (!atomic_compare_exchange_weak_explicit(&p->claim, &v, v + 1, memory_order_acq_rel, memory_order_acquire))
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &v, v + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
             continue;
         /* Task i of generation g is ours and not done, so the job is live. */
         p->fn(p->ctx, p->base + (int)i, tid);
@@ -73,14 +77,17 @@ static void *worker(void *arg)
     free(arg);
     tp_pool *p = wa.p;
     if (cis2_fpenv_pin() != 0 || !cis2_fpenv_is_pinned()) {
-        fprintf(stderr, "cis2: worker thread %d cannot pin FTZ/DAZ (control register 0x%llx); refusing to run (§1.3)\n",
+        fprintf(stderr,
+                "cis2: worker thread %d cannot pin FTZ/DAZ (control register 0x%llx); refusing to "
+                "run (§1.3)\n",
                 wa.tid, (unsigned long long)cis2_fpenv_read());
         abort();
     }
     uint64_t seen = 0;
     for (;;) {
         int spins = 0;
-        while ((atomic_load_explicit(&p->claim, memory_order_acquire) >> GEN_SHIFT) == seen && !atomic_load(&p->quit)) {
+        while ((atomic_load_explicit(&p->claim, memory_order_acquire) >> GEN_SHIFT) == seen &&
+               !atomic_load(&p->quit)) {
             if (++spins < SPIN_ITERS) {
                 CPU_RELAX();
                 if ((spins & 255) == 0) sched_yield();
@@ -104,16 +111,27 @@ tp_pool *tp_new(int nthreads, char *err)
 {
     if (nthreads < 1) nthreads = 1;
     tp_pool *p = calloc(1, sizeof *p);
-    if (!p) { snprintf(err, CIS2_ERR_LEN, "out of memory"); return NULL; }
+    if (!p) {
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        return NULL;
+    }
     p->n = nthreads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     if (nthreads > 1) {
         p->th = calloc((size_t)nthreads, sizeof *p->th);
-        if (!p->th) { tp_free(p); snprintf(err, CIS2_ERR_LEN, "out of memory"); return NULL; }
+        if (!p->th) {
+            tp_free(p);
+            snprintf(err, CIS2_ERR_LEN, "out of memory");
+            return NULL;
+        }
         for (int i = 1; i < nthreads; i++) {
             worker_arg *wa = malloc(sizeof *wa);
-            if (!wa) { tp_free(p); snprintf(err, CIS2_ERR_LEN, "out of memory"); return NULL; }
+            if (!wa) {
+                tp_free(p);
+                snprintf(err, CIS2_ERR_LEN, "out of memory");
+                return NULL;
+            }
             wa->p = p;
             wa->tid = i;
             int rc = pthread_create(&p->th[i], NULL, worker, wa);
@@ -139,9 +157,10 @@ static uint64_t publish(tp_pool *p, int base, int nt, tp_fn fn, void *ctx)
     p->base = base;
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     p->gen = (p->gen + 1) & 0xFFFFFFu;
-    if (p->gen == 0) p->gen = 1;    /* workers start with seen = 0 */
+    if (p->gen == 0) p->gen = 1; /* workers start with seen = 0 */
     uint64_t g = p->gen;
-    atomic_store(&p->claim, (g << GEN_SHIFT) | ((uint64_t)nt << NT_SHIFT));   /* seq_cst: pairs with sleepers */
+    atomic_store(&p->claim,
+                 (g << GEN_SHIFT) | ((uint64_t)nt << NT_SHIFT)); /* seq_cst: pairs with sleepers */
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);

@@ -21,7 +21,8 @@ typedef struct {
     void (*mm_f32)(const float *W, int K, int ntiles, int nrows, const float *X, int ldx, int T,
                    float *Y, int ldy);
     /* One query head over n keys (key j at k + j*stride): out[j] = dot_seq(q, k_j) * scale. */
-    void (*scores)(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out);
+    void (*scores)(const float *q, const float *k, size_t stride, int n, int hd, float scale,
+                   float *out);
     /* ref_softmax, bit for bit. */
     void (*softmax)(float *s, int n);
     /* out[d] = sum over j in order of p[j] * v[j*stride + d]. */
@@ -30,11 +31,13 @@ typedef struct {
     void (*swiglu)(const float *gate, const float *up, float *out, int n);
     /* scores over transposed keys, kt[d*ld + j] (ld >= round_up(n, 8), pad
      * keys readable): bit for bit the `scores` kernel. NULL = not available. */
-    void (*scores_t)(const float *q, const float *kt, size_t ld, int n, int hd, float scale, float *out);
+    void (*scores_t)(const float *q, const float *kt, size_t ld, int n, int hd, float scale,
+                     float *out);
     /* V-mix for g heads sharing one V (a GQA group), one pass over V:
      * out[h*ldo + d] = sum over j in order of p[h*ldp + j] * v[j*stride + d]
      * — for each head bit for bit the `vmix` kernel. NULL = not available. */
-    void (*vmix_g)(const float *p, size_t ldp, int g, const float *v, size_t stride, int n, int hd, float *out, size_t ldo);
+    void (*vmix_g)(const float *p, size_t ldp, int g, const float *v, size_t stride, int n, int hd,
+                   float *out, size_t ldo);
 } fast_kernels;
 
 /* NULL when the ISA is not compiled for this platform or the CPU lacks it. */

@@ -17,8 +17,8 @@ void ref_rope_rotate(float *head, int head_dim, const float *cos_v, const float 
 /* §9.2–§9.4 for one query head over n_ctx cached positions: k/v row j is at
  * k + j*stride (head_dim values). `scores` is scratch of n_ctx floats and
  * holds the probabilities on return. */
-void ref_attention_head(const float *q, const float *k, const float *v, size_t stride,
-                        int n_ctx, int head_dim, float scale, float *scores, float *out);
+void ref_attention_head(const float *q, const float *k, const float *v, size_t stride, int n_ctx,
+                        int head_dim, float scale, float *scores, float *out);
 /* §10: out[i] = silu(gate[i]) * up[i] */
 void ref_swiglu(const float *gate, const float *up, float *out, int n);
 /* §5.4: h[i] = h[i] + x[i] */

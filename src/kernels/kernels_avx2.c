@@ -7,17 +7,19 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define ATTR __attribute__((target("avx2")))
-#define V __m256
-#define VL 8
-#define NV 2
-#define V_ZERO() _mm256_setzero_ps()
-#define V_ADD(a, b) _mm256_add_ps(a, b)
-#define V_MUL(a, b) _mm256_mul_ps(a, b)
-#define V_SET1(x) _mm256_set1_ps(x)
-#define V_LOADU(p) _mm256_loadu_ps(p)
+#define ATTR           __attribute__((target("avx2")))
+#define V              __m256
+#define VL             8
+#define NV             2
+#define V_ZERO()       _mm256_setzero_ps()
+#define V_ADD(a, b)    _mm256_add_ps(a, b)
+#define V_MUL(a, b)    _mm256_mul_ps(a, b)
+#define V_SET1(x)      _mm256_set1_ps(x)
+#define V_LOADU(p)     _mm256_loadu_ps(p)
 #define V_STOREU(p, v) _mm256_storeu_ps(p, v)
-#define V_BF16(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))), 16))
+#define V_BF16(p)                                                                                  \
+    _mm256_castsi256_ps(_mm256_slli_epi32(                                                         \
+        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))), 16))
 #define NT1 4
 #define NTB 1
 #define TBB 6
@@ -48,7 +50,8 @@ static ATTR inline __attribute__((always_inline)) void tr8(__m256 r[8])
 /* Scores: lanes over keys. Lane i of a vector owns key j+i and adds its
  * q[d]*k[d] terms d = 0..hd-1 in order; 16 keys (two chains) per step. */
 #define SC_PF 128
-ATTR void fast_avx2_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out)
+ATTR void fast_avx2_scores(const float *q, const float *k, size_t stride, int n, int hd,
+                           float scale, float *out)
 {
     int j = 0;
     int hd8 = hd & ~7;
@@ -56,7 +59,8 @@ ATTR void fast_avx2_scores(const float *q, const float *k, size_t stride, int n,
     for (; j + 16 <= n; j += 16) {
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
         const float *k0 = k + (size_t)j * stride, *k1 = k0 + 8 * stride;
-        if (j + 16 + SC_PF <= n)   /* strided rows outrun the hardware prefetcher: fetch SC_PF keys ahead */
+        if (j + 16 + SC_PF <=
+            n) /* strided rows outrun the hardware prefetcher: fetch SC_PF keys ahead */
             for (int i = 0; i < 16; i++) {
                 const char *r = (const char *)(k0 + (size_t)(SC_PF + i) * stride);
                 for (int o = 0; o < hd * 4; o += 64) _mm_prefetch(r + o, _MM_HINT_T0);
@@ -64,7 +68,10 @@ ATTR void fast_avx2_scores(const float *q, const float *k, size_t stride, int n,
         int d = 0;
         for (; d < hd8; d += 8) {
             __m256 r[8], s[8];
-            for (int i = 0; i < 8; i++) { r[i] = _mm256_loadu_ps(k0 + i * stride + d); s[i] = _mm256_loadu_ps(k1 + i * stride + d); }
+            for (int i = 0; i < 8; i++) {
+                r[i] = _mm256_loadu_ps(k0 + i * stride + d);
+                s[i] = _mm256_loadu_ps(k1 + i * stride + d);
+            }
             tr8(r);
             tr8(s);
             for (int e = 0; e < 8; e++) {
@@ -75,14 +82,16 @@ ATTR void fast_avx2_scores(const float *q, const float *k, size_t stride, int n,
         }
         for (; d < hd; d++) {
             __m256 qv = _mm256_set1_ps(q[d]);
-            __m256 c0 = _mm256_set_ps(k0[7 * stride + d], k0[6 * stride + d], k0[5 * stride + d], k0[4 * stride + d],
-                                      k0[3 * stride + d], k0[2 * stride + d], k0[1 * stride + d], k0[d]);
-            __m256 c1 = _mm256_set_ps(k1[7 * stride + d], k1[6 * stride + d], k1[5 * stride + d], k1[4 * stride + d],
-                                      k1[3 * stride + d], k1[2 * stride + d], k1[1 * stride + d], k1[d]);
+            __m256 c0 = _mm256_set_ps(k0[7 * stride + d], k0[6 * stride + d], k0[5 * stride + d],
+                                      k0[4 * stride + d], k0[3 * stride + d], k0[2 * stride + d],
+                                      k0[1 * stride + d], k0[d]);
+            __m256 c1 = _mm256_set_ps(k1[7 * stride + d], k1[6 * stride + d], k1[5 * stride + d],
+                                      k1[4 * stride + d], k1[3 * stride + d], k1[2 * stride + d],
+                                      k1[1 * stride + d], k1[d]);
             a0 = _mm256_add_ps(a0, _mm256_mul_ps(c0, qv));
             a1 = _mm256_add_ps(a1, _mm256_mul_ps(c1, qv));
         }
-        _mm256_storeu_ps(out + j, _mm256_mul_ps(a0, vs));      /* §9.2: scale after the dot */
+        _mm256_storeu_ps(out + j, _mm256_mul_ps(a0, vs)); /* §9.2: scale after the dot */
         _mm256_storeu_ps(out + j + 8, _mm256_mul_ps(a1, vs));
     }
     for (; j < n; j++) {
@@ -96,12 +105,14 @@ ATTR void fast_avx2_scores(const float *q, const float *k, size_t stride, int n,
  * owns key j+i and adds k[d]*q[d] for d = 0..hd-1 in order — the very
  * operations of fast_avx2_scores, without its in-register transposes; four
  * 8-key chains in flight. */
-ATTR void fast_avx2_scores_t(const float *q, const float *kt, size_t ld, int n, int hd, float scale, float *out)
+ATTR void fast_avx2_scores_t(const float *q, const float *kt, size_t ld, int n, int hd, float scale,
+                             float *out)
 {
     __m256 vs = _mm256_set1_ps(scale);
     int j = 0;
     for (; j + 32 <= n; j += 32) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
+               a3 = _mm256_setzero_ps();
         const float *c = kt + j;
         for (int d = 0; d < hd; d++, c += ld) {
             __m256 qv = _mm256_set1_ps(q[d]);
@@ -110,7 +121,7 @@ ATTR void fast_avx2_scores_t(const float *q, const float *kt, size_t ld, int n, 
             a2 = _mm256_add_ps(a2, _mm256_mul_ps(_mm256_loadu_ps(c + 16), qv));
             a3 = _mm256_add_ps(a3, _mm256_mul_ps(_mm256_loadu_ps(c + 24), qv));
         }
-        _mm256_storeu_ps(out + j, _mm256_mul_ps(a0, vs));      /* §9.2: scale after the dot */
+        _mm256_storeu_ps(out + j, _mm256_mul_ps(a0, vs)); /* §9.2: scale after the dot */
         _mm256_storeu_ps(out + j + 8, _mm256_mul_ps(a1, vs));
         _mm256_storeu_ps(out + j + 16, _mm256_mul_ps(a2, vs));
         _mm256_storeu_ps(out + j + 24, _mm256_mul_ps(a3, vs));
@@ -118,7 +129,8 @@ ATTR void fast_avx2_scores_t(const float *q, const float *kt, size_t ld, int n, 
     for (; j < n; j += 8) {
         __m256 a0 = _mm256_setzero_ps();
         const float *c = kt + j;
-        for (int d = 0; d < hd; d++, c += ld) a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_loadu_ps(c), _mm256_set1_ps(q[d])));
+        for (int d = 0; d < hd; d++, c += ld)
+            a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_loadu_ps(c), _mm256_set1_ps(q[d])));
         a0 = _mm256_mul_ps(a0, vs);
         if (j + 8 <= n) _mm256_storeu_ps(out + j, a0);
         else {
@@ -137,8 +149,9 @@ static ATTR inline __attribute__((always_inline)) __m256 exp8(__m256 x)
     __m256i xb = _mm256_castps_si256(x);
     /* daz by bit pattern: exponent 0 and mantissa != 0 -> signed zero */
     __m256i e0 = _mm256_cmpeq_epi32(_mm256_and_si256(xb, expmask), _mm256_setzero_si256());
-    __m256i mnz = _mm256_xor_si256(_mm256_cmpeq_epi32(_mm256_and_si256(xb, mantmask), _mm256_setzero_si256()),
-                                   _mm256_set1_epi32(-1));
+    __m256i mnz =
+        _mm256_xor_si256(_mm256_cmpeq_epi32(_mm256_and_si256(xb, mantmask), _mm256_setzero_si256()),
+                         _mm256_set1_epi32(-1));
     __m256i sub = _mm256_and_si256(e0, mnz);
     xb = _mm256_blendv_epi8(xb, _mm256_and_si256(xb, signmask), sub);
     x = _mm256_castsi256_ps(xb);
@@ -158,7 +171,8 @@ static ATTR inline __attribute__((always_inline)) __m256 exp8(__m256 x)
     __m256 kc2 = _mm256_mul_ps(kf, _mm256_castsi256_ps(_mm256_set1_epi32((int)0xB95E8083u)));
     __m256 r = _mm256_sub_ps(r0, kc2);
     __m256 r2 = _mm256_mul_ps(r, r);
-    static const uint32_t P[6] = { 0x39506967u, 0x3AB743CEu, 0x3C088908u, 0x3D2AA9C1u, 0x3E2AAAAAu, 0x3F000000u };
+    static const uint32_t P[6] = { 0x39506967u, 0x3AB743CEu, 0x3C088908u,
+                                   0x3D2AA9C1u, 0x3E2AAAAAu, 0x3F000000u };
     __m256 poly = _mm256_castsi256_ps(_mm256_set1_epi32((int)P[0]));
     for (int i = 1; i <= 5; i++) {
         __m256 pr = _mm256_mul_ps(poly, r);
@@ -170,10 +184,11 @@ static ATTR inline __attribute__((always_inline)) __m256 exp8(__m256 x)
     /* ldexp_exact(res, (int)k) */
     __m256i rb = _mm256_castps_si256(res);
     __m256i ki = _mm256_cvttps_epi32(kf);
-    __m256i ex = _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32(rb, 23), _mm256_set1_epi32(0xFF)), ki);
+    __m256i ex =
+        _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32(rb, 23), _mm256_set1_epi32(0xFF)), ki);
     __m256i scaled = _mm256_or_si256(_mm256_andnot_si256(expmask, rb), _mm256_slli_epi32(ex, 23));
-    __m256i under = _mm256_cmpgt_epi32(_mm256_set1_epi32(1), ex);            /* ex <= 0 -> +0 */
-    __m256i overf = _mm256_cmpgt_epi32(ex, _mm256_set1_epi32(0xFE));         /* ex >= 255 -> +-inf */
+    __m256i under = _mm256_cmpgt_epi32(_mm256_set1_epi32(1), ex);    /* ex <= 0 -> +0 */
+    __m256i overf = _mm256_cmpgt_epi32(ex, _mm256_set1_epi32(0xFE)); /* ex >= 255 -> +-inf */
     __m256i inf = _mm256_or_si256(_mm256_and_si256(rb, signmask), expmask);
     scaled = _mm256_blendv_epi8(scaled, _mm256_setzero_si256(), under);
     scaled = _mm256_blendv_epi8(scaled, inf, overf);
@@ -192,12 +207,17 @@ static ATTR inline __attribute__((always_inline)) __m256 exp8(__m256 x)
  * payload choice between two NaN operands is the compiler's there). */
 ATTR void fast_avx2_swiglu(const float *g, const float *u, float *out, int n)
 {
-    const __m256 signmask = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)), one = _mm256_set1_ps(1.0f);
+    const __m256 signmask = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)),
+                 one = _mm256_set1_ps(1.0f);
     int i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 x = _mm256_loadu_ps(g + i), up = _mm256_loadu_ps(u + i);
-        __m256 nan = _mm256_or_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q), _mm256_cmp_ps(up, up, _CMP_UNORD_Q));
-        if (_mm256_movemask_ps(nan)) { ref_swiglu(g + i, u + i, out + i, 8); continue; }
+        __m256 nan =
+            _mm256_or_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q), _mm256_cmp_ps(up, up, _CMP_UNORD_Q));
+        if (_mm256_movemask_ps(nan)) {
+            ref_swiglu(g + i, u + i, out + i, 8);
+            continue;
+        }
         __m256 e = exp8(_mm256_xor_ps(x, signmask));
         __m256 den = _mm256_add_ps(one, e);
         __m256 sl = _mm256_div_ps(x, den);
@@ -210,7 +230,10 @@ ATTR void fast_avx2_swiglu(const float *g, const float *u, float *out, int n)
  * s - max per lane, the §5.3 sum strictly in order, then divide. */
 ATTR void fast_avx2_softmax(float *s, int n)
 {
-    if (n < 16) { ref_softmax(s, n); return; }
+    if (n < 16) {
+        ref_softmax(s, n);
+        return;
+    }
     __m256 mx = _mm256_loadu_ps(s), nan = _mm256_cmp_ps(mx, mx, _CMP_UNORD_Q);
     int j = 8;
     for (; j + 8 <= n; j += 8) {
@@ -218,13 +241,20 @@ ATTR void fast_avx2_softmax(float *s, int n)
         nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
         mx = _mm256_max_ps(mx, v);
     }
-    if (_mm256_movemask_ps(nan)) { ref_softmax(s, n); return; }
+    if (_mm256_movemask_ps(nan)) {
+        ref_softmax(s, n);
+        return;
+    }
     float lanes[8];
     _mm256_storeu_ps(lanes, mx);
     float max_v = lanes[0];
-    for (int i = 1; i < 8; i++) if (lanes[i] > max_v) max_v = lanes[i];
+    for (int i = 1; i < 8; i++)
+        if (lanes[i] > max_v) max_v = lanes[i];
     for (; j < n; j++) {
-        if (s[j] != s[j]) { ref_softmax(s, n); return; }
+        if (s[j] != s[j]) {
+            ref_softmax(s, n);
+            return;
+        }
         if (s[j] > max_v) max_v = s[j];
     }
     /* The max's value is order independent; only the sign of a zero max can
@@ -236,10 +266,19 @@ ATTR void fast_avx2_softmax(float *s, int n)
     for (; j + 8 <= n; j += 8) {
         __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
         _mm256_storeu_ps(s + j, e);
-        acc = acc + s[j]; acc = acc + s[j + 1]; acc = acc + s[j + 2]; acc = acc + s[j + 3];
-        acc = acc + s[j + 4]; acc = acc + s[j + 5]; acc = acc + s[j + 6]; acc = acc + s[j + 7];
+        acc = acc + s[j];
+        acc = acc + s[j + 1];
+        acc = acc + s[j + 2];
+        acc = acc + s[j + 3];
+        acc = acc + s[j + 4];
+        acc = acc + s[j + 5];
+        acc = acc + s[j + 6];
+        acc = acc + s[j + 7];
     }
-    for (; j < n; j++) { s[j] = cis2_exp_pinned(s[j] - max_v); acc = acc + s[j]; }
+    for (; j < n; j++) {
+        s[j] = cis2_exp_pinned(s[j] - max_v);
+        acc = acc + s[j];
+    }
     __m256 vd = _mm256_set1_ps(acc);
     j = 0;
     for (; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, _mm256_div_ps(_mm256_loadu_ps(s + j), vd));
@@ -256,24 +295,30 @@ ATTR void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, i
         for (int j = 0; j < n; j++) {
             __m256 pj = _mm256_set1_ps(p[j]);
             const float *vr = v + (size_t)j * stride + d0;
-            for (int i = 0; i < 8; i++) a[i] = _mm256_add_ps(a[i], _mm256_mul_ps(pj, _mm256_loadu_ps(vr + 8 * i)));
+            for (int i = 0; i < 8; i++)
+                a[i] = _mm256_add_ps(a[i], _mm256_mul_ps(pj, _mm256_loadu_ps(vr + 8 * i)));
         }
         for (int i = 0; i < 8; i++) _mm256_storeu_ps(out + d0 + 8 * i, a[i]);
     }
     for (; d0 + 8 <= hd; d0 += 8) {
         __m256 a = _mm256_setzero_ps();
         for (int j = 0; j < n; j++)
-            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + (size_t)j * stride + d0)));
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(p[j]),
+                                               _mm256_loadu_ps(v + (size_t)j * stride + d0)));
         _mm256_storeu_ps(out + d0, a);
     }
     for (; d0 < hd; d0++) {
         float acc = 0.0f;
-        for (int j = 0; j < n; j++) { float pr = p[j] * v[(size_t)j * stride + d0]; acc = acc + pr; }
+        for (int j = 0; j < n; j++) {
+            float pr = p[j] * v[(size_t)j * stride + d0];
+            acc = acc + pr;
+        }
         out[d0] = acc;
     }
 }
 
-static const fast_kernels K_AVX2 = { "avx2", avx2_mm_bf16, avx2_mm_f32, fast_avx2_scores, fast_avx2_softmax, fast_avx2_vmix,
+static const fast_kernels K_AVX2 = { "avx2",           avx2_mm_bf16,       avx2_mm_f32,
+                                     fast_avx2_scores, fast_avx2_softmax,  fast_avx2_vmix,
                                      fast_avx2_swiglu, fast_avx2_scores_t, NULL };
 
 const fast_kernels *fast_kernels_avx2(void)

@@ -6,37 +6,43 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define ATTR __attribute__((target("avx512f")))
-#define V __m512
-#define VL 16
-#define NV 1
-#define V_ZERO() _mm512_setzero_ps()
-#define V_ADD(a, b) _mm512_add_ps(a, b)
-#define V_MUL(a, b) _mm512_mul_ps(a, b)
-#define V_SET1(x) _mm512_set1_ps(x)
-#define V_LOADU(p) _mm512_loadu_ps(p)
+#define ATTR           __attribute__((target("avx512f")))
+#define V              __m512
+#define VL             16
+#define NV             1
+#define V_ZERO()       _mm512_setzero_ps()
+#define V_ADD(a, b)    _mm512_add_ps(a, b)
+#define V_MUL(a, b)    _mm512_mul_ps(a, b)
+#define V_SET1(x)      _mm512_set1_ps(x)
+#define V_LOADU(p)     _mm512_loadu_ps(p)
 #define V_STOREU(p, v) _mm512_storeu_ps(p, v)
-#define V_BF16(p) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16))
+#define V_BF16(p)                                                                                  \
+    _mm512_castsi512_ps(_mm512_slli_epi32(                                                         \
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16))
 #define NT1 8
 #define NTB 2
 #define TBB 12
 #define PFX avx512_
 #include "kernels/kernels_tmpl.h"
 
-void fast_avx2_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out);
+void fast_avx2_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale,
+                      float *out);
 void fast_avx2_softmax(float *s, int n);
 void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, int hd, float *out);
 void fast_avx2_swiglu(const float *g, const float *u, float *out, int n);
-void fast_avx2_scores_t(const float *q, const float *kt, size_t ld, int n, int hd, float scale, float *out);
+void fast_avx2_scores_t(const float *q, const float *kt, size_t ld, int n, int hd, float scale,
+                        float *out);
 
 /* V-mix, 16 lanes: lanes over output dims; lane d adds p[j]*v[j][d] for
  * keys j in order (one mul, one add each) — fast_avx2_vmix's operations,
  * half the instructions. */
-ATTR static void avx512_vmix(const float *p, const float *v, size_t stride, int n, int hd, float *out)
+ATTR static void avx512_vmix(const float *p, const float *v, size_t stride, int n, int hd,
+                             float *out)
 {
     int d0 = 0;
     for (; d0 + 64 <= hd; d0 += 64) {
-        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(),
+               a3 = _mm512_setzero_ps();
         const float *vr = v + d0;
         for (int j = 0; j < n; j++, vr += stride) {
             __m512 pj = _mm512_set1_ps(p[j]);
@@ -53,38 +59,44 @@ ATTR static void avx512_vmix(const float *p, const float *v, size_t stride, int 
     for (; d0 + 16 <= hd; d0 += 16) {
         __m512 a = _mm512_setzero_ps();
         for (int j = 0; j < n; j++)
-            a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(v + (size_t)j * stride + d0)));
+            a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_set1_ps(p[j]),
+                                               _mm512_loadu_ps(v + (size_t)j * stride + d0)));
         _mm512_storeu_ps(out + d0, a);
     }
-    if (d0 < hd) fast_avx2_vmix(p, v + d0, stride, n, hd - d0, out + d0);   /* per-dim lanes: any split is exact */
+    if (d0 < hd)
+        fast_avx2_vmix(p, v + d0, stride, n, hd - d0,
+                       out + d0); /* per-dim lanes: any split is exact */
 }
 
 /* Group V-mix: up to 4 heads x 4 dim vectors (16 dims each) per pass; lane
  * d of head h's accumulator adds p[h][j]*v[j][d] for keys j in order (one
  * mul, one add each) — avx512_vmix's operations per head, V read once. */
 #define VG_PF 16
-#define VG_BLOCK(NH, ND)                                                                  \
-    do {                                                                                  \
-        __m512 a[NH][ND];                                                                 \
-        for (int h = 0; h < NH; h++)                                                      \
-            for (int e = 0; e < ND; e++) a[h][e] = _mm512_setzero_ps();                   \
-        const float *vr = v + d0;                                                         \
-        for (int j = 0; j < n; j++, vr += stride) {                                       \
-            if (j + VG_PF < n)   /* strided rows: prefetch VG_PF keys ahead */            \
-                for (int o = 0; o < ND * 64; o += 64) _mm_prefetch((const char *)(vr + VG_PF * stride) + o, _MM_HINT_T0); \
-            __m512 x[ND];                                                                 \
-            for (int e = 0; e < ND; e++) x[e] = _mm512_loadu_ps(vr + 16 * e);             \
-            for (int h = 0; h < NH; h++) {                                                \
-                __m512 pj = _mm512_set1_ps(p[(size_t)(h0 + h) * ldp + j]);               \
-                for (int e = 0; e < ND; e++) a[h][e] = _mm512_add_ps(a[h][e], _mm512_mul_ps(pj, x[e])); \
-            }                                                                             \
-        }                                                                                 \
-        for (int h = 0; h < NH; h++)                                                      \
-            for (int e = 0; e < ND; e++) _mm512_storeu_ps(out + (size_t)(h0 + h) * ldo + d0 + 16 * e, a[h][e]); \
+#define VG_BLOCK(NH, ND)                                                                           \
+    do {                                                                                           \
+        __m512 a[NH][ND];                                                                          \
+        for (int h = 0; h < NH; h++)                                                               \
+            for (int e = 0; e < ND; e++) a[h][e] = _mm512_setzero_ps();                            \
+        const float *vr = v + d0;                                                                  \
+        for (int j = 0; j < n; j++, vr += stride) {                                                \
+            if (j + VG_PF < n) /* strided rows: prefetch VG_PF keys ahead */                       \
+                for (int o = 0; o < ND * 64; o += 64)                                              \
+                    _mm_prefetch((const char *)(vr + VG_PF * stride) + o, _MM_HINT_T0);            \
+            __m512 x[ND];                                                                          \
+            for (int e = 0; e < ND; e++) x[e] = _mm512_loadu_ps(vr + 16 * e);                      \
+            for (int h = 0; h < NH; h++) {                                                         \
+                __m512 pj = _mm512_set1_ps(p[(size_t)(h0 + h) * ldp + j]);                         \
+                for (int e = 0; e < ND; e++)                                                       \
+                    a[h][e] = _mm512_add_ps(a[h][e], _mm512_mul_ps(pj, x[e]));                     \
+            }                                                                                      \
+        }                                                                                          \
+        for (int h = 0; h < NH; h++)                                                               \
+            for (int e = 0; e < ND; e++)                                                           \
+                _mm512_storeu_ps(out + (size_t)(h0 + h) * ldo + d0 + 16 * e, a[h][e]);             \
     } while (0)
 
-ATTR static void avx512_vmix_g(const float *p, size_t ldp, int g, const float *v, size_t stride, int n, int hd,
-                               float *out, size_t ldo)
+ATTR static void avx512_vmix_g(const float *p, size_t ldp, int g, const float *v, size_t stride,
+                               int n, int hd, float *out, size_t ldo)
 {
     for (int h0 = 0; h0 < g; h0 += 4) {
         int nh = g - h0 >= 4 ? 4 : g - h0;
@@ -113,15 +125,17 @@ ATTR static void avx512_vmix_g(const float *p, size_t ldp, int g, const float *v
             default: VG_BLOCK(4, 1); break;
             }
         }
-        if (d0 < hd)   /* per-dim lanes: any split is exact */
+        if (d0 < hd) /* per-dim lanes: any split is exact */
             for (int h = h0; h < h0 + nh; h++)
-                fast_avx2_vmix(p + (size_t)h * ldp, v + d0, stride, n, hd - d0, out + (size_t)h * ldo + d0);
+                fast_avx2_vmix(p + (size_t)h * ldp, v + d0, stride, n, hd - d0,
+                               out + (size_t)h * ldo + d0);
     }
 }
 #undef VG_BLOCK
 
-static const fast_kernels K_AVX512 = { "avx512", avx512_mm_bf16, avx512_mm_f32, fast_avx2_scores, fast_avx2_softmax,
-                                       avx512_vmix, fast_avx2_swiglu, fast_avx2_scores_t, avx512_vmix_g };
+static const fast_kernels K_AVX512 = { "avx512",         avx512_mm_bf16,     avx512_mm_f32,
+                                       fast_avx2_scores, fast_avx2_softmax,  avx512_vmix,
+                                       fast_avx2_swiglu, fast_avx2_scores_t, avx512_vmix_g };
 
 const fast_kernels *fast_kernels_avx512(void)
 {

@@ -8,24 +8,25 @@
 #include <arm_neon.h>
 
 #define ATTR
-#define V float32x4_t
-#define VL 4
-#define NV 4
-#define V_ZERO() vdupq_n_f32(0.0f)
-#define V_ADD(a, b) vaddq_f32(a, b)
-#define V_MUL(a, b) vmulq_f32(a, b)
-#define V_SET1(x) vdupq_n_f32(x)
-#define V_LOADU(p) vld1q_f32(p)
+#define V              float32x4_t
+#define VL             4
+#define NV             4
+#define V_ZERO()       vdupq_n_f32(0.0f)
+#define V_ADD(a, b)    vaddq_f32(a, b)
+#define V_MUL(a, b)    vmulq_f32(a, b)
+#define V_SET1(x)      vdupq_n_f32(x)
+#define V_LOADU(p)     vld1q_f32(p)
 #define V_STOREU(p, v) vst1q_f32(p, v)
-#define V_BF16(p) vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16))
-#define NT1 2
-#define NTB 1
-#define TBB 4
-#define PFX neon_
+#define V_BF16(p)      vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16))
+#define NT1            2
+#define NTB            1
+#define TBB            4
+#define PFX            neon_
 #include "kernels/kernels_tmpl.h"
 
 /* Scores: lanes over keys (4 keys per vector), each lane's terms in order. */
-static void neon_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out)
+static void neon_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale,
+                        float *out)
 {
     int j = 0;
     float32x4_t vs = vdupq_n_f32(scale);
@@ -58,17 +59,23 @@ static void neon_vmix(const float *p, const float *v, size_t stride, int n, int 
             a2 = vaddq_f32(a2, vmulq_f32(pj, vld1q_f32(vr + 8)));
             a3 = vaddq_f32(a3, vmulq_f32(pj, vld1q_f32(vr + 12)));
         }
-        vst1q_f32(out + d0, a0); vst1q_f32(out + d0 + 4, a1);
-        vst1q_f32(out + d0 + 8, a2); vst1q_f32(out + d0 + 12, a3);
+        vst1q_f32(out + d0, a0);
+        vst1q_f32(out + d0 + 4, a1);
+        vst1q_f32(out + d0 + 8, a2);
+        vst1q_f32(out + d0 + 12, a3);
     }
     for (; d0 < hd; d0++) {
         float acc = 0.0f;
-        for (int j = 0; j < n; j++) { float pr = p[j] * v[(size_t)j * stride + d0]; acc = acc + pr; }
+        for (int j = 0; j < n; j++) {
+            float pr = p[j] * v[(size_t)j * stride + d0];
+            acc = acc + pr;
+        }
         out[d0] = acc;
     }
 }
 
-static const fast_kernels K_NEON = { "neon", neon_mm_bf16, neon_mm_f32, neon_scores, ref_softmax, neon_vmix, NULL, NULL, NULL };
+static const fast_kernels K_NEON = { "neon",    neon_mm_bf16, neon_mm_f32, neon_scores, ref_softmax,
+                                     neon_vmix, NULL,         NULL,        NULL };
 const fast_kernels *fast_kernels_neon(void) { return &K_NEON; }
 #else
 const fast_kernels *fast_kernels_neon(void) { return NULL; }

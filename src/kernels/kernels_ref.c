@@ -1,6 +1,9 @@
 /* Scalar reference kernels: the spec's loops written out, nothing more. */
+/* Hand-aligned, one spec operation per line: kept as written. */
+/* clang-format off */
 #include "kernels/kernels.h"
-#include "core/fparith.h"   /* cis2_fadd & co: plain operators natively, §1.3 in software on wasm32 */
+/* cis2_fadd & co: plain operators natively, §1.3 in software on wasm32 */
+#include "core/fparith.h"
 
 void ref_matvec(const float *w, int rows, int cols, const float *x, float *y)
 {
@@ -12,7 +15,7 @@ void ref_rmsnorm(const float *x, const float *w, int n, float eps, float *out)
     float ss = 0.0f;
     for (int i = 0; i < n; i++) {
         float sq = cis2_fmul(x[i], x[i]);
-        ss = cis2_fadd(ss, sq);                    /* §5.3 over sq[], fused into one pass: same order */
+        ss = cis2_fadd(ss, sq);                  /* §5.3 over sq[], fused in one pass: same order */
     }
     float mean = cis2_fdiv(ss, (float)n);
     float inv = cis2_rsqrt(cis2_fadd(mean, eps));
@@ -29,7 +32,7 @@ void ref_softmax(float *s, int n)
         if (s[j] > max_v) max_v = s[j];  /* strict >: first max wins */
     for (int j = 0; j < n; j++) s[j] = cis2_exp_pinned(cis2_fsub(s[j], max_v));
     float denom = cis2_sum_seq(s, (size_t)n);
-    for (int j = 0; j < n; j++) s[j] = cis2_fdiv(s[j], denom);   /* divide, not multiply by 1/denom */
+    for (int j = 0; j < n; j++) s[j] = cis2_fdiv(s[j], denom);   /* divide, not times 1/denom */
 }
 
 void ref_rope_table(const float *inv_freq, int half, int pos, float *cos_v, float *sin_v)

@@ -6,23 +6,24 @@
 #include "kernels/kernels.h"
 
 #define ATTR
-#define V float
-#define VL 1
-#define NV 16
-#define V_ZERO() 0.0f
-#define V_ADD(a, b) ((a) + (b))
-#define V_MUL(a, b) ((a) * (b))
-#define V_SET1(x) (x)
-#define V_LOADU(p) (*(p))
+#define V              float
+#define VL             1
+#define NV             16
+#define V_ZERO()       0.0f
+#define V_ADD(a, b)    ((a) + (b))
+#define V_MUL(a, b)    ((a) * (b))
+#define V_SET1(x)      (x)
+#define V_LOADU(p)     (*(p))
 #define V_STOREU(p, v) (*(p) = (v))
-#define V_BF16(p) cis2_bf16_to_f32(*(p))
-#define NT1 1
-#define NTB 1
-#define TBB 1
-#define PFX scalar_
+#define V_BF16(p)      cis2_bf16_to_f32(*(p))
+#define NT1            1
+#define NTB            1
+#define TBB            1
+#define PFX            scalar_
 #include "kernels/kernels_tmpl.h"
 
-static void scalar_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out)
+static void scalar_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale,
+                          float *out)
 {
     for (int j = 0; j < n; j++) {
         float d = cis2_dot_seq(q, k + (size_t)j * stride, (size_t)hd);
@@ -34,10 +35,15 @@ static void scalar_vmix(const float *p, const float *v, size_t stride, int n, in
 {
     for (int d = 0; d < hd; d++) {
         float acc = 0.0f;
-        for (int j = 0; j < n; j++) { float pr = p[j] * v[(size_t)j * stride + d]; acc = acc + pr; }
+        for (int j = 0; j < n; j++) {
+            float pr = p[j] * v[(size_t)j * stride + d];
+            acc = acc + pr;
+        }
         out[d] = acc;
     }
 }
 
-static const fast_kernels K_SCALAR = { "scalar", scalar_mm_bf16, scalar_mm_f32, scalar_scores, ref_softmax, scalar_vmix, NULL, NULL, NULL };
+static const fast_kernels K_SCALAR = { "scalar",      scalar_mm_bf16, scalar_mm_f32,
+                                       scalar_scores, ref_softmax,    scalar_vmix,
+                                       NULL,          NULL,           NULL };
 const fast_kernels *fast_kernels_scalar(void) { return &K_SCALAR; }

@@ -6,17 +6,19 @@
 #if defined(__x86_64__)
 #include <emmintrin.h>
 
-#define ATTR __attribute__((target("sse2")))
-#define V __m128
-#define VL 4
-#define NV 4
-#define V_ZERO() _mm_setzero_ps()
-#define V_ADD(a, b) _mm_add_ps(a, b)
-#define V_MUL(a, b) _mm_mul_ps(a, b)
-#define V_SET1(x) _mm_set1_ps(x)
-#define V_LOADU(p) _mm_loadu_ps(p)
+#define ATTR           __attribute__((target("sse2")))
+#define V              __m128
+#define VL             4
+#define NV             4
+#define V_ZERO()       _mm_setzero_ps()
+#define V_ADD(a, b)    _mm_add_ps(a, b)
+#define V_MUL(a, b)    _mm_mul_ps(a, b)
+#define V_SET1(x)      _mm_set1_ps(x)
+#define V_LOADU(p)     _mm_loadu_ps(p)
 #define V_STOREU(p, v) _mm_storeu_ps(p, v)
-#define V_BF16(p) _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), _mm_loadl_epi64((const __m128i *)(const void *)(p))))
+#define V_BF16(p)                                                                                  \
+    _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(),                                       \
+                                        _mm_loadl_epi64((const __m128i *)(const void *)(p))))
 #define NT1 2
 #define NTB 1
 #define TBB 2
@@ -25,7 +27,8 @@
 
 /* Scores: lanes over keys (4 keys per vector, two vectors in flight), each
  * lane adding its q[d]*k[d] terms in order. */
-static ATTR void sse2_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale, float *out)
+static ATTR void sse2_scores(const float *q, const float *k, size_t stride, int n, int hd,
+                             float scale, float *out)
 {
     int j = 0, hd4 = hd & ~3;
     __m128 vs = _mm_set1_ps(scale);
@@ -40,11 +43,16 @@ static ATTR void sse2_scores(const float *q, const float *k, size_t stride, int 
             __m128 s2 = _mm_loadu_ps(k1 + 2 * stride + d), s3 = _mm_loadu_ps(k1 + 3 * stride + d);
             _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
             _MM_TRANSPOSE4_PS(s0, s1, s2, s3);
-            __m128 q0 = _mm_set1_ps(q[d]), q1 = _mm_set1_ps(q[d + 1]), q2 = _mm_set1_ps(q[d + 2]), q3 = _mm_set1_ps(q[d + 3]);
-            a0 = _mm_add_ps(a0, _mm_mul_ps(r0, q0)); a1 = _mm_add_ps(a1, _mm_mul_ps(s0, q0));
-            a0 = _mm_add_ps(a0, _mm_mul_ps(r1, q1)); a1 = _mm_add_ps(a1, _mm_mul_ps(s1, q1));
-            a0 = _mm_add_ps(a0, _mm_mul_ps(r2, q2)); a1 = _mm_add_ps(a1, _mm_mul_ps(s2, q2));
-            a0 = _mm_add_ps(a0, _mm_mul_ps(r3, q3)); a1 = _mm_add_ps(a1, _mm_mul_ps(s3, q3));
+            __m128 q0 = _mm_set1_ps(q[d]), q1 = _mm_set1_ps(q[d + 1]), q2 = _mm_set1_ps(q[d + 2]),
+                   q3 = _mm_set1_ps(q[d + 3]);
+            a0 = _mm_add_ps(a0, _mm_mul_ps(r0, q0));
+            a1 = _mm_add_ps(a1, _mm_mul_ps(s0, q0));
+            a0 = _mm_add_ps(a0, _mm_mul_ps(r1, q1));
+            a1 = _mm_add_ps(a1, _mm_mul_ps(s1, q1));
+            a0 = _mm_add_ps(a0, _mm_mul_ps(r2, q2));
+            a1 = _mm_add_ps(a1, _mm_mul_ps(s2, q2));
+            a0 = _mm_add_ps(a0, _mm_mul_ps(r3, q3));
+            a1 = _mm_add_ps(a1, _mm_mul_ps(s3, q3));
         }
         for (; d < hd; d++) {
             __m128 qv = _mm_set1_ps(q[d]);
@@ -67,7 +75,8 @@ static ATTR void sse2_vmix(const float *p, const float *v, size_t stride, int n,
 {
     int d0 = 0;
     for (; d0 + 16 <= hd; d0 += 16) {
-        __m128 a0 = _mm_setzero_ps(), a1 = _mm_setzero_ps(), a2 = _mm_setzero_ps(), a3 = _mm_setzero_ps();
+        __m128 a0 = _mm_setzero_ps(), a1 = _mm_setzero_ps(), a2 = _mm_setzero_ps(),
+               a3 = _mm_setzero_ps();
         for (int j = 0; j < n; j++) {
             __m128 pj = _mm_set1_ps(p[j]);
             const float *vr = v + (size_t)j * stride + d0;
@@ -76,17 +85,23 @@ static ATTR void sse2_vmix(const float *p, const float *v, size_t stride, int n,
             a2 = _mm_add_ps(a2, _mm_mul_ps(pj, _mm_loadu_ps(vr + 8)));
             a3 = _mm_add_ps(a3, _mm_mul_ps(pj, _mm_loadu_ps(vr + 12)));
         }
-        _mm_storeu_ps(out + d0, a0); _mm_storeu_ps(out + d0 + 4, a1);
-        _mm_storeu_ps(out + d0 + 8, a2); _mm_storeu_ps(out + d0 + 12, a3);
+        _mm_storeu_ps(out + d0, a0);
+        _mm_storeu_ps(out + d0 + 4, a1);
+        _mm_storeu_ps(out + d0 + 8, a2);
+        _mm_storeu_ps(out + d0 + 12, a3);
     }
     for (; d0 < hd; d0++) {
         float acc = 0.0f;
-        for (int j = 0; j < n; j++) { float pr = p[j] * v[(size_t)j * stride + d0]; acc = acc + pr; }
+        for (int j = 0; j < n; j++) {
+            float pr = p[j] * v[(size_t)j * stride + d0];
+            acc = acc + pr;
+        }
         out[d0] = acc;
     }
 }
 
-static const fast_kernels K_SSE2 = { "sse2", sse2_mm_bf16, sse2_mm_f32, sse2_scores, ref_softmax, sse2_vmix, NULL, NULL, NULL };
+static const fast_kernels K_SSE2 = { "sse2",    sse2_mm_bf16, sse2_mm_f32, sse2_scores, ref_softmax,
+                                     sse2_vmix, NULL,         NULL,        NULL };
 const fast_kernels *fast_kernels_sse2(void) { return &K_SSE2; }
 #else
 const fast_kernels *fast_kernels_sse2(void) { return NULL; }

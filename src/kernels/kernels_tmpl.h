@@ -9,6 +9,8 @@
  *   PFX                   name prefix
  * Each accumulator is one output (row, token): acc = acc + w[k]*x[k] for
  * k = 0..K-1 in order, a separate multiply then a separate add (§5.1). */
+/* Hand-aligned, one spec operation per line: kept as written. */
+/* clang-format off */
 #define TM_CAT2(a, b) a##b
 #define TM_CAT(a, b) TM_CAT2(a, b)
 #define TM_FN(n) TM_CAT(PFX, n)

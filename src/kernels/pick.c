@@ -19,15 +19,18 @@ const fast_kernels *fast_kernels_pick(const char *isa, char *err)
     else if (!strcmp(isa, "avx512")) k = fast_kernels_avx512();
     else if (!strcmp(isa, "neon")) k = fast_kernels_neon();
     else {
-        snprintf(err, CIS2_ERR_LEN, "unknown --isa \"%.40s\" (expected sse2, avx2, avx512, neon or scalar)", isa);
+        snprintf(err, CIS2_ERR_LEN,
+                 "unknown --isa \"%.40s\" (expected sse2, avx2, avx512, neon or scalar)", isa);
         return NULL;
     }
-    if (!k) snprintf(err, CIS2_ERR_LEN, "--isa %s: this CPU (or build platform) does not support it", isa);
+    if (!k)
+        snprintf(err, CIS2_ERR_LEN, "--isa %s: this CPU (or build platform) does not support it",
+                 isa);
     return k;
 }
 
-
-static const char *const ISA_NAMES[] = { "auto", "scalar", "sse2", "avx2", "avx512", "neon", "wasm128" };
+static const char *const ISA_NAMES[] = { "auto",   "scalar", "sse2",   "avx2",
+                                         "avx512", "neon",   "wasm128" };
 
 const char *cis2_isa_to_name(cis2_isa isa)
 {
@@ -37,13 +40,22 @@ const char *cis2_isa_to_name(cis2_isa isa)
 int cis2_isa_from_name(const char *name, cis2_isa *out)
 {
     for (size_t i = 0; name && i < sizeof ISA_NAMES / sizeof ISA_NAMES[0]; i++)
-        if (!strcmp(name, ISA_NAMES[i])) { *out = (cis2_isa)i; return 0; }
+        if (!strcmp(name, ISA_NAMES[i])) {
+            *out = (cis2_isa)i;
+            return 0;
+        }
     return 1;
 }
 
 int cis2_backend_from_name(const char *name, cis2_backend_kind *out)
 {
-    if (name && !strcmp(name, "ref")) { *out = CIS2_BACKEND_REF; return 0; }
-    if (name && !strcmp(name, "fast")) { *out = CIS2_BACKEND_FAST; return 0; }
+    if (name && !strcmp(name, "ref")) {
+        *out = CIS2_BACKEND_REF;
+        return 0;
+    }
+    if (name && !strcmp(name, "fast")) {
+        *out = CIS2_BACKEND_FAST;
+        return 0;
+    }
     return 1;
 }

@@ -5,7 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct { const json_doc *d; uint32_t root; const char *path; char *err; } C;
+typedef struct {
+    const json_doc *d;
+    uint32_t root;
+    const char *path;
+    char *err;
+} C;
 
 static int bad(C *c, const char *field, const char *why)
 {
@@ -33,10 +38,12 @@ static int get_int(C *c, const char *key, int required, int64_t lo, int64_t hi, 
     }
     int64_t v;
     if (c->d->nodes[n].type != JSON_NUMBER) return bad(c, key, "must be an integer");
-    if (json_num_i64(c->d, n, &v)) return bad(c, key, "must be an integer (no fraction or exponent)");
+    if (json_num_i64(c->d, n, &v))
+        return bad(c, key, "must be an integer (no fraction or exponent)");
     if (v < lo || v > hi) {
         char why[96];
-        snprintf(why, sizeof why, "= %lld is out of range [%lld, %lld]", (long long)v, (long long)lo, (long long)hi);
+        snprintf(why, sizeof why, "= %lld is out of range [%lld, %lld]", (long long)v,
+                 (long long)lo, (long long)hi);
         return bad(c, key, why);
     }
     *out = (int)v;
@@ -52,7 +59,8 @@ static int get_f32(C *c, const char *key, int required, double dflt, float *out)
     if (n == JSON_NONE) {
         if (required) return bad(c, key, "is missing");
     } else {
-        if (c->d->nodes[n].type != JSON_NUMBER || json_num_f64(c->d, n, &v)) return bad(c, key, "must be a number");
+        if (c->d->nodes[n].type != JSON_NUMBER || json_num_f64(c->d, n, &v))
+            return bad(c, key, "must be a number");
     }
     volatile float f = (float)v;
     uint32_t b = cis2_f2u(f);
@@ -66,7 +74,10 @@ static int get_bool(C *c, const char *key, int dflt, int *out)
 {
     uint32_t n;
     if (field(c, key, &n)) return 1;
-    if (n == JSON_NONE || c->d->nodes[n].type == JSON_NULL) { *out = dflt; return 0; }
+    if (n == JSON_NONE || c->d->nodes[n].type == JSON_NULL) {
+        *out = dflt;
+        return 0;
+    }
     uint8_t t = c->d->nodes[n].type;
     if (t != JSON_TRUE && t != JSON_FALSE) return bad(c, key, "must be true or false");
     *out = t == JSON_TRUE;
@@ -74,7 +85,8 @@ static int get_bool(C *c, const char *key, int dflt, int *out)
 }
 
 /* A field that, when present, must be null/absent or equal a given literal. */
-static int require_absent_or(C *c, const char *key, json_type want_type, const char *want_str, const char *why)
+static int require_absent_or(C *c, const char *key, json_type want_type, const char *want_str,
+                             const char *why)
 {
     uint32_t n;
     if (field(c, key, &n)) return 1;
@@ -91,15 +103,24 @@ int cis2_config_parse(const char *text, size_t len, const char *path, cis2_confi
     if (json_parse(&d, text, len, path, err)) return 1;
     C c = { &d, 0, path, err };
     int rc = 1;
-    if (d.nodes[0].type != JSON_OBJECT) { snprintf(err, CIS2_ERR_LEN, "%s: top level must be a JSON object", path); goto out; }
+    if (d.nodes[0].type != JSON_OBJECT) {
+        snprintf(err, CIS2_ERR_LEN, "%s: top level must be a JSON object", path);
+        goto out;
+    }
 
     uint32_t mt;
     if (field(&c, "model_type", &mt)) goto out;
-    if (mt == JSON_NONE) { bad(&c, "model_type", "is missing"); goto out; }
+    if (mt == JSON_NONE) {
+        bad(&c, "model_type", "is missing");
+        goto out;
+    }
     if (json_str_eq(&d, mt, "llama")) cfg->arch = CIS2_ARCH_LLAMA;
     else if (json_str_eq(&d, mt, "qwen2")) cfg->arch = CIS2_ARCH_QWEN2;
     else if (json_str_eq(&d, mt, "qwen3")) cfg->arch = CIS2_ARCH_QWEN3;
-    else { bad(&c, "model_type", "is not one of the supported architectures (llama, qwen2, qwen3)"); goto out; }
+    else {
+        bad(&c, "model_type", "is not one of the supported architectures (llama, qwen2, qwen3)");
+        goto out;
+    }
 
     if (get_int(&c, "hidden_size", 1, 1, 65536, 0, &cfg->hidden) ||
         get_int(&c, "intermediate_size", 1, 1, 1 << 20, 0, &cfg->inter) ||
@@ -115,12 +136,25 @@ int cis2_config_parse(const char *text, size_t len, const char *path, cis2_confi
     if (hdn != JSON_NONE && d.nodes[hdn].type != JSON_NULL) {
         if (get_int(&c, "head_dim", 1, 2, 4096, 0, &cfg->head_dim)) goto out;
     } else {
-        if (cfg->hidden % cfg->n_heads) { bad(&c, "hidden_size", "is not a multiple of num_attention_heads and no head_dim is given"); goto out; }
+        if (cfg->hidden % cfg->n_heads) {
+            bad(&c, "hidden_size",
+                "is not a multiple of num_attention_heads and no head_dim is given");
+            goto out;
+        }
         cfg->head_dim = cfg->hidden / cfg->n_heads;
     }
-    if (cfg->head_dim % 2) { bad(&c, "head_dim", "must be even (rotate-half RoPE, §7.4)"); goto out; }
-    if (cfg->n_heads % cfg->n_kv_heads) { bad(&c, "num_key_value_heads", "must divide num_attention_heads"); goto out; }
-    if ((int64_t)cfg->n_heads * cfg->head_dim > 1 << 20) { bad(&c, "head_dim", "times num_attention_heads is too large"); goto out; }
+    if (cfg->head_dim % 2) {
+        bad(&c, "head_dim", "must be even (rotate-half RoPE, §7.4)");
+        goto out;
+    }
+    if (cfg->n_heads % cfg->n_kv_heads) {
+        bad(&c, "num_key_value_heads", "must divide num_attention_heads");
+        goto out;
+    }
+    if ((int64_t)cfg->n_heads * cfg->head_dim > 1 << 20) {
+        bad(&c, "head_dim", "times num_attention_heads is too large");
+        goto out;
+    }
 
     if (get_f32(&c, "rms_norm_eps", 1, 0, &cfg->eps) ||
         get_f32(&c, "rope_theta", 0, 10000.0, &cfg->rope_theta))
@@ -131,8 +165,14 @@ int cis2_config_parse(const char *text, size_t len, const char *path, cis2_confi
     if (eos != JSON_NONE && d.nodes[eos].type == JSON_ARRAY) {
         for (uint32_t e = d.nodes[eos].first; e != JSON_NONE; e = d.nodes[e].next) {
             int64_t v;
-            if (json_num_i64(&d, e, &v) || v < 0 || v >= (1 << 24)) { bad(&c, "eos_token_id", "must hold token ids"); goto out; }
-            if (cfg->n_eos == 8) { bad(&c, "eos_token_id", "lists more than 8 ids"); goto out; }
+            if (json_num_i64(&d, e, &v) || v < 0 || v >= (1 << 24)) {
+                bad(&c, "eos_token_id", "must hold token ids");
+                goto out;
+            }
+            if (cfg->n_eos == 8) {
+                bad(&c, "eos_token_id", "lists more than 8 ids");
+                goto out;
+            }
             cfg->eos_ids[cfg->n_eos++] = (int)v;
         }
     } else {
@@ -143,8 +183,14 @@ int cis2_config_parse(const char *text, size_t len, const char *path, cis2_confi
 
     /* Special ids must name rows of the embedding (a contradiction otherwise). */
     for (int i = 0; i < cfg->n_eos; i++)
-        if (cfg->eos_ids[i] >= cfg->vocab) { bad(&c, "eos_token_id", "is not below vocab_size"); goto out; }
-    if (cfg->bos_id >= cfg->vocab) { bad(&c, "bos_token_id", "is not below vocab_size"); goto out; }
+        if (cfg->eos_ids[i] >= cfg->vocab) {
+            bad(&c, "eos_token_id", "is not below vocab_size");
+            goto out;
+        }
+    if (cfg->bos_id >= cfg->vocab) {
+        bad(&c, "bos_token_id", "is not below vocab_size");
+        goto out;
+    }
 
     /* tie_word_embeddings: HF's default is false for all three families. */
     if (get_bool(&c, "tie_word_embeddings", 0, &cfg->tied)) goto out;
@@ -153,17 +199,23 @@ int cis2_config_parse(const char *text, size_t len, const char *path, cis2_confi
     if (cfg->arch == CIS2_ARCH_QWEN2) {
         cfg->qkv_bias = 1; /* Qwen2 always carries q/k/v biases (§9.1) */
     } else if (attn_bias) {
-        bad(&c, "attention_bias", "= true is not supported for this model_type (it adds an o_proj bias CIS-2 does not define)");
+        bad(&c, "attention_bias",
+            "= true is not supported for this model_type (it adds an o_proj bias CIS-2 does not "
+            "define)");
         goto out;
     }
     cfg->qk_norm = cfg->arch == CIS2_ARCH_QWEN3;
 
     /* Things CIS-2 v0.3b does not define: refuse rather than guess. */
     if (require_absent_or(&c, "hidden_act", JSON_STRING, "silu", "must be \"silu\" (§10)") ||
-        require_absent_or(&c, "rope_scaling", JSON_NULL, NULL, "must be null: RoPE scaling is not part of CIS-2 §7") ||
-        require_absent_or(&c, "rope_interleaved", JSON_FALSE, NULL, "must be false: only rotate-half RoPE is defined (§7.4)") ||
-        require_absent_or(&c, "mlp_bias", JSON_FALSE, NULL, "must be false: MLP biases are not part of CIS-2 §10") ||
-        require_absent_or(&c, "use_sliding_window", JSON_FALSE, NULL, "must be false: sliding-window attention is not part of CIS-2 §9"))
+        require_absent_or(&c, "rope_scaling", JSON_NULL, NULL,
+                          "must be null: RoPE scaling is not part of CIS-2 §7") ||
+        require_absent_or(&c, "rope_interleaved", JSON_FALSE, NULL,
+                          "must be false: only rotate-half RoPE is defined (§7.4)") ||
+        require_absent_or(&c, "mlp_bias", JSON_FALSE, NULL,
+                          "must be false: MLP biases are not part of CIS-2 §10") ||
+        require_absent_or(&c, "use_sliding_window", JSON_FALSE, NULL,
+                          "must be false: sliding-window attention is not part of CIS-2 §9"))
         goto out;
     rc = 0;
 out:
@@ -183,5 +235,8 @@ int cis2_config_load(const char *path, cis2_config *cfg, char *err)
 
 const char *cis2_arch_name(cis2_arch a)
 {
-    return a == CIS2_ARCH_LLAMA ? "llama" : a == CIS2_ARCH_QWEN2 ? "qwen2" : a == CIS2_ARCH_QWEN3 ? "qwen3" : "unknown";
+    return a == CIS2_ARCH_LLAMA   ? "llama"
+           : a == CIS2_ARCH_QWEN2 ? "qwen2"
+           : a == CIS2_ARCH_QWEN3 ? "qwen3"
+                                  : "unknown";
 }

@@ -34,7 +34,8 @@ typedef struct {
 /* Map and fully validate (§2, the reader's own rules). */
 int cis2_st_open(cis2_safetensors *st, const char *path, char *err);
 /* Validate an in-memory image (the fuzzers use this). `buf` must outlive st. */
-int cis2_st_parse(cis2_safetensors *st, const uint8_t *buf, size_t len, const char *path, char *err);
+int cis2_st_parse(cis2_safetensors *st, const uint8_t *buf, size_t len, const char *path,
+                  char *err);
 const cis2_st_tensor *cis2_st_find(const cis2_safetensors *st, const char *name);
 void cis2_st_close(cis2_safetensors *st);
 /* Widen any supported dtype to f32 exactly (§4.1; F16 converted exactly). */
@@ -54,7 +55,7 @@ typedef struct {
 } cis2_linear;
 
 typedef struct {
-    float *attn_norm, *mlp_norm;     /* [hidden] */
+    float *attn_norm, *mlp_norm; /* [hidden] */
     cis2_linear q, k, v, o, gate, up, down;
     float *q_bias, *k_bias, *v_bias; /* Qwen2, else NULL */
     float *q_norm, *k_norm;          /* Qwen3 [head_dim], else NULL */
@@ -82,7 +83,7 @@ typedef struct {
                     * CIS2_LOAD_HASH_ASYNC: hash the weights on a background thread,
                     * final once cis2_engine_new returns (it joins) */
 } cis2_load_opts;
-#define CIS2_LOAD_HASH_SKIP 1
+#define CIS2_LOAD_HASH_SKIP  1
 #define CIS2_LOAD_HASH_ASYNC 2
 
 /* Load DIR into a caller-owned struct (cis2_model_open allocates one). */

@@ -18,21 +18,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct { uint64_t key; uint32_t rank; int32_t id; } merge_slot; /* key = a<<32 | b */
+typedef struct {
+    uint64_t key;
+    uint32_t rank;
+    int32_t id;
+} merge_slot; /* key = a<<32 | b */
 #define MERGE_EMPTY UINT64_MAX
 
-typedef struct { const char *s; uint32_t len; int32_t id; int normalized; } added_tok;
+typedef struct {
+    const char *s;
+    uint32_t len;
+    int32_t id;
+    int normalized;
+} added_tok;
 
 struct cis2_tokenizer {
     char path[256];
-    int n_vocab;              /* model.vocab entries, ids 0..n_vocab-1 */
-    int n_ids;                /* plus added tokens outside the vocab */
-    uint32_t *tok_off;        /* decode: id i is tok_bytes[tok_off[i] .. tok_off[i+1]) */
+    int n_vocab;       /* model.vocab entries, ids 0..n_vocab-1 */
+    int n_ids;         /* plus added tokens outside the vocab */
+    uint32_t *tok_off; /* decode: id i is tok_bytes[tok_off[i] .. tok_off[i+1]) */
     uint8_t *tok_bytes;
-    int32_t byte_id[256];     /* §3.1.5.b: vocab id of each byte's one-symbol token */
-    merge_slot *merges;       /* open addressing, (a,b) -> (rank, merged id) */
+    int32_t byte_id[256]; /* §3.1.5.b: vocab id of each byte's one-symbol token */
+    merge_slot *merges;   /* open addressing, (a,b) -> (rank, merged id) */
     int merge_bits;
-    added_tok *added;         /* sorted longest first */
+    added_tok *added; /* sorted longest first */
     int n_added;
     char *added_text;
     uint8_t added_first[2][256]; /* [pass][byte]: an added token of that pass starts so */
@@ -45,12 +54,25 @@ struct cis2_tokenizer {
 static size_t utf8_dec(const uint8_t *s, size_t n, uint32_t *cp)
 {
     uint8_t c = s[0];
-    if (c < 0x80) { *cp = c; return 1; }
-    size_t l; uint32_t v, min;
-    if (c >= 0xC2 && c <= 0xDF) { l = 2; v = c & 0x1F; min = 0x80; }
-    else if (c >= 0xE0 && c <= 0xEF) { l = 3; v = c & 0x0F; min = 0x800; }
-    else if (c >= 0xF0 && c <= 0xF4) { l = 4; v = c & 0x07; min = 0x10000; }
-    else return 0;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    size_t l;
+    uint32_t v, min;
+    if (c >= 0xC2 && c <= 0xDF) {
+        l = 2;
+        v = c & 0x1F;
+        min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        l = 3;
+        v = c & 0x0F;
+        min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        l = 4;
+        v = c & 0x07;
+        min = 0x10000;
+    } else return 0;
     if (n < l) return 0;
     for (size_t i = 1; i < l; i++) {
         if ((s[i] & 0xC0) != 0x80) return 0;
@@ -67,7 +89,10 @@ static size_t utf8_check(const uint8_t *s, size_t n)
     size_t i = 0;
     uint32_t cp;
     while (i < n) {
-        if (s[i] < 0x80) { i++; continue; }
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
         size_t l = utf8_dec(s + i, n - i, &cp);
         if (!l) return i;
         i += l;
@@ -77,9 +102,18 @@ static size_t utf8_check(const uint8_t *s, size_t n)
 
 static size_t utf8_enc(uint32_t v, char *b)
 {
-    if (v < 0x80) { b[0] = (char)v; return 1; }
-    if (v < 0x800) { b[0] = (char)(0xC0 | v >> 6); b[1] = (char)(0x80 | (v & 0x3F)); return 2; }
-    b[0] = (char)(0xE0 | v >> 12); b[1] = (char)(0x80 | ((v >> 6) & 0x3F)); b[2] = (char)(0x80 | (v & 0x3F));
+    if (v < 0x80) {
+        b[0] = (char)v;
+        return 1;
+    }
+    if (v < 0x800) {
+        b[0] = (char)(0xC0 | v >> 6);
+        b[1] = (char)(0x80 | (v & 0x3F));
+        return 2;
+    }
+    b[0] = (char)(0xE0 | v >> 12);
+    b[1] = (char)(0x80 | ((v >> 6) & 0x3F));
+    b[2] = (char)(0x80 | (v & 0x3F));
     return 3; /* the byte map only needs code points < 0x10000 */
 }
 
@@ -118,11 +152,21 @@ static const char *show(const char *s, size_t n, char out[200])
     out[o++] = '"';
     while (i < n && o < 190) {
         uint8_t c = (uint8_t)s[i];
-        if (i >= 40) { memcpy(out + o, "...", 3); o += 3; break; }
-        if (c < 0x20 || c == 0x7F || c == '"' || c == '\\') { o += (size_t)snprintf(out + o, 8, "\\x%02x", c); i++; continue; }
+        if (i >= 40) {
+            memcpy(out + o, "...", 3);
+            o += 3;
+            break;
+        }
+        if (c < 0x20 || c == 0x7F || c == '"' || c == '\\') {
+            o += (size_t)snprintf(out + o, 8, "\\x%02x", c);
+            i++;
+            continue;
+        }
         size_t l = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
         if (i + l > n) l = n - i;
-        memcpy(out + o, s + i, l); o += l; i += l;
+        memcpy(out + o, s + i, l);
+        o += l;
+        i += l;
     }
     out[o++] = '"';
     out[o] = 0;
@@ -134,14 +178,17 @@ static const char *show(const char *s, size_t n, char out[200])
 typedef struct {
     const char *arena;
     const uint32_t *off, *len;
-    int32_t *slot;   /* id + 1, 0 = empty */
+    int32_t *slot; /* id + 1, 0 = empty */
     uint32_t mask;
 } str_table;
 
 static uint64_t fnv1a(const char *s, size_t n)
 {
     uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) { h ^= (uint8_t)s[i]; h *= 1099511628211ull; }
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 1099511628211ull;
+    }
     return h;
 }
 
@@ -163,7 +210,10 @@ static int32_t str_find(const str_table *st, const char *s, size_t n, uint32_t *
 
 /* ----------------------------------------------------------- merge table */
 
-static uint32_t merge_hash(uint64_t k, int bits) { return (uint32_t)((k * 0x9E3779B97F4A7C15ull) >> (64 - bits)); }
+static uint32_t merge_hash(uint64_t k, int bits)
+{
+    return (uint32_t)((k * 0x9E3779B97F4A7C15ull) >> (64 - bits));
+}
 
 static const merge_slot *merge_find(const cis2_tokenizer *t, int32_t a, int32_t b)
 {
@@ -180,8 +230,8 @@ static const merge_slot *merge_find(const cis2_tokenizer *t, int32_t a, int32_t 
 /* --------------------------------------------------------- shape checks */
 
 /* Every key of obj must be in `allowed` (NULL-terminated) and appear once. */
-static int check_keys(const json_doc *d, uint32_t obj, const char *const *allowed, const char *where,
-                      const char *path, char *err)
+static int check_keys(const json_doc *d, uint32_t obj, const char *const *allowed,
+                      const char *where, const char *path, char *err)
 {
     char buf[200];
     for (uint32_t k = d->nodes[obj].first; k != JSON_NONE; k = d->nodes[d->nodes[k].next].next) {
@@ -192,23 +242,36 @@ static int check_keys(const json_doc *d, uint32_t obj, const char *const *allowe
         for (const char *const *a = allowed; *a && !ok; a++) ok = json_str_eq(d, k, *a);
         if (ok) json_get(d, obj, key, &dups);
         if (!ok || dups > 1)
-            ferr(err, path, "%s: %s key %s", where, ok ? "duplicate" : "unsupported", show(key, kl, buf));
+            ferr(err, path, "%s: %s key %s", where, ok ? "duplicate" : "unsupported",
+                 show(key, kl, buf));
         free(key);
         if (!ok || dups > 1) return 1;
     }
     return 0;
 }
 
-static int is_null(const json_doc *d, uint32_t n) { return n == JSON_NONE || d->nodes[n].type == JSON_NULL; }
+static int is_null(const json_doc *d, uint32_t n)
+{
+    return n == JSON_NONE || d->nodes[n].type == JSON_NULL;
+}
 
 /* Optional boolean member: *out = def when absent; type error otherwise. */
 static int get_bool(const json_doc *d, uint32_t obj, const char *key, int def, int *out,
                     const char *where, const char *path, char *err)
 {
     uint32_t v = json_get(d, obj, key, NULL);
-    if (v == JSON_NONE) { *out = def; return 0; }
-    if (d->nodes[v].type == JSON_TRUE) { *out = 1; return 0; }
-    if (d->nodes[v].type == JSON_FALSE) { *out = 0; return 0; }
+    if (v == JSON_NONE) {
+        *out = def;
+        return 0;
+    }
+    if (d->nodes[v].type == JSON_TRUE) {
+        *out = 1;
+        return 0;
+    }
+    if (d->nodes[v].type == JSON_FALSE) {
+        *out = 0;
+        return 0;
+    }
     return ferr(err, path, "%s.%s: expected true or false", where, key);
 }
 
@@ -219,8 +282,8 @@ static int want_bool(const json_doc *d, uint32_t obj, const char *key, int def, 
     int v = def;
     if (get_bool(d, obj, key, def, &v, where, path, err)) return 1;
     if (v != want)
-        return ferr(err, path, "%s.%s = %s is unsupported (only %s is implemented exactly)",
-                    where, key, v ? "true" : "false", want ? "true" : "false");
+        return ferr(err, path, "%s.%s = %s is unsupported (only %s is implemented exactly)", where,
+                    key, v ? "true" : "false", want ? "true" : "false");
     return 0;
 }
 
@@ -228,7 +291,8 @@ static int want_null(const json_doc *d, uint32_t obj, const char *key, const cha
                      const char *path, char *err)
 {
     uint32_t v = json_get(d, obj, key, NULL);
-    if (!is_null(d, v)) return ferr(err, path, "%s.%s: unsupported (only null is implemented)", where, key);
+    if (!is_null(d, v))
+        return ferr(err, path, "%s.%s: unsupported (only null is implemented)", where, key);
     return 0;
 }
 
@@ -238,11 +302,14 @@ static int want_type(const json_doc *d, uint32_t obj, const char *type, const ch
     char buf[200];
     if (d->nodes[obj].type != JSON_OBJECT) return ferr(err, path, "%s: expected an object", where);
     uint32_t t = json_get(d, obj, "type", NULL);
-    if (t == JSON_NONE || d->nodes[t].type != JSON_STRING) return ferr(err, path, "%s.type: missing or not a string", where);
+    if (t == JSON_NONE || d->nodes[t].type != JSON_STRING)
+        return ferr(err, path, "%s.type: missing or not a string", where);
     if (!json_str_eq(d, t, type)) {
-        size_t l; char *s = json_str_dup(d, t, &l);
+        size_t l;
+        char *s = json_str_dup(d, t, &l);
         if (!s) return ferr(err, path, "out of memory");
-        ferr(err, path, "%s: unsupported type %s (only %s is implemented)", where, show(s, l, buf), type);
+        ferr(err, path, "%s: unsupported type %s (only %s is implemented)", where, show(s, l, buf),
+             type);
         free(s);
         return 1;
     }
@@ -252,28 +319,37 @@ static int want_type(const json_doc *d, uint32_t obj, const char *type, const ch
 /* §3.1.3, §3.1.4: the one supported pipeline shape. */
 static int check_pipeline(const json_doc *d, const char *path, char *err)
 {
-    static const char *const top[] = { "version", "truncation", "padding", "added_tokens", "normalizer",
-                                       "pre_tokenizer", "post_processor", "decoder", "model", NULL };
-    if (d->nodes[0].type != JSON_OBJECT) return ferr(err, path, "expected a JSON object at top level");
+    static const char *const top[] = {
+        "version",       "truncation",     "padding", "added_tokens", "normalizer",
+        "pre_tokenizer", "post_processor", "decoder", "model",        NULL
+    };
+    if (d->nodes[0].type != JSON_OBJECT)
+        return ferr(err, path, "expected a JSON object at top level");
     if (check_keys(d, 0, top, "tokenizer.json", path, err)) return 1;
     if (json_get(d, 0, "model", NULL) == JSON_NONE) return ferr(err, path, "missing \"model\"");
     /* truncation/padding would change the ids; the post-processor only adds
      * tokens when add_special_tokens=true (§3.3), but only null is accepted. */
-    if (want_null(d, 0, "truncation", "tokenizer", path, err) || want_null(d, 0, "padding", "tokenizer", path, err) ||
-        want_null(d, 0, "normalizer", "tokenizer", path, err) || want_null(d, 0, "post_processor", "tokenizer", path, err))
+    if (want_null(d, 0, "truncation", "tokenizer", path, err) ||
+        want_null(d, 0, "padding", "tokenizer", path, err) ||
+        want_null(d, 0, "normalizer", "tokenizer", path, err) ||
+        want_null(d, 0, "post_processor", "tokenizer", path, err))
         return 1;
 
     uint32_t pt = json_get(d, 0, "pre_tokenizer", NULL);
-    if (is_null(d, pt)) return ferr(err, path, "pre_tokenizer: null is unsupported (only Sequence[Digits, ByteLevel])");
+    if (is_null(d, pt))
+        return ferr(err, path,
+                    "pre_tokenizer: null is unsupported (only Sequence[Digits, ByteLevel])");
     if (want_type(d, pt, "Sequence", "pre_tokenizer", path, err)) return 1;
     static const char *const seq_keys[] = { "type", "pretokenizers", NULL };
     if (check_keys(d, pt, seq_keys, "pre_tokenizer", path, err)) return 1;
     uint32_t arr = json_get(d, pt, "pretokenizers", NULL);
     if (arr == JSON_NONE || d->nodes[arr].type != JSON_ARRAY || d->nodes[arr].count != 2)
-        return ferr(err, path, "pre_tokenizer.pretokenizers: unsupported (only [Digits, ByteLevel])");
+        return ferr(err, path,
+                    "pre_tokenizer.pretokenizers: unsupported (only [Digits, ByteLevel])");
     uint32_t dg = d->nodes[arr].first, bl = d->nodes[dg].next;
     static const char *const dg_keys[] = { "type", "individual_digits", NULL };
-    static const char *const bl_keys[] = { "type", "add_prefix_space", "trim_offsets", "use_regex", NULL };
+    static const char *const bl_keys[] = { "type", "add_prefix_space", "trim_offsets", "use_regex",
+                                           NULL };
     const char *w0 = "pre_tokenizer.pretokenizers[0]", *w1 = "pre_tokenizer.pretokenizers[1]";
     int dummy;
     if (want_type(d, dg, "Digits", w0, path, err) || check_keys(d, dg, dg_keys, w0, path, err) ||
@@ -287,15 +363,25 @@ static int check_pipeline(const json_doc *d, const char *path, char *err)
     /* decode (§3.1.5.a inverse map) is what the ByteLevel decoder does. */
     uint32_t dec = json_get(d, 0, "decoder", NULL);
     if (is_null(d, dec)) return ferr(err, path, "decoder: null is unsupported (only ByteLevel)");
-    if (want_type(d, dec, "ByteLevel", "decoder", path, err) || check_keys(d, dec, bl_keys, "decoder", path, err))
+    if (want_type(d, dec, "ByteLevel", "decoder", path, err) ||
+        check_keys(d, dec, bl_keys, "decoder", path, err))
         return 1;
 
     /* §3.1.5: the BPE model's options. */
     uint32_t m = json_get(d, 0, "model", NULL);
-    static const char *const m_keys[] = { "type", "dropout", "unk_token", "continuing_subword_prefix",
-                                          "end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges",
-                                          "vocab", "merges", NULL };
-    if (want_type(d, m, "BPE", "model", path, err) || check_keys(d, m, m_keys, "model", path, err) ||
+    static const char *const m_keys[] = { "type",
+                                          "dropout",
+                                          "unk_token",
+                                          "continuing_subword_prefix",
+                                          "end_of_word_suffix",
+                                          "fuse_unk",
+                                          "byte_fallback",
+                                          "ignore_merges",
+                                          "vocab",
+                                          "merges",
+                                          NULL };
+    if (want_type(d, m, "BPE", "model", path, err) ||
+        check_keys(d, m, m_keys, "model", path, err) ||
         want_null(d, m, "dropout", "model", path, err) ||
         want_null(d, m, "continuing_subword_prefix", "model", path, err) ||
         want_null(d, m, "end_of_word_suffix", "model", path, err) ||
@@ -313,22 +399,32 @@ static int check_pipeline(const json_doc *d, const char *path, char *err)
 /* ------------------------------------------------------------------ load */
 
 typedef struct {
-    char *arena;          /* decoded vocab strings */
-    uint32_t *off, *len;  /* by id */
+    char *arena;         /* decoded vocab strings */
+    uint32_t *off, *len; /* by id */
     str_table st;
 } vocab_tmp;
 
-static void vocab_tmp_free(vocab_tmp *v) { free(v->arena); free(v->off); free(v->len); free(v->st.slot); }
+static void vocab_tmp_free(vocab_tmp *v)
+{
+    free(v->arena);
+    free(v->off);
+    free(v->len);
+    free(v->st.slot);
+}
 
-static int load_vocab(cis2_tokenizer *t, const json_doc *d, uint32_t m, vocab_tmp *v, const char *path, char *err)
+static int load_vocab(cis2_tokenizer *t, const json_doc *d, uint32_t m, vocab_tmp *v,
+                      const char *path, char *err)
 {
     char buf[200];
     uint32_t vo = json_get(d, m, "vocab", NULL);
-    if (vo == JSON_NONE || d->nodes[vo].type != JSON_OBJECT) return ferr(err, path, "model.vocab: missing or not an object");
+    if (vo == JSON_NONE || d->nodes[vo].type != JSON_OBJECT)
+        return ferr(err, path, "model.vocab: missing or not an object");
     uint32_t n = d->nodes[vo].count;
-    if (n < 256 || n > (1u << 30)) return ferr(err, path, "model.vocab: %u entries (need at least the 256 byte symbols)", n);
+    if (n < 256 || n > (1u << 30))
+        return ferr(err, path, "model.vocab: %u entries (need at least the 256 byte symbols)", n);
     size_t total = 0;
-    for (uint32_t k = d->nodes[vo].first; k != JSON_NONE; k = d->nodes[d->nodes[k].next].next) total += d->nodes[k].len;
+    for (uint32_t k = d->nodes[vo].first; k != JSON_NONE; k = d->nodes[d->nodes[k].next].next)
+        total += d->nodes[k].len;
     uint32_t cap = 1;
     while (cap < 2 * n) cap <<= 1;
     v->arena = malloc(total + 1);
@@ -336,7 +432,10 @@ static int load_vocab(cis2_tokenizer *t, const json_doc *d, uint32_t m, vocab_tm
     v->len = calloc(n, sizeof *v->len);
     v->st.slot = calloc(cap, sizeof *v->st.slot);
     if (!v->arena || !v->off || !v->len || !v->st.slot) return ferr(err, path, "out of memory");
-    v->st.arena = v->arena; v->st.off = v->off; v->st.len = v->len; v->st.mask = cap - 1;
+    v->st.arena = v->arena;
+    v->st.off = v->off;
+    v->st.len = v->len;
+    v->st.mask = cap - 1;
     size_t used = 0;
     for (uint32_t k = d->nodes[vo].first; k != JSON_NONE; k = d->nodes[d->nodes[k].next].next) {
         uint32_t val = d->nodes[k].next;
@@ -344,17 +443,22 @@ static int load_vocab(cis2_tokenizer *t, const json_doc *d, uint32_t m, vocab_tm
         json_str_decode(d, k, v->arena + used);
         int64_t id;
         if (json_num_i64(d, val, &id))
-            return ferr(err, path, "model.vocab[%s]: id is not an integer", show(v->arena + used, l, buf));
+            return ferr(err, path, "model.vocab[%s]: id is not an integer",
+                        show(v->arena + used, l, buf));
         if (id < 0 || id >= n)
-            return ferr(err, path, "model.vocab[%s]: id %lld out of range 0..%u", show(v->arena + used, l, buf), (long long)id, n - 1);
-        if (l == 0) return ferr(err, path, "model.vocab: empty token string (id %lld)", (long long)id);
+            return ferr(err, path, "model.vocab[%s]: id %lld out of range 0..%u",
+                        show(v->arena + used, l, buf), (long long)id, n - 1);
+        if (l == 0)
+            return ferr(err, path, "model.vocab: empty token string (id %lld)", (long long)id);
         if (v->len[id] != 0) /* lengths are never 0, so 0 = unused id */
-            return ferr(err, path, "model.vocab[%s]: id %lld is also used by another token", show(v->arena + used, l, buf), (long long)id);
+            return ferr(err, path, "model.vocab[%s]: id %lld is also used by another token",
+                        show(v->arena + used, l, buf), (long long)id);
         v->off[id] = (uint32_t)used;
         v->len[id] = (uint32_t)l;
         uint32_t slot;
         if (str_find(&v->st, v->arena + used, l, &slot) >= 0)
-            return ferr(err, path, "model.vocab: duplicate token %s", show(v->arena + used, l, buf));
+            return ferr(err, path, "model.vocab: duplicate token %s",
+                        show(v->arena + used, l, buf));
         v->st.slot[slot] = (int32_t)id + 1;
         used += l;
     }
@@ -365,7 +469,8 @@ static int load_vocab(cis2_tokenizer *t, const json_doc *d, uint32_t m, vocab_tm
      * in the vocab, but SmolLM2's tokenizer.json lacks 21 (bytes 0x04 0x06
      * 0x13 0x14 0x16 0x1d 0xc0 0xc1 0xf1..0xff): byte_id -1, and encode
      * refuses text that needs one (see bpe_word). */
-    uint32_t b2u[256]; int16_t u2b[324];
+    uint32_t b2u[256];
+    int16_t u2b[324];
     byte_map(b2u, u2b);
     int have = 0;
     for (int b = 0; b < 256; b++) {
@@ -374,15 +479,20 @@ static int load_vocab(cis2_tokenizer *t, const json_doc *d, uint32_t m, vocab_tm
         t->byte_id[b] = str_find(&v->st, s, l, NULL);
         have += t->byte_id[b] >= 0;
     }
-    if (!have) return ferr(err, path, "model.vocab: has none of the 256 byte-level symbols; not a byte-level BPE vocab");
+    if (!have)
+        return ferr(
+            err, path,
+            "model.vocab: has none of the 256 byte-level symbols; not a byte-level BPE vocab");
     return 0;
 }
 
-static int load_merges(cis2_tokenizer *t, const json_doc *d, uint32_t m, const vocab_tmp *v, const char *path, char *err)
+static int load_merges(cis2_tokenizer *t, const json_doc *d, uint32_t m, const vocab_tmp *v,
+                       const char *path, char *err)
 {
     char buf[200];
     uint32_t mo = json_get(d, m, "merges", NULL);
-    if (mo == JSON_NONE || d->nodes[mo].type != JSON_ARRAY) return ferr(err, path, "model.merges: missing or not an array");
+    if (mo == JSON_NONE || d->nodes[mo].type != JSON_ARRAY)
+        return ferr(err, path, "model.merges: missing or not an array");
     uint32_t n = d->nodes[mo].count;
     int bits = 4;
     while ((1u << bits) < 2 * n + 16) bits++;
@@ -399,41 +509,68 @@ static int load_merges(cis2_tokenizer *t, const json_doc *d, uint32_t m, const v
         uint32_t pa = k, pb = JSON_NONE;
         const json_node *nd = &d->nodes[k];
         if (nd->type == JSON_ARRAY) {
-            if (nd->count != 2 || d->nodes[nd->first].type != JSON_STRING || d->nodes[d->nodes[nd->first].next].type != JSON_STRING) {
-                ferr(err, path, "model.merges[%u]: expected \"a b\" or [\"a\", \"b\"]", rank); goto out;
+            if (nd->count != 2 || d->nodes[nd->first].type != JSON_STRING ||
+                d->nodes[d->nodes[nd->first].next].type != JSON_STRING) {
+                ferr(err, path, "model.merges[%u]: expected \"a b\" or [\"a\", \"b\"]", rank);
+                goto out;
             }
-            pa = nd->first; pb = d->nodes[pa].next;
+            pa = nd->first;
+            pb = d->nodes[pa].next;
         } else if (nd->type != JSON_STRING) {
-            ferr(err, path, "model.merges[%u]: expected \"a b\" or [\"a\", \"b\"]", rank); goto out;
+            ferr(err, path, "model.merges[%u]: expected \"a b\" or [\"a\", \"b\"]", rank);
+            goto out;
         }
         size_t la = json_str_len(d, pa), lb = pb != JSON_NONE ? json_str_len(d, pb) : 0;
         if (la + lb + 1 > cap) {
             cap = 2 * (la + lb + 1);
             char *nt = realloc(tmp, cap);
-            if (!nt) { ferr(err, path, "out of memory"); goto out; }
+            if (!nt) {
+                ferr(err, path, "out of memory");
+                goto out;
+            }
             tmp = nt;
         }
         json_str_decode(d, pa, tmp);
         if (pb != JSON_NONE) json_str_decode(d, pb, tmp + la);
         else {
             char *sp = memchr(tmp, ' ', la);
-            if (!sp) { ferr(err, path, "model.merges[%u]: %s has no space between the two parts", rank, show(tmp, la, buf)); goto out; }
+            if (!sp) {
+                ferr(err, path, "model.merges[%u]: %s has no space between the two parts", rank,
+                     show(tmp, la, buf));
+                goto out;
+            }
             memmove(sp, sp + 1, la - (size_t)(sp - tmp) - 1); /* "a b" -> "ab", a = first part */
             lb = la - (size_t)(sp - tmp) - 1;
             la = (size_t)(sp - tmp);
         }
         int32_t ia = str_find(&v->st, tmp, la, NULL), ib = str_find(&v->st, tmp + la, lb, NULL);
         int32_t ic = str_find(&v->st, tmp, la + lb, NULL);
-        if (ia < 0) { ferr(err, path, "model.merges[%u]: token %s is not in model.vocab", rank, show(tmp, la, buf)); goto out; }
-        if (ib < 0) { ferr(err, path, "model.merges[%u]: token %s is not in model.vocab", rank, show(tmp + la, lb, buf)); goto out; }
-        if (ic < 0) { ferr(err, path, "model.merges[%u]: merged token %s is not in model.vocab", rank, show(tmp, la + lb, buf)); goto out; }
+        if (ia < 0) {
+            ferr(err, path, "model.merges[%u]: token %s is not in model.vocab", rank,
+                 show(tmp, la, buf));
+            goto out;
+        }
+        if (ib < 0) {
+            ferr(err, path, "model.merges[%u]: token %s is not in model.vocab", rank,
+                 show(tmp + la, lb, buf));
+            goto out;
+        }
+        if (ic < 0) {
+            ferr(err, path, "model.merges[%u]: merged token %s is not in model.vocab", rank,
+                 show(tmp, la + lb, buf));
+            goto out;
+        }
         uint64_t key = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib;
         uint32_t mask = (1u << bits) - 1, s = merge_hash(key, bits);
         while (t->merges[s].key != MERGE_EMPTY && t->merges[s].key != key) s = (s + 1) & mask;
         if (t->merges[s].key == key) {
-            ferr(err, path, "model.merges[%u]: duplicate of model.merges[%u]", rank, t->merges[s].rank); goto out;
+            ferr(err, path, "model.merges[%u]: duplicate of model.merges[%u]", rank,
+                 t->merges[s].rank);
+            goto out;
         }
-        t->merges[s].key = key; t->merges[s].rank = rank; t->merges[s].id = ic;
+        t->merges[s].key = key;
+        t->merges[s].rank = rank;
+        t->merges[s].id = ic;
     }
     rc = 0;
 out:
@@ -450,7 +587,8 @@ static int cmp_added(const void *a, const void *b)
 
 /* §3.1.6: added_tokens. Ids follow tokenizers v0.23.1: a token whose content
  * is in the vocab has that id; the others get n_vocab, n_vocab+1, ... */
-static int load_added(cis2_tokenizer *t, const json_doc *d, const vocab_tmp *v, const char *path, char *err)
+static int load_added(cis2_tokenizer *t, const json_doc *d, const vocab_tmp *v, const char *path,
+                      char *err)
 {
     char buf[200];
     uint32_t at = json_get(d, 0, "added_tokens", NULL);
@@ -466,21 +604,26 @@ static int load_added(cis2_tokenizer *t, const json_doc *d, const vocab_tmp *v, 
     t->added = calloc(n ? n : 1, sizeof *t->added);
     t->added_text = malloc(total + 1);
     if (!t->added || !t->added_text) return ferr(err, path, "out of memory");
-    static const char *const keys[] = { "id", "content", "single_word", "lstrip", "rstrip", "normalized", "special", NULL };
+    static const char *const keys[] = { "id",     "content",    "single_word", "lstrip",
+                                        "rstrip", "normalized", "special",     NULL };
     size_t used = 0;
     int seen_plain_new = 0;
     uint32_t i = 0;
     for (uint32_t k = d->nodes[at].first; k != JSON_NONE; k = d->nodes[k].next, i++) {
         char where[48];
         snprintf(where, sizeof where, "added_tokens[%u]", i);
-        if (d->nodes[k].type != JSON_OBJECT) return ferr(err, path, "%s: expected an object", where);
+        if (d->nodes[k].type != JSON_OBJECT)
+            return ferr(err, path, "%s: expected an object", where);
         if (check_keys(d, k, keys, where, path, err)) return 1;
         uint32_t c = json_get(d, k, "content", NULL), idn = json_get(d, k, "id", NULL);
         int64_t id;
-        if (c == JSON_NONE || d->nodes[c].type != JSON_STRING) return ferr(err, path, "%s.content: missing or not a string", where);
-        if (idn == JSON_NONE || json_num_i64(d, idn, &id)) return ferr(err, path, "%s.id: missing or not an integer", where);
+        if (c == JSON_NONE || d->nodes[c].type != JSON_STRING)
+            return ferr(err, path, "%s.content: missing or not a string", where);
+        if (idn == JSON_NONE || json_num_i64(d, idn, &id))
+            return ferr(err, path, "%s.id: missing or not an integer", where);
         int special = 0, normalized = 1;
-        if (want_bool(d, k, "single_word", 0, 0, where, path, err) || want_bool(d, k, "lstrip", 0, 0, where, path, err) ||
+        if (want_bool(d, k, "single_word", 0, 0, where, path, err) ||
+            want_bool(d, k, "lstrip", 0, 0, where, path, err) ||
             want_bool(d, k, "rstrip", 0, 0, where, path, err) ||
             get_bool(d, k, "normalized", 1, &normalized, where, path, err) ||
             get_bool(d, k, "special", 0, &special, where, path, err))
@@ -494,17 +637,21 @@ static int load_added(cis2_tokenizer *t, const json_doc *d, const vocab_tmp *v, 
         if (a->len == 0) return ferr(err, path, "%s.content: empty", where);
         for (uint32_t j = 0; j < i; j++)
             if (t->added[j].len == a->len && memcmp(t->added[j].s, a->s, a->len) == 0)
-                return ferr(err, path, "%s: content %s repeats added_tokens[%u]", where, show(a->s, a->len, buf), j);
+                return ferr(err, path, "%s: content %s repeats added_tokens[%u]", where,
+                            show(a->s, a->len, buf), j);
         int32_t vid = str_find(&v->st, a->s, a->len, NULL);
         int64_t want = vid >= 0 ? vid : t->n_ids;
         if (id != want)
-            return ferr(err, path, "%s: id %lld for %s, but tokenizers v0.23.1 would give it id %lld",
-                        where, (long long)id, show(a->s, a->len, buf), (long long)want);
+            return ferr(err, path,
+                        "%s: id %lld for %s, but tokenizers v0.23.1 would give it id %lld", where,
+                        (long long)id, show(a->s, a->len, buf), (long long)want);
         if (vid < 0) {
             /* tokenizers adds special tokens before the others; refuse an
              * order where that would renumber them. */
             if (special && seen_plain_new)
-                return ferr(err, path, "%s: special token %s outside model.vocab follows a non-special one (unsupported id order)",
+                return ferr(err, path,
+                            "%s: special token %s outside model.vocab follows a non-special one "
+                            "(unsupported id order)",
                             where, show(a->s, a->len, buf));
             if (!special) seen_plain_new = 1;
             if (t->n_ids >= (1 << 30)) return ferr(err, path, "%s: too many tokens", where);
@@ -523,7 +670,8 @@ static int load_added(cis2_tokenizer *t, const json_doc *d, const vocab_tmp *v, 
  * encode) keeps its own UTF-8 bytes, as the ByteLevel decoder does. */
 static int build_decode(cis2_tokenizer *t, const vocab_tmp *v, const char *path, char *err)
 {
-    uint32_t b2u[256]; int16_t u2b[324];
+    uint32_t b2u[256];
+    int16_t u2b[324];
     byte_map(b2u, u2b);
     size_t total = 0;
     for (int i = 0; i < t->n_vocab; i++) total += v->len[i];
@@ -555,14 +703,18 @@ static int build_decode(cis2_tokenizer *t, const vocab_tmp *v, const char *path,
             t->tok_bytes[o++] = (uint8_t)u2b[cp];
             i += l;
         }
-        if (i < n) { memcpy(t->tok_bytes + o0, s, n); o = o0 + n; }
+        if (i < n) {
+            memcpy(t->tok_bytes + o0, s, n);
+            o = o0 + n;
+        }
     }
     t->tok_off[t->n_ids] = (uint32_t)o;
     free(added_at);
     return 0;
 }
 
-int cis2_tokenizer_parse(cis2_tokenizer **out, const char *json, size_t len, const char *path, char *err)
+int cis2_tokenizer_parse(cis2_tokenizer **out, const char *json, size_t len, const char *path,
+                         char *err)
 {
     *out = NULL;
     json_doc d;
@@ -571,7 +723,10 @@ int cis2_tokenizer_parse(cis2_tokenizer **out, const char *json, size_t len, con
     vocab_tmp v;
     memset(&v, 0, sizeof v);
     int rc = 1;
-    if (!t) { ferr(err, path, "out of memory"); goto out; }
+    if (!t) {
+        ferr(err, path, "out of memory");
+        goto out;
+    }
     snprintf(t->path, sizeof t->path, "%s", path);
     if (check_pipeline(&d, path, err)) goto out;
     uint32_t m = json_get(&d, 0, "model", NULL);
@@ -601,7 +756,11 @@ int cis2_tokenizer_load(cis2_tokenizer **t, const char *path, char *err)
 void cis2_tokenizer_free(cis2_tokenizer *t)
 {
     if (!t) return;
-    free(t->tok_off); free(t->tok_bytes); free(t->merges); free(t->added); free(t->added_text);
+    free(t->tok_off);
+    free(t->tok_bytes);
+    free(t->merges);
+    free(t->added);
+    free(t->added_text);
     free(t);
 }
 
@@ -613,7 +772,7 @@ typedef struct {
     const cis2_tokenizer *t;
     int32_t *out;
     int n;
-    size_t cap;          /* scratch capacity in symbols */
+    size_t cap; /* scratch capacity in symbols */
     int32_t *sym, *next, *prev;
     uint64_t *heap;      /* (rank << 32 | position), min-heap */
     const uint8_t *base; /* the input text, for error offsets */
@@ -625,10 +784,18 @@ static int enc_reserve(enc *e, size_t n)
     if (n <= e->cap) return 0;
     size_t c = e->cap ? e->cap : 64;
     while (c < n) c *= 2;
-    int32_t *s = realloc(e->sym, c * sizeof *s); if (!s) return 1; e->sym = s;
-    s = realloc(e->next, c * sizeof *s); if (!s) return 1; e->next = s;
-    s = realloc(e->prev, c * sizeof *s); if (!s) return 1; e->prev = s;
-    uint64_t *h = realloc(e->heap, 3 * c * sizeof *h); if (!h) return 1; e->heap = h;
+    int32_t *s = realloc(e->sym, c * sizeof *s);
+    if (!s) return 1;
+    e->sym = s;
+    s = realloc(e->next, c * sizeof *s);
+    if (!s) return 1;
+    e->next = s;
+    s = realloc(e->prev, c * sizeof *s);
+    if (!s) return 1;
+    e->prev = s;
+    uint64_t *h = realloc(e->heap, 3 * c * sizeof *h);
+    if (!h) return 1;
+    e->heap = h;
     e->cap = c;
     return 0;
 }
@@ -636,7 +803,10 @@ static int enc_reserve(enc *e, size_t n)
 static void heap_push(uint64_t *h, size_t *n, uint64_t v)
 {
     size_t i = (*n)++;
-    while (i > 0 && h[(i - 1) / 2] > v) { h[i] = h[(i - 1) / 2]; i = (i - 1) / 2; }
+    while (i > 0 && h[(i - 1) / 2] > v) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
     h[i] = v;
 }
 
@@ -649,7 +819,8 @@ static uint64_t heap_pop(uint64_t *h, size_t *n)
         if (c >= m) break;
         if (c + 1 < m && h[c + 1] < h[c]) c++;
         if (h[c] >= v) break;
-        h[i] = h[c]; i = c;
+        h[i] = h[c];
+        i = c;
     }
     if (m) h[i] = v;
     return top;
@@ -669,8 +840,14 @@ static int bpe_word(enc *e, const uint8_t *w, size_t n)
 {
     const cis2_tokenizer *t = e->t;
     for (size_t i = 0; i < n; i++)
-        if (t->byte_id[w[i]] < 0) { e->bad = (size_t)(w + i - e->base); return 2; }
-    if (n == 1) { e->out[e->n++] = t->byte_id[w[0]]; return 0; }
+        if (t->byte_id[w[i]] < 0) {
+            e->bad = (size_t)(w + i - e->base);
+            return 2;
+        }
+    if (n == 1) {
+        e->out[e->n++] = t->byte_id[w[0]];
+        return 0;
+    }
     if (enc_reserve(e, n)) return 1;
     for (size_t i = 0; i < n; i++) {
         e->sym[i] = t->byte_id[w[i]];
@@ -685,8 +862,8 @@ static int bpe_word(enc *e, const uint8_t *w, size_t n)
         int32_t pos = (int32_t)(uint32_t)top, nx = e->next[pos];
         if (e->sym[pos] < 0 || nx < 0) continue;
         const merge_slot *m = merge_find(t, e->sym[pos], e->sym[nx]);
-        if (!m || m->rank != rank) continue;     /* stale */
-        e->sym[pos] = m->id;                      /* (iv) */
+        if (!m || m->rank != rank) continue; /* stale */
+        e->sym[pos] = m->id;                 /* (iv) */
         e->sym[nx] = -1;
         e->next[pos] = e->next[nx];
         if (e->next[nx] >= 0) e->prev[e->next[nx]] = pos;
@@ -699,7 +876,10 @@ static int bpe_word(enc *e, const uint8_t *w, size_t n)
 
 static int cls_at(const uint8_t *s, size_t n, size_t i, size_t *len)
 {
-    if (s[i] < 0x80) { *len = 1; return cis2_uc_latin1[s[i]]; }
+    if (s[i] < 0x80) {
+        *len = 1;
+        return cis2_uc_latin1[s[i]];
+    }
     uint32_t cp;
     *len = utf8_dec(s + i, n - i, &cp); /* input was validated */
     return cis2_uc_class(cp);
@@ -710,7 +890,10 @@ static size_t run_end(const uint8_t *s, size_t n, size_t i, int c, size_t *last)
 {
     size_t l;
     *last = i;
-    while (i < n && cls_at(s, n, i, &l) == c) { *last = i; i += l; }
+    while (i < n && cls_at(s, n, i, &l) == c) {
+        *last = i;
+        i += l;
+    }
     return i;
 }
 
@@ -723,18 +906,25 @@ static int regex_split(enc *e, const uint8_t *s, size_t n)
         size_t st = i;
         if (s[i] == '\'' && i + 1 < n) {
             uint8_t a = s[i + 1], b = i + 2 < n ? s[i + 2] : 0;
-            size_t m = (a == 's' || a == 't' || a == 'm' || a == 'd') ? 1
-                     : ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) ? 2 : 0;
-            if (m) { int rc = bpe_word(e, s + st, 1 + m); if (rc) return rc; i += 1 + m; continue; }
+            size_t m =
+                (a == 's' || a == 't' || a == 'm' || a == 'd')                                 ? 1
+                : ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) ? 2
+                                                                                               : 0;
+            if (m) {
+                int rc = bpe_word(e, s + st, 1 + m);
+                if (rc) return rc;
+                i += 1 + m;
+                continue;
+            }
         }
         size_t j = i;
-        if (s[i] == ' ' && i + 1 < n) j = i + 1;      /* the optional leading space */
+        if (s[i] == ' ' && i + 1 < n) j = i + 1; /* the optional leading space */
         int c = cls_at(s, n, j, &l);
         if (c != CIS2_UC_WS) {
-            i = run_end(s, n, j, c, &last);           /* \p{L}+, \p{N}+ or [^\s\p{L}\p{N}]+ */
+            i = run_end(s, n, j, c, &last); /* \p{L}+, \p{N}+ or [^\s\p{L}\p{N}]+ */
         } else {
             i = run_end(s, n, st, CIS2_UC_WS, &last);
-            if (i < n && last > st) i = last;          /* \s+(?!\S): leave one for the next word */
+            if (i < n && last > st) i = last; /* \s+(?!\S): leave one for the next word */
         }
         int rc = bpe_word(e, s + st, i - st);
         if (rc) return rc;
@@ -770,9 +960,13 @@ static int split_added(enc *e, const uint8_t *s, size_t n, int pass)
         if (t->added_first[pass][s[i]])
             for (int k = 0; k < t->n_added && !hit; k++) {
                 const added_tok *a = &t->added[k];
-                if (a->normalized == pass && a->len <= n - i && memcmp(s + i, a->s, a->len) == 0) hit = a;
+                if (a->normalized == pass && a->len <= n - i && memcmp(s + i, a->s, a->len) == 0)
+                    hit = a;
             }
-        if (!hit) { i++; continue; }
+        if (!hit) {
+            i++;
+            continue;
+        }
         int rc = split_added(e, s + start, i - start, pass + 1);
         if (rc) return rc;
         e->out[e->n++] = hit->id;
@@ -782,15 +976,21 @@ static int split_added(enc *e, const uint8_t *s, size_t n, int pass)
     return split_added(e, s + start, n - start, pass + 1);
 }
 
-int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
-                          int32_t **ids, int *n, char *err)
+int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len, int32_t **ids,
+                          int *n, char *err)
 {
-    *ids = NULL; *n = 0;
+    *ids = NULL;
+    *n = 0;
     const uint8_t *s = (const uint8_t *)text;
-    if (len > INT32_MAX / 2) { snprintf(err, CIS2_ERR_LEN, "tokenize: input text too long (%zu bytes)", len); return 1; }
+    if (len > INT32_MAX / 2) {
+        snprintf(err, CIS2_ERR_LEN, "tokenize: input text too long (%zu bytes)", len);
+        return 1;
+    }
     size_t bad = utf8_check(s, len);
     if (bad < len) {
-        snprintf(err, CIS2_ERR_LEN, "tokenize: input text is not valid UTF-8 (byte 0x%02x at offset %zu)", s[bad], bad);
+        snprintf(err, CIS2_ERR_LEN,
+                 "tokenize: input text is not valid UTF-8 (byte 0x%02x at offset %zu)", s[bad],
+                 bad);
         return 1;
     }
     enc e;
@@ -799,7 +999,10 @@ int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
     e.base = s;
     e.out = malloc((len ? len : 1) * sizeof *e.out); /* every token covers >= 1 byte */
     int rc = e.out ? split_added(&e, s, len, 0) : 1;
-    free(e.sym); free(e.next); free(e.prev); free(e.heap);
+    free(e.sym);
+    free(e.next);
+    free(e.prev);
+    free(e.heap);
     if (rc == 2) {
         /* tokenizers v0.23.1 (unk_token null) would silently drop this
          * character; dropping breaks decode(encode(x)) == x, so refuse. */
@@ -807,10 +1010,15 @@ int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
         while (at > 0 && (s[at] & 0xC0) == 0x80) at--;
         uint32_t cp = 0;
         utf8_dec(s + at, len - at, &cp);
-        snprintf(err, CIS2_ERR_LEN, "tokenize: %s has no symbol for byte 0x%02x, needed by U+%04X at byte offset %zu "
-                 "(the reference would silently drop it; refusing)", t->path, s[e.bad], (unsigned)cp, at);
+        snprintf(err, CIS2_ERR_LEN,
+                 "tokenize: %s has no symbol for byte 0x%02x, needed by U+%04X at byte offset %zu "
+                 "(the reference would silently drop it; refusing)",
+                 t->path, s[e.bad], (unsigned)cp, at);
     } else if (rc) snprintf(err, CIS2_ERR_LEN, "tokenize: out of memory");
-    if (rc) { free(e.out); return 1; }
+    if (rc) {
+        free(e.out);
+        return 1;
+    }
     *ids = e.out;
     *n = e.n;
     return 0;
@@ -818,21 +1026,26 @@ int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
 
 /* ---------------------------------------------------------------- decode */
 
-int cis2_tokenizer_decode(const cis2_tokenizer *t, const int32_t *ids, int n,
-                          char **text, size_t *len, char *err)
+int cis2_tokenizer_decode(const cis2_tokenizer *t, const int32_t *ids, int n, char **text,
+                          size_t *len, char *err)
 {
-    *text = NULL; *len = 0;
+    *text = NULL;
+    *len = 0;
     size_t total = 0;
     for (int i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->n_ids) {
-            snprintf(err, CIS2_ERR_LEN, "%s: token id %d (position %d) is outside the vocabulary 0..%d",
-                     t->path, (int)ids[i], i, t->n_ids - 1);
+            snprintf(err, CIS2_ERR_LEN,
+                     "%s: token id %d (position %d) is outside the vocabulary 0..%d", t->path,
+                     (int)ids[i], i, t->n_ids - 1);
             return 1;
         }
         total += t->tok_off[ids[i] + 1] - t->tok_off[ids[i]];
     }
     char *o = malloc(total + 1);
-    if (!o) { snprintf(err, CIS2_ERR_LEN, "detokenize: out of memory"); return 1; }
+    if (!o) {
+        snprintf(err, CIS2_ERR_LEN, "detokenize: out of memory");
+        return 1;
+    }
     size_t p = 0;
     for (int i = 0; i < n; i++) {
         uint32_t a = t->tok_off[ids[i]], b = t->tok_off[ids[i] + 1];
@@ -842,7 +1055,8 @@ int cis2_tokenizer_decode(const cis2_tokenizer *t, const int32_t *ids, int n,
     o[p] = 0;
     size_t bad = utf8_check((const uint8_t *)o, p);
     if (bad < p) {
-        snprintf(err, CIS2_ERR_LEN, "detokenize: the ids' bytes are not valid UTF-8 (byte 0x%02x at offset %zu)",
+        snprintf(err, CIS2_ERR_LEN,
+                 "detokenize: the ids' bytes are not valid UTF-8 (byte 0x%02x at offset %zu)",
                  (uint8_t)o[bad], bad);
         free(o);
         return 1;

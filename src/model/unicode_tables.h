@@ -7,10 +7,13 @@
 
 enum { CIS2_UC_OTHER = 0, CIS2_UC_L = 1, CIS2_UC_N = 2, CIS2_UC_WS = 3 };
 
-typedef struct { uint32_t lo, hi; uint8_t cls; } cis2_uc_range;
+typedef struct {
+    uint32_t lo, hi;
+    uint8_t cls;
+} cis2_uc_range;
 
-extern const uint8_t cis2_uc_latin1[256];      /* class of U+0000..U+00FF */
-extern const cis2_uc_range cis2_uc_ranges[];   /* sorted, disjoint, >= U+0100 */
+extern const uint8_t cis2_uc_latin1[256];    /* class of U+0000..U+00FF */
+extern const cis2_uc_range cis2_uc_ranges[]; /* sorted, disjoint, >= U+0100 */
 extern const size_t cis2_uc_nranges;
 
 /* Class of code point cp: L (Lu/Ll/Lt/Lm/Lo), N (Nd/Nl/No), WS (White_Space), else OTHER. */

@@ -8,9 +8,19 @@
 #include <string.h>
 
 static const char *KEYS[13] = {
-    "spec-version", "weights-sha256", "config-sha256", "tokenizer-sha256", "prompt-hex",
-    "prompt-token-ids", "gen-toks", "dtype", "table-digest", "inv-freq-table-digest",
-    "generated-token-ids", "argmax-digest", "witness-digest",
+    "spec-version",
+    "weights-sha256",
+    "config-sha256",
+    "tokenizer-sha256",
+    "prompt-hex",
+    "prompt-token-ids",
+    "gen-toks",
+    "dtype",
+    "table-digest",
+    "inv-freq-table-digest",
+    "generated-token-ids",
+    "argmax-digest",
+    "witness-digest",
 };
 
 void cis2_receipt_from_run(cis2_receipt *rc, const cis2_model *m, const cis2_result *r,
@@ -37,22 +47,37 @@ void cis2_receipt_from_run(cis2_receipt *rc, const cis2_model *m, const cis2_res
 
 int cis2_receipt_format(const cis2_receipt *r, char **out, size_t *len)
 {
-    char *pids = cis2_format_ids(r->prompt_ids, r->n_prompt), *gids = cis2_format_ids(r->gen_ids, r->n_gen);
+    char *pids = cis2_format_ids(r->prompt_ids, r->n_prompt),
+         *gids = cis2_format_ids(r->gen_ids, r->n_gen);
     size_t cap = 2048 + 2 * r->prompt_len + (pids ? strlen(pids) : 0) + (gids ? strlen(gids) : 0);
     char *b = malloc(cap), *phex = malloc(2 * r->prompt_len + 1);
-    if (!pids || !gids || !b || !phex) { free(pids); free(gids); free(b); free(phex); return 1; }
+    if (!pids || !gids || !b || !phex) {
+        free(pids);
+        free(gids);
+        free(b);
+        free(phex);
+        return 1;
+    }
     char w[65], c[65], t[65], td[65], fd[65], ad[65], wd[65];
-    cis2_hex(r->weights_sha, 32, w); cis2_hex(r->config_sha, 32, c); cis2_hex(r->tokenizer_sha, 32, t);
-    cis2_hex(r->table_digest, 32, td); cis2_hex(r->inv_freq_digest, 32, fd);
-    cis2_hex(r->argmax_digest, 32, ad); cis2_hex(r->witness_digest, 32, wd);
+    cis2_hex(r->weights_sha, 32, w);
+    cis2_hex(r->config_sha, 32, c);
+    cis2_hex(r->tokenizer_sha, 32, t);
+    cis2_hex(r->table_digest, 32, td);
+    cis2_hex(r->inv_freq_digest, 32, fd);
+    cis2_hex(r->argmax_digest, 32, ad);
+    cis2_hex(r->witness_digest, 32, wd);
     cis2_hex(r->prompt_bytes, r->prompt_len, phex);
-    int n = snprintf(b, cap,
-                     "CIS-2-RECEIPT v1\nspec-version %s\nweights-sha256 %s\nconfig-sha256 %s\ntokenizer-sha256 %s\n"
-                     "prompt-hex %s\nprompt-token-ids %s\ngen-toks %d\ndtype %s\ntable-digest %s\n"
-                     "inv-freq-table-digest %s\ngenerated-token-ids %s\nargmax-digest %s\nwitness-digest %s\n",
-                     r->spec_version, w, c, t, phex, pids, r->n_gen, r->dtype[0] ? r->dtype : "fp32", td, fd, gids,
-                     ad, wd);
-    free(pids); free(gids); free(phex);
+    int n = snprintf(
+        b, cap,
+        "CIS-2-RECEIPT v1\nspec-version %s\nweights-sha256 %s\nconfig-sha256 %s\ntokenizer-sha256 "
+        "%s\n"
+        "prompt-hex %s\nprompt-token-ids %s\ngen-toks %d\ndtype %s\ntable-digest %s\n"
+        "inv-freq-table-digest %s\ngenerated-token-ids %s\nargmax-digest %s\nwitness-digest %s\n",
+        r->spec_version, w, c, t, phex, pids, r->n_gen, r->dtype[0] ? r->dtype : "fp32", td, fd,
+        gids, ad, wd);
+    free(pids);
+    free(gids);
+    free(phex);
     *out = b;
     *len = (size_t)n;
     return 0;
@@ -62,20 +87,32 @@ int cis2_receipt_write(const cis2_receipt *r, const char *path, char *err)
 {
     char *b;
     size_t n;
-    if (cis2_receipt_format(r, &b, &n)) { snprintf(err, CIS2_ERR_LEN, "%s: out of memory formatting the receipt", path); return 1; }
+    if (cis2_receipt_format(r, &b, &n)) {
+        snprintf(err, CIS2_ERR_LEN, "%s: out of memory formatting the receipt", path);
+        return 1;
+    }
     int rc = cis2_write_file_atomic(path, b, n, err);
     free(b);
     return rc;
 }
 
-static int hexval(char ch) { return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1; }
+static int hexval(char ch)
+{
+    return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
 
 int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_receipt *r, char *err)
 {
     memset(r, 0, sizeof *r);
     const char *p = text, *end = text + len;
     int lineno = 0;
-#define FAIL(...) do { char m_[300]; snprintf(m_, sizeof m_, __VA_ARGS__); snprintf(err, CIS2_ERR_LEN, "%s: line %d: %s", path, lineno, m_); goto fail; } while (0)
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        char m_[300];                                                                              \
+        snprintf(m_, sizeof m_, __VA_ARGS__);                                                      \
+        snprintf(err, CIS2_ERR_LEN, "%s: line %d: %s", path, lineno, m_);                          \
+        goto fail;                                                                                 \
+    } while (0)
     for (int i = -1; i < 13; i++) {
         lineno++;
         if (p >= end) {
@@ -98,12 +135,16 @@ int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_rece
             continue;
         }
         char *sp = strchr(line, ' ');
-        if (!sp) { free(line); FAIL("expected \"key value\""); }
+        if (!sp) {
+            free(line);
+            FAIL("expected \"key value\"");
+        }
         *sp = 0;
         const char *key = line, *val = sp + 1;
         if (strcmp(key, KEYS[i]) != 0) {
             int known = -1;
-            for (int k = 0; k < 13; k++) if (strcmp(key, KEYS[k]) == 0) known = k;
+            for (int k = 0; k < 13; k++)
+                if (strcmp(key, KEYS[k]) == 0) known = k;
             char kk[64];
             snprintf(kk, sizeof kk, "%s", key);
             free(line);
@@ -113,36 +154,54 @@ int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_rece
         }
         int bad = 0;
         switch (i) {
-        case 0: bad = strcmp(val, CIS2_SPEC_VERSION) != 0; if (!bad) strcpy(r->spec_version, val); break;
+        case 0:
+            bad = strcmp(val, CIS2_SPEC_VERSION) != 0;
+            if (!bad) strcpy(r->spec_version, val);
+            break;
         case 1: bad = cis2_unhex32(val, r->weights_sha); break;
         case 2: bad = cis2_unhex32(val, r->config_sha); break;
         case 3: bad = cis2_unhex32(val, r->tokenizer_sha); break;
         case 4: {
             size_t hl = strlen(val);
-            if (hl % 2) { bad = 1; break; }
+            if (hl % 2) {
+                bad = 1;
+                break;
+            }
             r->prompt_bytes = malloc(hl / 2 + 1);
-            if (!r->prompt_bytes) { bad = 1; break; }
+            if (!r->prompt_bytes) {
+                bad = 1;
+                break;
+            }
             for (size_t k = 0; k < hl / 2; k++) {
                 int hi = hexval(val[2 * k]), lo = hexval(val[2 * k + 1]);
-                if (hi < 0 || lo < 0) { bad = 1; break; }
+                if (hi < 0 || lo < 0) {
+                    bad = 1;
+                    break;
+                }
                 r->prompt_bytes[k] = (uint8_t)(hi << 4 | lo);
             }
             r->prompt_len = hl / 2;
             break;
         }
-        case 5: case 10: {
+        case 5:
+        case 10: {
             char e2[CIS2_ERR_LEN];
-            bad = cis2_parse_ids(val, i == 5 ? &r->prompt_ids : &r->gen_ids, i == 5 ? &r->n_prompt : &r->n_gen, e2);
+            bad = cis2_parse_ids(val, i == 5 ? &r->prompt_ids : &r->gen_ids,
+                                 i == 5 ? &r->n_prompt : &r->n_gen, e2);
             break;
         }
         case 6: {
             char *e2;
             long v = strtol(val, &e2, 10);
-            bad = *val < '0' || *val > '9' || *e2 || (val[0] == '0' && val[1]) || v < 1 || v > 1000000;
+            bad = *val < '0' || *val > '9' || *e2 || (val[0] == '0' && val[1]) || v < 1 ||
+                  v > 1000000;
             r->gen_toks = (int)v;
             break;
         }
-        case 7: bad = strcmp(val, "fp32") != 0; if (!bad) strcpy(r->dtype, val); break;
+        case 7:
+            bad = strcmp(val, "fp32") != 0;
+            if (!bad) strcpy(r->dtype, val);
+            break;
         case 8: bad = cis2_unhex32(val, r->table_digest); break;
         case 9: bad = cis2_unhex32(val, r->inv_freq_digest); break;
         case 11: bad = cis2_unhex32(val, r->argmax_digest); break;
@@ -155,9 +214,13 @@ int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_rece
             FAIL("malformed value for \"%s\"", KEYS[i]);
         }
     }
-    if (p < end) { lineno++; FAIL("unexpected data after the last line"); }
+    if (p < end) {
+        lineno++;
+        FAIL("unexpected data after the last line");
+    }
     if (r->gen_toks != r->n_gen) {
-        snprintf(err, CIS2_ERR_LEN, "%s: gen-toks %d disagrees with the %d generated-token-ids", path, r->gen_toks, r->n_gen);
+        snprintf(err, CIS2_ERR_LEN, "%s: gen-toks %d disagrees with the %d generated-token-ids",
+                 path, r->gen_toks, r->n_gen);
         goto fail;
     }
     return 0;
@@ -169,6 +232,9 @@ fail:
 
 void cis2_receipt_free(cis2_receipt *r)
 {
-    free(r->prompt_bytes); free(r->prompt_ids); free(r->gen_ids);
-    r->prompt_bytes = NULL; r->prompt_ids = r->gen_ids = NULL;
+    free(r->prompt_bytes);
+    free(r->prompt_ids);
+    free(r->gen_ids);
+    r->prompt_bytes = NULL;
+    r->prompt_ids = r->gen_ids = NULL;
 }

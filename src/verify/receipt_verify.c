@@ -12,7 +12,8 @@ static char *dup_str(const char *s)
     return d;
 }
 
-static int add(cis2_verdict *v, const char *name, cis2_field_status st, char *receipt, char *recomputed)
+static int add(cis2_verdict *v, const char *name, cis2_field_status st, char *receipt,
+               char *recomputed)
 {
     if (v->n_fields >= CIS2_VERDICT_MAX_FIELDS || !receipt || !recomputed) {
         free(receipt);
@@ -28,12 +29,14 @@ static int add(cis2_verdict *v, const char *name, cis2_field_status st, char *re
     return 0;
 }
 
-static int add_hash(cis2_verdict *v, const char *name, const uint8_t receipt[32], const uint8_t recomputed[32])
+static int add_hash(cis2_verdict *v, const char *name, const uint8_t receipt[32],
+                    const uint8_t recomputed[32])
 {
     char a[65], b[65];
     cis2_hex(receipt, 32, a);
     cis2_hex(recomputed, 32, b);
-    return add(v, name, memcmp(receipt, recomputed, 32) ? CIS2_FIELD_MISMATCH : CIS2_FIELD_MATCH, dup_str(a), dup_str(b));
+    return add(v, name, memcmp(receipt, recomputed, 32) ? CIS2_FIELD_MISMATCH : CIS2_FIELD_MATCH,
+               dup_str(a), dup_str(b));
 }
 
 static int ids_in_vocab(const int32_t *ids, int n, int vocab)
@@ -43,8 +46,8 @@ static int ids_in_vocab(const int32_t *ids, int n, int vocab)
     return 1;
 }
 
-int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_step, void *ctx, cis2_verdict *v,
-                        char *err)
+int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_step, void *ctx,
+                        cis2_verdict *v, char *err)
 {
     memset(v, 0, sizeof *v);
     v->run.nan_step = v->run.nan_index = -1;
@@ -66,17 +69,25 @@ int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_s
         int ok = t && cis2_tokenizer_decode(t, r->prompt_ids, r->n_prompt, &dec, &dl, terr) == 0;
         ok = ok && dl == r->prompt_len && memcmp(dec, r->prompt_bytes, dl) == 0;
         free(dec);
-        oom |= add(v, "prompt-hex", ok ? CIS2_FIELD_MATCH : CIS2_FIELD_MISMATCH, dup_str("prompt-token-ids' text"),
+        oom |= add(v, "prompt-hex", ok ? CIS2_FIELD_MATCH : CIS2_FIELD_MISMATCH,
+                   dup_str("prompt-token-ids' text"),
                    dup_str(ok ? "the same text" : "different text (or undecodable ids)"));
     } else {
-        oom |= add(v, "prompt-hex", CIS2_FIELD_SKIPPED, dup_str(""), dup_str("empty in the receipt"));
+        oom |=
+            add(v, "prompt-hex", CIS2_FIELD_SKIPPED, dup_str(""), dup_str("empty in the receipt"));
     }
-    if (!ids_in_vocab(r->prompt_ids, r->n_prompt, c->vocab) || !ids_in_vocab(r->gen_ids, r->n_gen, c->vocab)) {
+    if (!ids_in_vocab(r->prompt_ids, r->n_prompt, c->vocab) ||
+        !ids_in_vocab(r->gen_ids, r->n_gen, c->vocab)) {
         /* Not this model's ids: a mismatch, not an input error. */
         char want[64];
         snprintf(want, sizeof want, "ids below vocab_size %d", c->vocab);
-        oom |= add(v, "token-ids-in-vocabulary", CIS2_FIELD_MISMATCH, dup_str("ids outside the vocabulary"), dup_str(want));
-        if (oom) { cis2_verdict_free(v); snprintf(err, CIS2_ERR_LEN, "out of memory"); return 1; }
+        oom |= add(v, "token-ids-in-vocabulary", CIS2_FIELD_MISMATCH,
+                   dup_str("ids outside the vocabulary"), dup_str(want));
+        if (oom) {
+            cis2_verdict_free(v);
+            snprintf(err, CIS2_ERR_LEN, "out of memory");
+            return 1;
+        }
         return 0;
     }
     cis2_gen_opts g;
@@ -84,13 +95,21 @@ int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_s
     g.n_gen = r->gen_toks;
     g.on_step = on_step;
     g.ctx = ctx;
-    if (cis2_generate(e, r->prompt_ids, r->n_prompt, &g, &v->run, err)) { cis2_verdict_free(v); return 1; }
-    char *gg = cis2_format_ids(v->run.gen, v->run.n_gen), *gw = cis2_format_ids(r->gen_ids, r->n_gen);
+    if (cis2_generate(e, r->prompt_ids, r->n_prompt, &g, &v->run, err)) {
+        cis2_verdict_free(v);
+        return 1;
+    }
+    char *gg = cis2_format_ids(v->run.gen, v->run.n_gen),
+         *gw = cis2_format_ids(r->gen_ids, r->n_gen);
     int same = gg && gw && strcmp(gg, gw) == 0;
     oom |= add(v, "generated-token-ids", same ? CIS2_FIELD_MATCH : CIS2_FIELD_MISMATCH, gw, gg);
     oom |= add_hash(v, "argmax-digest", r->argmax_digest, v->run.argmax);
     oom |= add_hash(v, "witness-digest", r->witness_digest, v->run.witness);
-    if (oom) { cis2_verdict_free(v); snprintf(err, CIS2_ERR_LEN, "out of memory"); return 1; }
+    if (oom) {
+        cis2_verdict_free(v);
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        return 1;
+    }
     return 0;
 }
 

@@ -9,7 +9,10 @@ int main(int argc, char **argv)
 {
     /* "raw": leave the control register at the IEEE default (gradual underflow). */
     if (argc > 1 && argv[1][0] == 'r') cis2_fpenv_unpin();
-    else if (cis2_fpenv_pin() != 0) { fprintf(stderr, "cannot pin FTZ/DAZ\n"); return 2; }
+    else if (cis2_fpenv_pin() != 0) {
+        fprintf(stderr, "cannot pin FTZ/DAZ\n");
+        return 2;
+    }
     int op;
     unsigned a, b;
     while (scanf("%d %x %x", &op, &a, &b) == 3) {
@@ -22,7 +25,10 @@ int main(int argc, char **argv)
         case 3: r = x / y; break;
         case 4: r = __builtin_sqrtf(x); break;
         default: {
-            union { double d; uint64_t u; } c;
+            union {
+                double d;
+                uint64_t u;
+            } c;
             c.u = (uint64_t)a << 32 | b;
             volatile double d = c.d;
             r = (float)d;
