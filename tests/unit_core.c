@@ -2,6 +2,8 @@
  * JSON, config, safetensors and receipts. Golden values are the spec's own
  * (§1.3, §2.3, §5.1, §6.1, §6.6, §7.2) or FIPS 180-4's. */
 #include "unit.h"
+#include <sys/stat.h>
+#include <unistd.h>
 #include "core/json.h"
 #include <math.h>
 #include <stdint.h>
@@ -460,8 +462,51 @@ static void test_ids(void)
     CHECK("ids.rejects-malformed", ok, "see above");
 }
 
+/* core/strbuf.c: JSON string escaping never lets a control character or a
+ * non-UTF-8 byte through; core/io.c: inputs that are not regular files are
+ * refused without blocking, outputs never replace a non-file. */
+static void test_sb_io(void)
+{
+    cis2_sb sb = { 0 };
+    const char raw[] = "a\"b\\c\n\x01\x7f\xc3\xa9\xff\xed\xa0\x80z";
+    cis2_sb_json_str(&sb, raw, sizeof raw - 1);
+    char *j = cis2_sb_take(&sb, NULL);
+    const char *want = "\"a\\\"b\\\\c\\n\\u0001\\u007f\xc3\xa9\\ufffd\\ufffd\\ufffd\\ufffdz\"";
+    CHECK("strbuf.json-escape", j && !strcmp(j, want), "got %s want %s", j ? j : "(oom)", want);
+    free(j);
+    char err[CIS2_ERR_LEN], dir[] = "/tmp/cis2-unit-io-XXXXXX", fifo[300], reg[300];
+    if (!mkdtemp(dir)) {
+        CHECK("io.tmpdir", 0, "mkdtemp failed");
+        return;
+    }
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(reg, sizeof reg, "%s/file", dir);
+    int made = mkfifo(fifo, 0600) == 0;
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = made ? cis2_read_file(fifo, &buf, &len, err) : -1;
+    CHECK("io.fifo-input-refused-without-blocking",
+          rc == 1 && strstr(err, "not a regular file (a FIFO)"), "rc=%d %s", rc, err);
+    rc = cis2_check_output_path(fifo, err);
+    CHECK("io.fifo-output-refused", rc == 1 && strstr(err, "refusing to replace a FIFO"), "%s",
+          err);
+    rc = cis2_write_file_atomic("/dev/null", "x", 1, err);
+    CHECK("io.device-output-refused", rc == 1 && strstr(err, "character device"), "%s", err);
+    rc = cis2_write_file_atomic(reg, "hello", 5, err);
+    int rd = rc == 0 && cis2_read_file_max(reg, 5, &buf, &len, err) == 0 && len == 5 &&
+             !memcmp(buf, "hello", 5);
+    free(buf);
+    CHECK("io.atomic-write-then-read", rd, "%s", err);
+    rc = cis2_read_file_max(reg, 4, &buf, &len, err);
+    CHECK("io.size-limit-refused-unread", rc == 1 && strstr(err, "more than the 4"), "%s", err);
+    unlink(fifo);
+    unlink(reg);
+    rmdir(dir);
+}
+
 int main(void)
 {
+    test_sb_io();
     test_fp();
     test_math();
     test_sha();

@@ -1,4 +1,4 @@
-/* cis2 bench (issue 5): load time, batched-prefill and decode throughput,
+/* cis2 bench: load time, batched-prefill and decode throughput,
  * peak RSS, the machine's streaming read bandwidth measured in the same run
  * and the decode floor it implies, plus decode speed at long positions.
  *

@@ -40,6 +40,33 @@ int cis2_cli_run_twice_check(cis2_engine *e, const int32_t *ids, int n, const ci
 void cis2_cli_print_json_escaped(FILE *f, const char *s, size_t n);
 void cis2_cli_print_hex_line(const char *key, const uint8_t d[32]);
 
+/* The one option parser. A table of the flags a command accepts; every
+ * command refuses unknown flags, a flag given twice (except LIST), a missing
+ * or empty value and an out-of-range integer, each with one line. */
+/* STR takes any value; PATH and LIST refuse an empty one (--model ''). */
+typedef enum {
+    CIS2_OPT_FLAG = 0,
+    CIS2_OPT_STR,
+    CIS2_OPT_PATH,
+    CIS2_OPT_INT,
+    CIS2_OPT_LIST
+} cis2_opt_kind;
+typedef struct {
+    const char *v[16];
+    int n;
+} cis2_opt_list;
+typedef struct {
+    const char *name;  /* "--model" */
+    const char *alias; /* "-n", "-o" or NULL */
+    cis2_opt_kind kind;
+    void *dst;   /* FLAG, INT: int *; STR: const char **; LIST: cis2_opt_list * */
+    long lo, hi; /* INT: the accepted range */
+} cis2_opt;
+#define CIS2_PARSE_REST 1 /* the first bare argument and all after it are positionals */
+/* Bare arguments go to pos[0..max_pos); *npos (may be NULL) says how many. */
+int cis2_cli_parse(const char *cmd, int argc, char **argv, const cis2_opt *opts, int nopts,
+                   const char **pos, int max_pos, int *npos, int flags);
+
 /* The options of the model-running commands (run, verify, conform). */
 typedef struct {
     const char *model, *prompt, *prompt_ids, *receipt, *backend, *isa, *fault, *fault_arg, *vector;

@@ -86,60 +86,100 @@ int cis2_cli_engine_opts(const char *cmd, const char *backend, const char *isa, 
 }
 
 /* ------------------------------------------------------------ options */
+static const cis2_opt *find_opt(const cis2_opt *opts, int nopts, const char *a)
+{
+    for (int k = 0; k < nopts; k++)
+        if (!strcmp(a, opts[k].name) || (opts[k].alias && !strcmp(a, opts[k].alias)))
+            return &opts[k];
+    return NULL;
+}
 
-/* Flags each command accepts, as a string of names. */
+int cis2_cli_parse(const char *cmd, int argc, char **argv, const cis2_opt *opts, int nopts,
+                   const char **pos, int max_pos, int *npos, int flags)
+{
+    int seen[64] = { 0 }, np = 0;
+    if (nopts > 64) return cis2_cli_usage_error(cmd, "internal: too many options");
+    if (npos) *npos = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] == 0) {
+            if (np >= max_pos) return cis2_cli_usage_error(cmd, "unexpected argument '%s'", a);
+            pos[np++] = a;
+            if (flags & CIS2_PARSE_REST) { /* everything after the first positional is its own */
+                while (++i < argc && np < max_pos) pos[np++] = argv[i];
+                if (i < argc) return cis2_cli_usage_error(cmd, "too many arguments");
+                break;
+            }
+            continue;
+        }
+        const cis2_opt *o = find_opt(opts, nopts, a);
+        if (!o) return cis2_cli_usage_error(cmd, "unknown option '%s' (see cis2 help)", a);
+        int k = (int)(o - opts);
+        if (seen[k]++ && o->kind != CIS2_OPT_LIST)
+            return cis2_cli_usage_error(cmd, "option '%s' is given more than once", o->name);
+        if (o->kind == CIS2_OPT_FLAG) {
+            *(int *)o->dst = 1;
+            continue;
+        }
+        if (i + 1 >= argc) return cis2_cli_usage_error(cmd, "option '%s' needs a value", a);
+        const char *v = argv[++i];
+        if (o->kind == CIS2_OPT_INT) {
+            if (cis2_cli_int(v, o->lo, o->hi, (int *)o->dst))
+                return cis2_cli_usage_error(cmd, "%s must be an integer in [%ld, %ld], got '%s'",
+                                            o->alias && o->alias[1] != '-' ? o->alias : o->name,
+                                            o->lo, o->hi, v);
+            continue;
+        }
+        if (!*v && o->kind != CIS2_OPT_STR)
+            return cis2_cli_usage_error(cmd, "option '%s' needs a non-empty value", a);
+        if (o->kind == CIS2_OPT_STR || o->kind == CIS2_OPT_PATH) {
+            *(const char **)o->dst = v;
+        } else {
+            cis2_opt_list *l = o->dst;
+            if (l->n >= (int)(sizeof l->v / sizeof l->v[0]))
+                return cis2_cli_usage_error(cmd, "option '%s' is given too many times", o->name);
+            l->v[l->n++] = v;
+        }
+    }
+    if (npos) *npos = np;
+    return 0;
+}
+
 int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allowed,
                         cis2_run_opts *o, const char **positional)
 {
     memset(o, 0, sizeof *o);
     o->n = 16;
-    if (positional) *positional = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *name = a;
-        if (strcmp(a, "-n") == 0) name = "--n";
-        if (a[0] != '-' || a[1] == 0) {
-            if (positional && !*positional) {
-                *positional = a;
-                continue;
-            }
-            return cis2_cli_usage_error(cmd, "unexpected argument '%s'", a);
-        }
-        /* allowed is " --model --prompt ..." with a trailing space per name */
+    const cis2_opt all[] = {
+        { "--model", NULL, CIS2_OPT_PATH, &o->model, 0, 0 },
+        { "--prompt", NULL, CIS2_OPT_STR, &o->prompt, 0, 0 },
+        { "--prompt-ids", NULL, CIS2_OPT_STR, &o->prompt_ids, 0, 0 },
+        { "--receipt", NULL, CIS2_OPT_PATH, &o->receipt, 0, 0 },
+        { "--backend", NULL, CIS2_OPT_STR, &o->backend, 0, 0 },
+        { "--isa", NULL, CIS2_OPT_STR, &o->isa, 0, 0 },
+        { "--fault", NULL, CIS2_OPT_STR, &o->fault, 0, 0 },
+        { "--fault-arg", NULL, CIS2_OPT_STR, &o->fault_arg, 0, 0 },
+        { "--vector", NULL, CIS2_OPT_PATH, &o->vector, 0, 0 },
+        { "--threads", NULL, CIS2_OPT_INT, &o->threads, 1, 1024 },
+        { "--n", "-n", CIS2_OPT_INT, &o->n, 1, 1000000 },
+        { "--stop-at-eos", NULL, CIS2_OPT_FLAG, &o->stop_at_eos, 0, 0 },
+        { "--check-determinism", NULL, CIS2_OPT_FLAG, &o->check_det, 0, 0 },
+        { "--no-check-determinism", NULL, CIS2_OPT_FLAG, &o->no_check_det, 0, 0 },
+    };
+    /* the subset this command accepts: `allowed` is " --model --prompt ... " */
+    cis2_opt use[sizeof all / sizeof all[0]];
+    int nuse = 0;
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) {
         char key[64];
-        snprintf(key, sizeof key, " %s ", name);
-        if (strlen(name) > 40 || !strstr(allowed, key))
-            return cis2_cli_usage_error(cmd, "unknown option '%s' (see cis2 help)", a);
-        int is_flag = !strcmp(name, "--stop-at-eos") || !strcmp(name, "--check-determinism") ||
-                      !strcmp(name, "--no-check-determinism");
-        if (is_flag) {
-            if (!strcmp(name, "--stop-at-eos")) o->stop_at_eos = 1;
-            else if (!strcmp(name, "--check-determinism")) o->check_det = 1;
-            else o->no_check_det = 1;
-            continue;
-        }
-        if (i + 1 >= argc) return cis2_cli_usage_error(cmd, "option '%s' needs a value", a);
-        const char *v = argv[++i];
-        if (!strcmp(name, "--model")) o->model = v;
-        else if (!strcmp(name, "--prompt")) o->prompt = v;
-        else if (!strcmp(name, "--prompt-ids")) o->prompt_ids = v;
-        else if (!strcmp(name, "--receipt")) o->receipt = v;
-        else if (!strcmp(name, "--backend")) o->backend = v;
-        else if (!strcmp(name, "--isa")) o->isa = v;
-        else if (!strcmp(name, "--fault")) o->fault = v;
-        else if (!strcmp(name, "--fault-arg")) o->fault_arg = v;
-        else if (!strcmp(name, "--vector")) o->vector = v;
-        else if (!strcmp(name, "--threads")) {
-            if (cis2_cli_int(v, 1, 1024, &o->threads))
-                return cis2_cli_usage_error(
-                    cmd, "--threads must be an integer in [1, 1024], got '%s'", v);
-        } else if (!strcmp(name, "--n")) {
-            if (cis2_cli_int(v, 1, 1000000, &o->n))
-                return cis2_cli_usage_error(cmd, "-n must be an integer in [1, 1000000], got '%s'",
-                                            v);
-            o->n_set = 1;
-        }
+        snprintf(key, sizeof key, " %s ", all[k].name);
+        if (strstr(allowed, key)) use[nuse++] = all[k];
     }
+    const char *pos[1] = { NULL };
+    int np = 0;
+    if (cis2_cli_parse(cmd, argc, argv, use, nuse, pos, positional ? 1 : 0, &np, 0)) return 2;
+    if (positional) *positional = np ? pos[0] : NULL;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-n") || !strcmp(argv[i], "--n")) o->n_set = 1;
     return 0;
 }
 

@@ -1,4 +1,4 @@
-/* Op-level conformance (issue 4), both sides of one black-box protocol:
+/* Op-level conformance (CONFORMANCE_SUITE.md), both sides of one black-box protocol:
  *
  *   cis2 op OP < vector.txt     candidate: reads one key=value vector on stdin,
  *                               computes OP with the engine's own scalar kernels

@@ -1,4 +1,4 @@
-/* The divergence localizer (issue 6, docs/divergence.md):
+/* The divergence localizer (docs/divergence.md):
  *   cis2 trace   — run the model (teacher-forced or greedy) and write every
  *                  node's values to a safetensors trace;
  *   cis2 diff    — align two traces by name, measure each node, name the

@@ -60,10 +60,43 @@ int cis2_sha256_file(const char *path, uint8_t out[32], char *err);
 int cis2_unhex32(const char *hex, uint8_t out[32]); /* exactly 64 lowercase hex chars */
 const char *cis2_sha256_impl(void);                 /* "sha-ni" or "portable" */
 
-/* --------------------------------------------------------------- utilities */
-/* Read a whole file (NUL-terminated copy). */
+/* ---------------------------------------------------------- files (io.c) */
+/* Open an input for reading: refused unless it is a regular file, decided
+ * before any blocking open (O_NONBLOCK + fstat); the message names the
+ * reason (strerror, or what the path is). *size from fstat. */
+int cis2_open_input(const char *path, int *fd, uint64_t *size, char *err);
+/* Read exactly n bytes from fd (a short file is an error naming path). */
+int cis2_read_fd(int fd, void *buf, size_t n, const char *path, char *err);
+/* A whole regular file into a malloc'd NUL-terminated buffer; a file larger
+ * than max bytes (max 0 = no limit) is refused by its size, unread. */
+int cis2_read_file_max(const char *path, size_t max, char **buf, size_t *len, char *err);
 int cis2_read_file(const char *path, char **buf, size_t *len, char *err);
-/* Write a whole file atomically (temp + fsync + rename). */
+/* 0 when `path` may be written: it does not exist or is a regular file
+ * (a device, FIFO, socket, directory or symbolic link is refused). */
+int cis2_check_output_path(const char *path, char *err);
+/* Write a whole file atomically: a fresh temporary file in the target's
+ * directory (O_CREAT|O_EXCL|O_NOFOLLOW, unpredictable name), fsync, rename;
+ * the temporary file is removed on every error path. */
 int cis2_write_file_atomic(const char *path, const void *buf, size_t len, char *err);
+
+/* ------------------------------------------------- text builder (strbuf.c) */
+typedef struct {
+    char *b;
+    size_t len, cap;
+    int oom; /* sticky: an allocation failed */
+} cis2_sb;
+void cis2_sb_put(cis2_sb *s, const void *p, size_t n);
+void cis2_sb_str(cis2_sb *s, const char *str);
+void cis2_sb_printf(cis2_sb *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A JSON string literal, quotes included: ", \, control characters escaped;
+ * bytes that are not valid UTF-8 become \ufffd. */
+void cis2_sb_json_str(cis2_sb *s, const char *str, size_t n);
+void cis2_sb_hex(cis2_sb *s, const uint8_t *b, size_t n); /* lowercase */
+/* The NUL-terminated text (malloc'd; the builder is reset), or NULL if an
+ * allocation failed. */
+char *cis2_sb_take(cis2_sb *s, size_t *len);
+void cis2_sb_free(cis2_sb *s);
+
+/* --------------------------------------------------------------- utilities */
 double cis2_now_ms(void);
 #endif

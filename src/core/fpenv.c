@@ -67,7 +67,7 @@ typedef struct {
     int must_differ;
 } fp_row;
 
-/* Rows from issue 2 / §1.3. Each must give +0 (0x00000000) with the pin. */
+/* The §1.3 rows. Each must give +0 (0x00000000) with the pin. */
 static const fp_row ROWS[] = {
     { "0x20000000*0x1F800000", 0x20000000u, 0x1F800000u, '*', 1 },
     { "0x33800000*0x0C000000", 0x33800000u, 0x0C000000u, '*', 1 },

@@ -1,4 +1,4 @@
-/* Small shared helpers: whole-file I/O (atomic writes), id lists, clock. */
+/* Small shared helpers: id lists, the clock, cis2_free. */
 #include "core/core.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -7,94 +7,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-int cis2_read_file(const char *path, char **buf, size_t *len, char *err)
-{
-    *buf = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        snprintf(err, CIS2_ERR_LEN, "%s: cannot open: %s", path, strerror(errno));
-        return 1;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        snprintf(err, CIS2_ERR_LEN, "%s: not a regular file", path);
-        close(fd);
-        return 1;
-    }
-    size_t n = (size_t)sb.st_size;
-    char *b = malloc(n + 1);
-    if (!b) {
-        snprintf(err, CIS2_ERR_LEN, "%s: out of memory (%zu bytes)", path, n);
-        close(fd);
-        return 1;
-    }
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, b + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            snprintf(err, CIS2_ERR_LEN, "%s: read failed: %s", path,
-                     r ? strerror(errno) : "short read");
-            free(b);
-            close(fd);
-            return 1;
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    b[n] = 0;
-    *buf = b;
-    *len = n;
-    return 0;
-}
-
-int cis2_write_file_atomic(const char *path, const void *buf, size_t len, char *err)
-{
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 32);
-    if (!tmp) {
-        snprintf(err, CIS2_ERR_LEN, "%s: out of memory", path);
-        return 1;
-    }
-    snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        snprintf(err, CIS2_ERR_LEN, "%s: cannot write: %s", path, strerror(errno));
-        free(tmp);
-        return 1;
-    }
-    const char *p = buf;
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = write(fd, p + done, len - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            snprintf(err, CIS2_ERR_LEN, "%s: write failed: %s", path, strerror(errno));
-            close(fd);
-            unlink(tmp);
-            free(tmp);
-            return 1;
-        }
-        done += (size_t)w;
-    }
-    if (fsync(fd) != 0 && errno != EINVAL) {
-        snprintf(err, CIS2_ERR_LEN, "%s: fsync failed: %s", path, strerror(errno));
-        close(fd);
-        unlink(tmp);
-        free(tmp);
-        return 1;
-    }
-    close(fd);
-    if (rename(tmp, path) != 0) {
-        snprintf(err, CIS2_ERR_LEN, "%s: cannot rename into place: %s", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return 1;
-    }
-    free(tmp);
-    return 0;
-}
 
 int cis2_parse_ids(const char *s, int32_t **ids, int *n, char *err)
 {

@@ -8,10 +8,10 @@
 typedef struct {
     float *scores;
     int cap;
-    const cis2_layer *fma_layer; /* FAULT INJECTION (issue 6): NULL = none */
+    const cis2_layer *fma_layer; /* FAULT INJECTION (docs/divergence.md): NULL = none */
 } ref_state;
 
-/* ---- FAULT INJECTION (issue 6), --fault fma: a fused multiply-add emulated
+/* ---- FAULT INJECTION (docs/divergence.md), --fault fma: a fused multiply-add emulated
  * in software (the binary must hold no FMA instruction, §1.4): the exact
  * product joins the accumulator in double and is rounded once to float
  * (double rounding aside), instead of §5.1's separately rounded mul + add. */

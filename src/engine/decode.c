@@ -36,13 +36,13 @@ struct cis2_engine {
     float *cos_v, *sin_v, *scores, *logits_in;
     float *rope_c,
         *rope_s; /* [t_cap][head_dim/2]: each token's §7.3 table, built once per forward */
-    /* FAULT INJECTION (issue 6, debug only): 0 = none. */
+    /* FAULT INJECTION (docs/divergence.md, debug only): 0 = none. */
     int fault, fault_pos;
     float *fault_word; /* weight-bit: the flipped f32 (restored on free) */
     uint32_t fault_mask;
 };
 
-/* ---- FAULT INJECTION (issue 6) -------------------------------------------
+/* ---- FAULT INJECTION ------------------------------------------------------
  * Deliberate, documented bugs that prove the divergence localizer
  * (docs/divergence.md). Each hook on the normal path is a single
  * predictable branch on e->fault; nothing else changes. */

@@ -1,4 +1,4 @@
-/* A persistent pthread pool for the fast backend (issue 5). Workers spin
+/* A persistent pthread pool for the fast backend. Workers spin
  * briefly on a generation counter (decode issues hundreds of small parallel
  * regions per token), then sleep on a condition variable. Tasks are handed
  * out by an atomic counter; a task is a whole set of outputs, so no sum ever

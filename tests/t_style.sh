@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# House habits that a reader relies on: C lines of at most 100 columns, the
+# tree formatted by .clang-format (where clang-format is installed), and no
+# work-tracker tags ("issue N") in source comments — comments cite the spec (§).
+set -u
+cd "$(dirname "$0")/.."
+files=$(git ls-files 'src/*.c' 'src/*.h' 'include/*.h' 'tests/*.c' 'tests/*.h' 'fuzz/*.c' 'fuzz/*.h' 'web/*.c' 'web/test/*.c' 'python/*.c' 2>/dev/null)
+[ -n "$files" ] || files=$(ls src/*/*.[ch] include/*.h tests/*.[ch] fuzz/*.[ch] web/*.c)
+long=$(for f in $files; do python3 -c '
+import sys
+for i, l in enumerate(open(sys.argv[1], encoding="utf-8").read().split("\n")):
+    if len(l) > 100: print("%s:%d (%d columns)" % (sys.argv[1], i + 1, len(l)))' "$f"; done)
+n=$(echo "$files" | wc -w)
+[ -z "$long" ] && echo "PASS style.columns ($n C files, every line <= 100 columns)" \
+    || echo "FAIL style.columns: $(echo "$long" | head -3 | tr '\n' ' ')"
+tags=$(grep -n -i -E '\bissue [0-9]+' $(echo "$files" | tr ' ' '\n' | grep '^src/\|^include/') 2>/dev/null)
+[ -z "$tags" ] && echo "PASS style.no-issue-tags (src/ and include/ cite the spec, not the tracker)" \
+    || echo "FAIL style.no-issue-tags: $(echo "$tags" | head -3 | tr '\n' ' ')"
+if command -v clang-format >/dev/null 2>&1; then
+    bad=$(for f in $files; do clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || echo "$f"; done)
+    [ -z "$bad" ] && echo "PASS style.clang-format ($n files match .clang-format)" \
+        || echo "FAIL style.clang-format: not formatted: $(echo "$bad" | head -5 | tr '\n' ' ') (run clang-format -i)"
+else
+    echo "SKIP style.clang-format: clang-format not installed"
+fi
