@@ -167,7 +167,6 @@ def llama_checks(M, other, tmp):
            tok.vocab_size == m.tokenizer.vocab_size, "tokenizer-load")
     tok.close()
     raises("tokenizer-closed", cis2.Error, lambda: tok.encode("x"), ("the tokenizer is closed",))
-    import numpy as np
     report(m.tokenizer.decode(np.array([5, 17, 42], dtype=np.int64)) == m.detokenize([5, 17, 42]),
            "numpy-ids-accepted")
 

@@ -74,8 +74,27 @@ def _text_in(text, what):
     raise TypeError("%s: expected str or bytes, got %s" % (what, type(text).__name__))
 
 
+class _Closing:
+    """A library handle `_h`: close() on leaving a `with` block and when
+    garbage-collected (quietly at interpreter shutdown)."""
+    _h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if self._h:
+            try:
+                self.close()
+            except Exception:
+                pass
+
+
 # ---------------------------------------------------------------- tokenizer
-class Tokenizer:
+class Tokenizer(_Closing):
     """Byte-level BPE (§3.3): encode (add_special_tokens=false) and decode.
     Model.tokenizer is the one parsed from the model's hashed tokenizer.json;
     Tokenizer.load(path) reads a tokenizer.json by itself."""
@@ -131,10 +150,6 @@ class Tokenizer:
         if self._owner is None and self._h:
             _c.cis2_tokenizer_free(self._h)
         self._h = None
-
-    def __del__(self):
-        if getattr(self, "_h", None):
-            self.close()
 
 
 # ------------------------------------------------------------------- values
@@ -249,7 +264,7 @@ def _trace_rank(key, i):
 
 
 # ------------------------------------------------------------------- engine
-class Engine:
+class Engine(_Closing):
     """An engine over a loaded Model: its KV caches and scratch memory. One
     thread at a time uses an engine (calls on it serialize on a lock); engines
     on different threads decode concurrently, the GIL released."""
@@ -327,19 +342,9 @@ class Engine:
                 _c.cis2_engine_free(self._h)
                 self._h = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_h", None):
-            self.close()
-
 
 # -------------------------------------------------------------------- model
-class Model:
+class Model(_Closing):
     """A model directory (config.json, model.safetensors, tokenizer.json),
     loaded once, hashed (§12.1) and read-only, with a default engine of the
     given backend. Engines made by engine() share the loaded weights."""
@@ -526,16 +531,6 @@ class Model:
         if self._h:
             _c.cis2_model_free(self._h)
             self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_h", None):
-            self.close()
 
     def __repr__(self):
         return "Model(%r, arch=%s, backend=%s)" % (self.path, self.config.arch,
