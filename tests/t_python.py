@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -256,6 +257,19 @@ def llama_checks(M, other, tmp):
     raises("error-id-int32", ValueError, lambda: m.generate([2**40], 2), "int32")
     raises("error-force-vocab", cis2.Error, lambda: m.generate([5], force=[99999]),
            "forced token id 99999")
+    # Ctrl-C during a decode: KeyboardInterrupt between two steps; the
+    # sequence is cancelled, so the engine's one slot is free again.
+    before = m.generate([5, 17, 42, 7, 99], 6).receipt
+    timer = threading.Timer(0.05, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        while True:
+            m.generate([5, 17], 2000)
+    except KeyboardInterrupt:
+        interrupted = True
+    timer.join()
+    report(interrupted and m.generate([5, 17, 42, 7, 99], 6).receipt == before,
+           "keyboard-interrupt-cancels-the-sequence")
     m.close()
     raises("error-closed-model", cis2.Error, lambda: m.generate([5], 2),
            ("the model is closed",))
@@ -297,15 +311,16 @@ def group_layout(models, tmp):
 
 # ------------------------------------------------------------------ gil
 class _Spy:
-    """Stands in for the library handle: marks when cis2_generate is entered
-    and left (in Python, under the GIL, right around the real ctypes call)."""
+    """Stands in for the library handle: marks when a decode step
+    (cis2_engine_step, what generate calls per token) is entered and left (in
+    Python, under the GIL, right around the real ctypes call)."""
 
     def __init__(self, real):
         self.real, self.phase = real, "before"
 
     def __getattr__(self, name):
         f = getattr(self.real, name)
-        if name != "cis2_generate":
+        if name != "cis2_engine_step":
             return f
 
         def call(*a):
@@ -317,34 +332,59 @@ class _Spy:
         return call
 
 
-def group_gil(models, tmp):
-    """Deterministic: with a 1000 s switch interval a thread holding the GIL
-    keeps it until it blocks. The main thread can run while the decoding
-    thread is between entering and leaving cis2_generate only if that call
-    released the GIL. (With the GIL held, `seen` stays 0 whatever the timing.)"""
-    m = cis2.Model(os.path.join(models, "llama"))
-    m.generate([5], 2)  # warm: nothing lazy left inside the measured call
-    old = sys.getswitchinterval()
-    seen, tries = 0, 0
-    real = cis2._c
+def _inside_steps(m, lib):
+    """How often the main thread ran while a decoding thread was inside a
+    cis2_engine_step call made through `lib`."""
+    old, real = sys.getswitchinterval(), cis2._c
+    seen = 0
     try:
         sys.setswitchinterval(1000)
-        while not seen and tries < 5:
-            tries += 1
-            spy = _Spy(real)
-            cis2._c = spy
-            th = threading.Thread(target=lambda: m.generate([5, 17, 42], 96))
-            th.start()
-            while th.is_alive():
-                if spy.phase == "in":
-                    seen += 1
-                time.sleep(0.0005)  # blocks: lets the decoding thread have the GIL back
-            th.join()
+        spy = _Spy(lib)
+        cis2._c = spy
+        th = threading.Thread(target=lambda: m.generate([5, 17, 42], 96))
+        th.start()
+        while th.is_alive():
+            if spy.phase == "in":
+                seen += 1
+            time.sleep(0.0005)  # blocks: lets the decoding thread have the GIL back
+        th.join()
     finally:
         cis2._c = real
         sys.setswitchinterval(old)
-    report(seen > 0, "gil-released-during-generate (main thread ran %d time(s) inside "
-           "cis2_generate, try %d)" % (seen, tries), "never ran while cis2_generate was running")
+    return seen
+
+
+class _HoldsGil:
+    """The library as ctypes.PyDLL sees it (the GIL held through each call),
+    for cis2_engine_step only: the negative control."""
+
+    def __init__(self, real):
+        self.real = real
+        step = ctypes.PyDLL(cis2.library_path).cis2_engine_step
+        step.restype, step.argtypes = real.cis2_engine_step.restype, real.cis2_engine_step.argtypes
+        self.cis2_engine_step = step
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def group_gil(models, tmp):
+    """Deterministic: with a 1000 s switch interval a thread holding the GIL
+    keeps it until it blocks. The main thread can run while the decoding
+    thread is between entering and leaving cis2_engine_step only if that call
+    released the GIL. (With the GIL held, `seen` stays 0 whatever the timing:
+    the negative control calls the same function through ctypes.PyDLL.)"""
+    m = cis2.Model(os.path.join(models, "llama"))
+    m.generate([5], 2)  # warm: nothing lazy left inside the measured calls
+    seen = tries = 0
+    while not seen and tries < 5:
+        tries += 1
+        seen = _inside_steps(m, cis2._c)
+    report(seen > 0, "gil-released-during-decode (main thread ran %d time(s) inside "
+           "cis2_engine_step, try %d)" % (seen, tries),
+           "never ran while cis2_engine_step was running")
+    held = _inside_steps(m, _HoldsGil(cis2._c))
+    report(held == 0, "gil-negative-control (through PyDLL: ran %d time(s) inside)" % held)
 
 
 # -------------------------------------------------------------- threads

@@ -322,10 +322,19 @@ class Engine(_Closing):
         g = _lib.GenOpts(n_gen=max_tokens, stop_at_eos=1 if stop_at_eos else 0)
         if nf:
             g.force, g.n_force = ctypes.cast(farr, _lib.c_int32_p), nf
-        r, err = _lib.Result(), _lib.err_buf()
+        r, err, seq = _lib.Result(), _lib.err_buf(), ctypes.c_int(-1)
         with self._lock:
-            rc = _c.cis2_generate(self._handle(), ids, n, ctypes.byref(g), ctypes.byref(r), err)
-        _check(rc, err)
+            h = self._handle()
+            # cis2_generate's own path, one call per token: the GIL is released
+            # inside each step, and Ctrl-C (KeyboardInterrupt) lands between two.
+            _check(_c.cis2_seq_submit(h, ids, n, ctypes.byref(g), ctypes.byref(seq), err), err)
+            try:
+                while not _c.cis2_seq_done(h, seq):
+                    _check(_c.cis2_engine_step(h, err), err)
+                _check(_c.cis2_seq_take(h, seq, ctypes.byref(r), err), err)
+            except BaseException:
+                _c.cis2_seq_cancel(h, seq)
+                raise
         try:
             return m._result(r, pbytes, receipt=not nf)
         finally:
