@@ -252,6 +252,8 @@ def llama_checks(M, other, tmp):
     raises("error-no-ids", cis2.Error, lambda: m.generate([], 2), "no tokens")
     raises("error-max-tokens", ValueError, lambda: m.generate([5], 0), "max_tokens")
     raises("error-backend", ValueError, lambda: m.engine(backend="gpu"), "backend")
+    raises("error-backend-before-load", ValueError,
+           lambda: cis2.Model(os.path.join(tmp, "nonexistent"), backend="gpu"), "backend")
     raises("error-isa", ValueError, lambda: m.engine(backend="fast", isa="mmx"), "isa")
     raises("error-id-type", TypeError, lambda: m.generate(["a"], 2), "integers")
     raises("error-id-int32", ValueError, lambda: m.generate([2**40], 2), "int32")

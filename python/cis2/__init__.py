@@ -32,7 +32,7 @@ if library_version.split(".")[:2] != __version__.split(".")[:2]:
                       (library_path, library_found_by, library_version, __version__))
 
 __all__ = ["Model", "Engine", "Tokenizer", "Result", "Verdict", "Field", "Config", "Trace",
-           "Error", "verify", "library_path", "library_version"]
+           "Error", "verify", "library_path", "library_found_by", "library_version"]
 
 
 class Error(Exception):
@@ -131,7 +131,8 @@ class Tokenizer(_Closing):
             _c.cis2_free(ids)
 
     def decode_bytes(self, ids):
-        """Token ids → the bytes they stand for (need not be valid UTF-8)."""
+        """Token ids → the bytes they stand for (cis2.Error where the library
+        refuses them: today, bytes that are not valid UTF-8)."""
         arr, n = _ids_in(ids, "decode")
         out, ln, err = ctypes.c_void_p(), ctypes.c_size_t(), _lib.err_buf()
         _check(_c.cis2_tokenizer_decode(self._handle(), arr, n, ctypes.byref(out),
@@ -269,7 +270,9 @@ class Engine(_Closing):
     thread at a time uses an engine (calls on it serialize on a lock); engines
     on different threads decode concurrently, the GIL released."""
 
-    def __init__(self, model, backend="ref", isa="auto", threads=0, _trace=None):
+    @staticmethod
+    def _opts(backend, isa, threads):
+        """cis2_engine_opts from the Python arguments (ValueError when bad)."""
         if backend not in _lib.BACKEND:
             raise ValueError("backend must be 'ref' or 'fast', got %r" % (backend,))
         o = _lib.EngineOpts()
@@ -279,10 +282,14 @@ class Engine(_Closing):
             raise ValueError("unknown isa %r (expected auto, scalar, sse2, avx2, avx512, neon)" %
                              (isa,))
         o.isa = isa_id.value
-        if not isinstance(threads, int) or threads < 0:
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
             raise ValueError("threads must be an integer >= 0 (0 = every core), got %r" %
                              (threads,))
         o.threads = threads
+        return o
+
+    def __init__(self, model, backend="ref", isa="auto", threads=0, _trace=None):
+        o = self._opts(backend, isa, threads)
         self._trace_fn = _trace  # keep the callback alive as long as the engine
         if _trace is not None:
             o.trace = _trace
@@ -360,6 +367,7 @@ class Model(_Closing):
 
     def __init__(self, path, *, backend="ref", isa="auto", threads=0):
         self.path = os.fspath(path)
+        Engine._opts(backend, isa, threads)  # bad options fail before the load
         self._h, self._engines = None, weakref.WeakSet()
         h, err = ctypes.c_void_p(), _lib.err_buf()
         _check(_c.cis2_model_open(ctypes.byref(h), os.fsencode(self.path), None, err), err)
