@@ -67,13 +67,68 @@ $(BUILD)/unit_fuzz_replay: $(wildcard fuzz/*.c fuzz/*.h)
 $(BUILD)/unit_%: tests/unit_%.c tests/unit.h $(BUILD)/libcis2-cli.a $(BUILD)/libcis2.a
 	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcis2-cli.a $(BUILD)/libcis2.a $(LDLIBS)
 
+# ---- The libraries and `make install` (docs/python.md). libcis2.a and libcis2.so hold the
+# library layers only, never src/cli/. The shared library is built from its own -fPIC
+# objects ($(BUILD)/pic/, the same flags otherwise: -ffp-contract=off, ...) with
+# -fvisibility=hidden; include/cis2.h marks what it declares visible, so the .so exports
+# exactly the public API (tests/t_install.sh checks). Soname libcis2.so.CIS2_ABI_VERSION,
+# real name libcis2.so.ABI.MINOR.PATCH from CIS2_VERSION.
+VERSION := $(shell sed -n 's/^\#define CIS2_VERSION  *"\(.*\)".*/\1/p' include/cis2.h)
+ABI     := $(shell sed -n 's/^\#define CIS2_ABI_VERSION  *\([0-9]*\).*/\1/p' include/cis2.h)
+SONAME   = libcis2.so.$(ABI)
+SOREAL   = $(SONAME).$(word 2,$(subst ., ,$(VERSION))).$(word 3,$(subst ., ,$(VERSION)))
+PICOBJ   = $(patsubst $(BUILD)/%,$(BUILD)/pic/%,$(LIBOBJ))
+LIBS     = $(BUILD)/libcis2.a $(BUILD)/$(SOREAL) $(BUILD)/$(SONAME) $(BUILD)/libcis2.so
+# Every symbol resolved at link time, except under sanitizers (clang's runtime is
+# linked into executables only).
+SO_DEFS  = $(if $(findstring -fsanitize,$(EXTRA) $(SANFLAGS)),,-Wl,--no-undefined)
+all: $(LIBS)
+$(BUILD)/pic/%.o: src/%.c $(HDR)
+	@mkdir -p $(@D)
+	$(CROSS)$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+$(BUILD)/$(SOREAL): $(PICOBJ)
+	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) $(SO_DEFS) -o $@ $^ $(LDLIBS)
+$(BUILD)/$(SONAME): $(BUILD)/$(SOREAL)
+	ln -sf $(SOREAL) $@
+$(BUILD)/libcis2.so: $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
+
+# `make install PREFIX=/usr/local DESTDIR=`: the binary (as `cis2`), both libraries with the
+# soname links, the header and cis2.pc (pkg-config; made from cis2.pc.in).
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PCDIR      ?= $(LIBDIR)/pkgconfig
+.PHONY: install uninstall test-python
+install: $(BIN) $(LIBS) cis2.pc.in
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PCDIR)
+	install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/cis2
+	install -m 644 $(BUILD)/libcis2.a $(DESTDIR)$(LIBDIR)/libcis2.a
+	install -m 755 $(BUILD)/$(SOREAL) $(DESTDIR)$(LIBDIR)/$(SOREAL)
+	ln -sf $(SOREAL) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libcis2.so
+	install -m 644 include/cis2.h $(DESTDIR)$(INCLUDEDIR)/cis2.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|' \
+	    -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|' \
+	    -e 's|@VERSION@|$(VERSION)|' cis2.pc.in > $(DESTDIR)$(PCDIR)/cis2.pc
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/cis2 $(DESTDIR)$(LIBDIR)/libcis2.a $(DESTDIR)$(LIBDIR)/$(SOREAL) \
+	      $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libcis2.so \
+	      $(DESTDIR)$(INCLUDEDIR)/cis2.h $(DESTDIR)$(PCDIR)/cis2.pc
+# The Python package's suite alone (tests/t_python.sh; `make test` runs it too).
+test-python: all
+	ONLY=t_python CIS2=./$(BIN) BUILD=$(BUILD) TESTTMP=$(TESTTMP) bash tests/run.sh
+
 # The README's test command. Ends with "N passed, N failed, N skipped".
 test: all
 	CIS2=./$(BIN) BUILD=$(BUILD) TESTTMP=$(TESTTMP) bash tests/run.sh
 
 # §1.4: no fused multiply-add anywhere in the binary (with a negative control).
-fma-gate: $(BIN)
+fma-gate: $(BIN) $(BUILD)/$(SOREAL)
 	bash tests/fma_gate.sh ./$(BIN) $(CROSS)objdump $(CROSS)$(CC)
+	bash tests/fma_gate.sh $(BUILD)/$(SOREAL) $(CROSS)objdump $(CROSS)$(CC)
 
 run: all
 	bash tools/make_run.sh

@@ -35,11 +35,19 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* libcis2.so is built with -fvisibility=hidden: exactly what this header
+ * declares is exported (tests/t_install.sh checks the symbol table). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
 #define CIS2_SPEC_VERSION "0.3b"
 #define CIS2_VERSION      "0.4.0"
 #define CIS2_ABI_VERSION  1 /* the soname's major: bumped on any incompatible change */
 #define CIS2_ERR_LEN      512
+/* The CIS2_VERSION the library was built as, for clients that load it at run
+ * time (the Python package checks it against the layouts it was written for). */
+const char *cis2_version(void);
 
 typedef struct cis2_model cis2_model;
 typedef struct cis2_engine cis2_engine;
@@ -288,6 +296,9 @@ void cis2_hex(const uint8_t *b, size_t n, char *out);
 /* Release memory the library returned (ids, text, receipts' text). */
 void cis2_free(void *p);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

@@ -65,7 +65,7 @@ hd=$(echo "$h" | grep -E '^(PASS|FAIL) (fpenv 0x|fpenv FLT|dot_seq|rsqrt)|_diges
 # ---- 2. FMA gate on the aarch64 disassembly (fmadd|fmsub|fnmadd|fnmsub|fmla|fmls)
 out=$(bash tests/fma_gate.sh "$ARM" "${CROSS}objdump" "${CROSS}gcc" 2>&1)
 while IFS= read -r l; do case "$l" in PASS*|FAIL*|SKIP*) say "${l%% *} aarch64.${l#* }";; esac; done <<< "$out"
-for u in "$ARM_BUILD"/unit_*; do
+for u in "$ARM_BUILD"/unit_* "$ARM_BUILD"/libcis2.so.[0-9]*.[0-9]*.[0-9]*; do
     [ -x "$u" ] || continue
     o=$(bash tests/fma_gate.sh "$u" "${CROSS}objdump" "${CROSS}gcc" 2>&1 | grep "no-fma-in")
     case "$o" in PASS*) pass "fma-gate.$(basename "$u")";; *) fail "fma-gate.$(basename "$u")" "$o";; esac

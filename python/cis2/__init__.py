@@ -1,0 +1,591 @@
+"""cis2: bit-exact CIS-2 LLM inference from Python, over libcis2 (ctypes).
+
+    import cis2
+    m = cis2.Model("models/SmolLM2-135M")
+    r = m.generate("The capital of France is", max_tokens=8)
+    print(r.text, r.digests["witness-digest"])
+    print(cis2.verify(r.receipt, m))
+
+Every result is the library's: the same ids, digests and receipt bytes as
+`cis2 run` (docs/python.md). Decoding releases the GIL; one Engine is used by
+one thread at a time (Model.generate serializes on its own engine; make more
+with Model.engine() to decode on several threads over one loaded model).
+"""
+import ctypes
+import operator
+import os
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+__version__ = "0.4.0"
+
+from . import _lib  # noqa: E402  (loads libcis2; ImportError says where it looked)
+
+_c = _lib.lib
+library_path = _lib.path  # the libcis2 file in use, and how it was found
+library_found_by = _lib.how
+library_version = _lib.version
+if library_version.split(".")[:2] != __version__.split(".")[:2]:
+    raise ImportError("cis2: %s (%s) is libcis2 %s; this package is written for %s" %
+                      (library_path, library_found_by, library_version, __version__))
+
+__all__ = ["Model", "Engine", "Tokenizer", "Result", "Verdict", "Field", "Config", "Trace",
+           "Error", "verify", "library_path", "library_found_by", "library_version"]
+
+
+class Error(Exception):
+    """A call into libcis2 failed; str(e) is the library's one-line message."""
+
+
+def _check(rc, err):
+    if rc:
+        raise Error(_lib.err_text(err))
+
+
+def _ids_in(ids, what):
+    """Token ids (any iterable of integers, numpy arrays included) as a C array."""
+    if isinstance(ids, (str, bytes)):
+        raise TypeError("%s: expected token ids, got %s" % (what, type(ids).__name__))
+    try:
+        vals = [operator.index(x) for x in ids]
+    except TypeError:
+        raise TypeError("%s: token ids must be integers" % what) from None
+    for v in vals:
+        if not -(2**31) <= v < 2**31:
+            raise ValueError("%s: token id %d does not fit in int32" % (what, v))
+    return (ctypes.c_int32 * max(len(vals), 1))(*vals), len(vals)
+
+
+def _ids_out(p, n):
+    return [p[i] for i in range(n)]
+
+
+def _hex(d):
+    return bytes(d).hex()
+
+
+def _text_in(text, what):
+    if isinstance(text, str):
+        return text.encode("utf-8")
+    if isinstance(text, (bytes, bytearray)):
+        return bytes(text)
+    raise TypeError("%s: expected str or bytes, got %s" % (what, type(text).__name__))
+
+
+class _Closing:
+    """A library handle `_h`: close() on leaving a `with` block and when
+    garbage-collected (quietly at interpreter shutdown)."""
+    _h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if self._h:
+            try:
+                self.close()
+            except Exception:
+                pass
+
+
+# ---------------------------------------------------------------- tokenizer
+class Tokenizer(_Closing):
+    """Byte-level BPE (§3.3): encode (add_special_tokens=false) and decode.
+    Model.tokenizer is the one parsed from the model's hashed tokenizer.json;
+    Tokenizer.load(path) reads a tokenizer.json by itself."""
+
+    def __init__(self, handle, owner=None):
+        self._h, self._owner = handle, owner  # owner: the Model whose tokenizer this is
+
+    @classmethod
+    def load(cls, path):
+        h, err = ctypes.c_void_p(), _lib.err_buf()
+        _check(_c.cis2_tokenizer_load(ctypes.byref(h), os.fsencode(path), err), err)
+        return cls(h.value)
+
+    def _handle(self):
+        if self._owner is not None:
+            self._owner._handle()  # raises once the model is closed
+        if not self._h:
+            raise Error("the tokenizer is closed")
+        return self._h
+
+    @property
+    def vocab_size(self):
+        return _c.cis2_tokenizer_vocab_size(self._handle())
+
+    def encode(self, text):
+        """str (or UTF-8 bytes) → list of token ids."""
+        b = _text_in(text, "encode")
+        ids, n, err = _lib.c_int32_p(), ctypes.c_int(), _lib.err_buf()
+        _check(_c.cis2_tokenizer_encode(self._handle(), b, len(b), ctypes.byref(ids),
+                                        ctypes.byref(n), err), err)
+        try:
+            return _ids_out(ids, n.value)
+        finally:
+            _c.cis2_free(ids)
+
+    def decode_bytes(self, ids):
+        """Token ids → the bytes they stand for (cis2.Error where the library
+        refuses them: today, bytes that are not valid UTF-8)."""
+        arr, n = _ids_in(ids, "decode")
+        out, ln, err = ctypes.c_void_p(), ctypes.c_size_t(), _lib.err_buf()
+        _check(_c.cis2_tokenizer_decode(self._handle(), arr, n, ctypes.byref(out),
+                                        ctypes.byref(ln), err), err)
+        try:
+            return ctypes.string_at(out, ln.value)
+        finally:
+            _c.cis2_free(out)
+
+    def decode(self, ids):
+        """Token ids → str (bytes that are not UTF-8 become U+FFFD, where the
+        library returns such bytes rather than an Error)."""
+        return self.decode_bytes(ids).decode("utf-8", "replace")
+
+    def close(self):
+        if self._owner is None and self._h:
+            _c.cis2_tokenizer_free(self._h)
+        self._h = None
+
+
+# ------------------------------------------------------------------- values
+@dataclass(frozen=True)
+class Config:
+    """The shape and options read from config.json (§2.2)."""
+    arch: str
+    hidden: int
+    inter: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    vocab: int
+    max_pos: int
+    eps: float
+    rope_theta: float
+    tied: bool
+    qkv_bias: bool
+    qk_norm: bool
+    bos_id: Optional[int]
+    eos_ids: Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Result:
+    """One greedy decode (§3.4/§12). `digests` is keyed like the receipt;
+    `receipt` is the receipt text (None for a teacher-forced run, which is not
+    a greedy decode and must not look like one); `cis2_ref` is the CLI's
+    CIS2_REF line; `nan` is (step, index) of the first NaN logit, or None."""
+    prompt_ids: list
+    ids: list
+    text: Optional[str]
+    digests: dict
+    receipt: Optional[str]
+    cis2_ref: str
+    stopped_at_eos: bool
+    nan: Optional[Tuple[int, int]]
+    prefill_ms: float
+    decode_ms: float
+
+    def __repr__(self):
+        return "Result(ids=%r, text=%r, witness=%s)" % (self.ids, self.text,
+                                                        self.digests["witness-digest"][:16])
+
+
+@dataclass(frozen=True)
+class Field:
+    """One receipt field's verdict: status is MATCH, MISMATCH or SKIPPED."""
+    name: str
+    status: str
+    receipt: str
+    recomputed: str
+
+
+class Verdict:
+    """cis2_receipt_verify's field-by-field verdict (§14.3): artifact hashes
+    first, then the recomputed run. str(v) prints what `cis2 verify` prints."""
+
+    def __init__(self, fields, mismatches, ids, witness):
+        self.fields, self.mismatches = tuple(fields), mismatches
+        self.ok = mismatches == 0
+        self.ids, self.witness = ids, witness  # the recomputed run (ids empty if it did not run)
+
+    def __getitem__(self, name):
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def __iter__(self):
+        return iter(self.fields)
+
+    def __len__(self):
+        return len(self.fields)
+
+    def __str__(self):
+        lines = []
+        for f in self.fields:
+            if f.status == "MATCH":
+                lines.append("MATCH %s" % f.name)
+            elif f.status == "SKIPPED":
+                lines.append("SKIP %s: %s" % (f.name, f.recomputed))
+            else:
+                lines.append("MISMATCH %s: receipt %s, recomputed %s" %
+                             (f.name, f.receipt, f.recomputed))
+        lines.append("receipt does NOT match: %d field(s) differ" % self.mismatches
+                     if self.mismatches else "receipt verified: all fields match")
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return "Verdict(ok=%r, mismatches=%d, fields=%d)" % (self.ok, self.mismatches,
+                                                             len(self.fields))
+
+
+class Trace(dict):
+    """Trace nodes of one run: name → float32 numpy array, named as `cis2 trace`
+    names them (p{pos}.embed, p{pos}.L{l}.{node}, p{pos}.final_norm,
+    p{pos}.logits; attn_scores/attn_probs as [n_heads, n_ctx]), in execution
+    order. `result` is the run's Result."""
+    result = None
+
+
+def _trace_rank(key, i):
+    """(position, embed < layer 0..n < final_norm < logits, arrival) of a trace name."""
+    pos, rest = key[1:].split(".", 1)
+    if rest.startswith("L"):
+        stage = 1 + int(rest[1:].split(".", 1)[0])
+    else:
+        stage = {"embed": 0, "final_norm": 1 << 30, "logits": (1 << 30) + 1}.get(rest, 1 << 31)
+    return int(pos), stage, i
+
+
+# ------------------------------------------------------------------- engine
+class Engine(_Closing):
+    """An engine over a loaded Model: its KV caches and scratch memory. One
+    thread at a time uses an engine (calls on it serialize on a lock); engines
+    on different threads decode concurrently, the GIL released."""
+
+    @staticmethod
+    def _opts(backend, isa, threads):
+        """cis2_engine_opts from the Python arguments (ValueError when bad)."""
+        if backend not in _lib.BACKEND:
+            raise ValueError("backend must be 'ref' or 'fast', got %r" % (backend,))
+        o = _lib.EngineOpts()
+        o.backend = _lib.BACKEND[backend]
+        isa_id = ctypes.c_int()
+        if not isinstance(isa, str) or _c.cis2_isa_from_name(isa.encode(), ctypes.byref(isa_id)):
+            raise ValueError("unknown isa %r (expected auto, scalar, sse2, avx2, avx512, neon)" %
+                             (isa,))
+        o.isa = isa_id.value
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
+            raise ValueError("threads must be an integer >= 0 (0 = every core), got %r" %
+                             (threads,))
+        o.threads = threads
+        return o
+
+    def __init__(self, model, backend="ref", isa="auto", threads=0, _trace=None):
+        o = self._opts(backend, isa, threads)
+        self._trace_fn = _trace  # keep the callback alive as long as the engine
+        if _trace is not None:
+            o.trace = _trace
+        self._model, self._lock, self._h = model, threading.Lock(), None
+        h, err = ctypes.c_void_p(), _lib.err_buf()
+        _check(_c.cis2_engine_new(ctypes.byref(h), model._handle(), ctypes.byref(o), err), err)
+        self._h = h.value
+        model._engines.add(self)
+
+    @property
+    def model(self):
+        return self._model
+
+    @property
+    def backend(self):
+        """"ref", or "fast/<isa>" as the library names its path."""
+        with self._lock:
+            return _c.cis2_engine_backend(self._handle()).decode()
+
+    def _handle(self):
+        if not self._h:
+            raise Error("the engine is closed")
+        return self._h
+
+    def generate(self, prompt, max_tokens=None, *, stop_at_eos=False, force=None):
+        """Prefill `prompt` (str, UTF-8 bytes or token ids) and decode greedily
+        `max_tokens` tokens (default 16; exactly that many, §3.4, unless
+        stop_at_eos). `force`: teacher forcing, step i feeds force[i] instead
+        of its argmax pick (max_tokens defaults to len(force) then)."""
+        m = self._model
+        ids, n, pbytes = m._prompt(prompt)
+        farr, nf = _ids_in(force, "force") if force is not None else (None, 0)
+        if max_tokens is None:
+            max_tokens = nf if nf else 16
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise ValueError("max_tokens must be an integer >= 1, got %r" % (max_tokens,))
+        g = _lib.GenOpts(n_gen=max_tokens, stop_at_eos=1 if stop_at_eos else 0)
+        if nf:
+            g.force, g.n_force = ctypes.cast(farr, _lib.c_int32_p), nf
+        r, err, seq = _lib.Result(), _lib.err_buf(), ctypes.c_int(-1)
+        with self._lock:
+            h = self._handle()
+            # cis2_generate's own path, one call per token: the GIL is released
+            # inside each step, and Ctrl-C (KeyboardInterrupt) lands between two.
+            _check(_c.cis2_seq_submit(h, ids, n, ctypes.byref(g), ctypes.byref(seq), err), err)
+            try:
+                while not _c.cis2_seq_done(h, seq):
+                    _check(_c.cis2_engine_step(h, err), err)
+                _check(_c.cis2_seq_take(h, seq, ctypes.byref(r), err), err)
+            except BaseException:
+                _c.cis2_seq_cancel(h, seq)
+                raise
+        try:
+            return m._result(r, pbytes, receipt=not nf)
+        finally:
+            _c.cis2_result_free(ctypes.byref(r))
+
+    def verify(self, receipt):
+        """cis2.verify(receipt, self)."""
+        return verify(receipt, self)
+
+    def close(self):
+        """Free the engine (waits for a call in progress on another thread)."""
+        with self._lock:
+            if self._h:
+                _c.cis2_engine_free(self._h)
+                self._h = None
+
+
+# -------------------------------------------------------------------- model
+class Model(_Closing):
+    """A model directory (config.json, model.safetensors, tokenizer.json),
+    loaded once, hashed (§12.1) and read-only, with a default engine of the
+    given backend. Engines made by engine() share the loaded weights."""
+
+    def __init__(self, path, *, backend="ref", isa="auto", threads=0):
+        self.path = os.fspath(path)
+        Engine._opts(backend, isa, threads)  # bad options fail before the load
+        self._h, self._engines = None, weakref.WeakSet()
+        h, err = ctypes.c_void_p(), _lib.err_buf()
+        _check(_c.cis2_model_open(ctypes.byref(h), os.fsencode(self.path), None, err), err)
+        self._h = h.value
+        self._opts = dict(backend=backend, isa=isa, threads=threads)
+        try:
+            self._engine = Engine(self, **self._opts)
+        except Exception:
+            self.close()
+            raise
+        c = _c.cis2_model_config(self._h).contents
+        self.config = Config(
+            arch=_lib.ARCH.get(c.arch, str(c.arch)), hidden=c.hidden, inter=c.inter,
+            n_layers=c.n_layers, n_heads=c.n_heads, n_kv_heads=c.n_kv_heads,
+            head_dim=c.head_dim, vocab=c.vocab, max_pos=c.max_pos, eps=c.eps,
+            rope_theta=c.rope_theta, tied=bool(c.tied), qkv_bias=bool(c.qkv_bias),
+            qk_norm=bool(c.qk_norm), bos_id=None if c.bos_id < 0 else c.bos_id,
+            eos_ids=tuple(c.eos_ids[:c.n_eos]))
+        d = _c.cis2_model_digests(self._h).contents
+        # Keyed as in the receipt (§12.1, §6.6, §7.2).
+        self.digests = {"weights-sha256": _hex(d.weights_sha256),
+                        "config-sha256": _hex(d.config_sha256),
+                        "tokenizer-sha256": _hex(d.tokenizer_sha256),
+                        "table-digest": _hex(d.table_digest),
+                        "inv-freq-table-digest": _hex(d.inv_freq_digest)}
+        self.dtype = _c.cis2_model_dtype(self._h).decode()
+        err = _lib.err_buf()
+        th = _c.cis2_model_tokenizer(self._h, err)
+        self._tok = Tokenizer(th, owner=self) if th else None
+        self._tok_err = None if th else _lib.err_text(err)
+
+    def _handle(self):
+        if not self._h:
+            raise Error("the model is closed")
+        return self._h
+
+    # -- engines
+    def engine(self, backend=None, isa=None, threads=None):
+        """Another engine over this model (defaults: the model's options)."""
+        o = dict(self._opts)
+        for k, v in (("backend", backend), ("isa", isa), ("threads", threads)):
+            if v is not None:
+                o[k] = v
+        return Engine(self, **o)
+
+    @property
+    def backend(self):
+        return self._engine.backend
+
+    # -- tokenizer
+    @property
+    def tokenizer(self):
+        """The tokenizer parsed from the hashed tokenizer.json; Error when that
+        file is one the library cannot reproduce exactly (ids still work)."""
+        self._handle()
+        if self._tok is None:
+            raise Error(self._tok_err)
+        return self._tok
+
+    def tokenize(self, text):
+        return self.tokenizer.encode(text)
+
+    def detokenize(self, ids):
+        return self.tokenizer.decode(ids)
+
+    # -- running
+    def generate(self, prompt, max_tokens=None, *, stop_at_eos=False, force=None):
+        """Engine.generate on the model's own engine."""
+        return self._engine.generate(prompt, max_tokens, stop_at_eos=stop_at_eos, force=force)
+
+    def verify(self, receipt):
+        """cis2.verify(receipt, self)."""
+        return verify(receipt, self._engine)
+
+    def trace(self, prompt, max_tokens=None, *, force=None, layers=None, nodes=None,
+              backend=None):
+        """Every node of the forward passes of generate(prompt, max_tokens,
+        force=force) as numpy arrays (a Trace: a dict name → array, and the
+        run's Result). `layers` / `nodes` (iterables) limit what is kept.
+        Greedy traces equal `cis2 trace -n N` bit for bit."""
+        import numpy as np
+
+        keep_layers = None if layers is None else set(layers)
+        keep_nodes = None if nodes is None else set(nodes)
+        heads = self.config.n_heads
+        out, failed = Trace(), []
+
+        def capture(ctx, pos, layer, node, v, n):
+            try:
+                name = node.decode()
+                if keep_nodes is not None and name not in keep_nodes:
+                    return
+                if layer >= 0 and keep_layers is not None and layer not in keep_layers:
+                    return
+                key = "p%d.L%d.%s" % (pos, layer, name) if layer >= 0 else "p%d.%s" % (pos, name)
+                a = np.ctypeslib.as_array(v, shape=(n,)).copy() if n else np.zeros(0, np.float32)
+                if name in ("attn_scores", "attn_probs") and heads and n % heads == 0:
+                    a = a.reshape(heads, n // heads)
+                out[key] = a
+            except BaseException as e:  # raised again after the run
+                failed.append(e)
+
+        fn = _lib.TRACE_FN(capture)
+        o = dict(self._opts)
+        if backend is not None:
+            o["backend"] = backend
+        with Engine(self, _trace=fn, **o) as e:
+            out.result = e.generate(prompt, max_tokens, force=force)
+        if failed:
+            raise failed[0]
+        # A batched prefill reports stage by stage across positions; order as
+        # `cis2 trace` files do: by position, then embed, layers, final_norm,
+        # logits (the library's order within one position and layer).
+        keys = list(out)
+        done = Trace((keys[i], out[keys[i]])
+                     for i in sorted(range(len(keys)), key=lambda i: _trace_rank(keys[i], i)))
+        done.result = out.result
+        return done
+
+    # -- helpers for Engine
+    def _prompt(self, prompt):
+        """(C ids, n, receipt prompt bytes) from text, bytes or ids. For ids the
+        receipt's prompt bytes are their decoded text, as `cis2 run
+        --prompt-ids` writes it (empty when the tokenizer cannot decode)."""
+        self._handle()
+        if isinstance(prompt, (str, bytes, bytearray)):
+            b = _text_in(prompt, "prompt")
+            ids = self.tokenizer.encode(b)
+            if not ids:
+                raise Error("the prompt encodes to no tokens")
+            arr, n = _ids_in(ids, "prompt")
+            return arr, n, b
+        arr, n = _ids_in(prompt, "prompt")
+        pbytes = b""
+        if self._tok is not None and n:
+            try:
+                pbytes = self._tok.decode_bytes(_ids_out(arr, n))
+            except Error:
+                pbytes = b""
+        return arr, n, pbytes
+
+    def _result(self, r, pbytes, receipt):
+        prompt_ids, ids = _ids_out(r.prompt, r.n_prompt), _ids_out(r.gen, r.n_gen)
+        text = None
+        if self._tok is not None:
+            try:
+                text = self._tok.decode(ids)
+            except Error:
+                text = None
+        rtext = None
+        if receipt:
+            rc = _lib.Receipt()
+            pb = (ctypes.c_uint8 * max(len(pbytes), 1)).from_buffer_copy(pbytes or b"\0")
+            _c.cis2_receipt_from_run(ctypes.byref(rc), self._h, ctypes.byref(r), pb, len(pbytes))
+            out, ln = ctypes.c_void_p(), ctypes.c_size_t()
+            if _c.cis2_receipt_format(ctypes.byref(rc), ctypes.byref(out), ctypes.byref(ln)):
+                raise Error("out of memory formatting the receipt")
+            try:
+                rtext = ctypes.string_at(out, ln.value).decode("ascii")
+            finally:
+                _c.cis2_free(out)
+        witness = _hex(r.witness)
+        return Result(
+            prompt_ids=prompt_ids, ids=ids, text=text,
+            digests={"argmax-digest": _hex(r.argmax), "witness-digest": witness},
+            receipt=rtext,
+            cis2_ref="CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=%s" %
+            (witness, r.n_prompt, r.n_gen, self.dtype),
+            stopped_at_eos=bool(r.stopped_at_eos),
+            nan=None if r.nan_step < 0 else (r.nan_step, r.nan_index),
+            prefill_ms=r.prefill_ms, decode_ms=r.decode_ms)
+
+    # -- lifetime
+    def close(self):
+        """Free every engine of this model, then the model."""
+        for e in list(self._engines):
+            e.close()
+        if self._h:
+            _c.cis2_model_free(self._h)
+            self._h = None
+
+    def __repr__(self):
+        return "Model(%r, arch=%s, backend=%s)" % (self.path, self.config.arch,
+                                                   self._opts["backend"])
+
+
+# ------------------------------------------------------------------- verify
+def verify(receipt, model):
+    """Check a receipt (its text: str or bytes; or a path as os.PathLike)
+    against `model` (a Model, or an Engine to recompute on): the artifact
+    hashes, then a re-run of its prompt (§14.3). Returns a Verdict; raises
+    Error when the receipt is malformed or the run cannot start."""
+    engine = model._engine if isinstance(model, Model) else model
+    if not isinstance(engine, Engine):
+        raise TypeError("verify: expected a cis2.Model or cis2.Engine, got %s" %
+                        type(model).__name__)
+    name = "receipt"
+    if isinstance(receipt, os.PathLike):
+        name = os.fspath(receipt)
+        with open(receipt, "rb") as f:
+            receipt = f.read()
+    text = _text_in(receipt, "verify")
+    rc, err = _lib.Receipt(), _lib.err_buf()
+    _check(_c.cis2_receipt_parse(text, len(text), os.fsencode(name), ctypes.byref(rc), err), err)
+    try:
+        v = _lib.Verdict()
+        with engine._lock:
+            st = _c.cis2_receipt_verify(engine._handle(), ctypes.byref(rc), None, None,
+                                        ctypes.byref(v), err)
+        _check(st, err)
+        try:
+            fields = [Field(f.name.decode(), _lib.FIELD_STATUS.get(f.status, str(f.status)),
+                            (f.receipt or b"").decode("utf-8", "replace"),
+                            (f.recomputed or b"").decode("utf-8", "replace"))
+                      for f in v.fields[:v.n_fields]]
+            return Verdict(fields, v.mismatches, _ids_out(v.run.gen, v.run.n_gen),
+                           _hex(v.run.witness))
+        finally:
+            _c.cis2_verdict_free(ctypes.byref(v))
+    finally:
+        _c.cis2_receipt_free(ctypes.byref(rc))

@@ -1,0 +1,479 @@
+"""The Python package's checks, run by tests/t_python.sh: every call of
+python/cis2 against the CLI (`$CIS2`) on fixture models — receipts, CIS2_REF
+lines, verify output, tokens, traces and error lines must be the CLI's byte
+for byte. Usage: t_python.py GROUP MODELS_DIR [ARGS]; prints PASS/FAIL/SKIP.
+Groups: api, layout, gil, threads, threads-fast, installed HOW RECEIPT."""
+import ctypes
+import json
+import os
+import pathlib
+import re
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import cis2
+
+CLI = os.environ.get("CIS2", "./cis2")
+FIXTURES = ["llama", "qwen2", "qwen3", "untied-f32"]
+failures = 0
+
+
+def report(ok, name, detail=""):
+    global failures
+    if ok:
+        print("PASS python.%s" % name)
+    else:
+        failures += 1
+        print("FAIL python.%s: %s" % (name, str(detail).replace("\n", " | ")[:400]))
+
+
+def raises(name, exc, fn, want=None):
+    """fn() must raise `exc` with a one-line message (containing `want`, or equal
+    to it when want is a tuple of one string)."""
+    try:
+        fn()
+    except exc as e:
+        msg = str(e)
+        ok = "\n" not in msg and msg != ""
+        if isinstance(want, tuple):
+            ok = ok and msg == want[0]
+        elif want:
+            ok = ok and want in msg
+        report(ok, name, "message %r, wanted %r" % (msg, want))
+        return
+    except Exception as e:  # the wrong kind
+        report(False, name, "raised %s: %s, wanted %s" % (type(e).__name__, e, exc.__name__))
+        return
+    report(False, name, "did not raise %s" % exc.__name__)
+
+
+def cli(*args):
+    p = subprocess.run([CLI] + [str(a) for a in args], capture_output=True)
+    return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
+
+
+def cli_err(cmd, stderr):
+    """The library's line from `cis2 CMD: line`."""
+    return stderr.strip().split(": ", 1)[1] if stderr.startswith("cis2 %s: " % cmd) else stderr
+
+
+def vector(name):
+    v = {}
+    for line in open("tests/fixtures/%s.vector" % name, encoding="utf-8"):
+        if "=" in line and not line.startswith("#"):
+            k, _, val = line.strip().partition("=")
+            v[k] = val
+    return v
+
+
+def ids_of(s):
+    return [int(x) for x in s.split(",")] if s else []
+
+
+def kv(out, key):
+    m = re.search(rb"^%s=(.*)$" % key.encode(), out, re.M)
+    return m.group(1).decode() if m else None
+
+
+def read_trace(path):
+    """A cis2 trace (safetensors of F32): ordered names, arrays, metadata."""
+    import numpy as np
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    meta = h.pop("__metadata__", {})
+    names = sorted(h, key=lambda k: h[k]["data_offsets"][0])
+    arrs = {}
+    for k in names:
+        a, z = h[k]["data_offsets"]
+        arrs[k] = np.frombuffer(b[8 + n + a:8 + n + z], "<f4").reshape(h[k]["shape"])
+    return names, arrs, meta
+
+
+def same_bits(a, b):
+    import numpy as np
+    return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+# ------------------------------------------------------------------ api
+def group_api(models, tmp):
+    hdr = open("include/cis2.h", encoding="utf-8").read()
+    want = re.search(r'#define CIS2_VERSION\s+"([^"]+)"', hdr).group(1)
+    report(cis2.__version__ == want == cis2.library_version,
+           "version (package %s, library %s, cis2.h %s)" % (cis2.__version__,
+                                                            cis2.library_version, want))
+    for fx in FIXTURES:
+        M, v = os.path.join(models, fx), vector(fx)
+        ids, n = ids_of(v["prompt_token_ids"]), int(v["gen_toks"])
+        rcpt = os.path.join(tmp, fx + ".receipt")
+        rc, out, err = cli("run", "--model", M, "--prompt-ids", v["prompt_token_ids"], "-n", n,
+                           "--receipt", rcpt)
+        if rc:
+            report(False, fx + ".cli-run", err)
+            continue
+        cli_ref = re.search(rb"^CIS2_REF .*$", out, re.M).group(0).decode()
+        with cis2.Model(M) as m:
+            report(m.digests["weights-sha256"] == v["weights_sha256"] and
+                   m.digests["config-sha256"] == v["config_sha256"] and
+                   m.digests["tokenizer-sha256"] == v["tokenizer_sha256"] and
+                   m.digests["table-digest"] == v["table_digest"] and
+                   m.digests["inv-freq-table-digest"] == v["inv_freq_table_digest"],
+                   fx + ".model-digests-equal-pinned-vector", m.digests)
+            report(m.config.arch == fx.split("-")[0] if fx != "untied-f32" else
+                   not m.config.tied, fx + ".config", m.config)
+            r = m.generate(ids, n)
+            report(r.ids == ids_of(v["generated_token_ids"]) and r.prompt_ids == ids,
+                   fx + ".generate-ids", r.ids)
+            report(r.cis2_ref == cli_ref, fx + ".cis2-ref-equals-cli", (r.cis2_ref, cli_ref))
+            report(r.receipt == open(rcpt).read(), fx + ".receipt-equals-cli-ref-backend",
+                   r.receipt)
+            with m.engine(backend="fast") as e:
+                rf = e.generate(ids, n)
+                report(rf.receipt == r.receipt and e.backend.startswith("fast"),
+                       fx + ".receipt-equals-cli-fast-backend (%s)" % e.backend, rf)
+            vd = cis2.verify(r.receipt, m)
+            rc, vout, _ = cli("verify", rcpt, "--model", M)
+            report(vd.ok and rc == 0 and str(vd) + "\n" == vout.decode(),
+                   fx + ".verify-equals-cli", str(vd))
+    llama_checks(os.path.join(models, "llama"), os.path.join(models, "qwen2"), tmp)
+
+
+def llama_checks(M, other, tmp):
+    import numpy as np
+    m = cis2.Model(M)
+    # text prompts: the receipt's prompt-hex is the text's UTF-8
+    for i, text in enumerate(["Hello, wörld ✓", "  spaces\tand\nnewlines", "日本語 🙂"]):
+        p = os.path.join(tmp, "text%d.receipt" % i)
+        rc, out, err = cli("run", "--model", M, "--prompt", text, "-n", 4, "--receipt", p)
+        r = m.generate(text, 4)
+        report(rc == 0 and r.receipt == open(p).read() and
+               kv(out, "generated_token_ids") == ",".join(map(str, r.ids)),
+               "text-prompt-%d.receipt-equals-cli" % i, err or r)
+        rc, out, _ = cli("tokenize", "--model", M, text)
+        report(m.tokenize(text) == ids_of(out.decode().strip()), "tokenize-equals-cli-%d" % i)
+        report(m.generate(text.encode("utf-8"), 4).receipt == r.receipt, "bytes-prompt-%d" % i)
+        report(m.detokenize(m.tokenize(text)) == text, "detokenize-round-trip-%d" % i)
+    for ids in ([5, 17, 42], [300, 301, 89]):
+        s = ",".join(map(str, ids))
+        rc, out, _ = cli("detokenize", "--model", M, s)
+        got = m.tokenizer.decode_bytes(ids)
+        report(rc == 0 and got + b"\n" == out, "detokenize-equals-cli-" + s, (got, out))
+    tok = cis2.Tokenizer.load(os.path.join(M, "tokenizer.json"))
+    report(tok.encode("Hello world") == m.tokenize("Hello world") and tok.vocab_size > 0 and
+           tok.vocab_size == m.tokenizer.vocab_size, "tokenizer-load")
+    tok.close()
+    raises("tokenizer-closed", cis2.Error, lambda: tok.encode("x"), ("the tokenizer is closed",))
+    report(m.tokenizer.decode(np.array([5, 17, 42], dtype=np.int64)) == m.detokenize([5, 17, 42]),
+           "numpy-ids-accepted")
+
+    # stop at EOS: equal to the CLI's --stop-at-eos
+    eos = m.config.eos_ids
+    rc, out, _ = cli("run", "--model", M, "--prompt-ids", "5,17,42", "-n", 8, "--stop-at-eos")
+    r = m.generate([5, 17, 42], 8, stop_at_eos=True)
+    want = kv(out, "stop_at_eos=1 stopped")
+    report(rc == 0 and want == str(int(r.stopped_at_eos)) and
+           kv(out, "generated_token_ids") == ",".join(map(str, r.ids)),
+           "stop-at-eos-equals-cli (eos %s)" % (eos,), (want, r))
+
+    # teacher forcing: the forced ids are fed; no receipt for a non-greedy run
+    force = [7, 99, 3]
+    rf = m.generate([5, 17, 42], force=force)
+    report(rf.ids == force and rf.receipt is None and len(rf.digests["witness-digest"]) == 64,
+           "generate-force", rf)
+
+    # verify: equal to the CLI's output on a tampered receipt and a foreign model
+    good = m.generate([5, 17, 42, 7, 99], 6).receipt
+    bad = re.sub(r"(?m)^witness-digest .*$", "witness-digest " + "0" * 64, good)
+    p = os.path.join(tmp, "tampered.receipt")
+    open(p, "w").write(bad)
+    rc, out, _ = cli("verify", p, "--model", M)
+    vd = cis2.verify(bad, m)
+    report(rc == 1 and not vd.ok and vd["witness-digest"].status == "MISMATCH" and
+           vd["generated-token-ids"].status == "MATCH" and str(vd) + "\n" == out.decode(),
+           "verify-tampered-equals-cli", str(vd))
+    rc, out, _ = cli("verify", p, "--model", other)
+    with cis2.Model(other) as mo:
+        vo = cis2.verify(pathlib.Path(p), mo)
+    report(rc == 1 and vo.mismatches >= 1 and vo["weights-sha256"].status == "MISMATCH" and
+           str(vo) + "\n" == out.decode(), "verify-other-model-equals-cli", str(vo))
+    cli_names = re.findall(r"(?m)^(?:MATCH|MISMATCH|SKIP) ([a-z0-9-]+)", out.decode())
+    report([f.name for f in vo] == cli_names and len(vo) == len(cli_names) > 5 and
+           vd.ids == [int(x) for x in re.search(r"(?m)^generated-token-ids (.*)$", good)
+                      .group(1).split(",")], "verdict-fields-and-recomputed-run", cli_names)
+    p2 = os.path.join(tmp, "malformed.receipt")
+    open(p2, "w").write(good.replace("gen-toks 6", "gen-toks 7"))
+    rc, _, err = cli("verify", p2, "--model", M)
+    raises("verify-malformed-error-equals-cli", cis2.Error,
+           lambda: cis2.verify(pathlib.Path(p2), m), (cli_err("verify", err),))
+    raises("verify-wrong-type", TypeError, lambda: cis2.verify(good, "not a model"))
+
+    # greedy trace: every node bit-identical to `cis2 trace -n`, same names, same order
+    tp = os.path.join(tmp, "greedy.st")
+    rc, _, err = cli("trace", "--model", M, "--prompt-ids", "5,17,42", "-n", 3, "-o", tp)
+    t = m.trace([5, 17, 42], 3)
+    names, arrs, meta = read_trace(tp)
+    bad_nodes = [k for k in names if k not in t or not same_bits(arrs[k], t[k])]
+    report(rc == 0 and list(t) == names and not bad_nodes and
+           t.result.digests["witness-digest"] == meta.get("cis2_ref"),
+           "trace-greedy-equals-cli (%d nodes)" % len(names), bad_nodes[:3] or err)
+    report(all(a.dtype == np.float32 for a in t.values()) and
+           t["p2.L0.attn_scores"].shape == (m.config.n_heads, 3), "trace-arrays")
+    # teacher-forced: every node the engine computes equals the CLI's teacher-forced trace
+    tp = os.path.join(tmp, "forced.st")
+    rc, _, err = cli("trace", "--model", M, "--prompt-ids", "5,17,42", "--teacher-force", "7,99",
+                     "-o", tp)
+    t = m.trace([5, 17, 42], force=[7, 99])
+    names, arrs, _ = read_trace(tp)
+    bad_nodes = [k for k in t if k not in arrs or not same_bits(arrs[k], t[k])]
+    report(rc == 0 and t.result.ids == [7, 99] and not bad_nodes and len(t) > len(names) // 2 and
+           "p3.logits" in t, "trace-teacher-forced-equals-cli (%d of %d nodes)" % (len(t),
+                                                                                 len(names)),
+           bad_nodes[:3] or err)
+    t = m.trace([5, 17, 42], 2, layers=[1], nodes=["q_proj", "logits"])
+    report(sorted(t) == ["p0.L1.q_proj", "p1.L1.q_proj", "p2.L1.q_proj", "p2.logits",
+                         "p3.L1.q_proj", "p3.logits"], "trace-filters", sorted(t))
+
+    # errors: the library's one line, the same as the CLI's
+    rc, _, err = cli("run", "--model", os.path.join(tmp, "nonexistent"), "--prompt-ids", "1")
+    raises("error-missing-model-equals-cli", cis2.Error,
+           lambda: cis2.Model(os.path.join(tmp, "nonexistent")), (cli_err("run", err),))
+    rc, _, err = cli("run", "--model", M, "--prompt-ids", "5,99999")
+    raises("error-id-outside-vocab-equals-cli", cis2.Error, lambda: m.generate([5, 99999], 2),
+           (cli_err("run", err),))
+    rc, _, err = cli("run", "--model", M, "--prompt-ids", "5", "-n", 9000)
+    raises("error-too-long-equals-cli", cis2.Error, lambda: m.generate([5], 9000),
+           (cli_err("run", err),))
+    raises("error-empty-prompt", cis2.Error, lambda: m.generate("", 2), "no tokens")
+    raises("error-no-ids", cis2.Error, lambda: m.generate([], 2), "no tokens")
+    raises("error-max-tokens", ValueError, lambda: m.generate([5], 0), "max_tokens")
+    raises("error-backend", ValueError, lambda: m.engine(backend="gpu"), "backend")
+    raises("error-backend-before-load", ValueError,
+           lambda: cis2.Model(os.path.join(tmp, "nonexistent"), backend="gpu"), "backend")
+    raises("error-isa", ValueError, lambda: m.engine(backend="fast", isa="mmx"), "isa")
+    raises("error-id-type", TypeError, lambda: m.generate(["a"], 2), "integers")
+    raises("error-id-int32", ValueError, lambda: m.generate([2**40], 2), "int32")
+    raises("error-force-vocab", cis2.Error, lambda: m.generate([5], force=[99999]),
+           "forced token id 99999")
+    # Ctrl-C during a decode: KeyboardInterrupt between two steps; the
+    # sequence is cancelled, so the engine's one slot is free again.
+    before = m.generate([5, 17, 42, 7, 99], 6).receipt
+    timer = threading.Timer(0.05, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        while True:
+            m.generate([5, 17], 2000)
+    except KeyboardInterrupt:
+        interrupted = True
+    timer.join()
+    report(interrupted and m.generate([5, 17, 42, 7, 99], 6).receipt == before,
+           "keyboard-interrupt-cancels-the-sequence")
+    m.close()
+    raises("error-closed-model", cis2.Error, lambda: m.generate([5], 2),
+           ("the model is closed",))
+    raises("error-closed-tokenizer", cis2.Error, lambda: m.tokenize("x"),
+           ("the model is closed",))
+    # handles are released: many open/close cycles do not grow the process
+    for _ in range(3):
+        with cis2.Model(M) as mm:
+            e = mm.engine()
+            e.generate([5], 1)
+    report(e._h is None and mm._h is None, "close-frees-engines-then-model")
+
+
+# --------------------------------------------------------------- layout
+def group_layout(models, tmp):
+    """Every mirrored struct's size and field offsets equal the C compiler's."""
+    lines = ['#include "cis2.h"', "#include <stddef.h>", "#include <stdio.h>", "int main(void) {"]
+    want = []
+    for cname, cls in cis2._lib.STRUCTS.items():
+        lines.append('printf("%s %%zu\\n", sizeof(%s));' % (cname, cname))
+        want.append("%s %d" % (cname, ctypes.sizeof(cls)))
+        for f in cls._fields_:
+            lines.append('printf("%s.%s %%zu\\n", offsetof(%s, %s));' % (cname, f[0], cname, f[0]))
+            want.append("%s.%s %d" % (cname, f[0], getattr(cls, f[0]).offset))
+    lines.append("return 0; }")
+    src, exe = os.path.join(tmp, "layout.c"), os.path.join(tmp, "layout")
+    open(src, "w").write("\n".join(lines) + "\n")
+    p = subprocess.run(["cc", "-Iinclude", src, "-o", exe], capture_output=True, text=True)
+    if p.returncode:
+        report(False, "layout.compile", p.stderr)
+        return
+    got = subprocess.run([exe], capture_output=True, text=True).stdout.split("\n")[:-1]
+    diff = [(g, w) for g, w in zip(got, want) if g != w]
+    report(not diff and len(got) == len(want),
+           "layout.structs-equal-c (%d structs, %d fields)" % (len(cis2._lib.STRUCTS),
+                                                               len(want) - len(cis2._lib.STRUCTS)),
+           diff[:4])
+
+
+# ------------------------------------------------------------------ gil
+class _Spy:
+    """Stands in for the library handle: marks when a decode step
+    (cis2_engine_step, what generate calls per token) is entered and left (in
+    Python, under the GIL, right around the real ctypes call)."""
+
+    def __init__(self, real):
+        self.real, self.phase = real, "before"
+
+    def __getattr__(self, name):
+        f = getattr(self.real, name)
+        if name != "cis2_engine_step":
+            return f
+
+        def call(*a):
+            self.phase = "in"
+            try:
+                return f(*a)
+            finally:
+                self.phase = "after"
+        return call
+
+
+def _inside_steps(m, lib):
+    """How often the main thread ran while a decoding thread was inside a
+    cis2_engine_step call made through `lib`."""
+    old, real = sys.getswitchinterval(), cis2._c
+    seen = 0
+    try:
+        sys.setswitchinterval(1000)
+        spy = _Spy(lib)
+        cis2._c = spy
+        th = threading.Thread(target=lambda: m.generate([5, 17, 42], 96))
+        th.start()
+        while th.is_alive():
+            if spy.phase == "in":
+                seen += 1
+            time.sleep(0.0005)  # blocks: lets the decoding thread have the GIL back
+        th.join()
+    finally:
+        cis2._c = real
+        sys.setswitchinterval(old)
+    return seen
+
+
+class _HoldsGil:
+    """The library as ctypes.PyDLL sees it (the GIL held through each call),
+    for cis2_engine_step only: the negative control."""
+
+    def __init__(self, real):
+        self.real = real
+        step = ctypes.PyDLL(cis2.library_path).cis2_engine_step
+        step.restype, step.argtypes = real.cis2_engine_step.restype, real.cis2_engine_step.argtypes
+        self.cis2_engine_step = step
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def group_gil(models, tmp):
+    """Deterministic: with a 1000 s switch interval a thread holding the GIL
+    keeps it until it blocks. The main thread can run while the decoding
+    thread is between entering and leaving cis2_engine_step only if that call
+    released the GIL. (With the GIL held, `seen` stays 0 whatever the timing:
+    the negative control calls the same function through ctypes.PyDLL.)"""
+    m = cis2.Model(os.path.join(models, "llama"))
+    m.generate([5], 2)  # warm: nothing lazy left inside the measured calls
+    seen = tries = 0
+    while not seen and tries < 5:
+        tries += 1
+        seen = _inside_steps(m, cis2._c)
+    report(seen > 0, "gil-released-during-decode (main thread ran %d time(s) inside "
+           "cis2_engine_step, try %d)" % (seen, tries),
+           "never ran while cis2_engine_step was running")
+    held = _inside_steps(m, _HoldsGil(cis2._c))
+    report(held == 0, "gil-negative-control (through PyDLL: ran %d time(s) inside)" % held)
+
+
+# -------------------------------------------------------------- threads
+def _concurrent(engines, jobs):
+    """Each engine decodes its job on its own thread, all at once."""
+    out, errs = [None] * len(engines), []
+    start = threading.Barrier(len(engines))
+
+    def work(i):
+        try:
+            start.wait()
+            out[i] = engines[i].generate(*jobs[i]).receipt
+        except Exception as e:
+            errs.append("%s: %s" % (type(e).__name__, e))
+    ths = [threading.Thread(target=work, args=(i,)) for i in range(len(engines))]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    return out, errs
+
+
+def threads_case(models, backend):
+    """Two engines over one model, on two threads (include/cis2.h: a model is
+    read-only and shareable), then one freed and the other used again: every
+    receipt must equal the single-engine one."""
+    name = "threads-%s" % backend
+    m = cis2.Model(os.path.join(models, "qwen2"), backend=backend)
+    jobs = [([5, 17, 42, 7, 99], 12), ([3, 1, 4, 1, 5, 9, 2, 6], 10)]
+    alone = [m.generate(*j).receipt for j in jobs]
+    e1, e2 = m.engine(), m.engine()
+    got, errs = _concurrent([e1, e2], jobs)
+    report(not errs and got == alone, name + ".two-engines-two-threads-equal-alone",
+           errs or "receipts differ from the single-engine run")
+    got, errs = _concurrent([e1, e2], [jobs[1], jobs[0]])
+    report(not errs and got == alone[::-1], name + ".swapped-jobs-equal-alone",
+           errs or "receipts differ from the single-engine run")
+    got, errs = _concurrent([m, m.engine()], jobs)  # Model.generate serializes on its engine
+    report(not errs and got == alone, name + ".model-and-engine-threads", errs)
+    # Free the newest engine, then the older ones must still work (each in turn).
+    sys.stdout.flush()  # a crash below must not swallow the lines above
+    for k, (older, newest) in enumerate(((e1, e2), (m, e1))):
+        newest.close()
+        try:
+            r = older.generate(*jobs[0]).receipt
+        except cis2.Error as e:
+            r = "Error: %s" % e
+        report(r == alone[0], name + ".older-engine-survives-freeing-newest-%d" % (k + 1),
+               "after freeing the newest engine the older one gives %s (engines still share "
+               "state through the model)" % (r if r.startswith("Error") else "another receipt"))
+    m.close()
+
+
+# ------------------------------------------------------------ installed
+def group_installed(models, tmp, how, receipt):
+    """Run from an installed copy: found the library as expected, same receipt."""
+    where, how_name = os.path.dirname(cis2.__file__), how.replace(" ", "-")
+    report(not where.startswith(os.path.abspath("python")),
+           "installed.%s.imported-from-install (%s)" % (how_name, where))
+    report(cis2.library_found_by == how,
+           "installed.%s.library-found-by (%s: %s)" % (how_name, cis2.library_found_by,
+                                                      cis2.library_path))
+    with cis2.Model(os.path.join(models, "llama")) as m:
+        r = m.generate([5, 17, 42, 7, 99], 6)
+    report(r.receipt == open(receipt).read(), "installed.%s.receipt-equals-cli" % how_name)
+
+
+def main():
+    group, models = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TESTTMP")) as tmp:
+        if group == "api":
+            group_api(models, tmp)
+        elif group == "layout":
+            group_layout(models, tmp)
+        elif group == "gil":
+            group_gil(models, tmp)
+        elif group == "threads":
+            threads_case(models, "ref")
+        elif group == "threads-fast":
+            threads_case(models, "fast")
+        elif group == "installed":
+            group_installed(models, tmp, sys.argv[3], sys.argv[4])
+        else:
+            print("FAIL python.usage: unknown group %r" % group)
+            return 2
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
