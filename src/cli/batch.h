@@ -87,6 +87,9 @@ void cis2_jsonl_init(cis2_jsonl *r, int fd, const char *path);
  * returned with *line NULL and *len its length. */
 int cis2_jsonl_next(cis2_jsonl *r, const char **line, size_t *len, int *complete, char *err);
 void cis2_jsonl_free(cis2_jsonl *r);
+/* json_parse of one line; the error reads "invalid JSON at col C: why" (the
+ * caller names the file and line). */
+int cis2_json_line_parse(json_doc *d, const char *text, size_t len, char *err);
 
 /* ------------------------------------------- in-order pipeline (seqpipe.c) */
 /* Jobs come from next() in order, run up to B at a time on one engine

@@ -85,7 +85,7 @@ static int next_job(void *ctx, cis2_pipe_job *job)
             /* err says why */
         } else if (j->h.is_error) {
             j->kind = SKIP;
-        } else if (json_parse(&d, line, len, "", err) == 0) {
+        } else if (cis2_json_line_parse(&d, line, len, err) == 0) {
             uint32_t rv = json_get(&d, 0, "receipt", NULL);
             size_t rl;
             char *rt = NULL, e2[CIS2_ERR_LEN];
@@ -119,7 +119,7 @@ static void diff_fields(const char *a, size_t al, const char *b, size_t bl, cis2
 {
     json_doc x = { 0 }, y = { 0 };
     char err[CIS2_ERR_LEN];
-    if (json_parse(&x, a, al, "", err) || json_parse(&y, b, bl, "", err)) {
+    if (cis2_json_line_parse(&x, a, al, err) || cis2_json_line_parse(&y, b, bl, err)) {
         cis2_sb_str(out, "the line");
         json_free(&x);
         return;
@@ -144,7 +144,7 @@ static void diff_fields(const char *a, size_t al, const char *b, size_t bl, cis2
 static void short_val(const char *s)
 {
     size_t n = strlen(s);
-    printf("%.*s%s", (int)(n > 24 ? 24 : n), s, n > 24 ? "..." : "");
+    printf("%.*s%s", (int)(n > 64 ? 64 : n), s, n > 64 ? "..." : "");
 }
 
 static int job_done(void *ctx, cis2_pipe_job *job, cis2_result *r)
@@ -195,8 +195,7 @@ static int job_done(void *ctx, cis2_pipe_job *job, cis2_result *r)
             c->mismatched++;
             printf("MISMATCH ");
             where(j);
-            printf(": the receipt verifies but the line's %s differ(s) from it\n",
-                   d.b ? d.b : "fields");
+            printf(": the receipt verifies, but not the line's %s\n", d.b ? d.b : "fields");
             cis2_sb_free(&d);
         }
         free(want);

@@ -17,24 +17,13 @@ static const char *FIELDS[] = { "id", "prompt", "prompt_ids", "max_tokens", "sto
         return 1;                                                                                  \
     } while (0)
 
-/* The parser's "invalid JSON at line 1 col C: why" for a one-line text, as
- * "invalid JSON at col C: why" (the caller names the line). */
-static int parse_line(json_doc *d, const char *text, size_t len, char *err)
-{
-    char e[CIS2_ERR_LEN];
-    if (json_parse(d, text, len, "", e) == 0) return 0;
-    const char *col = strstr(e, " col ");
-    snprintf(err, CIS2_ERR_LEN, "invalid JSON at%s", col ? col : e);
-    return 1;
-}
-
 int cis2_request_id(const char *text, size_t len, char **id, size_t *id_len)
 {
     json_doc d = { 0 };
     char err[CIS2_ERR_LEN];
     *id = NULL;
     *id_len = 0;
-    if (parse_line(&d, text, len, err)) return 1;
+    if (cis2_json_line_parse(&d, text, len, err)) return 1;
     int dups = 0;
     uint32_t v = json_get(&d, 0, "id", &dups);
     if (v != JSON_NONE && dups == 1 && d.nodes[v].type == JSON_STRING)
@@ -159,7 +148,7 @@ int cis2_request_parse(const char *text, size_t len, const cis2_model *m,
 {
     memset(rq, 0, sizeof *rq);
     json_doc d = { 0 };
-    if (parse_line(&d, text, len, err)) return 1;
+    if (cis2_json_line_parse(&d, text, len, err)) return 1;
     int rc = cis2_request_from_json(&d, 0, m, df, rq, err);
     json_free(&d);
     return rc;

@@ -92,12 +92,7 @@ int cis2_line_head_parse(const char *text, size_t len, cis2_line_head *h, char *
 {
     memset(h, 0, sizeof *h);
     json_doc d = { 0 };
-    char e[CIS2_ERR_LEN];
-    if (json_parse(&d, text, len, "", e)) {
-        snprintf(err, CIS2_ERR_LEN, "not JSON (%s)",
-                 strstr(e, "invalid") ? strstr(e, "invalid") : e);
-        return 1;
-    }
+    if (cis2_json_line_parse(&d, text, len, err)) return 1;
     int rc = 1, dups = 0;
     if (d.nodes[0].type != JSON_OBJECT) {
         snprintf(err, CIS2_ERR_LEN, "not a JSON object");
