@@ -18,23 +18,10 @@ import json, sys
 c = json.load(open(sys.argv[1])); c["eos_token_id"] = 211
 open(sys.argv[1], "w").write(json.dumps(c, indent=2))
 PY
-# 40 prompts: text (ASCII-escaped and raw UTF-8, tabs, quotes, newlines) and
-# id lists of 1..9 tokens, max_tokens 1..17 or the -n default, some stop_at_eos.
+# 40 prompts (tools/make_prompts.py): text and id lists, max_tokens 1..17 or
+# the -n default, some stop_at_eos
 IN="$T/p40.jsonl"
-$PY - "$IN" <<'PY'
-import json, sys
-words = ["Once", "upon", "a", "time", "there", "was", "a", "tiny", "model", "ünïcode", "✓",
-         "日本語", "tab\tand \"quotes\"", "line\nbreak"]
-out = []
-for k in range(40):
-    o = {"id": "p%02d" % k}
-    if k % 4 == 3: o["prompt_ids"] = [(7 * k + 13 * j) % 320 for j in range(1 + k % 9)]
-    else: o["prompt"] = " ".join(words[(k + j) % len(words)] for j in range(1 + k % 7))
-    if k % 3 != 0: o["max_tokens"] = 1 + (5 * k) % 17
-    if k % 5 == 2: o["stop_at_eos"] = True
-    out.append(json.dumps(o, ensure_ascii=(k % 2 == 0)))
-open(sys.argv[1], "w").write("\n".join(out) + "\n")
-PY
+python3 tools/make_prompts.py "$IN" 40
 B=(batch --model "$M" --in "$IN" -n 12)
 
 # ---- the reference run, quiet when stderr is not a terminal
