@@ -309,3 +309,35 @@ if [ -x "$ARMBIN" ] && [ -x ./cis2 ] && command -v qemu-aarch64 >/dev/null && [ 
     "$CIS2" merge "$T/xa.jsonl" "$T/x86.jsonl" "$T/arm.jsonl" && cmp -s "$T/xa.jsonl" "$T/ref.jsonl" \
         && pass "batch.x86-64-and-aarch64-shards-merge-identical" || fail batch.x86-64-and-aarch64-shards-merge-identical "$(cmp "$T/xa.jsonl" "$T/ref.jsonl" 2>&1)"
 else skip batch.x86-64-and-aarch64-shards-merge-identical "needs ./cis2-aarch64 (make test-aarch64), ./cis2 and qemu-aarch64 with $SYSROOT"; fi
+
+# ---- docs/scale.md's Kubernetes Indexed Job, run locally: every pod's script
+# with its JOB_COMPLETION_INDEX, then the merge Job's, /data pointing here
+YPY=""; for p in python3 /usr/bin/python3; do "$p" -c 'import yaml' 2>/dev/null && { YPY=$p; break; }; done
+if [ -n "$YPY" ]; then
+    K8="$T/k8s"; mkdir -p "$K8/out"; cp -r "$M" "$K8/model"; cp "$IN" "$K8/prompts.jsonl"
+    n=$($YPY - docs/scale.md "$K8" <<'PY'
+import re, sys, yaml
+doc = open(sys.argv[1], encoding="utf-8").read()
+block = re.search(r"```yaml\n(.*?)```", doc, re.S).group(1)
+jobs = list(yaml.safe_load_all(block))
+spec = jobs[0]["spec"]
+pod = spec["template"]["spec"]["containers"][0]
+n = int(re.search(r"--shard \$JOB_COMPLETION_INDEX/(\d+)", pod["args"][0]).group(1))
+assert spec["completionMode"] == "Indexed" and spec["completions"] == n, "completions != N"
+open(sys.argv[2] + "/pod.sh", "w").write(pod["args"][0].replace("/data/", sys.argv[2] + "/"))
+merge = jobs[1]["spec"]["template"]["spec"]["containers"][0]["args"][0]
+open(sys.argv[2] + "/merge.sh", "w").write(merge.replace("/data/", sys.argv[2] + "/"))
+print(n)
+PY
+)
+    ok=1
+    for ((k = 0; k < ${n:-0}; k++)); do
+        CIS2BIN="$CIS2" JOB_COMPLETION_INDEX=$k sh -c 'cis2() { "$CIS2BIN" "$@"; }; . "$1"' sh "$K8/pod.sh" 2>/dev/null || ok=0
+    done
+    CIS2BIN="$CIS2" sh -c 'cis2() { "$CIS2BIN" "$@"; }; . "$1"' sh "$K8/merge.sh" >/dev/null 2>&1 || ok=0
+    "$CIS2" batch --model "$M" --in "$IN" --out "$T/ref16.jsonl" 2>/dev/null
+    [ "${n:-0}" -gt 1 ] && [ $ok -eq 1 ] && cmp -s "$K8/out/results.jsonl" "$T/ref16.jsonl" \
+        && [[ "$(tail -n 1 "$K8/out/verify.txt")" == *": 40 verified, 0 mismatched"* ]] \
+        && pass "batch.k8s-manifest-runs-locally ($n indexed pods + merge Job = single-process bytes)" \
+        || fail batch.k8s-manifest-runs-locally "n=$n ok=$ok $(tail -n 1 "$K8/out/verify.txt" 2>&1)"
+else skip batch.k8s-manifest-runs-locally "no python3 with PyYAML (Debian: python3-yaml)"; fi
