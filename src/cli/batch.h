@@ -8,7 +8,8 @@
 #include "cli/commands.h"
 #include "core/json.h"
 
-#define CIS2_BATCH_MAX_LINE   (16u << 20)       /* bytes in one JSONL line */
+#define CIS2_BATCH_MAX_LINE   (16u << 20)       /* bytes in one input line */
+#define CIS2_RESULT_MAX_LINE  (256u << 20)      /* bytes in one result line (ids up to max_pos) */
 #define CIS2_BATCH_MAX_INPUT  ((size_t)1 << 30) /* a prompts file */
 #define CIS2_BATCH_MAX_TOKENS 1000000           /* max_tokens, as `run -n` */
 #define CIS2_BATCH_MAX_B      256               /* --batch */
@@ -78,12 +79,13 @@ typedef struct {
     uint64_t good; /* end of the last complete ('\n'-terminated) line */
     long lineno;
     int eof;
+    size_t max_line; /* CIS2_RESULT_MAX_LINE unless the caller lowers it */
 } cis2_jsonl;
 /* Read `fd` (a regular file, opened by the caller, read from offset 0). */
 void cis2_jsonl_init(cis2_jsonl *r, int fd, const char *path);
 /* The next line without its '\n' (valid until the next call): 1 a line, 0 the
  * end, -1 a read error (err). *complete is 0 for a last line with no '\n' (an
- * interrupted write). A line longer than CIS2_BATCH_MAX_LINE is skipped and
+ * interrupted write). A line longer than r->max_line is skipped and
  * returned with *line NULL and *len its length. */
 int cis2_jsonl_next(cis2_jsonl *r, const char **line, size_t *len, int *complete, char *err);
 void cis2_jsonl_free(cis2_jsonl *r);

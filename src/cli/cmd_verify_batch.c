@@ -73,7 +73,7 @@ static int next_job(void *ctx, cis2_pipe_job *job)
     j->kind = BAD;
     if (!line) {
         snprintf(err, sizeof err, "a line of %zu bytes, more than the %u a line may have", len,
-                 CIS2_BATCH_MAX_LINE);
+                 CIS2_RESULT_MAX_LINE);
     } else if (!complete) {
         snprintf(err, sizeof err, "incomplete last line (an interrupted write)");
     } else {

@@ -14,6 +14,7 @@ void cis2_jsonl_init(cis2_jsonl *r, int fd, const char *path)
     memset(r, 0, sizeof *r);
     r->fd = fd;
     r->path = path;
+    r->max_line = CIS2_RESULT_MAX_LINE;
 }
 
 /* Append up to `want` more bytes of the file to buf; 0 at EOF. */
@@ -27,7 +28,7 @@ static int fill(cis2_jsonl *r, char *err)
     }
     if (r->cap - r->len < 65536) {
         size_t cap = r->cap ? r->cap * 2 : 1 << 20;
-        if (cap > (size_t)CIS2_BATCH_MAX_LINE + (1 << 20)) cap = CIS2_BATCH_MAX_LINE + (1 << 20);
+        if (cap > r->max_line + (1 << 20)) cap = r->max_line + (1 << 20);
         if (cap > r->cap) {
             char *b = realloc(r->buf, cap);
             if (!b) {
@@ -66,7 +67,7 @@ int cis2_jsonl_next(cis2_jsonl *r, const char **line, size_t *len, int *complete
             r->pos += n + 1;
             r->lineno++;
             r->good = r->off + r->pos;
-            if (skipped || n > CIS2_BATCH_MAX_LINE) {
+            if (skipped || n > r->max_line) {
                 *len = skipped + n;
                 return 1;
             }
@@ -80,7 +81,7 @@ int cis2_jsonl_next(cis2_jsonl *r, const char **line, size_t *len, int *complete
             r->pos = r->len;
             r->lineno++;
             *complete = 0;
-            if (skipped || have > CIS2_BATCH_MAX_LINE) {
+            if (skipped || have > r->max_line) {
                 *len = skipped + have;
                 return 1;
             }
@@ -88,7 +89,7 @@ int cis2_jsonl_next(cis2_jsonl *r, const char **line, size_t *len, int *complete
             *len = have;
             return 1;
         }
-        if (have > CIS2_BATCH_MAX_LINE) { /* too long: drop what we have, keep looking */
+        if (have > r->max_line) { /* too long: drop what we have, keep looking */
             skipped += have;
             r->off += r->len;
             r->pos = r->len = 0;
