@@ -58,6 +58,7 @@ int cis2_jsonl_next(cis2_jsonl *r, const char **line, size_t *len, int *complete
     *len = 0;
     *complete = 1;
     size_t scanned = 0, skipped = 0; /* skipped: bytes of an over-long line already dropped */
+    if (!r->buf && fill(r, err) < 0) return -1; /* never offset a NULL buffer */
     for (;;) {
         char *start = r->buf + r->pos;
         size_t have = r->len - r->pos;
