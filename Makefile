@@ -47,7 +47,7 @@ BIN     ?= cis2$(if $(CROSS),-$(XTAG))
 # so builds tested side by side never share (and rm -rf) each other's files.
 TESTTMP ?= $(CURDIR)/tests/tmp$(if $(filter-out build,$(BUILD)),/$(notdir $(BUILD)))
 
-.PHONY: all test clean fma-gate run bench bench-model test-asan fixtures test-aarch64 test-matrix fuzz fuzz-build fuzz-regress ci-extra wasm test-web
+.PHONY: all test clean fma-gate run bench bench-model test-asan fixtures test-aarch64 test-matrix fuzz fuzz-build fuzz-regress ci-extra wasm test-web test-slurm
 all: $(BIN) $(UNIT_BIN)
 
 $(BUILD)/%.o: src/%.c $(HDR) | $(BUILD)
@@ -124,6 +124,14 @@ test-python: all
 # The README's test command. Ends with "N passed, N failed, N skipped".
 test: all
 	CIS2=./$(BIN) BUILD=$(BUILD) TESTTMP=$(TESTTMP) bash tests/run.sh
+
+# cis2 batch as a Slurm job array on a single-node cluster on localhost
+# (tests/t_slurm.sh, docs/scale.md). `make test` runs it too, but SKIPs it
+# without root or slurm-wlm + munge; here a missing prerequisite is a FAIL.
+test-slurm: $(BIN)
+	mkdir -p $(TESTTMP)
+	CIS2=./$(BIN) TESTTMP=$(TESTTMP) SLURM_REQUIRED=1 bash tests/t_slurm.sh > $(TESTTMP)/slurm.log 2>&1; \
+	  cat $(TESTTMP)/slurm.log; grep -q '^PASS' $(TESTTMP)/slurm.log && ! grep -q '^FAIL' $(TESTTMP)/slurm.log
 
 # §1.4: no fused multiply-add anywhere in the binary (with a negative control).
 fma-gate: $(BIN) $(BUILD)/$(SOREAL)

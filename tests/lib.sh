@@ -26,3 +26,24 @@ find_real_model() {
     done
     return 1
 }
+# errors_row ID "WHAT IS WRONG" "ALSO TESTED BY" CMD...: the command's one stderr
+# line and exit status must be exactly those of docs/errors.md's row ID (paths
+# under $ERRORS_DIR written DIR); ERRORS_DUMP=1 prints the row from the binary.
+errors_row() {
+    local id="$1" what="$2" also="$3" out rc n line want_rc want_msg; shift 3
+    out=$("$@" 2>&1 >/dev/null); rc=$?
+    out=$(printf '%s' "$out" | sed "s#${ERRORS_DIR:?}/[A-Za-z0-9_.-]*#DIR#g")
+    if [ -n "${ERRORS_DUMP:-}" ]; then
+        printf '| `%s` | %s | %s | `%s` | %s |\n' "$id" "$what" "$rc" "$out" "$also"; return
+    fi
+    n=$(printf '%s\n' "$out" | grep -c .)
+    line=$(grep -F "| \`$id\` |" docs/errors.md | head -1)
+    if [ -z "$line" ]; then fail "errors.$id" "no row for $id in docs/errors.md"; return; fi
+    want_rc=$(printf '%s' "$line" | awk -F' [|] ' '{ print $3 }')
+    want_msg=$(printf '%s' "$line" | awk -F' [|] ' '{ print $4 }' | sed 's/^`//; s/`$//')
+    if [ $rc -ge 128 ]; then fail "errors.$id" "killed by signal (rc=$rc): $out"
+    elif [ "$n" -ne 1 ]; then fail "errors.$id" "wanted one stderr line, got $n: $out"
+    elif [ "$rc" != "$want_rc" ]; then fail "errors.$id" "exit $rc, docs/errors.md says $want_rc ($out)"
+    elif [ "$out" != "$want_msg" ]; then fail "errors.$id" "message '$out', docs/errors.md says '$want_msg'"
+    else pass "errors.$id"; fi
+}

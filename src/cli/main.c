@@ -29,6 +29,12 @@ static void usage(FILE *f)
         "  cis2 diff A B [--exact | --tol FILE] [--brief]\n"
         "  cis2 compare --model DIR --prompt-ids IDS [--teacher-force IDS | -n N]\n"
         "               (--against TRACE | --backend ref --backend fast) [--exact | --tol FILE]\n"
+        "  cis2 batch --model DIR --in PROMPTS.jsonl --out RESULTS.jsonl [--batch B] [--shard "
+        "i/N]\n"
+        "             [-n N] [--stop-at-eos] [--backend ref|fast] [--threads N] [--isa X]\n"
+        "  cis2 merge OUT SHARD.jsonl...              (docs/scale.md)\n"
+        "  cis2 verify-batch RESULTS.jsonl --model DIR [--batch B] [--backend ref|fast] "
+        "[--threads N]\n"
         "faults (debug, --backend ref): weight-bit (--fault-arg TENSOR:INDEX:BIT), fma "
         "(--fault-arg LAYER),\n"
         "  rmsnorm-assoc, rope-offset, kv-stale (--fault-arg POS), no-ftz\n"
@@ -57,6 +63,9 @@ int main(int argc, char **argv)
     if (!strcmp(c, "trace")) return cis2_cmd_trace(sub_argc, sub_argv);
     if (!strcmp(c, "diff")) return cis2_cmd_diff(sub_argc, sub_argv);
     if (!strcmp(c, "compare")) return cis2_cmd_compare(sub_argc, sub_argv);
+    if (!strcmp(c, "batch")) return cis2_cmd_batch(sub_argc, sub_argv);
+    if (!strcmp(c, "merge")) return cis2_cmd_merge(sub_argc, sub_argv);
+    if (!strcmp(c, "verify-batch")) return cis2_cmd_verify_batch(sub_argc, sub_argv);
     if (!strcmp(c, "help") || !strcmp(c, "--help") || !strcmp(c, "-h")) {
         usage(stdout);
         return 0;

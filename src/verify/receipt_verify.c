@@ -46,12 +46,13 @@ static int ids_in_vocab(const int32_t *ids, int n, int vocab)
     return 1;
 }
 
-int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_step, void *ctx,
-                        cis2_verdict *v, char *err)
+int cis2_receipt_verify_begin(const cis2_model *m, const cis2_receipt *r, cis2_verdict *v,
+                              cis2_gen_opts *g, int *run, char *err)
 {
     memset(v, 0, sizeof *v);
+    memset(g, 0, sizeof *g);
+    *run = 0;
     v->run.nan_step = v->run.nan_index = -1;
-    const cis2_model *m = cis2_engine_model(e);
     const cis2_digests *d = cis2_model_digests(m);
     const cis2_config *c = cis2_model_config(m);
     int oom = 0;
@@ -83,25 +84,27 @@ int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_s
         snprintf(want, sizeof want, "ids below vocab_size %d", c->vocab);
         oom |= add(v, "token-ids-in-vocabulary", CIS2_FIELD_MISMATCH,
                    dup_str("ids outside the vocabulary"), dup_str(want));
-        if (oom) {
-            cis2_verdict_free(v);
-            snprintf(err, CIS2_ERR_LEN, "out of memory");
-            return 1;
-        }
-        return 0;
+    } else {
+        /* §3.4: the receipt's ids come from exactly gen-toks greedy steps;
+         * a run that stopped at EOS is the same steps cut short. */
+        g->n_gen = r->gen_toks;
+        *run = 1;
     }
-    cis2_gen_opts g;
-    memset(&g, 0, sizeof g);
-    g.n_gen = r->gen_toks;
-    g.on_step = on_step;
-    g.ctx = ctx;
-    if (cis2_generate(e, r->prompt_ids, r->n_prompt, &g, &v->run, err)) {
+    if (oom) {
         cis2_verdict_free(v);
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
         return 1;
     }
+    return 0;
+}
+
+int cis2_receipt_verify_finish(const cis2_receipt *r, cis2_result *run, cis2_verdict *v, char *err)
+{
+    v->run = *run;
+    memset(run, 0, sizeof *run);
     char *gg = cis2_format_ids(v->run.gen, v->run.n_gen),
          *gw = cis2_format_ids(r->gen_ids, r->n_gen);
-    int same = gg && gw && strcmp(gg, gw) == 0;
+    int same = gg && gw && strcmp(gg, gw) == 0, oom = 0;
     oom |= add(v, "generated-token-ids", same ? CIS2_FIELD_MATCH : CIS2_FIELD_MISMATCH, gw, gg);
     oom |= add_hash(v, "argmax-digest", r->argmax_digest, v->run.argmax);
     oom |= add_hash(v, "witness-digest", r->witness_digest, v->run.witness);
@@ -111,6 +114,23 @@ int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_s
         return 1;
     }
     return 0;
+}
+
+int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_step, void *ctx,
+                        cis2_verdict *v, char *err)
+{
+    cis2_gen_opts g;
+    int run;
+    if (cis2_receipt_verify_begin(cis2_engine_model(e), r, v, &g, &run, err)) return 1;
+    if (!run) return 0;
+    g.on_step = on_step;
+    g.ctx = ctx;
+    cis2_result res;
+    if (cis2_generate(e, r->prompt_ids, r->n_prompt, &g, &res, err)) {
+        cis2_verdict_free(v);
+        return 1;
+    }
+    return cis2_receipt_verify_finish(r, &res, v, err);
 }
 
 void cis2_verdict_free(cis2_verdict *v)

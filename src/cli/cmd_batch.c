@@ -1,0 +1,424 @@
+/* `cis2 batch`: a JSONL file of prompts through one engine, B sequences at a
+ * time, one result (or error) object per input line appended to --out in
+ * input order, one write and one fsync per line, so that a killed run
+ * resumes where it stopped and the finished file is byte-identical to an
+ * uninterrupted one (docs/scale.md). --shard i/N takes the lines whose
+ * 0-based index is i mod N, for job arrays; `cis2 merge` joins the shards. */
+#include "cli/batch.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct {
+    const char *text; /* into the input buffer */
+    size_t len;
+    char *id; /* the line's "id" when it has a readable one */
+    size_t id_len;
+    int dup_of; /* the 1-based line that has this id first, or 0 */
+    int done;   /* its result is already in --out */
+} in_line;
+
+typedef struct {
+    int line;
+    cis2_request rq;
+    char *msg; /* why the line cannot run, or NULL */
+} job_user;
+
+typedef struct {
+    const char *in_path, *out_path;
+    in_line *L;
+    int n, shard_i, shard_n, cur; /* cur: the next 0-based line to look at */
+    const cis2_model *m;
+    cis2_request_defaults df;
+    int fd;
+    uint64_t size; /* bytes of --out */
+    long written, errors;
+    long kill_after, tear_after; /* test hooks (docs/scale.md), -1 = off */
+} batch_ctx;
+
+/* ------------------------------------------------------------- the input */
+static int split_lines(const char *buf, size_t len, in_line **out, int *n)
+{
+    size_t cap = 1024;
+    int k = 0;
+    in_line *L = malloc(cap * sizeof *L);
+    for (size_t p = 0; L && p < len;) {
+        const char *nl = memchr(buf + p, '\n', len - p);
+        size_t e = nl ? (size_t)(nl - buf) : len;
+        if ((size_t)k == cap) {
+            in_line *t = realloc(L, (cap *= 2) * sizeof *L);
+            if (!t) break;
+            L = t;
+        }
+        memset(&L[k], 0, sizeof L[k]);
+        L[k].text = buf + p;
+        L[k++].len = e - p;
+        p = e + 1;
+        if (k == 2000000000) break;
+    }
+    *out = L;
+    *n = k;
+    return !L;
+}
+
+typedef struct {
+    const char *id;
+    size_t len;
+    int line;
+} id_ref;
+
+static int cmp_id(const void *a, const void *b)
+{
+    const id_ref *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->id, y->id, n);
+    if (c) return c;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return x->line - y->line;
+}
+
+/* Every line's id (the whole file, whatever the shard: duplicates are found
+ * the same way by every shard), and which lines repeat an earlier id. */
+static int index_ids(in_line *L, int n)
+{
+    id_ref *r = malloc(((size_t)n + 1) * sizeof *r);
+    if (!r) return 1;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (L[i].len > CIS2_BATCH_MAX_LINE) continue;
+        if (cis2_request_id(L[i].text, L[i].len, &L[i].id, &L[i].id_len) == 0)
+            r[k++] = (id_ref){ L[i].id, L[i].id_len, i + 1 };
+    }
+    qsort(r, (size_t)k, sizeof *r, cmp_id);
+    for (int j = 1, first = k ? r[0].line : 0; j < k; j++) {
+        if (r[j].len == r[j - 1].len && memcmp(r[j].id, r[j - 1].id, r[j].len) == 0)
+            L[r[j].line - 1].dup_of = first;
+        else first = r[j].line;
+    }
+    free(r);
+    return 0;
+}
+
+/* ------------------------------------------------------------ the output */
+static int same_id(const char *a, size_t al, const char *b, size_t bl)
+{
+    if (!a || !b) return !a && !b;
+    return al == bl && memcmp(a, b, al) == 0;
+}
+
+static void fsync_dir(const char *path)
+{
+    char *d = strdup(path);
+    if (!d) return;
+    char *slash = strrchr(d, '/');
+    if (slash == d) slash[1] = 0;
+    else if (slash) *slash = 0;
+    int fd = open(slash ? d : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(d);
+}
+
+/* Open --out for appending (a regular file or nothing, never followed
+ * through a link), locked against a second writer. *created says whether
+ * this call made it. */
+static int open_out(batch_ctx *b, int *created)
+{
+    char err[CIS2_ERR_LEN];
+    const char *p = b->out_path;
+    if (cis2_check_output_path(p, err)) return cis2_cli_usage_error("batch", "%s", err);
+    int fl = O_RDWR | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+    b->fd = open(p, fl | O_CREAT | O_EXCL, 0644);
+    *created = b->fd >= 0;
+    if (b->fd < 0 && errno == EEXIST) b->fd = open(p, fl);
+    if (b->fd < 0) return cis2_cli_usage_error("batch", "%s: cannot write: %s", p, strerror(errno));
+    struct stat so, si;
+    if (fstat(b->fd, &so) != 0 || !S_ISREG(so.st_mode))
+        return cis2_cli_usage_error("batch", "%s: not a regular file", p);
+    if (stat(b->in_path, &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+        return cis2_cli_usage_error("batch", "%s: --out is the --in file", p);
+    if (flock(b->fd, LOCK_EX | LOCK_NB) != 0) {
+        *created = 0; /* not ours to remove */
+        return cis2_cli_usage_error(
+            "batch", "%s: %s", p,
+            errno == EWOULDBLOCK ? "another cis2 batch is writing it (locked)" : strerror(errno));
+    }
+    if (*created) fsync_dir(p);
+    return 0;
+}
+
+/* Resume: mark the lines whose results --out already holds. A last line
+ * without its '\n' (a write cut short by a kill or a crash) is cut off;
+ * anything else that is not a result of this input and shard is refused. */
+static int scan_out(batch_ctx *b, long *n_done)
+{
+    char err[CIS2_ERR_LEN];
+    cis2_jsonl r;
+    cis2_jsonl_init(&r, b->fd, b->out_path);
+    const char *line;
+    size_t len;
+    int complete, k, rc = 2;
+    *n_done = 0;
+#define REFUSE(...)                                                                                \
+    do {                                                                                           \
+        char m_[CIS2_ERR_LEN];                                                                     \
+        snprintf(m_, sizeof m_, __VA_ARGS__);                                                      \
+        cis2_cli_usage_error("batch", "%s: line %ld: %s", b->out_path, r.lineno, m_);              \
+        goto out;                                                                                  \
+    } while (0)
+    while ((k = cis2_jsonl_next(&r, &line, &len, &complete, err)) == 1) {
+        if (!complete) {
+            if (ftruncate(b->fd, (off_t)r.good) != 0)
+                REFUSE("cannot cut off the incomplete last line: %s", strerror(errno));
+            fprintf(stderr,
+                    "cis2 batch: %s: dropped an incomplete last line (%zu bytes, an interrupted "
+                    "write); resuming\n",
+                    b->out_path, len);
+            break;
+        }
+        cis2_line_head h;
+        if (!line) REFUSE("a line of %zu bytes is not a cis2 batch result", len);
+        if (cis2_line_head_parse(line, len, &h, err))
+            REFUSE("not a cis2 batch result (%s); refusing to append to it", err);
+        int bad = 1;
+        if (h.lines != b->n)
+            snprintf(err, sizeof err,
+                     "a result for an input of %d lines, but %s has %d (use another --out)",
+                     h.lines, b->in_path, b->n);
+        else if ((h.line - 1) % b->shard_n != b->shard_i)
+            snprintf(err, sizeof err, "input line %d is not in shard %d/%d", h.line, b->shard_i,
+                     b->shard_n);
+        else if (!same_id(h.id, h.id_len, b->L[h.line - 1].id, b->L[h.line - 1].id_len))
+            snprintf(err, sizeof err,
+                     "the result's id differs from input line %d's: the input changed (use "
+                     "another --out)",
+                     h.line);
+        else if (b->L[h.line - 1].done)
+            snprintf(err, sizeof err, "a second result for input line %d", h.line);
+        else bad = 0;
+        if (!bad) {
+            b->L[h.line - 1].done = 1;
+            b->errors += h.is_error;
+            ++*n_done;
+        }
+        cis2_line_head_free(&h);
+        if (bad) REFUSE("%s", err);
+    }
+    if (k < 0) {
+        cis2_cli_usage_error("batch", "%s", err);
+        goto out;
+    }
+    struct stat sb;
+    if (fstat(b->fd, &sb) != 0) {
+        cis2_cli_usage_error("batch", "%s: cannot stat: %s", b->out_path, strerror(errno));
+        goto out;
+    }
+    b->size = (uint64_t)sb.st_size;
+    rc = 0;
+out:
+#undef REFUSE
+    cis2_jsonl_free(&r);
+    return rc;
+}
+
+/* One line, one write (O_APPEND), then fdatasync: a line is either wholly
+ * in the file or, after a crash, a torn tail that the next run cuts off. */
+static int append(batch_ctx *b, const char *line, size_t len)
+{
+    if (b->tear_after >= 0 && b->written == b->tear_after) { /* test hook */
+        if (write(b->fd, line, len / 2) < 0) return 1;
+        raise(SIGKILL);
+    }
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(b->fd, line + done, len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : ENOSPC;
+            if (ftruncate(b->fd, (off_t)b->size) != 0) { /* leave no torn line behind */
+            }
+            return cis2_cli_usage_error("batch", "%s: write failed: %s", b->out_path, strerror(e));
+        }
+        done += (size_t)w;
+    }
+    if (fdatasync(b->fd) != 0 && errno != EINVAL)
+        return cis2_cli_usage_error("batch", "%s: fsync failed: %s", b->out_path, strerror(errno));
+    b->size += len;
+    b->written++;
+    if (b->kill_after >= 0 && b->written == b->kill_after) raise(SIGKILL); /* test hook */
+    return 0;
+}
+
+/* ------------------------------------------------------------ the pipeline */
+static int is_blank(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r') return 0;
+    return 1;
+}
+
+static int next_job(void *ctx, cis2_pipe_job *job)
+{
+    batch_ctx *b = ctx;
+    while (b->cur < b->n && b->L[b->cur].done) b->cur += b->shard_n;
+    if (b->cur >= b->n) return 0;
+    in_line *l = &b->L[b->cur];
+    job_user *u = calloc(1, sizeof *u);
+    if (!u) {
+        cis2_cli_usage_error("batch", "out of memory");
+        return -1;
+    }
+    u->line = b->cur + 1;
+    b->cur += b->shard_n;
+    char err[CIS2_ERR_LEN] = "";
+    if (l->len > CIS2_BATCH_MAX_LINE)
+        snprintf(err, sizeof err, "the line is %zu bytes, more than the %u a line may have", l->len,
+                 CIS2_BATCH_MAX_LINE);
+    else if (is_blank(l->text, l->len))
+        snprintf(err, sizeof err, "empty line (expected a JSON object)");
+    else if (l->dup_of) snprintf(err, sizeof err, "duplicate id (first at line %d)", l->dup_of);
+    else if (cis2_request_parse(l->text, l->len, b->m, &b->df, &u->rq, err) == 0) {
+        job->ids = u->rq.ids;
+        job->n_ids = u->rq.n_ids;
+        job->g.n_gen = u->rq.max_tokens;
+        job->g.stop_at_eos = u->rq.stop_at_eos;
+    }
+    if (err[0] && !(u->msg = strdup(err))) {
+        cis2_request_free(&u->rq);
+        free(u);
+        cis2_cli_usage_error("batch", "out of memory");
+        return -1;
+    }
+    job->user = u;
+    return 1;
+}
+
+static void drop_job(void *ctx, cis2_pipe_job *job)
+{
+    job_user *u = job->user;
+    cis2_request_free(&u->rq);
+    free(u->msg);
+    free(u);
+}
+
+static int job_done(void *ctx, cis2_pipe_job *job, cis2_result *r)
+{
+    batch_ctx *b = ctx;
+    job_user *u = job->user;
+    const in_line *l = &b->L[u->line - 1];
+    size_t len = 0;
+    char *line = u->msg ? cis2_result_error_line(u->line, b->n, l->id, l->id_len, u->msg, &len)
+                        : cis2_result_line(b->m, u->line, b->n, l->id, l->id_len, r,
+                                           (const uint8_t *)u->rq.prompt, u->rq.prompt_len, &len);
+    b->errors += u->msg != NULL;
+    drop_job(ctx, job);
+    if (!line) return cis2_cli_usage_error("batch", "out of memory");
+    int rc = append(b, line, len);
+    free(line);
+    return rc;
+}
+
+/* ------------------------------------------------------------- the command */
+static int parse_shard(const char *s, int *i, int *n)
+{
+    const char *slash = s ? strchr(s, '/') : NULL;
+    if (!slash) return 1;
+    char a[16];
+    size_t al = (size_t)(slash - s);
+    if (al == 0 || al >= sizeof a) return 1;
+    memcpy(a, s, al);
+    a[al] = 0;
+    return cis2_cli_int(a, 0, 999999, i) || cis2_cli_int(slash + 1, 1, 1000000, n) || *i >= *n;
+}
+
+static long env_long(const char *name)
+{
+    const char *v = getenv(name);
+    int x;
+    return v && cis2_cli_int(v, 0, 2000000000, &x) == 0 ? x : -1;
+}
+
+int cis2_cmd_batch(int argc, char **argv)
+{
+    const char *model = NULL, *in = NULL, *out = NULL, *shard = NULL, *backend = NULL, *isa = NULL;
+    int batch = 8, n = 16, threads = 0, stop = 0;
+    const cis2_opt opts[] = {
+        { "--model", NULL, CIS2_OPT_PATH, &model, 0, 0 },
+        { "--in", NULL, CIS2_OPT_PATH, &in, 0, 0 },
+        { "--out", NULL, CIS2_OPT_PATH, &out, 0, 0 },
+        { "--batch", NULL, CIS2_OPT_INT, &batch, 1, CIS2_BATCH_MAX_B },
+        { "--shard", NULL, CIS2_OPT_STR, &shard, 0, 0 },
+        { "--n", "-n", CIS2_OPT_INT, &n, 1, CIS2_BATCH_MAX_TOKENS },
+        { "--stop-at-eos", NULL, CIS2_OPT_FLAG, &stop, 0, 0 },
+        { "--backend", NULL, CIS2_OPT_STR, &backend, 0, 0 },
+        { "--isa", NULL, CIS2_OPT_STR, &isa, 0, 0 },
+        { "--threads", NULL, CIS2_OPT_INT, &threads, 1, 1024 },
+    };
+    if (cis2_cli_parse("batch", argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, NULL, 0))
+        return 2;
+    if (!model || !in || !out)
+        return cis2_cli_usage_error("batch", "--model DIR, --in FILE and --out FILE are required");
+    batch_ctx b = { 0 };
+    b.in_path = in;
+    b.out_path = out;
+    b.shard_n = 1;
+    b.fd = -1;
+    b.df.max_tokens = n;
+    b.df.stop_at_eos = stop;
+    b.kill_after = env_long("CIS2_BATCH_KILL_AFTER");
+    b.tear_after = env_long("CIS2_BATCH_TEAR_AFTER");
+    if (shard && parse_shard(shard, &b.shard_i, &b.shard_n))
+        return cis2_cli_usage_error("batch", "--shard must be i/N with 0 <= i < N, got '%s'",
+                                    shard);
+    b.cur = b.shard_i;
+    cis2_engine_opts eo;
+    if (cis2_cli_engine_opts("batch", backend, isa, threads, &eo)) return 2;
+    eo.max_seqs = batch;
+
+    char err[CIS2_ERR_LEN], *buf = NULL;
+    size_t blen = 0;
+    int rc = 2, created = 0;
+    cis2_model *m = NULL;
+    cis2_engine *e = NULL;
+    if (cis2_read_file_max(in, CIS2_BATCH_MAX_INPUT, &buf, &blen, err)) {
+        cis2_cli_usage_error("batch", "%s", err);
+        goto out;
+    }
+    if (split_lines(buf, blen, &b.L, &b.n) || index_ids(b.L, b.n)) {
+        cis2_cli_usage_error("batch", "%s: out of memory", in);
+        goto out;
+    }
+    long n_done = 0;
+    if (open_out(&b, &created) || scan_out(&b, &n_done)) goto out;
+    if (cis2_cli_open("batch", model, &eo, &m, &e)) goto out;
+    b.m = m;
+    cis2_pipe_stats st = { 0 };
+    st.cmd = "batch";
+    st.progress = isatty(2);
+    st.total = (b.n - b.shard_i + b.shard_n - 1) / b.shard_n - n_done;
+    if (st.progress && n_done)
+        fprintf(stderr, "cis2 batch: %s: %ld line(s) already done, resuming\n", out, n_done);
+    if (cis2_pipe_run(e, batch, next_job, job_done, drop_job, &b, &st)) goto out;
+    rc = 0;
+    if (b.errors) {
+        fprintf(stderr, "cis2 batch: %ld line(s) failed: their error objects are in %s\n", b.errors,
+                out);
+        rc = 1;
+    }
+out:
+    if (rc == 2 && created && b.fd >= 0 && b.size == 0) unlink(out); /* made for nothing */
+    if (b.fd >= 0) close(b.fd);
+    cis2_engine_free(e);
+    cis2_model_free(m);
+    for (int i = 0; i < b.n; i++) free(b.L[i].id);
+    free(b.L);
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,255 @@
+/* `cis2 verify-batch RESULTS.jsonl --model DIR`: every receipt in a `cis2
+ * batch` output re-run on this machine, B at a time through the
+ * multi-sequence engine, and checked field by field with the library's
+ * receipt verification (§14.3, cis2_receipt_verify_begin/_finish); then the
+ * whole line is rebuilt from the recomputed run and compared byte for byte,
+ * so a doctored "text" or id list next to an intact receipt is caught too.
+ * One line per mismatch or unreadable line, then a summary. */
+#include "cli/batch.h"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { RUN, SKIP, BAD };
+typedef struct {
+    long at; /* line number in RESULTS */
+    int kind;
+    cis2_line_head h;
+    char *text; /* the line as read */
+    size_t len;
+    char *msg; /* BAD: why */
+    cis2_receipt rc;
+    cis2_verdict v;
+} vjob;
+
+typedef struct {
+    cis2_jsonl r;
+    const cis2_model *m;
+    long lines, verified, mismatched, bad, skipped;
+} vctx;
+
+static void where(const vjob *j)
+{
+    printf("line %ld", j->at);
+    if (j->h.line) {
+        printf(" (input line %d, id ", j->h.line);
+        cis2_print_id(stdout, j->h.id, j->h.id_len);
+        printf(")");
+    }
+}
+
+static void drop_job(void *ctx, cis2_pipe_job *job)
+{
+    vjob *j = job->user;
+    cis2_line_head_free(&j->h);
+    cis2_receipt_free(&j->rc);
+    cis2_verdict_free(&j->v);
+    free(j->text);
+    free(j->msg);
+    free(j);
+}
+
+static int next_job(void *ctx, cis2_pipe_job *job)
+{
+    vctx *c = ctx;
+    const char *line;
+    size_t len;
+    int complete;
+    char err[CIS2_ERR_LEN] = "";
+    int k = cis2_jsonl_next(&c->r, &line, &len, &complete, err);
+    if (k <= 0) {
+        if (k < 0) cis2_cli_usage_error("verify-batch", "%s", err);
+        return k;
+    }
+    vjob *j = calloc(1, sizeof *j);
+    if (!j || (line && !(j->text = malloc(len + 2)))) {
+        free(j);
+        cis2_cli_usage_error("verify-batch", "out of memory");
+        return -1;
+    }
+    j->at = c->r.lineno;
+    job->user = j;
+    j->kind = BAD;
+    if (!line) {
+        snprintf(err, sizeof err, "a line of %zu bytes, more than the %u a line may have", len,
+                 CIS2_RESULT_MAX_LINE);
+    } else if (!complete) {
+        snprintf(err, sizeof err, "incomplete last line (an interrupted write)");
+    } else {
+        memcpy(j->text, line, len);
+        j->text[len] = '\n';
+        j->len = len + 1;
+        json_doc d = { 0 };
+        if (cis2_line_head_parse(line, len, &j->h, err)) {
+            /* err says why */
+        } else if (j->h.is_error) {
+            j->kind = SKIP;
+        } else if (cis2_json_line_parse(&d, line, len, err) == 0) {
+            uint32_t rv = json_get(&d, 0, "receipt", NULL);
+            size_t rl;
+            char *rt = NULL, e2[CIS2_ERR_LEN];
+            if (rv == JSON_NONE || d.nodes[rv].type != JSON_STRING)
+                snprintf(err, sizeof err, "no \"receipt\" string");
+            else if (!(rt = json_str_dup(&d, rv, &rl))) snprintf(err, sizeof err, "out of memory");
+            else if (cis2_receipt_parse(rt, rl, "receipt", &j->rc, e2))
+                snprintf(err, sizeof err, "%s", e2);
+            else j->kind = RUN;
+            free(rt);
+            json_free(&d);
+        }
+    }
+    if (j->kind == BAD && !(j->msg = strdup(err))) j->kind = SKIP;
+    if (j->kind != RUN) return 1;
+    int run;
+    if (cis2_receipt_verify_begin(c->m, &j->rc, &j->v, &job->g, &run, err)) {
+        cis2_cli_usage_error("verify-batch", "%s", err);
+        drop_job(ctx, job);
+        return -1;
+    }
+    if (run) {
+        job->ids = j->rc.prompt_ids;
+        job->n_ids = j->rc.n_prompt;
+    }
+    return 1;
+}
+
+/* Names of the top-level fields whose values differ between two lines. */
+static void diff_fields(const char *a, size_t al, const char *b, size_t bl, cis2_sb *out)
+{
+    json_doc x = { 0 }, y = { 0 };
+    char err[CIS2_ERR_LEN];
+    if (cis2_json_line_parse(&x, a, al, err) || cis2_json_line_parse(&y, b, bl, err)) {
+        cis2_sb_str(out, "the line");
+        json_free(&x);
+        return;
+    }
+    int n = 0;
+    for (uint32_t k = x.nodes[0].first; k != JSON_NONE; k = x.nodes[x.nodes[k].next].next) {
+        char *key = json_str_dup(&x, k, NULL);
+        if (!key) break;
+        uint32_t u = x.nodes[k].next, v = json_get(&y, 0, key, NULL);
+        int same = v != JSON_NONE && x.nodes[u].type == y.nodes[v].type &&
+                   x.nodes[u].len == y.nodes[v].len &&
+                   memcmp(a + x.nodes[u].start, b + y.nodes[v].start, x.nodes[u].len) == 0;
+        if (!same) cis2_sb_printf(out, "%s%s", n++ ? ", " : "", key);
+        free(key);
+    }
+    if (x.nodes[0].count != y.nodes[0].count || !n)
+        cis2_sb_printf(out, "%sthe set or order of fields", n ? ", " : "");
+    json_free(&x);
+    json_free(&y);
+}
+
+static void short_val(const char *s)
+{
+    size_t n = strlen(s);
+    printf("%.*s%s", (int)(n > 64 ? 64 : n), s, n > 64 ? "..." : "");
+}
+
+static int job_done(void *ctx, cis2_pipe_job *job, cis2_result *r)
+{
+    vctx *c = ctx;
+    vjob *j = job->user;
+    char err[CIS2_ERR_LEN];
+    int rc = 0;
+    c->lines++;
+    if (j->kind == SKIP) {
+        c->skipped++;
+        printf("SKIP ");
+        where(j);
+        printf(": an error line, no receipt to verify\n");
+    } else if (j->kind == BAD) {
+        c->bad++;
+        printf("UNREADABLE ");
+        where(j);
+        printf(": %s\n", j->msg);
+    } else if (r && cis2_receipt_verify_finish(&j->rc, r, &j->v, err)) {
+        rc = cis2_cli_usage_error("verify-batch", "%s", err);
+    } else if (j->v.mismatches) {
+        c->mismatched++;
+        printf("MISMATCH ");
+        where(j);
+        printf(":");
+        for (int i = 0, n = 0; i < j->v.n_fields; i++) {
+            const cis2_verdict_field *f = &j->v.fields[i];
+            if (f->status != CIS2_FIELD_MISMATCH) continue;
+            printf("%s %s (receipt ", n++ ? ";" : "", f->name);
+            short_val(f->receipt);
+            printf(", recomputed ");
+            short_val(f->recomputed);
+            printf(")");
+        }
+        printf("\n");
+    } else {
+        size_t len = 0;
+        char *want = cis2_result_line(c->m, j->h.line, j->h.lines, j->h.id, j->h.id_len, &j->v.run,
+                                      j->rc.prompt_bytes, j->rc.prompt_len, &len);
+        if (!want) {
+            rc = cis2_cli_usage_error("verify-batch", "out of memory");
+        } else if (len == j->len && memcmp(want, j->text, len) == 0) {
+            c->verified++;
+        } else {
+            cis2_sb d = { 0 };
+            diff_fields(want, len, j->text, j->len, &d);
+            c->mismatched++;
+            printf("MISMATCH ");
+            where(j);
+            printf(": the receipt verifies, but not the line's %s\n", d.b ? d.b : "fields");
+            cis2_sb_free(&d);
+        }
+        free(want);
+    }
+    drop_job(ctx, job);
+    return rc;
+}
+
+int cis2_cmd_verify_batch(int argc, char **argv)
+{
+    const char *model = NULL, *backend = NULL, *isa = NULL, *path[1] = { NULL };
+    int batch = 8, threads = 0, npos = 0;
+    const cis2_opt opts[] = {
+        { "--model", NULL, CIS2_OPT_PATH, &model, 0, 0 },
+        { "--batch", NULL, CIS2_OPT_INT, &batch, 1, CIS2_BATCH_MAX_B },
+        { "--backend", NULL, CIS2_OPT_STR, &backend, 0, 0 },
+        { "--isa", NULL, CIS2_OPT_STR, &isa, 0, 0 },
+        { "--threads", NULL, CIS2_OPT_INT, &threads, 1, 1024 },
+    };
+    if (cis2_cli_parse("verify-batch", argc, argv, opts, sizeof opts / sizeof opts[0], path, 1,
+                       &npos, 0))
+        return 2;
+    if (!npos || !model)
+        return cis2_cli_usage_error("verify-batch",
+                                    "usage: cis2 verify-batch RESULTS.jsonl --model DIR");
+    cis2_engine_opts eo;
+    if (cis2_cli_engine_opts("verify-batch", backend, isa, threads, &eo)) return 2;
+    eo.max_seqs = batch;
+    char err[CIS2_ERR_LEN];
+    int fd;
+    uint64_t size;
+    if (cis2_open_input(path[0], &fd, &size, err))
+        return cis2_cli_usage_error("verify-batch", "%s", err);
+    cis2_model *m;
+    cis2_engine *e;
+    if (cis2_cli_open("verify-batch", model, &eo, &m, &e)) {
+        close(fd);
+        return 2;
+    }
+    vctx c = { 0 };
+    c.m = m;
+    cis2_jsonl_init(&c.r, fd, path[0]);
+    cis2_pipe_stats st = { 0 };
+    st.cmd = "verify-batch";
+    int rc = 2;
+    if (cis2_pipe_run(e, batch, next_job, job_done, drop_job, &c, &st) == 0) {
+        printf("verify-batch: %ld line(s): %ld verified, %ld mismatched, %ld unreadable, %ld "
+               "error line(s) without a receipt\n",
+               c.lines, c.verified, c.mismatched, c.bad, c.skipped);
+        rc = c.mismatched || c.bad ? 1 : 0;
+    }
+    cis2_jsonl_free(&c.r);
+    close(fd);
+    cis2_engine_free(e);
+    cis2_model_free(m);
+    return rc;
+}

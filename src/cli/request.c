@@ -1,0 +1,163 @@
+/* One JSON request object -> a sequence to decode: the prompt's token ids
+ * (from "prompt_ids", or "prompt" encoded with the model's tokenizer, §3.3),
+ * the receipt's prompt bytes, max_tokens and stop_at_eos. Strict: unknown or
+ * repeated fields, wrong types and out-of-range values are one-line errors,
+ * so nothing in a request is silently ignored. Used by `cis2 batch`; meant
+ * for any front end that takes JSON requests. */
+#include "cli/batch.h"
+#include <stdlib.h>
+#include <string.h>
+
+static const char *FIELDS[] = { "id", "prompt", "prompt_ids", "max_tokens", "stop_at_eos" };
+#define N_FIELDS (int)(sizeof FIELDS / sizeof FIELDS[0])
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        snprintf(err, CIS2_ERR_LEN, __VA_ARGS__);                                                  \
+        return 1;                                                                                  \
+    } while (0)
+
+int cis2_request_id(const char *text, size_t len, char **id, size_t *id_len)
+{
+    json_doc d = { 0 };
+    char err[CIS2_ERR_LEN];
+    *id = NULL;
+    *id_len = 0;
+    if (cis2_json_line_parse(&d, text, len, err)) return 1;
+    int dups = 0;
+    uint32_t v = json_get(&d, 0, "id", &dups);
+    if (v != JSON_NONE && dups == 1 && d.nodes[v].type == JSON_STRING)
+        *id = json_str_dup(&d, v, id_len);
+    json_free(&d);
+    return *id ? 0 : 1;
+}
+
+static int get_int(const json_doc *d, uint32_t v, const char *name, long lo, long hi, int *out,
+                   char *err)
+{
+    int64_t x;
+    if (d->nodes[v].type != JSON_NUMBER || json_num_i64(d, v, &x) || x < lo || x > hi)
+        FAIL("field \"%s\" must be an integer in [%ld, %ld]", name, lo, hi);
+    *out = (int)x;
+    return 0;
+}
+
+static int get_ids(const json_doc *d, uint32_t v, int vocab, cis2_request *rq, char *err)
+{
+    if (d->nodes[v].type != JSON_ARRAY) FAIL("field \"prompt_ids\" must be an array of token ids");
+    if (d->nodes[v].count == 0) FAIL("field \"prompt_ids\" is empty");
+    rq->ids = malloc((size_t)d->nodes[v].count * sizeof(int32_t));
+    if (!rq->ids) FAIL("out of memory");
+    int i = 0;
+    for (uint32_t k = d->nodes[v].first; k != JSON_NONE; k = d->nodes[k].next, i++) {
+        int64_t x;
+        if (d->nodes[k].type != JSON_NUMBER || json_num_i64(d, k, &x))
+            FAIL("prompt_ids[%d] is not an integer", i);
+        if (x < 0 || x >= vocab)
+            FAIL("prompt_ids[%d] = %lld is outside the vocabulary (vocab_size = %d)", i,
+                 (long long)x, vocab);
+        rq->ids[i] = (int32_t)x;
+    }
+    rq->n_ids = i;
+    return 0;
+}
+
+static int encode(const json_doc *d, uint32_t v, const cis2_model *m, cis2_request *rq, char *err)
+{
+    if (d->nodes[v].type != JSON_STRING) FAIL("field \"prompt\" must be a string");
+    rq->prompt = json_str_dup(d, v, &rq->prompt_len);
+    if (!rq->prompt) FAIL("out of memory");
+    char e[CIS2_ERR_LEN];
+    const cis2_tokenizer *t = cis2_model_tokenizer(m, e);
+    if (!t) FAIL("field \"prompt\" needs the model's tokenizer: %s", e);
+    if (cis2_tokenizer_encode(t, rq->prompt, rq->prompt_len, &rq->ids, &rq->n_ids, e))
+        FAIL("field \"prompt\": %s", e);
+    if (rq->n_ids == 0) FAIL("field \"prompt\" encodes to no tokens");
+    return 0;
+}
+
+int cis2_request_from_json(const json_doc *d, uint32_t obj, const cis2_model *m,
+                           const cis2_request_defaults *df, cis2_request *rq, char *err)
+{
+    memset(rq, 0, sizeof *rq);
+    rq->max_tokens = df->max_tokens;
+    rq->stop_at_eos = df->stop_at_eos;
+    if (d->nodes[obj].type != JSON_OBJECT) FAIL("expected a JSON object");
+    /* the id first, so that every later error can still name it */
+    int dups = 0;
+    uint32_t v = json_get(d, obj, "id", &dups);
+    if (v != JSON_NONE && dups == 1 && d->nodes[v].type == JSON_STRING)
+        rq->id = json_str_dup(d, v, &rq->id_len);
+    for (uint32_t k = d->nodes[obj].first; k != JSON_NONE; k = d->nodes[d->nodes[k].next].next) {
+        int known = 0;
+        for (int f = 0; f < N_FIELDS; f++) known |= json_str_eq(d, k, FIELDS[f]);
+        if (!known) {
+            char *name = json_str_dup(d, k, NULL);
+            cis2_sb sb = { 0 };
+            cis2_sb_json_str(&sb, name ? name : "", name ? strlen(name) : 0);
+            free(name);
+            snprintf(err, CIS2_ERR_LEN,
+                     "unknown field %.80s (expected id, prompt or prompt_ids, max_tokens, "
+                     "stop_at_eos)",
+                     sb.b ? sb.b : "?");
+            cis2_sb_free(&sb);
+            return 1;
+        }
+    }
+    uint32_t f[N_FIELDS];
+    for (int i = 0; i < N_FIELDS; i++) {
+        f[i] = json_get(d, obj, FIELDS[i], &dups);
+        if (dups > 1) FAIL("field \"%s\" appears more than once", FIELDS[i]);
+    }
+    if (f[0] == JSON_NONE) FAIL("field \"id\" is missing");
+    if (!rq->id) FAIL("field \"id\" must be a string");
+    if (rq->id_len == 0) FAIL("field \"id\" is empty");
+    if ((f[1] == JSON_NONE) == (f[2] == JSON_NONE))
+        FAIL("give exactly one of \"prompt\" or \"prompt_ids\"");
+    if (f[3] != JSON_NONE &&
+        get_int(d, f[3], "max_tokens", 1, CIS2_BATCH_MAX_TOKENS, &rq->max_tokens, err))
+        return 1;
+    if (f[4] != JSON_NONE) {
+        int t = d->nodes[f[4]].type;
+        if (t != JSON_TRUE && t != JSON_FALSE) FAIL("field \"stop_at_eos\" must be true or false");
+        rq->stop_at_eos = t == JSON_TRUE;
+    }
+    const cis2_config *c = cis2_model_config(m);
+    if (f[2] != JSON_NONE) {
+        if (get_ids(d, f[2], c->vocab, rq, err)) return 1;
+        /* the receipt's prompt-hex: the bytes the ids decode to (empty when
+         * this tokenizer cannot decode them) */
+        char e[CIS2_ERR_LEN];
+        const cis2_tokenizer *t = cis2_model_tokenizer(m, e);
+        if (t && cis2_tokenizer_decode(t, rq->ids, rq->n_ids, &rq->prompt, &rq->prompt_len, e)) {
+            rq->prompt = NULL;
+            rq->prompt_len = 0;
+        }
+    } else if (encode(d, f[1], m, rq, err)) {
+        return 1;
+    }
+    /* positions 0 .. n_ids + max_tokens - 2 are computed (the last pick is never fed) */
+    if ((int64_t)rq->n_ids + rq->max_tokens - 1 > c->max_pos)
+        FAIL("prompt (%d tokens) + max_tokens %d exceeds max_position_embeddings = %d", rq->n_ids,
+             rq->max_tokens, c->max_pos);
+    return 0;
+}
+
+int cis2_request_parse(const char *text, size_t len, const cis2_model *m,
+                       const cis2_request_defaults *df, cis2_request *rq, char *err)
+{
+    memset(rq, 0, sizeof *rq);
+    json_doc d = { 0 };
+    if (cis2_json_line_parse(&d, text, len, err)) return 1;
+    int rc = cis2_request_from_json(&d, 0, m, df, rq, err);
+    json_free(&d);
+    return rc;
+}
+
+void cis2_request_free(cis2_request *rq)
+{
+    free(rq->id);
+    free(rq->ids);
+    free(rq->prompt);
+    memset(rq, 0, sizeof *rq);
+}

@@ -1,0 +1,144 @@
+/* The one output line format of `cis2 batch` (docs/scale.md): a result or an
+ * error object per input line, keys in a fixed order, built only from the
+ * run itself (no timings, no host names), so that the merged output of any
+ * sharding, batch size, resume or CPU is byte-identical. Also reads back the
+ * fields that order and identify a line (resume, merge, verify-batch). */
+#include "cli/batch.h"
+#include <stdlib.h>
+#include <string.h>
+
+static void head(cis2_sb *sb, int line, int lines, const char *id, size_t id_len)
+{
+    cis2_sb_printf(sb, "{\"line\":%d,\"lines\":%d,\"id\":", line, lines);
+    if (id) cis2_sb_json_str(sb, id, id_len);
+    else cis2_sb_str(sb, "null");
+}
+
+static void ids(cis2_sb *sb, const char *key, const int32_t *v, int n)
+{
+    cis2_sb_printf(sb, ",\"%s\":[", key);
+    for (int i = 0; i < n; i++) cis2_sb_printf(sb, i ? ",%d" : "%d", (int)v[i]);
+    cis2_sb_put(sb, "]", 1);
+}
+
+static void hex(cis2_sb *sb, const char *key, const uint8_t d[32])
+{
+    cis2_sb_printf(sb, ",\"%s\":\"", key);
+    cis2_sb_hex(sb, d, 32);
+    cis2_sb_put(sb, "\"", 1);
+}
+
+char *cis2_result_line(const cis2_model *m, int line, int lines, const char *id, size_t id_len,
+                       const cis2_result *r, const uint8_t *prompt, size_t prompt_len, size_t *len)
+{
+    cis2_sb sb = { 0 };
+    head(&sb, line, lines, id, id_len);
+    ids(&sb, "prompt_token_ids", r->prompt, r->n_prompt);
+    ids(&sb, "generated_token_ids", r->gen, r->n_gen);
+    /* "text": the generated ids' bytes as JSON text; a byte that is not
+     * UTF-8 (ids ending inside a character) becomes U+FFFD, and null when
+     * the tokenizer cannot decode them. The ids are the exact record. */
+    char terr[CIS2_ERR_LEN], *text = NULL;
+    size_t tl = 0;
+    const cis2_tokenizer *t = cis2_model_tokenizer(m, terr);
+    cis2_sb_str(&sb, ",\"text\":");
+    if (t && cis2_tokenizer_decode(t, r->gen, r->n_gen, &text, &tl, terr) == 0)
+        cis2_sb_json_str(&sb, text, tl);
+    else cis2_sb_str(&sb, "null");
+    free(text);
+    /* §12: the three digests — §12.3 tables, §12.2 argmax, §12.1 witness */
+    const cis2_digests *dg = cis2_model_digests(m);
+    hex(&sb, "table_digest", dg->table_digest);
+    hex(&sb, "inv_freq_table_digest", dg->inv_freq_digest);
+    hex(&sb, "argmax_digest", r->argmax);
+    hex(&sb, "cis2_ref", r->witness);
+    cis2_receipt rc;
+    cis2_receipt_from_run(&rc, m, r, prompt, prompt_len);
+    char *rt = NULL;
+    size_t rl = 0;
+    if (cis2_receipt_format(&rc, &rt, &rl)) sb.oom = 1;
+    cis2_sb_str(&sb, ",\"receipt\":");
+    if (rt) cis2_sb_json_str(&sb, rt, rl);
+    free(rt);
+    cis2_sb_str(&sb, "}\n");
+    return cis2_sb_take(&sb, len);
+}
+
+char *cis2_result_error_line(int line, int lines, const char *id, size_t id_len, const char *msg,
+                             size_t *len)
+{
+    cis2_sb sb = { 0 };
+    head(&sb, line, lines, id, id_len);
+    cis2_sb_str(&sb, ",\"error\":");
+    cis2_sb_json_str(&sb, msg, strlen(msg));
+    cis2_sb_str(&sb, "}\n");
+    return cis2_sb_take(&sb, len);
+}
+
+static int get_pos_int(const json_doc *d, const char *key, int *out, char *err)
+{
+    int dups = 0;
+    uint32_t v = json_get(d, 0, key, &dups);
+    int64_t x;
+    if (v == JSON_NONE || dups != 1 || json_num_i64(d, v, &x) || x < 1 || x > 2000000000) {
+        snprintf(err, CIS2_ERR_LEN, "no positive integer \"%s\"", key);
+        return 1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+int cis2_line_head_parse(const char *text, size_t len, cis2_line_head *h, char *err)
+{
+    memset(h, 0, sizeof *h);
+    json_doc d = { 0 };
+    if (cis2_json_line_parse(&d, text, len, err)) return 1;
+    int rc = 1, dups = 0;
+    if (d.nodes[0].type != JSON_OBJECT) {
+        snprintf(err, CIS2_ERR_LEN, "not a JSON object");
+        goto out;
+    }
+    if (get_pos_int(&d, "line", &h->line, err) || get_pos_int(&d, "lines", &h->lines, err))
+        goto out;
+    if (h->line > h->lines) {
+        snprintf(err, CIS2_ERR_LEN, "\"line\" %d is beyond \"lines\" %d", h->line, h->lines);
+        goto out;
+    }
+    uint32_t v = json_get(&d, 0, "id", &dups);
+    if (v == JSON_NONE || dups != 1 ||
+        (d.nodes[v].type != JSON_STRING && d.nodes[v].type != JSON_NULL)) {
+        snprintf(err, CIS2_ERR_LEN, "no \"id\" (a string or null)");
+        goto out;
+    }
+    if (d.nodes[v].type == JSON_STRING) {
+        h->id = json_str_dup(&d, v, &h->id_len);
+        if (!h->id) {
+            snprintf(err, CIS2_ERR_LEN, "out of memory");
+            goto out;
+        }
+    }
+    h->is_error = json_get(&d, 0, "error", NULL) != JSON_NONE;
+    rc = 0;
+out:
+    json_free(&d);
+    return rc;
+}
+
+void cis2_line_head_free(cis2_line_head *h)
+{
+    free(h->id);
+    memset(h, 0, sizeof *h);
+}
+
+void cis2_print_id(FILE *f, const char *id, size_t id_len)
+{
+    if (!id) {
+        fputs("null", f);
+        return;
+    }
+    cis2_sb sb = { 0 };
+    cis2_sb_json_str(&sb, id, id_len > 64 ? 64 : id_len);
+    fputs(sb.b ? sb.b : "\"\"", f);
+    if (id_len > 64) fputs("...", f);
+    cis2_sb_free(&sb);
+}

@@ -1,0 +1,343 @@
+#!/usr/bin/env bash
+# cis2 batch / merge / verify-batch (docs/scale.md): every batched item equals
+# a solo `cis2 run` (ids, digests, receipt bytes); the output is byte-identical
+# for B = 1..16, any sharding, both backends, a resume after kill -9 (torn last
+# line included) and x86-64 + aarch64 shards; bad lines become error objects;
+# merge refuses duplicates, gaps and torn shards; verify-batch catches doctored
+# receipts and fields; hostile files get one line; the progress line appears
+# on a terminal only. Rows of docs/errors.md named batch-*/merge-*/vbatch-*.
+source "$(dirname "$0")/lib.sh"
+T="$TESTTMP/batch"; rm -rf "$T"; mkdir -p "$T"
+PY=python3
+# The fixture model, with eos_token_id set to an id it often picks, so that
+# "stop_at_eos" lines really stop early (mixed finishing steps).
+M="$T/m"
+python3 tools/make_model.py "$M" >/dev/null || { fail batch.setup "make_model failed"; exit 1; }
+$PY - "$M/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["eos_token_id"] = 211
+open(sys.argv[1], "w").write(json.dumps(c, indent=2))
+PY
+# 40 prompts (tools/make_prompts.py): text and id lists, max_tokens 1..17 or
+# the -n default, some stop_at_eos
+IN="$T/p40.jsonl"
+python3 tools/make_prompts.py "$IN" 40
+B=(batch --model "$M" --in "$IN" -n 12)
+
+# ---- the reference run, quiet when stderr is not a terminal
+"$CIS2" "${B[@]}" --out "$T/ref.jsonl" 2>"$T/ref.err"; rc=$?
+[ $rc -eq 0 ] && [ "$(wc -l < "$T/ref.jsonl")" -eq 40 ] && pass "batch.runs (40 lines)" || fail batch.runs "rc=$rc $(head -3 "$T/ref.err")"
+[ ! -s "$T/ref.err" ] && pass batch.quiet-without-terminal || fail batch.quiet-without-terminal "stderr: $(head -c 200 "$T/ref.err")"
+ls "$T" | grep -q '\.tmp\.' && fail batch.no-temp-files "$(ls "$T")" || pass batch.no-temp-files
+
+# ---- every item equals a solo `cis2 run` of the same prompt: ids, the §12
+# digests, CIS2_REF, text and the receipt's bytes (the run's --receipt file)
+out=$($PY - "$CIS2" "$M" "$IN" "$T/ref.jsonl" "$T" <<'PY'
+import json, subprocess, sys
+cis2, model, inp, res, tmp = sys.argv[1:]
+ins = [json.loads(l) for l in open(inp, encoding="utf-8")]
+outs = [json.loads(l) for l in open(res, encoding="utf-8")]
+bad, stopped = [], 0
+keys = ["line", "lines", "id", "prompt_token_ids", "generated_token_ids", "text", "table_digest",
+        "inv_freq_table_digest", "argmax_digest", "cis2_ref", "receipt"]
+for k, (i, o) in enumerate(zip(ins, outs)):
+    if list(o) != keys: bad.append("line %d keys %s" % (k + 1, list(o))); continue
+    if o["line"] != k + 1 or o["lines"] != 40 or o["id"] != i["id"]: bad.append("line %d head" % (k + 1)); continue
+    n = i.get("max_tokens", 12)
+    cmd = [cis2, "run", "--model", model, "-n", str(n), "--receipt", tmp + "/solo.txt"]
+    cmd += ["--prompt-ids", ",".join(map(str, i["prompt_ids"]))] if "prompt_ids" in i else ["--prompt", i["prompt"]]
+    if i.get("stop_at_eos"): cmd.append("--stop-at-eos")
+    r = subprocess.run(cmd, capture_output=True)
+    kv = {}
+    for l in r.stdout.decode("utf-8", "replace").splitlines():
+        if l.startswith("CIS2_REF digest="): kv["cis2_ref"] = l.split()[1][7:]
+        elif "=" in l: a, b = l.split("=", 1); kv[a] = b
+    want_text = json.loads(kv["text"]) if "text" in kv else None
+    got = {"prompt_token_ids": ",".join(map(str, o["prompt_token_ids"])),
+           "generated_token_ids": ",".join(map(str, o["generated_token_ids"]))}
+    for f in ["prompt_token_ids", "generated_token_ids"]:
+        if kv.get(f) != got[f]: bad.append("line %d %s" % (k + 1, f))
+    for f in ["table_digest", "inv_freq_table_digest", "argmax_digest", "cis2_ref"]:
+        if kv.get(f if f != "inv_freq_table_digest" else "inv_freq_table_digest") != o[f]: bad.append("line %d %s" % (k + 1, f))
+    if want_text != o["text"]: bad.append("line %d text %r vs %r" % (k + 1, o["text"], want_text))
+    if open(tmp + "/solo.txt", encoding="utf-8").read() != o["receipt"]: bad.append("line %d receipt" % (k + 1))
+    if i.get("stop_at_eos") and len(o["generated_token_ids"]) < n: stopped += 1
+print("bad=%d stopped=%d %s" % (len(bad), stopped, "; ".join(bad[:4])))
+PY
+)
+case "$out" in "bad=0 stopped="[1-9]*) pass "batch.equals-solo-run (40 items: ids, digests, text, receipt bytes; ${out#bad=0 })";;
+    *) fail batch.equals-solo-run "$out";; esac
+
+# ---- byte-identical whatever the batch size, backend, threads
+bad=""
+for b in $(seq 1 16); do
+    "$CIS2" "${B[@]}" --out "$T/b$b.jsonl" --batch "$b" 2>/dev/null
+    cmp -s "$T/b$b.jsonl" "$T/ref.jsonl" || bad="$bad $b"
+done
+[ -z "$bad" ] && pass "batch.identical-for-B=1..16" || fail batch.identical-for-B=1..16 "differs for B =$bad"
+"$CIS2" "${B[@]}" --out "$T/fast.jsonl" --batch 5 --backend fast --threads 2 2>/dev/null
+cmp -s "$T/fast.jsonl" "$T/ref.jsonl" && pass batch.identical-fast-backend-2-threads || fail batch.identical-fast-backend-2-threads "$(cmp "$T/fast.jsonl" "$T/ref.jsonl")"
+
+# ---- shards: --shard i/N then merge, for N = 1, 2, 3, 7 and 41 (> lines: empty shards)
+bad=""
+for N in 1 2 3 7 41; do
+    files=()
+    for i in $(seq 0 $((N - 1))); do
+        "$CIS2" "${B[@]}" --out "$T/s$N.$i.jsonl" --shard "$i/$N" --batch 3 2>/dev/null
+        files+=("$T/s$N.$i.jsonl")
+    done
+    # shards given in reverse order: merge sorts by "line"
+    rev=(); for ((k = ${#files[@]} - 1; k >= 0; k--)); do rev+=("${files[$k]}"); done
+    "$CIS2" merge "$T/m$N.jsonl" "${rev[@]}" && cmp -s "$T/m$N.jsonl" "$T/ref.jsonl" || bad="$bad $N"
+done
+[ -z "$bad" ] && pass "batch.shards-merge-identical (N = 1 2 3 7 41)" || fail batch.shards-merge-identical "differs for N =$bad"
+n1=$(wc -l < "$T/s3.1.jsonl"); lines=$(sed 's/^{"line":\([0-9]*\),.*/\1/' "$T/s3.1.jsonl" | tr '\n' ' ')
+expect_eq batch.shard-takes-index-mod-N "$n1:$lines" "13:2 5 8 11 14 17 20 23 26 29 32 35 38 "
+
+# ---- kill -9 and resume: deterministic kills (after the k-th line; in the
+# middle of a line's write), then a real kill from outside
+for k in 1 17 39; do
+    rm -f "$T/k.jsonl"
+    { CIS2_BATCH_KILL_AFTER=$k "$CIS2" "${B[@]}" --out "$T/k.jsonl" --batch 4; } 2>/dev/null; rc=$?
+    n=$(wc -l < "$T/k.jsonl")
+    "$CIS2" "${B[@]}" --out "$T/k.jsonl" --batch 7 2>/dev/null
+    [ $rc -eq 137 ] && [ "$n" -eq $k ] && cmp -s "$T/k.jsonl" "$T/ref.jsonl" && pass "batch.resume-after-kill-9.after-line-$k" \
+        || fail "batch.resume-after-kill-9.after-line-$k" "rc=$rc lines=$n $(cmp "$T/k.jsonl" "$T/ref.jsonl" 2>&1)"
+done
+rm -f "$T/k.jsonl"
+{ CIS2_BATCH_TEAR_AFTER=9 "$CIS2" "${B[@]}" --out "$T/k.jsonl"; } 2>/dev/null; rc=$?
+torn=$(tail -c 1 "$T/k.jsonl" | od -An -c | tr -d ' ')
+err=$("$CIS2" "${B[@]}" --out "$T/k.jsonl" 2>&1 >/dev/null)
+[ $rc -eq 137 ] && [ "$torn" != '\n' ] && cmp -s "$T/k.jsonl" "$T/ref.jsonl" && [[ "$err" == *"dropped an incomplete last line"* ]] \
+    && pass batch.resume-drops-torn-last-line || fail batch.resume-drops-torn-last-line "rc=$rc tail=$torn err=$err $(cmp "$T/k.jsonl" "$T/ref.jsonl" 2>&1)"
+# a shard killed and resumed still merges to the same bytes
+{ CIS2_BATCH_KILL_AFTER=5 "$CIS2" "${B[@]}" --out "$T/ks1.jsonl" --shard 1/3; } 2>/dev/null
+"$CIS2" "${B[@]}" --out "$T/ks1.jsonl" --shard 1/3 2>/dev/null
+"$CIS2" merge "$T/km.jsonl" "$T/s3.0.jsonl" "$T/ks1.jsonl" "$T/s3.2.jsonl" && cmp -s "$T/km.jsonl" "$T/ref.jsonl" \
+    && pass batch.resumed-shard-merges-identical || fail batch.resumed-shard-merges-identical ""
+# from outside, at whatever point it has reached: longer items so it is still running
+$PY -c "
+import json
+for k in range(24): print(json.dumps({'id': 'x%d' % k, 'prompt_ids': [k + 1, 2 * k + 3], 'max_tokens': 400}))" > "$T/long.jsonl"
+"$CIS2" batch --model "$M" --in "$T/long.jsonl" --out "$T/long-ref.jsonl" --batch 2 2>/dev/null
+"$CIS2" batch --model "$M" --in "$T/long.jsonl" --out "$T/long.jsonl.out" --batch 2 2>/dev/null & pid=$!
+for _ in $(seq 400); do [ -s "$T/long.jsonl.out" ] && [ "$(wc -l < "$T/long.jsonl.out")" -ge 3 ] && break; sleep 0.02; done
+{ kill -9 $pid; wait $pid; } 2>/dev/null; n=$(wc -l < "$T/long.jsonl.out")
+"$CIS2" batch --model "$M" --in "$T/long.jsonl" --out "$T/long.jsonl.out" --batch 5 2>/dev/null
+cmp -s "$T/long.jsonl.out" "$T/long-ref.jsonl" && pass "batch.resume-after-external-kill-9 (killed with $n of 24 lines written)" \
+    || fail batch.resume-after-external-kill-9 "$(cmp "$T/long.jsonl.out" "$T/long-ref.jsonl" 2>&1)"
+# a finished file: a rerun adds nothing and says the same
+cp "$T/ref.jsonl" "$T/again.jsonl"
+"$CIS2" "${B[@]}" --out "$T/again.jsonl" 2>/dev/null; rc=$?
+[ $rc -eq 0 ] && cmp -s "$T/again.jsonl" "$T/ref.jsonl" && pass batch.rerun-of-finished-file-adds-nothing || fail batch.rerun-of-finished-file-adds-nothing "rc=$rc"
+
+# ---- bad lines: an error object each (message, line number), the rest goes on, exit 1
+BADIN="$T/bad.jsonl"
+$PY - "$BADIN" <<'PY'
+import sys
+L = [b'{"id": "ok1", "prompt": "Once upon"}',
+     b'{"id": "t", "prompt": "x", "temperature": 0.7}',
+     b'',
+     b'{"id": "ok1", "prompt": "again"}',
+     b'not json',
+     b'{"id": "v", "prompt_ids": [1, 320]}',
+     b'{"id": "u", "prompt": "caf\xc3"}',
+     b'[' * 300 + b']' * 300,
+     b'{"id": "both", "prompt": "a", "prompt_ids": [1]}',
+     b'{"prompt": "no id"}',
+     b'{"id": 7, "prompt": "numeric id"}',
+     b'{"id": "mt", "prompt": "a", "max_tokens": 0}',
+     b'{"id": "long", "prompt_ids": [1], "max_tokens": 9000}',
+     b'{"id": "empty", "prompt": ""}',
+     b'{"id": "neg", "prompt_ids": [-1]}',
+     b'{"id": "flt", "prompt_ids": [1.5]}',
+     b'{"id": "eos", "prompt": "a", "stop_at_eos": 1}',
+     b'{"id": "dupkey", "id": "dupkey2", "prompt": "a"}',
+     b'{"id": "huge", "prompt": "' + b'a' * (17 << 20) + b'"}',
+     b'{"id": "ok2", "prompt_ids": [5, 17, 42], "max_tokens": 3}']
+open(sys.argv[1], "wb").write(b"\n".join(L) + b"\n")
+PY
+"$CIS2" batch --model "$M" --in "$BADIN" --out "$T/bad.out" 2>"$T/bad.err"; rc=$?
+got=$($PY - "$T/bad.out" <<'PY'
+import json, sys
+for l in open(sys.argv[1], encoding="utf-8"):
+    o = json.loads(l)
+    print("%d|%s|%s" % (o["line"], o["id"], o.get("error", "OK")))
+PY
+)
+want='1|ok1|OK
+2|t|unknown field "temperature" (expected id, prompt or prompt_ids, max_tokens, stop_at_eos)
+3|None|empty line (expected a JSON object)
+4|ok1|duplicate id (first at line 1)
+5|None|invalid JSON at col 1: unexpected token
+6|v|prompt_ids[1] = 320 is outside the vocabulary (vocab_size = 320)
+7|None|invalid JSON at col 27: invalid UTF-8 in string
+8|None|invalid JSON at col 258: nesting too deep
+9|both|give exactly one of "prompt" or "prompt_ids"
+10|None|field "id" is missing
+11|None|field "id" must be a string
+12|mt|field "max_tokens" must be an integer in [1, 1000000]
+13|long|prompt (1 tokens) + max_tokens 9000 exceeds max_position_embeddings = 8192
+14|empty|field "prompt" encodes to no tokens
+15|neg|prompt_ids[0] = -1 is outside the vocabulary (vocab_size = 320)
+16|flt|prompt_ids[0] is not an integer
+17|eos|field "stop_at_eos" must be true or false
+18|None|field "id" appears more than once
+19|None|the line is 17825820 bytes, more than the 16777216 a line may have
+20|ok2|OK'
+if [ $rc -eq 1 ] && [ "$got" == "$want" ]; then pass "batch.bad-lines-become-error-objects (18 kinds, exit 1)"
+else fail batch.bad-lines-become-error-objects "rc=$rc $(diff <(echo "$want") <(echo "$got") | head -6 | tr '\n' ' ')"; fi
+expect_eq batch.bad-lines-one-stderr-line "$(sed "s#$T/##" "$T/bad.err")" "cis2 batch: 18 line(s) failed: their error objects are in bad.out"
+# a resumed file with error lines says so again (exit 1); all good lines: exit 0
+"$CIS2" batch --model "$M" --in "$BADIN" --out "$T/bad.out" 2>/dev/null; expect_eq batch.rerun-keeps-exit-1 "$?" 1
+"$CIS2" batch --model "$M" --in "$BADIN" --out "$T/bad.out" --shard 0/1 2>/dev/null; expect_eq batch.shard-0/1-is-whole-file "$?" 1
+
+# ---- rejected files, flags and outputs: one stderr line each, exactly the
+# rows of docs/errors.md; FIFOs are refused before any blocking open
+ERRORS_DIR="$T"
+row() { errors_row "$@"; }
+mkfifo "$T/fifo"; mkdir -p "$T/adir"; ln -sf ref.jsonl "$T/link.jsonl"
+truncate -s 1100M "$T/big.jsonl"
+TO="timeout 20"
+row batch-required "batch without --in or --out" "t_batch.sh" "$CIS2" batch --model "$M"
+row batch-shard "--shard outside 0 <= i < N" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/x.jsonl" --shard 3/3
+row batch-batch-zero "--batch 0" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/x.jsonl" --batch 0
+row batch-in-missing "--in that does not exist" "t_batch.sh" "$CIS2" batch --model "$M" --in "$T/none.jsonl" --out "$T/x.jsonl"
+row batch-in-fifo "--in is a FIFO" "t_batch.sh" $TO "$CIS2" batch --model "$M" --in "$T/fifo" --out "$T/x.jsonl"
+row batch-in-too-big "--in larger than 1 GiB (refused by its size, unread)" "t_batch.sh" "$CIS2" batch --model "$M" --in "$T/big.jsonl" --out "$T/x.jsonl"
+row batch-out-device "--out a character device" "t_batch.sh" "$CIS2" "${B[@]}" --out /dev/null
+row batch-out-fifo "--out a FIFO" "t_batch.sh" $TO "$CIS2" "${B[@]}" --out "$T/fifo"
+row batch-out-directory "--out a directory" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/adir"
+row batch-out-symlink "--out a symbolic link" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/link.jsonl"
+row batch-out-is-in "--out the --in file" "t_batch.sh" "$CIS2" batch --model "$M" --in "$IN" --out "$IN"
+printf 'hello\n' > "$T/foreign.jsonl"
+row batch-out-foreign "--out holding something else" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/foreign.jsonl"
+cp "$T/ref.jsonl" "$T/o-input.jsonl"
+row batch-out-other-input "--out holding results of an input with a different line count" "t_batch.sh" "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/o-input.jsonl"
+cp "$T/s3.1.jsonl" "$T/o-shard.jsonl"
+row batch-out-other-shard "--out holding another shard's results" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/o-shard.jsonl" --shard 0/3
+sed '1s/"p00"/"q00"/' "$IN" > "$T/changed.jsonl"; cp "$T/ref.jsonl" "$T/o-changed.jsonl"
+row batch-out-input-changed "--out made from an input whose ids have changed since" "t_batch.sh" "$CIS2" batch --model "$M" --in "$T/changed.jsonl" --out "$T/o-changed.jsonl"
+{ head -1 "$T/ref.jsonl"; head -1 "$T/ref.jsonl"; } > "$T/o-twice.jsonl"
+row batch-out-twice "--out holding one input line twice" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/o-twice.jsonl"
+cp "$T/s3.1.jsonl" "$T/locked.jsonl"
+if command -v flock >/dev/null 2>&1; then
+    flock -x "$T/locked.jsonl" -c "sleep 30" & lockpid=$!
+    for _ in $(seq 100); do flock -n "$T/locked.jsonl" true 2>/dev/null || break; sleep 0.05; done
+    row batch-out-locked "--out being written by another cis2 batch" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/locked.jsonl" --shard 1/3
+    kill $lockpid 2>/dev/null; wait $lockpid 2>/dev/null
+else skip errors.batch-out-locked "flock(1) not installed"; fi
+row batch-lines-failed "input lines that cannot run (error objects written, the rest goes on)" "t_batch.sh batch.bad-lines-become-error-objects" "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/failed.jsonl"
+[ "$(cmp "$T/failed.jsonl" "$T/bad.out" 2>&1)" == "" ] && pass batch.errors-are-deterministic || fail batch.errors-are-deterministic ""
+cp "$T/s3.1.jsonl" "$T/torn.jsonl"; printf '{"line":41,' >> "$T/torn.jsonl"
+"$CIS2" batch --model "$M" --in "$BADIN" --out "$T/other.jsonl" --shard 0/2 2>/dev/null
+printf '{}\n' > "$T/notresult.jsonl"
+R="$T/merged.jsonl"; rm -f "$R"
+row merge-usage "merge without a shard" "t_batch.sh" "$CIS2" merge "$R"
+row merge-duplicate "the same input line in two shards" "t_batch.sh" "$CIS2" merge "$R" "$T/s3.0.jsonl" "$T/s3.1.jsonl" "$T/s3.1.jsonl" "$T/s3.2.jsonl"
+row merge-gap "input lines no shard holds (a shard missing)" "t_batch.sh" "$CIS2" merge "$R" "$T/s3.0.jsonl" "$T/s3.2.jsonl"
+row merge-torn "a shard whose last line is incomplete (killed, not resumed)" "t_batch.sh" "$CIS2" merge "$R" "$T/s3.0.jsonl" "$T/torn.jsonl" "$T/s3.2.jsonl"
+row merge-other-input "shards of different inputs" "t_batch.sh" "$CIS2" merge "$R" "$T/s3.0.jsonl" "$T/other.jsonl"
+row merge-not-result "a line that is not a result" "t_batch.sh" "$CIS2" merge "$R" "$T/notresult.jsonl"
+row merge-shard-fifo "a shard that is a FIFO" "t_batch.sh" $TO "$CIS2" merge "$R" "$T/fifo"
+row merge-out-directory "OUT a directory" "t_batch.sh" "$CIS2" merge "$T/adir" "$T/s3.0.jsonl"
+[ ! -e "$R" ] && ! ls "$T" | grep -q '\.tmp\.' && pass merge.refusals-write-nothing || fail merge.refusals-write-nothing "$(ls "$T" | grep 'merged\|tmp')"
+row vbatch-usage "verify-batch without --model" "t_batch.sh" "$CIS2" verify-batch "$T/ref.jsonl"
+row vbatch-fifo "verify-batch of a FIFO" "t_batch.sh" $TO "$CIS2" verify-batch "$T/fifo" --model "$M"
+row vbatch-missing "verify-batch of a file that does not exist" "t_batch.sh" "$CIS2" verify-batch "$T/none.jsonl" --model "$M"
+rm -f "$T/big.jsonl"
+
+# ---- verify-batch: all verified; one line per doctored item
+out=$("$CIS2" verify-batch "$T/ref.jsonl" --model "$M" --batch 6); rc=$?
+[ $rc -eq 0 ] && [ "$out" == "verify-batch: 40 line(s): 40 verified, 0 mismatched, 0 unreadable, 0 error line(s) without a receipt" ] \
+    && pass verify-batch.all-verified || fail verify-batch.all-verified "rc=$rc $out"
+o1=$("$CIS2" verify-batch "$T/ref.jsonl" --model "$M" --batch 1); o16=$("$CIS2" verify-batch "$T/ref.jsonl" --model "$M" --batch 16 --backend fast)
+[ "$o1" == "$out" ] && [ "$o16" == "$out" ] && pass verify-batch.same-for-B=1,16,fast || fail verify-batch.same-for-B=1,16,fast "$o1 / $o16"
+$PY - "$T/ref.jsonl" "$T/doctored.jsonl" <<'PY'
+import json, sys
+L = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]
+def flip(h): return h[:-1] + ("0" if h[-1] != "0" else "1")
+r = L[4]["receipt"].split("\n")                       # line 5: the receipt's witness digest
+r = [("witness-digest " + flip(x.split()[1])) if x.startswith("witness-digest ") else x for x in r]
+L[4]["receipt"] = "\n".join(r)
+L[9]["generated_token_ids"][0] ^= 1                    # line 10: the JSON ids, receipt intact
+L[14]["text"] = "doctored"                             # line 15: the text
+r = L[19]["receipt"].split("\n")                       # line 20: receipt ids and digests together
+def bump(v): i = v.split(","); i[0] = str((int(i[0]) + 1) % 320); return ",".join(i)
+r = [("generated-token-ids " + bump(x.split()[1])) if x.startswith("generated-token-ids ") else x for x in r]
+L[19]["receipt"] = "\n".join(r)
+L[24]["receipt"] = "CIS-2-RECEIPT v1\nnonsense\n"      # line 25: unreadable receipt
+with open(sys.argv[2], "w", encoding="utf-8") as f:
+    for o in L: f.write(json.dumps(o, ensure_ascii=False, separators=(",", ":")) + "\n")
+PY
+out=$("$CIS2" verify-batch "$T/doctored.jsonl" --model "$M"); rc=$?
+ok=1
+echo "$out" | grep -q '^MISMATCH line 5 (input line 5, id "p04"): witness-digest (receipt ' || ok=0
+echo "$out" | grep -qx "MISMATCH line 10 (input line 10, id \"p09\"): the receipt verifies, but not the line's generated_token_ids" || ok=0
+echo "$out" | grep -qx "MISMATCH line 15 (input line 15, id \"p14\"): the receipt verifies, but not the line's text" || ok=0
+echo "$out" | grep -q '^MISMATCH line 20 (input line 20, id "p19"): generated-token-ids (receipt ' || ok=0
+echo "$out" | grep -q '^UNREADABLE line 25 (input line 25, id "p24"): receipt: line 2: ' || ok=0
+[ $rc -eq 1 ] && [ $ok -eq 1 ] && [ "$(echo "$out" | wc -l)" -eq 6 ] && \
+    [ "$(echo "$out" | tail -1)" == "verify-batch: 40 line(s): 35 verified, 4 mismatched, 1 unreadable, 0 error line(s) without a receipt" ] \
+    && pass verify-batch.catches-doctored-receipts-and-fields || fail verify-batch.catches-doctored-receipts-and-fields "rc=$rc $out"
+out=$("$CIS2" verify-batch "$T/bad.out" --model "$M"); rc=$?
+[ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^SKIP')" -eq 18 ] && [[ "$(echo "$out" | tail -1)" == *"2 verified, 0 mismatched, 0 unreadable, 18 error line(s)"* ]] \
+    && pass verify-batch.error-lines-skipped-and-counted || fail verify-batch.error-lines-skipped-and-counted "rc=$rc $(echo "$out" | tail -1)"
+python3 tools/make_model.py "$T/other-model" --seed 7 >/dev/null
+out=$("$CIS2" verify-batch "$T/ref.jsonl" --model "$T/other-model"); rc=$?
+[ $rc -eq 1 ] && [ "$(echo "$out" | grep -c '^MISMATCH line [0-9]* .*: weights-sha256')" -eq 40 ] && pass verify-batch.other-model-every-line-mismatches \
+    || fail verify-batch.other-model-every-line-mismatches "rc=$rc $(echo "$out" | tail -2)"
+cp "$T/s3.1.jsonl" "$T/vtorn.jsonl"; printf '{"line":2' >> "$T/vtorn.jsonl"
+out=$("$CIS2" verify-batch "$T/vtorn.jsonl" --model "$M"); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -qx 'UNREADABLE line 14: incomplete last line (an interrupted write)' && pass verify-batch.torn-last-line-unreadable \
+    || fail verify-batch.torn-last-line-unreadable "rc=$rc $out"
+
+# ---- the progress line: on a terminal only (a pty through script(1))
+if command -v script >/dev/null 2>&1; then
+    rm -f "$T/tty.jsonl"
+    tty=$(script -qec "\"$CIS2\" batch --model \"$M\" --in \"$IN\" --out \"$T/tty.jsonl\" -n 12" /dev/null 2>&1 | tr '\r' '\n')
+    echo "$tty" | grep -qE '^cis2 batch: 40/40 items, [0-9.]+ tok/s, ETA 0:00' && echo "$tty" | grep -qE '^cis2 batch: 0/40 items' \
+        && cmp -s "$T/tty.jsonl" "$T/ref.jsonl" && pass batch.progress-line-on-terminal || fail batch.progress-line-on-terminal "$(echo "$tty" | head -5)"
+else skip batch.progress-line-on-terminal "script(1) not installed (util-linux)"; fi
+
+# ---- x86-64 and aarch64 shards merge to the same bytes (the aarch64 build of
+# `make test-aarch64`, under qemu-aarch64)
+ARMBIN=./cis2-aarch64; SYSROOT="${QEMU_LD_PREFIX:-/usr/aarch64-linux-gnu}"
+if [ -x "$ARMBIN" ] && [ -x ./cis2 ] && command -v qemu-aarch64 >/dev/null && [ -d "$SYSROOT/lib" ]; then
+    ./cis2 "${B[@]}" --out "$T/x86.jsonl" --shard 0/2 2>/dev/null
+    qemu-aarch64 -L "$SYSROOT" "$ARMBIN" "${B[@]}" --out "$T/arm.jsonl" --shard 1/2 --backend fast 2>/dev/null
+    "$CIS2" merge "$T/xa.jsonl" "$T/x86.jsonl" "$T/arm.jsonl" && cmp -s "$T/xa.jsonl" "$T/ref.jsonl" \
+        && pass "batch.x86-64-and-aarch64-shards-merge-identical" || fail batch.x86-64-and-aarch64-shards-merge-identical "$(cmp "$T/xa.jsonl" "$T/ref.jsonl" 2>&1)"
+else skip batch.x86-64-and-aarch64-shards-merge-identical "needs ./cis2-aarch64 (make test-aarch64), ./cis2 and qemu-aarch64 with $SYSROOT"; fi
+
+# ---- docs/scale.md's Kubernetes Indexed Job, run locally: every pod's script
+# with its JOB_COMPLETION_INDEX, then the merge Job's, /data pointing here
+YPY=""; for p in python3 /usr/bin/python3; do "$p" -c 'import yaml' 2>/dev/null && { YPY=$p; break; }; done
+if [ -n "$YPY" ]; then
+    K8="$T/k8s"; mkdir -p "$K8/out"; cp -r "$M" "$K8/model"; cp "$IN" "$K8/prompts.jsonl"
+    n=$($YPY - docs/scale.md "$K8" <<'PY'
+import re, sys, yaml
+doc = open(sys.argv[1], encoding="utf-8").read()
+block = re.search(r"```yaml\n(.*?)```", doc, re.S).group(1)
+jobs = list(yaml.safe_load_all(block))
+spec = jobs[0]["spec"]
+pod = spec["template"]["spec"]["containers"][0]
+n = int(re.search(r"--shard \$JOB_COMPLETION_INDEX/(\d+)", pod["args"][0]).group(1))
+assert spec["completionMode"] == "Indexed" and spec["completions"] == n, "completions != N"
+open(sys.argv[2] + "/pod.sh", "w").write(pod["args"][0].replace("/data/", sys.argv[2] + "/"))
+merge = jobs[1]["spec"]["template"]["spec"]["containers"][0]["args"][0]
+open(sys.argv[2] + "/merge.sh", "w").write(merge.replace("/data/", sys.argv[2] + "/"))
+print(n)
+PY
+)
+    ok=1
+    for ((k = 0; k < ${n:-0}; k++)); do
+        CIS2BIN="$CIS2" JOB_COMPLETION_INDEX=$k sh -c 'cis2() { "$CIS2BIN" "$@"; }; . "$1"' sh "$K8/pod.sh" 2>/dev/null || ok=0
+    done
+    CIS2BIN="$CIS2" sh -c 'cis2() { "$CIS2BIN" "$@"; }; . "$1"' sh "$K8/merge.sh" >/dev/null 2>&1 || ok=0
+    "$CIS2" batch --model "$M" --in "$IN" --out "$T/ref16.jsonl" 2>/dev/null
+    [ "${n:-0}" -gt 1 ] && [ $ok -eq 1 ] && cmp -s "$K8/out/results.jsonl" "$T/ref16.jsonl" \
+        && [[ "$(tail -n 1 "$K8/out/verify.txt")" == *": 40 verified, 0 mismatched"* ]] \
+        && pass "batch.k8s-manifest-runs-locally ($n indexed pods + merge Job = single-process bytes)" \
+        || fail batch.k8s-manifest-runs-locally "n=$n ok=$ok $(tail -n 1 "$K8/out/verify.txt" 2>&1)"
+else skip batch.k8s-manifest-runs-locally "no python3 with PyYAML (Debian: python3-yaml)"; fi
