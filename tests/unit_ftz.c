@@ -135,7 +135,7 @@ static void test_scalar_ops(void)
           why);
 }
 
-static const char *ISAS[] = { "scalar", "sse2", "avx2", "avx512", "neon" };
+static const char *ISAS[] = { "scalar", "sse2", "avx2", "avx512", "neon", "wasm128" };
 
 /* A weight matrix whose products with X land in, below and above the window
  * (and one row that overflows when an operand is doubled); f32 or bf16. */

@@ -28,6 +28,7 @@ static char g_err[CIS2_ERR_LEN];
 static char *g_out;
 static cis2_model g_m;
 static int g_loaded;
+static int g_ref; /* 1: reference backend (cis2w_set_backend) */
 static cis2_engine *g_e;
 static const cis2_tokenizer *g_tok; /* the model's own */
 enum { SLOT_WEIGHTS = 0, SLOT_TOKENIZER = 1, N_SLOTS = 2 };
@@ -161,6 +162,10 @@ EXPORT("cis2w_selftest") int w_selftest(void)
     return fails;
 }
 
+/* 0 (default): the fast backend with the SIMD128 kernels; 1: the scalar
+ * reference backend. Takes effect at the next cis2w_load. */
+EXPORT("cis2w_set_backend") void w_set_backend(int ref) { g_ref = ref != 0; }
+
 EXPORT("cis2w_unload") void w_unload(void)
 {
     if (g_e) cis2_engine_free(g_e);
@@ -187,16 +192,19 @@ EXPORT("cis2w_load") const char *w_load(void)
                  "the §1.3 denormal self-test failed; refusing to run (see the self-test)");
         return NULL;
     }
-    cis2_load_opts lo = {
-        1, CIS2_LOAD_HASH_SKIP
-    }; /* f32 for the reference backend; hashes come from the slots */
+    /* The fast backend packs the file's bf16/f32 tiles itself (no f32 copy); the
+     * reference backend (cis2w_set_backend(1), tests) widens to f32. Hashes come
+     * from the slots. */
+    cis2_load_opts lo = { g_ref, CIS2_LOAD_HASH_SKIP };
     if (cis2_model_load(&g_m, MODEL_DIR, &lo, g_err)) return NULL;
     g_loaded = 1;
     memcpy(g_m.dg.weights_sha256, g_digest[SLOT_WEIGHTS], 32);
     memcpy(g_m.dg.tokenizer_sha256, g_digest[SLOT_TOKENIZER], 32);
     cis2_engine_opts eo;
     memset(&eo, 0, sizeof eo);
-    eo.backend = CIS2_BACKEND_REF;
+    eo.backend = g_ref ? CIS2_BACKEND_REF : CIS2_BACKEND_FAST;
+    eo.isa = CIS2_ISA_WASM128; /* src/kernels/kernels_wasm128.c */
+    eo.threads = 1;
     if (cis2_engine_new(&g_e, &g_m, &eo, g_err)) {
         w_unload();
         return NULL;

@@ -119,6 +119,10 @@ static void packed_init(const cis2_linear *w, fast_packed *p)
  * faults are expensive on a VM; 2 MiB pages cut them 512x). */
 static void *huge_alloc(size_t bytes, size_t *map_len)
 {
+#if defined(__wasm__)
+    (void)bytes, (void)map_len;
+    return NULL; /* wasm32: no anonymous mappings; callers fall back to aligned_alloc */
+#endif
     size_t hp = (size_t)2 << 20, len = (bytes + hp - 1) & ~(hp - 1);
     void *m = mmap(NULL, len + hp, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return NULL;
@@ -581,7 +585,10 @@ static void pack_task(void *ctx, int task, int tid)
      * private read-only mapping (re-read from the file if touched again,
      * e.g. by the embedding lookup), so RSS holds one copy, not two. */
     const cis2_safetensors *st = &j->s->m->st;
-    if (st->map && w->raw >= st->map && w->raw < st->map + st->map_len) {
+#if defined(__wasm__)
+    st = NULL; /* wasm32: the file lives in the heap, owned by the JS glue; nothing to drop */
+#endif
+    if (st && st->map && w->raw >= st->map && w->raw < st->map + st->map_len) {
         size_t pg = (size_t)sysconf(_SC_PAGESIZE);
         size_t es = w->dtype == CIS2_DT_F32 ? 4 : 2;
         uintptr_t a = (uintptr_t)w->raw, e = a + (size_t)w->rows * (size_t)w->cols * es;
