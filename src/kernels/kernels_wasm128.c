@@ -72,9 +72,9 @@ WX_EXACT(wasm_exact_blk_f32, float, w_f32)
         wasm_exact_##KIND(W, ts, K, nt, X, ldx, tb, Y, ldy, nrows);                                \
         return;                                                                                    \
     }
-#define NT1 2
+#define NT1 1
 #define NTB 1
-#define TBB 3
+#define TBB 2
 #define PFX wasm128_
 #include "kernels/kernels_tmpl.h"
 
