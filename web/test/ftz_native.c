@@ -35,41 +35,19 @@ int main(int argc, char **argv)
     while (scanf("%d %x %x", &op, &a, &b) == 3) {
         volatile float x = cis2_u2f(a), y = cis2_u2f(b);
         volatile float r;
-        if (mode) {
-            switch (op) {
-            case 0: r = cis2_fadd(x, y); break;
-            case 1: r = cis2_fsub(x, y); break;
-            case 2: r = mode == 2 ? v4_mul(x, y) : cis2_fmul(x, y); break;
-            case 3: r = cis2_fdiv(x, y); break;
-            case 4: r = cis2_fsqrt(x); break;
-            default: {
-                union {
-                    double d;
-                    uint64_t u;
-                } c;
-                c.u = (uint64_t)a << 32 | b;
-                volatile double d = c.d;
-                r = cis2_f64_to_f32(d);
-            }
-            }
-            printf("%08x\n", (unsigned)cis2_f2u(r));
-            continue;
-        }
-        switch (op) {
-        case 0: r = x + y; break;
-        case 1: r = x - y; break;
-        case 2: r = x * y; break;
-        case 3: r = x / y; break;
-        case 4: r = __builtin_sqrtf(x); break;
-        default: {
-            union {
-                double d;
-                uint64_t u;
-            } c;
-            c.u = (uint64_t)a << 32 | b;
-            volatile double d = c.d;
-            r = (float)d;
-        }
+        union {
+            double d;
+            uint64_t u;
+        } c;
+        c.u = (uint64_t)a << 32 | b;
+        volatile double d = c.d;
+        switch (op) { /* mode 0: the bare operators; 1, 2: fparith.h's */
+        case 0: r = mode ? cis2_fadd(x, y) : x + y; break;
+        case 1: r = mode ? cis2_fsub(x, y) : x - y; break;
+        case 2: r = mode == 2 ? v4_mul(x, y) : mode ? cis2_fmul(x, y) : x * y; break;
+        case 3: r = mode ? cis2_fdiv(x, y) : x / y; break;
+        case 4: r = mode ? cis2_fsqrt(x) : __builtin_sqrtf(x); break;
+        default: r = mode ? cis2_f64_to_f32(d) : (float)d;
         }
         printf("%08x\n", (unsigned)cis2_f2u(r));
     }
