@@ -70,6 +70,17 @@ for v in tests/fixtures/*.vector; do
     if cmp -s "$d.wasm.receipt" "$d.native.receipt"; then pass "wasm-receipt-identical-$name"; else fail "wasm-receipt-identical-$name" "$(diff "$d.native.receipt" "$d.wasm.receipt" | head -4)"; fi
 done
 
+# Both hash paths of web/cis2.js (WebCrypto, the default where it exists, and the engine's own
+# SHA-256 in wasm) give the pinned artifact hashes.
+v=$(ls tests/fixtures/*.vector | head -1); name=$(basename "$v" .vector); d="$W/$name"
+if [ -f "$d/model.safetensors" ]; then
+    ids=$(grep '^prompt_token_ids=' "$v" | cut -d= -f2)
+    o=$(CIS2_WASM_HASH=wasm $NC run "$d" "$ids" 1 2>&1)
+    for k in weights_sha256 tokenizer_sha256; do
+        expect_eq "wasm-sha256-in-wasm.$k" "$(printf '%s\n' "$o" | grep "^$k=" | cut -d= -f2)" "$(grep "^$k=" "$v" | cut -d= -f2)"
+    done
+fi
+
 # Cross-verification on the first fixture: native receipt in wasm, wasm receipt natively, doctored one.
 v=$(ls tests/fixtures/*.vector | head -1); name=$(basename "$v" .vector); d="$W/$name"
 if [ -f "$d.native.receipt" ] && [ -f "$d.wasm.receipt" ]; then

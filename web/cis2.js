@@ -224,6 +224,8 @@ export class Cis2 {
     this.hashImpl = subtle ? 'WebCrypto SHA-256' : 'cis2 SHA-256 (wasm)';
     const total = FILE_NAMES.reduce((a, n) => a + sources[n].size, 0);
     let doneAll = 0;
+    const digests = [];   // WebCrypto: [name, slot, promise]; awaited while cis2w_load packs
+    for (const slot of Object.values(HASH_SLOT)) this.x.cis2w_hash_begin(slot);   // nothing stale
     for (const name of FILE_NAMES) {
       const src = sources[name];
       const size = src.size;
@@ -243,19 +245,24 @@ export class Cis2 {
         if (onProgress) onProgress({ file: name, done: doneAll, total });
       }
       if (chunked) this.x.cis2w_hash_end(slot);
-      else if (slot !== undefined) {
-        if (onProgress) onProgress({ file: name, done: doneAll, total, step: 'sha256' });
-        // digest() copies the bytes before it returns its promise: the heap may change after.
-        const d = new Uint8Array(await subtle.digest('SHA-256', this.u8.subarray(ptr, ptr + size)));
-        const p = this.x.cis2w_malloc(32);
-        this.u8.set(d, p);
-        const rc = this.x.cis2w_hash_set(slot, p);
-        this.x.cis2w_free(p);
-        if (rc) throw new Error(`cannot record the ${name} digest`);
-      }
+      // digest() copies the bytes before it returns its promise, so it runs (off this thread,
+      // in browsers) while cis2w_load packs the weights and changes the heap.
+      else if (slot !== undefined) digests.push([name, slot, subtle.digest('SHA-256', this.u8.subarray(ptr, ptr + size))]);
     }
     if (onProgress) onProgress({ file: 'model.safetensors', done: total, total, step: 'pack' });
-    return this._json(this.x.cis2w_load());
+    let info, err = null;
+    try { info = this._json(this.x.cis2w_load()); } catch (e) { err = e; }
+    for (const [name, slot, promise] of digests) {
+      const d = new Uint8Array(await promise);
+      const p = this.x.cis2w_malloc(32);
+      this.u8.set(d, p);
+      const rc = this.x.cis2w_hash_set(slot, p);
+      this.x.cis2w_free(p);
+      if (rc) throw new Error(`cannot record the ${name} digest`);
+      if (info) info[name === 'model.safetensors' ? 'weights_sha256' : 'tokenizer_sha256'] = [...d].map((b) => b.toString(16).padStart(2, '0')).join('');
+    }
+    if (err) throw err;
+    return info;
   }
 
   // { prompt } (text) or { promptIds: '1,2,3' }; n; stopAtEos

@@ -162,6 +162,16 @@ EXPORT("cis2w_hash_set") int w_hash_set(int slot, const uint8_t *p)
     if (slot < 0 || slot >= N_SLOTS || !p) return 1;
     memcpy(g_digest[slot], p, 32);
     g_hashed[slot] = 1;
+    if (g_loaded) /* the digest may arrive after cis2w_load (computed while it packed) */
+        memcpy(slot == SLOT_WEIGHTS ? g_m.dg.weights_sha256 : g_m.dg.tokenizer_sha256, p, 32);
+    return 0;
+}
+
+/* run and verify need both digests in place. */
+static int hashes_ready(void)
+{
+    if (g_hashed[SLOT_WEIGHTS] && g_hashed[SLOT_TOKENIZER]) return 1;
+    snprintf(g_err, CIS2_ERR_LEN, "internal: model.safetensors and tokenizer.json are not hashed");
     return 0;
 }
 
@@ -187,16 +197,13 @@ EXPORT("cis2w_unload") void w_unload(void)
 }
 
 /* Load /m/{config.json,model.safetensors,tokenizer.json} after the glue has
- * put them in place and finished both hash slots. Returns JSON with the
- * config and the artifact hashes, or NULL. */
+ * put them in place; a hash slot not finished yet (cis2w_hash_begin called, the
+ * digest still being computed) is filled in by cis2w_hash_set later, and run
+ * and verify refuse until both are. Returns JSON with the config and the
+ * artifact hashes (zeros for a pending slot), or NULL. */
 EXPORT("cis2w_load") const char *w_load(void)
 {
     w_unload();
-    if (!g_hashed[SLOT_WEIGHTS] || !g_hashed[SLOT_TOKENIZER]) {
-        snprintf(g_err, CIS2_ERR_LEN,
-                 "internal: model.safetensors and tokenizer.json must be hashed before loading");
-        return NULL;
-    }
     /* §1.3: the pin (here: the software emulation) and its self-test first. */
     if (cis2_fpenv_pin() != 0 || cis2_fpenv_selftest(NULL) != 0) {
         snprintf(g_err, CIS2_ERR_LEN,
@@ -209,8 +216,8 @@ EXPORT("cis2w_load") const char *w_load(void)
     cis2_load_opts lo = { g_ref, CIS2_LOAD_HASH_SKIP };
     if (cis2_model_load(&g_m, MODEL_DIR, &lo, g_err)) return NULL;
     g_loaded = 1;
-    memcpy(g_m.dg.weights_sha256, g_digest[SLOT_WEIGHTS], 32);
-    memcpy(g_m.dg.tokenizer_sha256, g_digest[SLOT_TOKENIZER], 32);
+    if (g_hashed[SLOT_WEIGHTS]) memcpy(g_m.dg.weights_sha256, g_digest[SLOT_WEIGHTS], 32);
+    if (g_hashed[SLOT_TOKENIZER]) memcpy(g_m.dg.tokenizer_sha256, g_digest[SLOT_TOKENIZER], 32);
     cis2_engine_opts eo;
     memset(&eo, 0, sizeof eo);
     eo.backend = g_ref ? CIS2_BACKEND_REF : CIS2_BACKEND_FAST;
@@ -286,6 +293,7 @@ const char *w_run(const char *prompt, size_t plen, const char *ids_csv, int n_ge
         snprintf(g_err, CIS2_ERR_LEN, "no model loaded");
         return NULL;
     }
+    if (!hashes_ready()) return NULL;
     int32_t *ids = NULL;
     int n = 0;
     char *bytes = NULL;
@@ -368,6 +376,7 @@ EXPORT("cis2w_verify") const char *w_verify(const char *text, size_t len)
         snprintf(g_err, CIS2_ERR_LEN, "no model loaded");
         return NULL;
     }
+    if (!hashes_ready()) return NULL;
     cis2_receipt rc;
     char perr[CIS2_ERR_LEN];
     sb s = { 0 };
