@@ -15,11 +15,21 @@ if [ "$nodev" -lt 18 ]; then skip wasm "node $nodev is too old (need >= 18)"; ex
 W="$TESTTMP/wasm-$(basename "${BUILD:-build}")"
 mkdir -p "$W"
 export CIS2_WASM="$W/cis2.wasm"
-bout=$(WASM_BUILD="$W/obj" WASM_OUT="$CIS2_WASM" bash tools/build_wasm.sh 2>&1); brc=$?
+bout=$(WASM_BUILD="$W/obj" WASM_OUT="$CIS2_WASM" WASM_TESTS="$W/units" bash tools/build_wasm.sh 2>&1); brc=$?
 if [ $brc -eq 3 ]; then skip wasm "no wasm32 toolchain: $(printf '%s\n' "$bout" | head -1)"; exit 0; fi
 if [ $brc -ne 0 ]; then fail wasm-build "$(printf '%s\n' "$bout" | tail -5)"; exit 0; fi
 pass wasm-build
 NC="node web/test/node_check.mjs"
+
+# The SIMD128 kernels bit-identical to the scalar reference (tests/unit_fast.c: matmul over
+# shapes, T and dtypes, attention, softmax, swiglu, packing) and the §1.3 flush window
+# (tests/unit_ftz.c), both built for wasm32 and run under node's WASI.
+for u in unit_fast unit_ftz; do
+    out=$(node --no-warnings web/test/run_wasi.mjs "$W/units/$u.wasm" 2>&1); rc=$?
+    printf '%s\n' "$out" | grep -E '^(PASS|FAIL) ' | grep -v 'does not support' | sed "s/^\(PASS\|FAIL\) /\1 wasm.$u: /"
+    n128=$(printf '%s\n' "$out" | grep -c '^PASS .*wasm128')
+    if [ $rc -eq 0 ] && [ "$n128" -gt 0 ]; then pass "wasm.$u-ran ($n128 wasm128 checks)"; else fail "wasm.$u-ran" "rc=$rc, $n128 wasm128 checks: $(printf '%s\n' "$out" | tail -2)"; fi
+done
 
 # §1.3 self-test against the emulation; every line but the pin/sha lines equals native.
 wst=$($NC selftest 2>&1); rc=$?
@@ -54,9 +64,22 @@ for v in tests/fixtures/*.vector; do
     for k in generated_token_ids argmax_digest; do
         [ "$(printf '%s\n' "$nat" | grep "^$k=" | cut -d= -f2)" = "$(printf '%s\n' "$out" | grep "^$k=" | cut -d= -f2)" ] || bad="$bad $k-vs-native"
     done
-    if [ -z "$bad" ]; then pass "wasm-decode-$name (CIS2_REF $wref = pinned = native)"; else fail "wasm-decode-$name" "$bad"; fi
+    wrefr=$(CIS2_WASM_REF=1 $NC run "$d" "$ids" "$n" 2>&1 | grep '^cis2_ref=' | cut -d= -f2)
+    [ "$wrefr" = "$wref" ] || bad="$bad reference-backend-in-wasm($wrefr)"
+    if [ -z "$bad" ]; then pass "wasm-decode-$name (CIS2_REF $wref = pinned = native; wasm fast/wasm128 = wasm ref)"; else fail "wasm-decode-$name" "$bad"; fi
     if cmp -s "$d.wasm.receipt" "$d.native.receipt"; then pass "wasm-receipt-identical-$name"; else fail "wasm-receipt-identical-$name" "$(diff "$d.native.receipt" "$d.wasm.receipt" | head -4)"; fi
 done
+
+# Both hash paths of web/cis2.js (WebCrypto, the default where it exists, and the engine's own
+# SHA-256 in wasm) give the pinned artifact hashes.
+v=$(ls tests/fixtures/*.vector | head -1); name=$(basename "$v" .vector); d="$W/$name"
+if [ -f "$d/model.safetensors" ]; then
+    ids=$(grep '^prompt_token_ids=' "$v" | cut -d= -f2)
+    o=$(CIS2_WASM_HASH=wasm $NC run "$d" "$ids" 1 2>&1)
+    for k in weights_sha256 tokenizer_sha256; do
+        expect_eq "wasm-sha256-in-wasm.$k" "$(printf '%s\n' "$o" | grep "^$k=" | cut -d= -f2)" "$(grep "^$k=" "$v" | cut -d= -f2)"
+    done
+fi
 
 # Cross-verification on the first fixture: native receipt in wasm, wasm receipt natively, doctored one.
 v=$(ls tests/fixtures/*.vector | head -1); name=$(basename "$v" .vector); d="$W/$name"

@@ -7,11 +7,12 @@
 #   apt-get install -y clang lld wasi-libc libclang-rt-14-dev-wasm32
 # Override the compiler with WASM_CC=... (any clang >= 11 with a wasm32 target).
 #
-# Single-threaded, scalar, reference backend. The same -ffp-contract=off and
-# no fast-math as natively (§1.4/§1.5); §1.3 FTZ/DAZ is emulated in software
-# by src/core/fparith.h (__wasm__ branch). Excluded: the fast backend and its
-# ISA kernels/thread pool (x86/ARM only), and the CLI (src/cli/):
-# web/wasm_api.c is the entry point.
+# The fast backend with the WebAssembly SIMD128 kernels (src/kernels/kernels_wasm128.c;
+# plain SIMD128, -msimd128, never relaxed-SIMD), single-threaded (the thread pool runs
+# tasks on the caller), and the reference backend. The same -ffp-contract=off and no
+# fast-math as natively (§1.4/§1.5); §1.3 FTZ/DAZ is emulated in software by
+# src/core/fparith.h (__wasm__ branch, scalar and vector forms). Excluded: the CLI
+# (src/cli/): web/wasm_api.c is the entry point.
 set -euo pipefail
 # Exit status: 0 built, 3 no usable wasm32 toolchain (tests SKIP), else a build error.
 cd "$(dirname "$0")/.."
@@ -39,8 +40,8 @@ fi
 OUT="${WASM_BUILD:-build-wasm}"
 WASM_OUT="${WASM_OUT:-web/cis2.wasm}"
 mkdir -p "$OUT" "$(dirname "$WASM_OUT")"
-SRC="engine/backend_ref model/config engine/decode core/fpenv core/json kernels/kernels_ref kernels/pick model/model core/pinned_math verify/receipt verify/receipt_verify model/safetensors core/selftest core/sha256 model/tokenizer model/unicode_tables core/util core/io core/strbuf"
-CFLAGS=(--target=wasm32-wasi "${SYSFLAGS[@]}" -std=c11 -D_GNU_SOURCE -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID
+SRC="engine/backend_ref engine/backend_fast engine/threadpool kernels/kernels_wasm128 kernels/kernels_scalar kernels/kernels_sse2 kernels/kernels_avx2 kernels/kernels_avx512 kernels/kernels_neon model/config engine/decode core/fpenv core/json kernels/kernels_ref kernels/pick model/model core/pinned_math verify/receipt verify/receipt_verify model/safetensors core/selftest core/sha256 model/tokenizer model/unicode_tables core/util core/io core/strbuf"
+CFLAGS=(--target=wasm32-wasi -msimd128 "${SYSFLAGS[@]}" -std=c11 -D_GNU_SOURCE -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID
         -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
         -ffp-contract=off -fno-math-errno -fno-strict-aliasing -O2 -Iinclude -Isrc)
 OBJS=()
@@ -61,6 +62,25 @@ done
 # Memory grows on demand up to 4 GiB (SmolLM2: ~270 MB file + ~540 MB f32).
 "$CC" "${CFLAGS[@]}" -mexec-model=reactor -Wl,--max-memory=4294967296 -Wl,-z,stack-size=1048576 \
     -o "$WASM_OUT" "${OBJS[@]}"
-# No FMA exists in wasm's scalar (or SIMD128) instruction set; relaxed-simd's
-# fused ops (f32x4.relaxed_madd) would be the only risk and are not enabled.
+# No FMA exists in wasm's scalar or SIMD128 instruction set; relaxed-simd's fused
+# ops (f32x4.relaxed_madd) would be the only risk: -mrelaxed-simd is never given, and
+# the module's target_features section (written by wasm-ld from every object) must list
+# simd128 and must not list relaxed-simd.
+if grep -q 'relaxed-simd' "$WASM_OUT" || ! grep -q 'simd128' "$WASM_OUT"; then
+    echo "build_wasm: $WASM_OUT: target_features must list simd128 and not relaxed-simd" >&2
+    rm -f "$WASM_OUT"
+    exit 1
+fi
 echo "build_wasm: $WASM_OUT ($(stat -c %s "$WASM_OUT") bytes) with $($CC --version | head -1)"
+# WASM_TESTS=DIR: also the unit tests that prove the wasm kernels (tests/unit_fast.c: every
+# kernel bit-identical to the scalar reference over shapes and dtypes; tests/unit_ftz.c: the
+# §1.3 flush window) as WASI commands DIR/unit_*.wasm, run by web/test/run_wasi.mjs.
+if [ -n "${WASM_TESTS:-}" ]; then
+    mkdir -p "$WASM_TESTS"
+    LIBOBJS=()
+    for o in "${OBJS[@]}"; do case "$o" in */wasm_api.o) ;; *) LIBOBJS+=("$o") ;; esac; done
+    for u in unit_fast unit_ftz; do
+        "$CC" "${CFLAGS[@]}" -Itests "tests/$u.c" "${LIBOBJS[@]}" -o "$WASM_TESTS/$u.wasm"
+    done
+    echo "build_wasm: unit tests in $WASM_TESTS"
+fi

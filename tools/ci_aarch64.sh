@@ -62,6 +62,45 @@ hd=$(echo "$h" | grep -E '^(PASS|FAIL) (fpenv 0x|fpenv FLT|dot_seq|rsqrt)|_diges
 [ -n "$ad" ] && [ "$ad" == "$hd" ] && pass "selftest.rows-and-digests-equal-host" \
     || fail selftest.rows-and-digests-equal-host "$(diff <(echo "$hd") <(echo "$ad") | head -5 | tr '\n' ' ')"
 
+# ---- 1b. §1.3 in the flush-to-zero window: FPCR.FZ flushes a result that is tiny before
+# rounding, x86-64 one that is tiny after rounding. web/test/ftz_cases.py's ~100k operations
+# (products, quotients, sums and narrowings at FLT_MIN's edge, and random mixes) through
+# fparith.h's scalar operations and the NEON vector product must give this host's MXCSR bits;
+# the bare aarch64 operators must not (else the cases miss the window).
+if [ "$(uname -m)" = x86_64 ]; then
+    W="$T/ftz"; mkdir -p "$W"
+    FCF="-std=c11 -D_GNU_SOURCE -O2 -ffp-contract=off -fno-math-errno -Iinclude -Isrc web/test/ftz_native.c src/core/fpenv.c"
+    if cc $FCF -o "$W/host" && "${CROSS}gcc" $FCF -o "$W/arm"; then
+        python3 web/test/ftz_cases.py > "$W/cases"
+        "$W/host" < "$W/cases" > "$W/x86"
+        for m in pinned fparith v4; do qrun "$W/arm" $m < "$W/cases" > "$W/$m"; done
+        cmpftz() { python3 - "$W/x86" "$W/$1" "$W/cases" <<'PY'
+import sys
+h, a, c = [open(f).read().split("\n") for f in sys.argv[1:4]]
+nan = lambda v: (v & 0x7F800000) == 0x7F800000 and (v & 0x7FFFFF)
+bad, ops, ex = 0, {}, ""
+for x, y, cc in zip(h, a, c):
+    if not cc: continue
+    x, y = int(x, 16), int(y, 16)
+    if x != y and not (nan(x) and nan(y)):
+        bad += 1; op = "add sub mul div sqrt narrow".split()[int(cc.split()[0])]; ops[op] = ops.get(op, 0) + 1
+        if bad <= 2: ex += " [%s: x86 %08x aarch64 %08x]" % (cc, x, y)
+print(bad, ",".join("%s=%d" % kv for kv in sorted(ops.items())) or "-", ex)
+PY
+        }
+        n=$(wc -l < "$W/cases")
+        set -- $(cmpftz pinned)
+        [ "$1" -gt 0 ] && pass "ftz-window.control (bare aarch64 operators differ from x86-64 on $1 of $n: $2)" \
+            || fail ftz-window.control "the bare aarch64 operators never differ: the cases miss the window"
+        for m in fparith v4; do
+            set -- $(cmpftz $m)
+            [ "$1" -eq 0 ] && pass "ftz-window.$m-equals-x86-64 ($n operations)" || fail "ftz-window.$m-equals-x86-64" "$*"
+        done
+    else fail ftz-window "cannot build web/test/ftz_native.c for both ISAs"; fi
+else
+    skip ftz-window "needs an x86-64 host for the reference bits (this is $(uname -m))"
+fi
+
 # ---- 2. FMA gate on the aarch64 disassembly (fmadd|fmsub|fnmadd|fnmsub|fmla|fmls)
 out=$(bash tests/fma_gate.sh "$ARM" "${CROSS}objdump" "${CROSS}gcc" 2>&1)
 while IFS= read -r l; do case "$l" in PASS*|FAIL*|SKIP*) say "${l%% *} aarch64.${l#* }";; esac; done <<< "$out"

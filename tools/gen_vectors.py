@@ -236,6 +236,44 @@ def build():
         embed_bits=[MIN_SUB, NZERO, PINF, NINF, fb(1.0), fb(2.0), fb(3.0), fb(4.0), 0x807FFFFF, FLT_MAX, MIN_NORMAL, 0],
         token_ids=[0, 2, 1, 0])
 
+    ftz_window()
+
+
+def ftz_window():
+    """§1.3 on every ISA: an exact result in [FLT_MIN - 2^-151, FLT_MIN) is
+    FLT_MIN on x86-64 (tiny after rounding: no) and +0 under aarch64's FPCR.FZ
+    alone (tiny before rounding). docs/conformance.md, "gap in §1.3/§13.2"."""
+    def inv(base, off):  # the float `off` ulps from FLT_MIN / base: products straddle FLT_MIN
+        return fb(2.0 ** -126 / b2f(base)) + off
+    vec('dot_seq_ftz_window_min', 'dot_seq', '1.3, 5.1',
+        'the smallest reproducer: 0x3F7FFFFE * 0x00800001 = FLT_MIN*(1-2^-46) -> FLT_MIN (x86-64), never +0',
+        n=1, a_bits=[0x3F7FFFFE], b_bits=[0x00800001])
+    b = [MIN_NORMAL + 3 * i + 1 for i in range(16)]
+    vec('dot_seq_ftz_window', 'dot_seq', '1.3, 5.1',
+        'products a few ulps either side of FLT_MIN, some in the flush window; the sum keeps each one',
+        n=16, a_bits=[inv(b[i], i % 5 - 2) ^ (0x80000000 if i % 3 == 0 else 0) for i in range(16)], b_bits=b)
+    base = [MIN_NORMAL + (k * 7919) % 0x7FFFFF for k in range(8)]
+    vec('matvec_ftz_window', 'matvec', '1.3, 5.2',
+        'weights just above FLT_MIN times inputs near FLT_MIN/weight: products straddle the flush window',
+        out_features=5, in_features=8,
+        w_bits=[(base[k] + r % 3) ^ (0x80000000 if (r + k) % 5 == 0 else 0) for r in range(5) for k in range(8)],
+        x_bits=[inv(base[k], k % 5 - 2) for k in range(8)])
+    m = [42, 42, 42, 41, 43, 42, 42, 42, 42, 42, 42, 41, 42, 43, 42]
+    vec('rmsnorm_ftz_window', 'rmsnorm', '1.3, 8',
+        'x = (4, +-FLT_MIN*(1+m*2^-23)): the tiny squares flush, inv = rsqrt(1+eps), and x*inv lands in the '
+        'flush window for m = 42 (tools/make_model.py --ftz-window does this in a model)',
+        n=16, eps_bits=[EPS],
+        x_bits=[fb(4.0)] + [(MIN_NORMAL + mm) ^ (0x80000000 if i % 3 == 0 else 0) for i, mm in enumerate(m)],
+        gamma_bits=[fb(1.0)] * 12 + [0x3F7FFFFE, 0x3F800001, fb(2.0), fb(1.0)])
+    q, k = [fb(-246.0)] + [0] * 7, [fb(1.0)] + [0] * 15
+    vec('attention_ftz_window_p', 'attention_block', '9.2-9.4',
+        'scores (-246*rsqrt(8), 0): p0 = 0x00B7E897, a probability just above FLT_MIN (v0 = 1, v1 = 0 show it)',
+        head_dim=8, seq_len=2, q_head_bits=q, k_bits=k, v_bits=[fb(1.0)] * 8 + [0] * 8)
+    vec('attention_ftz_window', 'attention_block', '1.3, 9.2-9.4',
+        'the V-mix of attention_ftz_window_p with v0 near FLT_MIN/p0: p0*v0 straddles the flush window',
+        head_dim=8, seq_len=2, q_head_bits=q, k_bits=k,
+        v_bits=[inv(0x00B7E897, d - 3) ^ (0x80000000 if d % 3 == 1 else 0) for d in range(8)] + [0] * 8)
+
 
 # -------------------------------------------------------------- writing
 def txt_text(name, op, spec, comment, items):

@@ -12,6 +12,8 @@ tensors come from splitmix64, large bf16 tensors from SHAKE-256 with a fixed
 exponent band (so the 135M-shaped benchmark model is written in seconds).
 --smollm2-shape sets SmolLM2-135M's shape (30 layers, hidden 576, inter 1536,
 9/3 heads, vocab 49152, theta 100000, tied) and copies --tokenizer if given.
+--ftz-window writes a checkpoint whose RMSNorms multiply in the §1.3
+flush-to-zero window (see ftz_window below).
 """
 import argparse, hashlib, json, math, os, shutil, struct
 
@@ -137,7 +139,10 @@ def main():
     ap.add_argument('--max-pos', type=int, default=8192)
     ap.add_argument('--tokenizer', help='copy this tokenizer.json instead of generating one')
     ap.add_argument('--smollm2-shape', action='store_true')
+    ap.add_argument('--ftz-window', action='store_true')
     a = ap.parse_args()
+    if a.ftz_window:
+        a.arch, a.dtype, a.untied, a.hidden, a.inter, a.layers = 'llama', 'f32', True, 16, 32, 1
     if a.smollm2_shape:
         a.arch, a.hidden, a.inter, a.layers, a.heads, a.kv_heads = 'llama', 576, 1536, 30, 9, 3
         a.vocab, a.theta, a.untied, a.dtype = 49152, 100000.0, False, 'bf16'
@@ -187,6 +192,8 @@ def main():
     if a.untied:
         lin('lm_head.weight', a.vocab, a.hidden)
 
+    if a.ftz_window:
+        tensors = ftz_window(a, tensors)
     header, offset = {}, 0
     tensors.sort(key=lambda t: t[0])
     for name, shape, data, dt in tensors:
@@ -219,6 +226,53 @@ def main():
     else:
         with open(tpath, 'w', encoding='utf-8') as f:
             json.dump(make_tokenizer(min(a.vocab, 600)), f, ensure_ascii=False, indent=2)
+
+
+def ftz_window(a, tensors):
+    """The RMSNorm's x*inv lands in [FLT_MIN - 2^-151, FLT_MIN), where x86-64
+    gives FLT_MIN (tiny after rounding: no) and aarch64's FZ alone gives 0.
+    Every embedding row is (+-e0, +-FLT_MIN*(1+m*2^-23), ...): the tiny parts
+    square to 0 on every ISA, so the sum of squares is e0^2 and inv =
+    rsqrt(e0^2/16 + eps) is computed here exactly (binary32 steps, all normal);
+    e0 ~ 4 is picked per row so that some m puts x*inv in the window. o_proj and
+    down_proj are zero, so every layer's norms and the final norm see the
+    embedding; the final norm's weight 2^120 on the tiny dims turns FLT_MIN
+    into 2^-6, which moves every logit."""
+    f32 = lambda x: struct.unpack('<f', struct.pack('<f', x))[0]
+    edge, fmin = 2.0 ** -126 - 2.0 ** -151, 2.0 ** -126
+    eps, H = f32(a.eps), a.hidden
+    rows, hits = [], 0
+    for t in range(a.vocab):
+        for j in range(t * 5 % 97, 100000):
+            e0 = f32(4.0 * (1 + j * 2.0 ** -21))
+            ss = f32(e0 * e0)
+            inv = f32(1.0 / f32(math.sqrt(f32(f32(ss / H) + eps))))
+            win = [m for m in range(1, 512) if edge <= fmin * (1 + m * 2.0 ** -23) * inv < fmin]
+            if win:
+                break
+        m = win[0]
+        row = [e0 if t % 2 else -e0]
+        for i in range(1, H):
+            mm = m if i % 4 else (m - 1 if i % 8 else m + 1)  # a few just outside
+            hits += mm == m
+            v = fmin * (1 + mm * 2.0 ** -23)
+            row.append(-v if (t + i) % 3 == 0 else v)
+        rows += row
+    assert hits > a.vocab
+    zero = lambda n: struct.pack('<%df' % n, *([0.0] * n))
+    out = []
+    for name, shape, data, dt in tensors:
+        n = shape[0] * (shape[1] if len(shape) > 1 else 1)
+        if name == 'model.embed_tokens.weight':
+            data = struct.pack('<%df' % n, *rows)
+        elif name.endswith('o_proj.weight') or name.endswith('down_proj.weight'):
+            data = zero(n)
+        elif name.endswith('layernorm.weight'):
+            data = struct.pack('<%df' % n, *([1.0] * n))
+        elif name == 'model.norm.weight':
+            data = struct.pack('<%df' % n, *([1.0] + [2.0 ** 120] * (n - 1)))
+        out.append((name, shape, data, dt))
+    return out
 
 
 if __name__ == '__main__':

@@ -64,10 +64,11 @@ done
 [ $up -eq 1 ] || need_fail "http.server did not come up on 127.0.0.1:$port"
 
 # Optional: CIS2_WEB_BIG_MODEL=DIR (e.g. models/bench-135m from `make bench-model`, or the real
-# SmolLM2-135M) also loads a ~270 MB checkpoint in the page and verifies a 2-token native receipt.
+# SmolLM2-135M) also loads a ~270 MB checkpoint in the page and verifies a 16-token native
+# receipt, printing the time it took (a measurement, not a pass/fail limit).
 BIG_ENV=()
 if [ -n "${CIS2_WEB_BIG_MODEL:-}" ]; then
-    "$CIS2" run --model "$CIS2_WEB_BIG_MODEL" --prompt "$PROMPT" -n 2 --receipt "$T/big.receipt" >> "$log" 2>&1 || need_fail "native run on $CIS2_WEB_BIG_MODEL failed"
+    "$CIS2" run --model "$CIS2_WEB_BIG_MODEL" --prompt "$PROMPT" -n 16 --receipt "$T/big.receipt" >> "$log" 2>&1 || need_fail "native run on $CIS2_WEB_BIG_MODEL failed"
     BIG_ENV=(BIG_MODEL_DIR="$CIS2_WEB_BIG_MODEL" BIG_RECEIPT="$T/big.receipt")
 fi
 env "${BIG_ENV[@]}" CHROMIUM="$CHROMIUM" timeout 1200 node web/test/page_test.mjs "http://127.0.0.1:$port/index.html" "$M" \

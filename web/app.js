@@ -17,7 +17,9 @@ const mb = (n) => (n / 1048576).toFixed(1) + ' MB';
 worker.onmessage = (ev) => {
   const m = ev.data;
   if (m.type === 'progress') {
-    if (m.phase === 'hash') setProgress(m.done / m.total, `reading + hashing ${m.file}: ${mb(m.done)} / ${mb(m.total)}`);
+    if (m.phase === 'hash' && m.step === 'sha256') setProgress(m.done / m.total, `hashing ${m.file} (SHA-256)…`);
+    else if (m.phase === 'hash' && m.step === 'pack') setProgress(1, 'loading the model: packing the weights into SIMD tiles…');
+    else if (m.phase === 'hash') setProgress(m.done / m.total, `reading + hashing ${m.file}: ${mb(m.done)} / ${mb(m.total)}`);
     else setProgress(m.done / m.total, `decoding: token ${m.done} / ${m.total}`);
   } else if (m.type === 'log') {
     $('selftest-log').textContent += m.line + '\n';
@@ -56,7 +58,7 @@ $('f-all').addEventListener('change', () => {
 async function ensureLoaded() {
   const files = pickedFiles();
   const key = Object.values(files).map((f) => `${f.name}:${f.size}:${f.lastModified}`).join('|');
-  if (key === loadedKey) return;
+  if (key === loadedKey) return null;
   loadedKey = null;
   $('load-status').textContent = '';
   const t0 = performance.now();
@@ -64,10 +66,11 @@ async function ensureLoaded() {
   const s = ((performance.now() - t0) / 1000).toFixed(2);
   setProgress(1, `loaded in ${s} s`);
   $('load-status').textContent =
-    `${info.arch}: ${info.layers} layers, hidden ${info.hidden}, ${info.heads}/${info.kv_heads} heads, vocab ${info.vocab}; backend ${info.backend} on ${info.isa}\n` +
+    `${info.arch}: ${info.layers} layers, hidden ${info.hidden}, ${info.heads}/${info.kv_heads} heads, vocab ${info.vocab}; backend ${info.backend} on ${info.isa}; hashed with ${info.hash_impl}\n` +
     `weights-sha256   ${info.weights_sha256}\nconfig-sha256    ${info.config_sha256}\ntokenizer-sha256 ${info.tokenizer_sha256}`;
   $('load-status').style.whiteSpace = 'pre-wrap';
   loadedKey = key;
+  return (performance.now() - t0) / 1000;
 }
 
 function speed(r) {
@@ -102,7 +105,8 @@ $('verify-btn').onclick = () => withBusy(async () => {
   if (!text.trim()) throw new Error('paste or pick a receipt first');
   const v = $('verdict'), tbody = $('fields').querySelector('tbody');
   v.className = ''; v.textContent = ''; tbody.innerHTML = ''; $('verify-gen').innerHTML = '';
-  await ensureLoaded();
+  const tv = performance.now();
+  const tl = await ensureLoaded();
   setProgress(0, 'decoding…');
   const r = await call('verify', { text });
   if (r.parse_error) {
@@ -133,6 +137,8 @@ $('verify-btn').onclick = () => withBusy(async () => {
     v.textContent = `FAIL — ${bad.length} field(s) differ: ${bad.join(', ')}`;
   }
   $('verify-gen').innerHTML = genBlock(r);
+  setProgress(1, `verified in ${((performance.now() - tv) / 1000).toFixed(2)} s` +
+              (tl !== null ? ` (load + hash ${tl.toFixed(2)} s, decode ${((r.prefill_ms + r.decode_ms) / 1000).toFixed(2)} s)` : ''));
 });
 
 $('run-btn').onclick = () => withBusy(async () => {

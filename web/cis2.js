@@ -215,11 +215,17 @@ export class Cis2 {
   // sources: { 'config.json': src, 'tokenizer.json': src, 'model.safetensors': src }
   // where src = { size, read(start, end) -> Promise<Uint8Array> }.
   // onProgress({ file, done, total }) while reading + hashing. Returns cis2w_load's JSON.
+  // Hashing: the platform's SHA-256 (WebCrypto) over the heap bytes once a file is in,
+  // when it has one and opts.hash !== 'wasm'; else the engine's own SHA-256 chunk by chunk.
   async load(sources, onProgress) {
     this.unload();
     for (const name of FILE_NAMES) if (!sources[name]) throw new Error(`missing ${name}`);
+    const subtle = this.opts.hash !== 'wasm' && globalThis.crypto && globalThis.crypto.subtle;
+    this.hashImpl = subtle ? 'WebCrypto SHA-256' : 'cis2 SHA-256 (wasm)';
     const total = FILE_NAMES.reduce((a, n) => a + sources[n].size, 0);
     let doneAll = 0;
+    const digests = [];   // WebCrypto: [name, slot, promise]; awaited while cis2w_load packs
+    for (const slot of Object.values(HASH_SLOT)) this.x.cis2w_hash_begin(slot);   // nothing stale
     for (const name of FILE_NAMES) {
       const src = sources[name];
       const size = src.size;
@@ -227,19 +233,36 @@ export class Cis2 {
       if (!ptr) throw new Error(`out of wasm memory for ${name} (${size} bytes)`);
       this.files.set(name, { ptr, size });
       const slot = HASH_SLOT[name];
-      if (slot !== undefined) this.x.cis2w_hash_begin(slot);
+      const chunked = slot !== undefined && !subtle;
+      if (chunked) this.x.cis2w_hash_begin(slot);
       for (let off = 0; off < size; off += CHUNK) {
         const end = Math.min(size, off + CHUNK);
         const chunk = await src.read(off, end);
         if (chunk.length !== end - off) throw new Error(`${name}: short read at ${off}`);
         this.u8.set(chunk, ptr + off);
-        if (slot !== undefined) this.x.cis2w_hash_update(slot, ptr + off, end - off);
+        if (chunked) this.x.cis2w_hash_update(slot, ptr + off, end - off);
         doneAll += end - off;
         if (onProgress) onProgress({ file: name, done: doneAll, total });
       }
-      if (slot !== undefined) this.x.cis2w_hash_end(slot);
+      if (chunked) this.x.cis2w_hash_end(slot);
+      // digest() copies the bytes before it returns its promise, so it runs (off this thread,
+      // in browsers) while cis2w_load packs the weights and changes the heap.
+      else if (slot !== undefined) digests.push([name, slot, subtle.digest('SHA-256', this.u8.subarray(ptr, ptr + size))]);
     }
-    return this._json(this.x.cis2w_load());
+    if (onProgress) onProgress({ file: 'model.safetensors', done: total, total, step: 'pack' });
+    let info, err = null;
+    try { info = this._json(this.x.cis2w_load()); } catch (e) { err = e; }
+    for (const [name, slot, promise] of digests) {
+      const d = new Uint8Array(await promise);
+      const p = this.x.cis2w_malloc(32);
+      this.u8.set(d, p);
+      const rc = this.x.cis2w_hash_set(slot, p);
+      this.x.cis2w_free(p);
+      if (rc) throw new Error(`cannot record the ${name} digest`);
+      if (info) info[name === 'model.safetensors' ? 'weights_sha256' : 'tokenizer_sha256'] = [...d].map((b) => b.toString(16).padStart(2, '0')).join('');
+    }
+    if (err) throw err;
+    return info;
   }
 
   // { prompt } (text) or { promptIds: '1,2,3' }; n; stopAtEos

@@ -28,6 +28,7 @@ static char g_err[CIS2_ERR_LEN];
 static char *g_out;
 static cis2_model g_m;
 static int g_loaded;
+static int g_ref; /* 1: reference backend (cis2w_set_backend) */
 static cis2_engine *g_e;
 static const cis2_tokenizer *g_tok; /* the model's own */
 enum { SLOT_WEIGHTS = 0, SLOT_TOKENIZER = 1, N_SLOTS = 2 };
@@ -153,6 +154,27 @@ EXPORT("cis2w_hash_end") const char *w_hash_end(int slot)
     return hex;
 }
 
+/* A digest computed by the glue with the platform's SHA-256 (WebCrypto's
+ * crypto.subtle.digest over the same heap bytes the engine then reads), in
+ * place of cis2w_hash_begin/_update/_end: 32 bytes at p. */
+EXPORT("cis2w_hash_set") int w_hash_set(int slot, const uint8_t *p)
+{
+    if (slot < 0 || slot >= N_SLOTS || !p) return 1;
+    memcpy(g_digest[slot], p, 32);
+    g_hashed[slot] = 1;
+    if (g_loaded) /* the digest may arrive after cis2w_load (computed while it packed) */
+        memcpy(slot == SLOT_WEIGHTS ? g_m.dg.weights_sha256 : g_m.dg.tokenizer_sha256, p, 32);
+    return 0;
+}
+
+/* run and verify need both digests in place. */
+static int hashes_ready(void)
+{
+    if (g_hashed[SLOT_WEIGHTS] && g_hashed[SLOT_TOKENIZER]) return 1;
+    snprintf(g_err, CIS2_ERR_LEN, "internal: model.safetensors and tokenizer.json are not hashed");
+    return 0;
+}
+
 /* `cis2 selftest`, line for line, on stdout. Returns the number of failures. */
 EXPORT("cis2w_selftest") int w_selftest(void)
 {
@@ -160,6 +182,10 @@ EXPORT("cis2w_selftest") int w_selftest(void)
     fflush(stdout);
     return fails;
 }
+
+/* 0 (default): the fast backend with the SIMD128 kernels; 1: the scalar
+ * reference backend. Takes effect at the next cis2w_load. */
+EXPORT("cis2w_set_backend") void w_set_backend(int ref) { g_ref = ref != 0; }
 
 EXPORT("cis2w_unload") void w_unload(void)
 {
@@ -171,32 +197,32 @@ EXPORT("cis2w_unload") void w_unload(void)
 }
 
 /* Load /m/{config.json,model.safetensors,tokenizer.json} after the glue has
- * put them in place and finished both hash slots. Returns JSON with the
- * config and the artifact hashes, or NULL. */
+ * put them in place; a hash slot not finished yet (cis2w_hash_begin called, the
+ * digest still being computed) is filled in by cis2w_hash_set later, and run
+ * and verify refuse until both are. Returns JSON with the config and the
+ * artifact hashes (zeros for a pending slot), or NULL. */
 EXPORT("cis2w_load") const char *w_load(void)
 {
     w_unload();
-    if (!g_hashed[SLOT_WEIGHTS] || !g_hashed[SLOT_TOKENIZER]) {
-        snprintf(g_err, CIS2_ERR_LEN,
-                 "internal: model.safetensors and tokenizer.json must be hashed before loading");
-        return NULL;
-    }
     /* §1.3: the pin (here: the software emulation) and its self-test first. */
     if (cis2_fpenv_pin() != 0 || cis2_fpenv_selftest(NULL) != 0) {
         snprintf(g_err, CIS2_ERR_LEN,
                  "the §1.3 denormal self-test failed; refusing to run (see the self-test)");
         return NULL;
     }
-    cis2_load_opts lo = {
-        1, CIS2_LOAD_HASH_SKIP
-    }; /* f32 for the reference backend; hashes come from the slots */
+    /* The fast backend packs the file's bf16/f32 tiles itself (no f32 copy); the
+     * reference backend (cis2w_set_backend(1), tests) widens to f32. Hashes come
+     * from the slots. */
+    cis2_load_opts lo = { g_ref, CIS2_LOAD_HASH_SKIP };
     if (cis2_model_load(&g_m, MODEL_DIR, &lo, g_err)) return NULL;
     g_loaded = 1;
-    memcpy(g_m.dg.weights_sha256, g_digest[SLOT_WEIGHTS], 32);
-    memcpy(g_m.dg.tokenizer_sha256, g_digest[SLOT_TOKENIZER], 32);
+    if (g_hashed[SLOT_WEIGHTS]) memcpy(g_m.dg.weights_sha256, g_digest[SLOT_WEIGHTS], 32);
+    if (g_hashed[SLOT_TOKENIZER]) memcpy(g_m.dg.tokenizer_sha256, g_digest[SLOT_TOKENIZER], 32);
     cis2_engine_opts eo;
     memset(&eo, 0, sizeof eo);
-    eo.backend = CIS2_BACKEND_REF;
+    eo.backend = g_ref ? CIS2_BACKEND_REF : CIS2_BACKEND_FAST;
+    eo.isa = CIS2_ISA_WASM128; /* src/kernels/kernels_wasm128.c */
+    eo.threads = 1;
     if (cis2_engine_new(&g_e, &g_m, &eo, g_err)) {
         w_unload();
         return NULL;
@@ -267,6 +293,7 @@ const char *w_run(const char *prompt, size_t plen, const char *ids_csv, int n_ge
         snprintf(g_err, CIS2_ERR_LEN, "no model loaded");
         return NULL;
     }
+    if (!hashes_ready()) return NULL;
     int32_t *ids = NULL;
     int n = 0;
     char *bytes = NULL;
@@ -349,6 +376,7 @@ EXPORT("cis2w_verify") const char *w_verify(const char *text, size_t len)
         snprintf(g_err, CIS2_ERR_LEN, "no model loaded");
         return NULL;
     }
+    if (!hashes_ready()) return NULL;
     cis2_receipt rc;
     char perr[CIS2_ERR_LEN];
     sb s = { 0 };

@@ -1,8 +1,6 @@
 /* wasm32-only shims: what the native build gets from the OS or from files
  * that are excluded from the wasm build (see tools/build_wasm.sh).
  *
- *  - cis2_backend_fast_new: the fast backend (x86/ARM SIMD, threads) is not
- *    built for wasm32; asking for it is an ordinary error.
  *  - mmap/munmap: wasi-libc has no mmap. The JS glue (web/cis2.js) keeps the
  *    three model files *in the wasm heap* (written there chunk by chunk
  *    while they are hashed) and serves them through a tiny WASI file system;
@@ -15,15 +13,6 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-int cis2_backend_fast_new(cis2_backend **b, cis2_model *m, const cis2_engine_opts *o, char *err)
-{
-    (void)m;
-    (void)o;
-    *b = NULL;
-    snprintf(err, CIS2_ERR_LEN, "backend fast is not built for wasm32 (use the reference backend)");
-    return 1;
-}
 
 /* Imported from the JS glue: the heap address of the file open on `fd`, or 0. */
 __attribute__((import_module("cis2"), import_name("fd_heap_ptr"))) extern uint32_t

@@ -23,6 +23,7 @@ self.onmessage = async (ev) => {
       const src = {};
       for (const n of FILE_NAMES) src[n] = blobSource(ev.data.files[n]);
       result = await engine.load(src, (p) => post({ type: 'progress', phase: 'hash', ...p }));
+      result.hash_impl = engine.hashImpl;
     } else if (cmd === 'run') {
       result = engine.run(ev.data.opts);
     } else if (cmd === 'verify') {

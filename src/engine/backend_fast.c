@@ -61,6 +61,34 @@ static void tr8x8_u16(const uint8_t *const *rows, size_t off, uint16_t *d)
         _mm_storeu_si128((__m128i *)(o + 7 * FAST_TILE), _mm_unpackhi_epi64(b3, b7));
     }
 }
+#elif defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+/* The same pure 16-bit transpose with SIMD128 shuffles (the browser verifier
+ * packs a 270 MB checkpoint on load). */
+#define U16LO(a, b) wasm_i16x8_shuffle(a, b, 0, 8, 1, 9, 2, 10, 3, 11)
+#define U16HI(a, b) wasm_i16x8_shuffle(a, b, 4, 12, 5, 13, 6, 14, 7, 15)
+#define U32LO(a, b) wasm_i32x4_shuffle(a, b, 0, 4, 1, 5)
+#define U32HI(a, b) wasm_i32x4_shuffle(a, b, 2, 6, 3, 7)
+static void tr8x8_u16(const uint8_t *const *rows, size_t off, uint16_t *d)
+{
+    for (int half = 0; half < 2; half++) {
+        const uint8_t *const *r = rows + 8 * half;
+        v128_t a[8], b[8];
+        for (int i = 0; i < 8; i += 2) {
+            v128_t x = wasm_v128_load(r[i] + off), y = wasm_v128_load(r[i + 1] + off);
+            a[i] = U16LO(x, y);
+            a[i + 1] = U16HI(x, y);
+        }
+        b[0] = U32LO(a[0], a[2]), b[1] = U32HI(a[0], a[2]), b[2] = U32LO(a[1], a[3]);
+        b[3] = U32HI(a[1], a[3]), b[4] = U32LO(a[4], a[6]), b[5] = U32HI(a[4], a[6]);
+        b[6] = U32LO(a[5], a[7]), b[7] = U32HI(a[5], a[7]);
+        uint16_t *o = d + 8 * half;
+        for (int i = 0; i < 4; i++) {
+            wasm_v128_store(o + (2 * i) * FAST_TILE, wasm_i64x2_shuffle(b[i], b[i + 4], 0, 2));
+            wasm_v128_store(o + (2 * i + 1) * FAST_TILE, wasm_i64x2_shuffle(b[i], b[i + 4], 1, 3));
+        }
+    }
+}
 #endif
 
 size_t fast_pack_bytes(const cis2_linear *w)
@@ -83,7 +111,7 @@ static void pack_into(const cis2_linear *w, fast_packed *p)
         if (p->bf16) {
             uint16_t *d = (uint16_t *)p->data + (size_t)t * K * FAST_TILE;
             size_t k = 0;
-#if defined(__SSE2__)
+#if defined(__SSE2__) || defined(__wasm_simd128__)
             if (nr == FAST_TILE)
                 for (; k + 8 <= K; k += 8, d += 8 * FAST_TILE) tr8x8_u16(rows, 2 * k, d);
 #endif
@@ -119,6 +147,10 @@ static void packed_init(const cis2_linear *w, fast_packed *p)
  * faults are expensive on a VM; 2 MiB pages cut them 512x). */
 static void *huge_alloc(size_t bytes, size_t *map_len)
 {
+#if defined(__wasm__)
+    (void)bytes, (void)map_len;
+    return NULL; /* wasm32: no anonymous mappings; callers fall back to aligned_alloc */
+#endif
     size_t hp = (size_t)2 << 20, len = (bytes + hp - 1) & ~(hp - 1);
     void *m = mmap(NULL, len + hp, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return NULL;
@@ -581,7 +613,10 @@ static void pack_task(void *ctx, int task, int tid)
      * private read-only mapping (re-read from the file if touched again,
      * e.g. by the embedding lookup), so RSS holds one copy, not two. */
     const cis2_safetensors *st = &j->s->m->st;
-    if (st->map && w->raw >= st->map && w->raw < st->map + st->map_len) {
+#if defined(__wasm__)
+    st = NULL; /* wasm32: the file lives in the heap, owned by the JS glue; nothing to drop */
+#endif
+    if (st && st->map && w->raw >= st->map && w->raw < st->map + st->map_len) {
         size_t pg = (size_t)sysconf(_SC_PAGESIZE);
         size_t es = w->dtype == CIS2_DT_F32 ? 4 : 2;
         uintptr_t a = (uintptr_t)w->raw, e = a + (size_t)w->rows * (size_t)w->cols * es;

@@ -3,6 +3,7 @@
  * independent sequences per engine. */
 #include "engine/backend.h"
 #include "kernels/kernels.h"
+#include "core/fparith.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -612,7 +613,7 @@ static int forward(cis2_engine *e, seq_t *s, const int32_t *tokens, int T, int p
                                 *vb = s->vc[l] + (size_t)(h / group) * hd;
                     for (int jj = 0; jj < n_ctx; jj++) {
                         float d = cis2_dot_seq(q, kb + (size_t)jj * kvd, (size_t)hd);
-                        sc[(size_t)h * n_ctx + jj] = d * scale;
+                        sc[(size_t)h * n_ctx + jj] = cis2_fmul(d, scale); /* §1.3 */
                     }
                     ref_attention_head(q, kb, vb, (size_t)kvd, n_ctx, hd, scale,
                                        pr + (size_t)h * n_ctx,

@@ -4,6 +4,35 @@
  * out by an atomic counter; a task is a whole set of outputs, so no sum ever
  * crosses threads. Each worker pins FTZ/DAZ (§1.3) before its first task. */
 #include "engine/fast.h"
+#if defined(__wasm__)
+/* wasm32-wasi (the browser verifier) has no threads: a pool of one thread,
+ * the caller, which runs every task itself in order. */
+#include <stdlib.h>
+struct tp_pool {
+    int n;
+};
+tp_pool *tp_new(int nthreads, char *err)
+{
+    (void)nthreads;
+    tp_pool *p = calloc(1, sizeof *p);
+    if (!p) snprintf(err, CIS2_ERR_LEN, "out of memory");
+    else p->n = 1;
+    return p;
+}
+int tp_threads(const tp_pool *p) { return p->n; }
+void tp_run(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
+{
+    (void)p;
+    for (int k = 0; k < ntasks; k++) fn(ctx, k, 0);
+}
+int tp_start(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
+{
+    (void)p, (void)ntasks, (void)fn, (void)ctx;
+    return 0;
+}
+void tp_finish(tp_pool *p) { (void)p; }
+void tp_free(tp_pool *p) { free(p); }
+#else
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -222,3 +251,4 @@ void tp_free(tp_pool *p)
     pthread_cond_destroy(&p->cv);
     free(p);
 }
+#endif

@@ -46,7 +46,8 @@ const fast_kernels *fast_kernels_sse2(void);
 const fast_kernels *fast_kernels_avx2(void);
 const fast_kernels *fast_kernels_avx512(void);
 const fast_kernels *fast_kernels_neon(void);
-/* By name ("scalar", "sse2", "avx2", "avx512", "neon") or the best available
+const fast_kernels *fast_kernels_wasm128(void); /* wasm32 with SIMD128 */
+/* By name ("scalar", "sse2", "avx2", "avx512", "neon", "wasm128") or the best available
  * for NULL. Writes a message into err when the name is unknown/unsupported. */
 const fast_kernels *fast_kernels_pick(const char *isa, char *err);
 

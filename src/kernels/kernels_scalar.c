@@ -1,17 +1,18 @@
 /* Portable scalar kernels over the packed tiles: the `--isa scalar` path and
  * the fallback on CPUs with nothing better. Plain C, one accumulator per
  * output, terms in order (the build's -ffp-contract=off keeps mul and add
- * separate). */
+ * separate). The operations are fparith.h's (§1.3 as on x86-64 on every ISA). */
 #include "kernels/fast_kernels.h"
 #include "kernels/kernels.h"
+#include "core/fparith.h"
 
 #define ATTR
 #define V              float
 #define VL             1
 #define NV             16
 #define V_ZERO()       0.0f
-#define V_ADD(a, b)    ((a) + (b))
-#define V_MUL(a, b)    ((a) * (b))
+#define V_ADD(a, b)    cis2_fadd(a, b)
+#define V_MUL(a, b)    cis2_fmul(a, b)
 #define V_SET1(x)      (x)
 #define V_LOADU(p)     (*(p))
 #define V_STOREU(p, v) (*(p) = (v))
@@ -27,7 +28,7 @@ static void scalar_scores(const float *q, const float *k, size_t stride, int n, 
 {
     for (int j = 0; j < n; j++) {
         float d = cis2_dot_seq(q, k + (size_t)j * stride, (size_t)hd);
-        out[j] = d * scale;
+        out[j] = cis2_fmul(d, scale);
     }
 }
 
@@ -36,8 +37,8 @@ static void scalar_vmix(const float *p, const float *v, size_t stride, int n, in
     for (int d = 0; d < hd; d++) {
         float acc = 0.0f;
         for (int j = 0; j < n; j++) {
-            float pr = p[j] * v[(size_t)j * stride + d];
-            acc = acc + pr;
+            float pr = cis2_fmul(p[j], v[(size_t)j * stride + d]);
+            acc = cis2_fadd(acc, pr);
         }
         out[d] = acc;
     }

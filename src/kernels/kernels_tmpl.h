@@ -7,6 +7,12 @@
  *   NT1                   tiles per block when T == 1 (independent add chains)
  *   NTB, TBB              tiles x tokens per block when T > 1 (register blocking)
  *   PFX                   name prefix
+ * and may define (§1.3 exactness hooks; defaults below: the plain product):
+ *   V_XSET1(x) V_XMUL(w,xb)     broadcast of an activation / product of a weight
+ *                               vector and that broadcast (kernels_neon.c)
+ *   TM_CHK_INIT() TM_CHK(p)     a per-block tracker over every product p, and the
+ *   TM_CHK_END(KIND, args)      block's exit check, which may recompute the whole
+ *                               block exactly (kernels_wasm128.c)
  * Each accumulator is one output (row, token): acc = acc + w[k]*x[k] for
  * k = 0..K-1 in order, a separate multiply then a separate add (§5.1). */
 /* Hand-aligned, one spec operation per line: kept as written. */
@@ -15,6 +21,15 @@
 #define TM_CAT(a, b) TM_CAT2(a, b)
 #define TM_FN(n) TM_CAT(PFX, n)
 #define TM_AI ATTR inline __attribute__((always_inline))
+#ifndef V_XSET1
+#define V_XSET1(x) V_SET1(x)
+#define V_XMUL(w, xb) V_MUL(w, xb)
+#endif
+#ifndef TM_CHK_INIT
+#define TM_CHK_INIT()
+#define TM_CHK(p) (p)
+#define TM_CHK_END(KIND, W, ts, K, nt, X, ldx, tb, Y, ldy, nrows)
+#endif
 
 #define TM_STORE(acc, Y, ldy, nt, tb, nrows)                                              \
     do {                                                                                  \
@@ -43,18 +58,20 @@
         _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                             \
         _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                             \
         _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) acc[i][j][t] = V_ZERO();    \
+        TM_CHK_INIT();                                                                    \
         for (int k = 0; k < K; k++) {                                                     \
             V w[NTB > NT1 ? NTB : NT1][NV];                                               \
             _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                         \
             _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                         \
                 w[i][j] = LOAD(W + (size_t)i * ts + (size_t)k * 16 + (size_t)j * VL);     \
             _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) {                       \
-                V x = V_SET1(X[(size_t)t * ldx + k]);                                     \
+                V x = V_XSET1(X[(size_t)t * ldx + k]);                                    \
                 _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                     \
                 _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                     \
-                    acc[i][j][t] = V_ADD(acc[i][j][t], V_MUL(w[i][j], x));                \
+                    acc[i][j][t] = V_ADD(acc[i][j][t], TM_CHK(V_XMUL(w[i][j], x)));       \
             }                                                                             \
         }                                                                                 \
+        TM_CHK_END(KIND, W, ts, K, nt, X, ldx, tb, Y, ldy, nrows);                        \
         TM_STORE(acc, Y, ldy, nt, tb, nrows);                                             \
     }
 TM_BLOCK(blk_bf16, uint16_t, V_BF16)

@@ -8,7 +8,7 @@ const fast_kernels *fast_kernels_pick(const char *isa, char *err)
     if (!isa || !*isa || !strcmp(isa, "auto")) {
         const fast_kernels *k;
         if ((k = fast_kernels_avx512()) || (k = fast_kernels_avx2()) || (k = fast_kernels_sse2()) ||
-            (k = fast_kernels_neon()))
+            (k = fast_kernels_neon()) || (k = fast_kernels_wasm128()))
             return k;
         return fast_kernels_scalar();
     }
@@ -18,6 +18,7 @@ const fast_kernels *fast_kernels_pick(const char *isa, char *err)
     else if (!strcmp(isa, "avx2")) k = fast_kernels_avx2();
     else if (!strcmp(isa, "avx512")) k = fast_kernels_avx512();
     else if (!strcmp(isa, "neon")) k = fast_kernels_neon();
+    else if (!strcmp(isa, "wasm128")) k = fast_kernels_wasm128();
     else {
         snprintf(err, CIS2_ERR_LEN,
                  "unknown --isa \"%.40s\" (expected sse2, avx2, avx512, neon or scalar)", isa);

@@ -88,14 +88,26 @@ try {
     await page.waitForFunction(() => /^PASS/.test(document.getElementById('selftest-status').textContent));
     await page.setInputFiles('#f-all', ['config.json', 'tokenizer.json', 'model.safetensors'].map((f) => path.join(big, f)));
     await page.fill('#receipt-text', readFileSync(process.env.BIG_RECEIPT, 'utf8'));
+    // Every progress label the page shows while it works.
+    await page.evaluate(() => {
+      window.__labels = [];
+      const el = document.getElementById('progress-label');
+      new MutationObserver(() => window.__labels.push(el.textContent)).observe(el, { childList: true, characterData: true, subtree: true });
+    });
     const t0 = Date.now();
     await page.click('#verify-btn');
     await page.waitForFunction(() => document.getElementById('verdict').textContent !== '' || document.getElementById('error').textContent !== '',
                                null, { timeout: 900000 });
+    const wall = (Date.now() - t0) / 1000;
     const v = await page.textContent('#verdict'), e = await page.textContent('#error');
     const ls = await page.textContent('#progress-label'), sp = await page.textContent('#speed').catch(() => '');
+    const nGen = (readFileSync(process.env.BIG_RECEIPT, 'utf8').match(/^gen-toks (\d+)/m) || [])[1];
     check('page-verify-big-model', v.startsWith('PASS'), `verdict '${v}', error '${e}'`);
-    console.log(`big model: load + verify ${((Date.now() - t0) / 1000).toFixed(1)} s; ${sp}`);
+    const labels = await page.evaluate(() => window.__labels);
+    const seen = (re) => labels.some((l) => re.test(l));
+    check('page-big-model-progress-shown', seen(/reading \+ hashing model\.safetensors/) && seen(new RegExp(`decoding: token ${nGen} / ${nGen}`)),
+          `labels seen: ${[...new Set(labels)].slice(0, 8).join(' | ')}`);
+    console.log(`big model: ${nGen}-token receipt verified in ${wall.toFixed(2)} s from the click (${ls}); ${sp}`);
     const shotBig = path.join(outDir, 'web-verify-big-model.png');
     await page.screenshot({ path: shotBig, fullPage: true });
     console.log(`screenshot: ${shotBig}`);
