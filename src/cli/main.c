@@ -29,6 +29,7 @@ static void usage(FILE *f)
         "  cis2 diff A B [--exact | --tol FILE] [--brief]\n"
         "  cis2 compare --model DIR --prompt-ids IDS [--teacher-force IDS | -n N]\n"
         "               (--against TRACE | --backend ref --backend fast) [--exact | --tol FILE]\n"
+        "  cis2 quantize --model DIR --out QDIR [--lm-head] [--embed]     (int8 twin)\n"
         "faults (debug, --backend ref): weight-bit (--fault-arg TENSOR:INDEX:BIT), fma "
         "(--fault-arg LAYER),\n"
         "  rmsnorm-assoc, rope-offset, kv-stale (--fault-arg POS), no-ftz\n"
@@ -57,6 +58,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "trace")) return cis2_cmd_trace(sub_argc, sub_argv);
     if (!strcmp(c, "diff")) return cis2_cmd_diff(sub_argc, sub_argv);
     if (!strcmp(c, "compare")) return cis2_cmd_compare(sub_argc, sub_argv);
+    if (!strcmp(c, "quantize")) return cis2_cmd_quantize(sub_argc, sub_argv);
     if (!strcmp(c, "help") || !strcmp(c, "--help") || !strcmp(c, "-h")) {
         usage(stdout);
         return 0;

@@ -6,6 +6,16 @@
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
+#include <string.h>
+
+/* 4 int8 -> 4 f32, exactly (sign-extending widenings, then int -> float). */
+static inline __attribute__((always_inline)) float32x4_t neon_i8x4(const int8_t *p)
+{
+    int32_t b;
+    memcpy(&b, p, 4);
+    int16x8_t h = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(b)));
+    return vcvtq_f32_s32(vmovl_s16(vget_low_s16(h)));
+}
 
 #define ATTR
 #define V              float32x4_t
@@ -18,6 +28,7 @@
 #define V_LOADU(p)     vld1q_f32(p)
 #define V_STOREU(p, v) vst1q_f32(p, v)
 #define V_BF16(p)      vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16))
+#define V_I8(p)        neon_i8x4(p)
 #define NT1            2
 #define NTB            1
 #define TBB            4
@@ -74,8 +85,10 @@ static void neon_vmix(const float *p, const float *v, size_t stride, int n, int 
     }
 }
 
-static const fast_kernels K_NEON = { "neon",    neon_mm_bf16, neon_mm_f32, neon_scores, ref_softmax,
-                                     neon_vmix, NULL,         NULL,        NULL };
+static const fast_kernels K_NEON = {
+    "neon",    neon_mm_bf16, neon_mm_f32, neon_scores, ref_softmax,
+    neon_vmix, NULL,         NULL,        NULL,        neon_mm_i8
+};
 const fast_kernels *fast_kernels_neon(void) { return &K_NEON; }
 #else
 const fast_kernels *fast_kernels_neon(void) { return NULL; }
