@@ -73,7 +73,7 @@ test: all
 
 # §1.4: no fused multiply-add anywhere in the binary (with a negative control).
 fma-gate: $(BIN)
-	bash tests/fma_gate.sh ./$(BIN) $(CROSS)objdump $(CROSS)$(CC)
+	bash tests/fma_gate.sh ./$(BIN) $(CROSS)objdump $(CROSS)$(CC) $(BUILD)
 
 run: all
 	bash tools/make_run.sh

@@ -131,7 +131,9 @@ def sha256_file(path):
     return h.hexdigest()
 
 
-class Model:
+class Checkpoint:
+    """config.json's shapes, the quantization_config (if any) and the tensors of DIR."""
+
     def __init__(self, d):
         try:
             with open(os.path.join(d, "config.json")) as f:
@@ -144,20 +146,26 @@ class Model:
         self.H = c["hidden_size"]
         self.L = c["num_hidden_layers"]
         self.nh = c["num_attention_heads"]
-        self.nkv = c.get("num_key_value_heads", self.nh)
+        self.nkv = c.get("num_key_value_heads") or self.nh
         self.hd = c.get("head_dim") or self.H // self.nh
-        self.eps = float(c["rms_norm_eps"])
-        self.theta = float(c.get("rope_theta", 10000.0))
         self.vocab = c["vocab_size"]
         self.tied = bool(c.get("tie_word_embeddings", False))
-        self.w = read_safetensors(os.path.join(d, "model.safetensors"))
+        self.eps_text, self.theta_text = c["rms_norm_eps"], c.get("rope_theta", 10000.0)
         self.quant = check_quant_config(c, os.path.join(d, "config.json"))
+        self.w = read_safetensors(os.path.join(d, "model.safetensors"))
+        self.dir = d
+
+
+class Model(Checkpoint):
+    def __init__(self, d):
+        Checkpoint.__init__(self, d)
+        self.eps = float(self.eps_text)
+        self.theta = float(self.theta_text)
         for name in [n[:-len(".weight")] for n in self.w if n.endswith(".weight")]:
             qs = int8_pair(self.w, name, d)
             if qs is not None:  # arm A on an int8 checkpoint: the dequantized weights q * s
                 self.w[name + ".weight"] = qs[0].to(torch.float32) * qs[1][:, None]
         self.lm_head = self.w["model.embed_tokens.weight"] if self.tied else self.w["lm_head.weight"]
-        self.dir = d
 
     def g(self, name):
         return self.w.get(name)
@@ -384,30 +392,16 @@ def rsqrt(x):  # §6.1: IEEE sqrt, then IEEE divide
     return div(F1, torch.sqrt(x))
 
 
-class ArmB:
+class ArmB(Checkpoint):
     """CIS-2's forward pass (§5-§11) over the checkpoint's own weights, int8 linears
     as y = s * dot_seq((float)q, x): every reduction a left-to-right loop, vectorized
     only across independent outputs (rows, tokens, heads, keys, dims)."""
 
     def __init__(self, d):
-        try:
-            with open(os.path.join(d, "config.json")) as f:
-                c = json.load(f)
-        except OSError as e:
-            die("%s/config.json: cannot open: %s" % (d, e.strerror))
-        self.arch = c.get("model_type")
-        if self.arch not in ("llama", "qwen2", "qwen3"):
-            die("%s/config.json: model_type %r is not llama, qwen2 or qwen3" % (d, self.arch))
-        self.H, self.L, self.nh = c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"]
-        self.nkv = c.get("num_key_value_heads") or self.nh
-        self.hd = c.get("head_dim") or self.H // self.nh
-        self.vocab = c["vocab_size"]
-        self.tied = bool(c.get("tie_word_embeddings", False))
+        Checkpoint.__init__(self, d)
         f32 = lambda v: torch.tensor(np.float32(float(v)), dtype=torch.float32)  # §2.3: f64, one RNE
-        self.eps = f32(c["rms_norm_eps"])
-        self.theta = f32(c.get("rope_theta", 10000.0))
-        self.quant = check_quant_config(c, os.path.join(d, "config.json"))
-        self.w = read_safetensors(os.path.join(d, "model.safetensors"))
+        self.eps = f32(self.eps_text)
+        self.theta = f32(self.theta_text)
         self.lin = {}  # name -> ("i8", qT, s) | ("f32", wT): weights transposed, [cols, rows]
         self.n_int8 = 0
         for name in [n[:-len(".weight")] for n in self.w if n.endswith(".weight")]:
@@ -425,7 +419,6 @@ class ArmB:
         frac = div(torch.arange(0, hd, 2, dtype=torch.float32), torch.tensor(float(hd), dtype=torch.float32))
         self.inv_freq = exp_pinned(-(frac * ln_t))  # §7.1
         self.scale = rsqrt(torch.tensor(float(hd), dtype=torch.float32))  # §9.2
-        self.dir = d
 
     def linear(self, name, x):  # x [T, cols] -> [T, rows]
         kind = self.lin[name]

@@ -92,7 +92,8 @@ void approx_i8_quantize_act(const float *X, int T, int K, int k4, int8_t *xq, fl
         if (ax == 0.0f) continue;
         double inv = 127.0 / (double)ax;
         for (int k = 0; k < K; k++) {
-            double v = nearbyint((double)x[k] * inv); /* ties to even */
+            /* ties to even: adding and removing 1.5 * 2^52 rounds |v| <= 128 in binary64 */
+            double v = ((double)x[k] * inv + 6755399441055744.0) - 6755399441055744.0;
             o[k] = (int8_t)(v > 127.0 ? 127 : v < -127.0 ? -127 : (int)v);
         }
     }
@@ -139,177 +140,251 @@ static void approx_i8_store16(float *dst, const float *v, int nr)
     memcpy(dst, v, (size_t)(nr < 16 ? nr : 16) * sizeof(float));
 }
 
-#define APPROX_TB 6 /* tokens per register block */
+/* One call's operands, shared by every path's register blocks. */
+typedef struct {
+    const int8_t *W;
+    const float *S, *bias, *SX;
+    const int32_t *wsum;
+    const int8_t *XQ;
+    float *Y;
+    int k4, nrows, ldy;
+} approx_i8_args;
+
+/* The blocking every SIMD path uses: nt1 tiles at a time for one token (the
+ * decode case: independent chains hide the dot instruction's latency), ntb
+ * tiles x tbb tokens otherwise; full blocks get constant sizes (unrolled),
+ * the ragged edges the same code with run-time sizes. */
+#define APPROX_DRIVE(BLK, A, ntiles, T, NT1, NTB, TBB)                                             \
+    do {                                                                                           \
+        int tbc_ = (T) == 1 ? 1 : (TBB), ntc_ = (T) == 1 ? (NT1) : (NTB);                          \
+        for (int t0 = 0; t0 < (T); t0 += tbc_) {                                                   \
+            int tb = (T)-t0 < tbc_ ? (T)-t0 : tbc_;                                                \
+            for (int i0 = 0; i0 < (ntiles); i0 += ntc_) {                                          \
+                int nt = (ntiles)-i0 < ntc_ ? (ntiles)-i0 : ntc_;                                  \
+                if ((T) == 1 && nt == (NT1)) BLK(A, i0, NT1, t0, 1);                               \
+                else if ((T) > 1 && nt == (NTB) && tb == (TBB)) BLK(A, i0, NTB, t0, TBB);          \
+                else BLK(A, i0, nt, t0, tb);                                                       \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+#define APPROX_AI static inline __attribute__((always_inline))
+
+/* Register blocks. Hand-aligned (the unroll pragmas confuse clang-format).
+ * Every loop over tiles (i), tokens (t) and vector halves (h) has a constant
+ * trip count after inlining and is unrolled: the accumulators live in
+ * registers. The arrays are zeroed whole (the run-time-size edge blocks use
+ * a part of them). */
+/* clang-format off */
+#define APPROX_UNROLL _Pragma("GCC unroll 16")
 
 #if defined(__x86_64__)
+#define APPROX_X512  __attribute__((target("avx512f,avx512vnni")))
+#define APPROX_X256  __attribute__((target("avx2,fma")))
+#define APPROX_XVNNI __attribute__((target("avx2,fma,avxvnni")))
+
 /* ------------------------------------------------ AVX-512 VNNI (vpdpbusd) */
 /* vpdpbusd multiplies unsigned by signed bytes: the activations go in as
  * xq + 128 (xq ^ 0x80), and 128 * sum(q) comes off the integer sum. */
-__attribute__((target("avx512f,avx512vnni"))) static void
-approx_i8_mm_avx512vnni(const int8_t *W, const float *S, const int32_t *wsum, const float *bias,
-                        int k4, int ntiles, int nrows, const int8_t *XQ, const float *SX, int T,
-                        float *Y, int ldy)
+APPROX_AI APPROX_X512 void approx_i8_blk512(const approx_i8_args *a, int i0, const int nt, int t0,
+                                            const int tb)
 {
-    for (int i = 0; i < ntiles; i++) {
-        const int8_t *wt = W + (size_t)i * k4 * 64;
-        __m512i off = _mm512_slli_epi32(_mm512_loadu_si512(wsum + 16 * i), 7);
-        __m512 sv = _mm512_loadu_ps(S + 16 * i);
-        __m512 bv = bias ? _mm512_loadu_ps(bias + 16 * i) : _mm512_setzero_ps();
-        int nr = nrows - 16 * i;
-        for (int t0 = 0; t0 < T; t0 += APPROX_TB) {
-            int tb = T - t0 < APPROX_TB ? T - t0 : APPROX_TB;
-            __m512i acc[APPROX_TB];
-            for (int t = 0; t < APPROX_TB; t++) acc[t] = _mm512_setzero_si512();
-            for (int g = 0; g < k4; g++) {
-                __m512i w = _mm512_loadu_si512(wt + (size_t)g * 64);
-                for (int t = 0; t < tb; t++) {
-                    int32_t xv = approx_i8_ld4(XQ + (size_t)(t0 + t) * 4 * k4 + 4 * g);
-                    __m512i xb = _mm512_set1_epi32(xv ^ (int32_t)0x80808080u);
-                    acc[t] = _mm512_dpbusd_epi32(acc[t], xb, w);
-                }
-            }
-            for (int t = 0; t < tb; t++) {
-                __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[t], off));
-                __m512 sc = _mm512_mul_ps(_mm512_set1_ps(SX[t0 + t]), sv);
-                __m512 y = bias ? _mm512_fmadd_ps(f, sc, bv) : _mm512_mul_ps(f, sc);
-                float tmp[16];
-                _mm512_storeu_ps(tmp, y);
-                approx_i8_store16(Y + (size_t)(t0 + t) * ldy + 16 * i, tmp, nr);
-            }
+    __m512i acc[8][4], xb[4];
+    APPROX_UNROLL for (int i = 0; i < 8; i++)
+    APPROX_UNROLL for (int t = 0; t < 4; t++) acc[i][t] = xb[t] = _mm512_setzero_si512();
+    const int8_t *w0 = a->W + (size_t)i0 * a->k4 * 64;
+    for (int g = 0; g < a->k4; g++) {
+        APPROX_UNROLL for (int t = 0; t < tb; t++) {
+            int32_t v = approx_i8_ld4(a->XQ + (size_t)(t0 + t) * 4 * a->k4 + 4 * g);
+            xb[t] = _mm512_set1_epi32(v ^ (int32_t)0x80808080u);
+        }
+        APPROX_UNROLL for (int i = 0; i < nt; i++) {
+            __m512i w = _mm512_loadu_si512(w0 + ((size_t)i * a->k4 + g) * 64);
+            APPROX_UNROLL for (int t = 0; t < tb; t++)
+                acc[i][t] = _mm512_dpbusd_epi32(acc[i][t], xb[t], w);
+        }
+    }
+    APPROX_UNROLL for (int i = 0; i < nt; i++) {
+        int r0 = 16 * (i0 + i);
+        __m512i off = _mm512_slli_epi32(_mm512_loadu_si512(a->wsum + r0), 7);
+        __m512 sv = _mm512_loadu_ps(a->S + r0);
+        APPROX_UNROLL for (int t = 0; t < tb; t++) {
+            __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][t], off));
+            __m512 sc = _mm512_mul_ps(_mm512_set1_ps(a->SX[t0 + t]), sv);
+            __m512 y = a->bias ? _mm512_fmadd_ps(f, sc, _mm512_loadu_ps(a->bias + r0))
+                               : _mm512_mul_ps(f, sc);
+            float tmp[16];
+            _mm512_storeu_ps(tmp, y);
+            approx_i8_store16(a->Y + (size_t)(t0 + t) * a->ldy + r0, tmp, a->nrows - r0);
         }
     }
 }
 
-/* ------------------------------------------- AVX-VNNI (vpdpbusd, VEX, 256) */
-__attribute__((target("avx2,fma,avxvnni"))) static void
-approx_i8_mm_avxvnni(const int8_t *W, const float *S, const int32_t *wsum, const float *bias,
-                     int k4, int ntiles, int nrows, const int8_t *XQ, const float *SX, int T,
-                     float *Y, int ldy)
+APPROX_X512 static void approx_i8_mm_avx512vnni(const int8_t *W, const float *S,
+                                                const int32_t *wsum, const float *bias, int k4,
+                                                int ntiles, int nrows, const int8_t *XQ,
+                                                const float *SX, int T, float *Y, int ldy)
 {
-    for (int i = 0; i < ntiles; i++) {
-        const int8_t *wt = W + (size_t)i * k4 * 64;
-        int nr = nrows - 16 * i;
-        for (int t0 = 0; t0 < T; t0 += APPROX_TB) {
-            int tb = T - t0 < APPROX_TB ? T - t0 : APPROX_TB;
-            __m256i acc[APPROX_TB][2];
-            for (int t = 0; t < APPROX_TB; t++) acc[t][0] = acc[t][1] = _mm256_setzero_si256();
-            for (int g = 0; g < k4; g++) {
-                __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)(wt + g * 64));
-                __m256i w1 = _mm256_loadu_si256((const __m256i *)(const void *)(wt + g * 64 + 32));
-                for (int t = 0; t < tb; t++) {
-                    int32_t xv = approx_i8_ld4(XQ + (size_t)(t0 + t) * 4 * k4 + 4 * g);
-                    __m256i xb = _mm256_set1_epi32(xv ^ (int32_t)0x80808080u);
-                    acc[t][0] = _mm256_dpbusd_avx_epi32(acc[t][0], xb, w0);
-                    acc[t][1] = _mm256_dpbusd_avx_epi32(acc[t][1], xb, w1);
-                }
-            }
-            for (int t = 0; t < tb; t++) {
-                float tmp[16];
-                for (int h = 0; h < 2; h++) {
-                    __m256i off = _mm256_slli_epi32(
-                        _mm256_loadu_si256((const __m256i *)(const void *)(wsum + 16 * i + 8 * h)),
-                        7);
-                    __m256 f = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc[t][h], off));
-                    __m256 sc = _mm256_mul_ps(_mm256_set1_ps(SX[t0 + t]),
-                                              _mm256_loadu_ps(S + 16 * i + 8 * h));
-                    __m256 y = bias ? _mm256_fmadd_ps(f, sc, _mm256_loadu_ps(bias + 16 * i + 8 * h))
-                                    : _mm256_mul_ps(f, sc);
-                    _mm256_storeu_ps(tmp + 8 * h, y);
-                }
-                approx_i8_store16(Y + (size_t)(t0 + t) * ldy + 16 * i, tmp, nr);
+    approx_i8_args a = { W, S, bias, SX, wsum, XQ, Y, k4, nrows, ldy };
+    APPROX_DRIVE(approx_i8_blk512, &a, ntiles, T, 8, 4, 4);
+}
+
+/* The 256-bit epilogue of one tile and token: acc[0..1] are rows r0..r0+15;
+ * a->wsum non-NULL: subtract 128 * sum(q) (the unsigned-activation offset). */
+APPROX_AI APPROX_X256 void approx_i8_epi256(const approx_i8_args *a, const __m256i acc[2], int r0,
+                                            int t)
+{
+    float tmp[16];
+    APPROX_UNROLL for (int h = 0; h < 2; h++) {
+        __m256i v = acc[h];
+        if (a->wsum) {
+            __m256i ws = _mm256_loadu_si256((const __m256i *)(const void *)(a->wsum + r0 + 8 * h));
+            v = _mm256_sub_epi32(v, _mm256_slli_epi32(ws, 7));
+        }
+        __m256 f = _mm256_cvtepi32_ps(v);
+        __m256 sc = _mm256_mul_ps(_mm256_set1_ps(a->SX[t]), _mm256_loadu_ps(a->S + r0 + 8 * h));
+        __m256 y = a->bias ? _mm256_fmadd_ps(f, sc, _mm256_loadu_ps(a->bias + r0 + 8 * h))
+                           : _mm256_mul_ps(f, sc);
+        _mm256_storeu_ps(tmp + 8 * h, y);
+    }
+    approx_i8_store16(a->Y + (size_t)t * a->ldy + r0, tmp, a->nrows - r0);
+}
+
+/* ------------------------------------------- AVX-VNNI (vpdpbusd, VEX, 256) */
+APPROX_AI APPROX_XVNNI void approx_i8_blkvnni(const approx_i8_args *a, int i0, const int nt, int t0,
+                                              const int tb)
+{
+    __m256i acc[4][3][2], xb[3];
+    APPROX_UNROLL for (int i = 0; i < 4; i++)
+    APPROX_UNROLL for (int t = 0; t < 3; t++)
+        acc[i][t][0] = acc[i][t][1] = xb[t] = _mm256_setzero_si256();
+    const int8_t *w0 = a->W + (size_t)i0 * a->k4 * 64;
+    for (int g = 0; g < a->k4; g++) {
+        APPROX_UNROLL for (int t = 0; t < tb; t++) {
+            int32_t v = approx_i8_ld4(a->XQ + (size_t)(t0 + t) * 4 * a->k4 + 4 * g);
+            xb[t] = _mm256_set1_epi32(v ^ (int32_t)0x80808080u);
+        }
+        APPROX_UNROLL for (int i = 0; i < nt; i++) {
+            const int8_t *wp = w0 + ((size_t)i * a->k4 + g) * 64;
+            __m256i wa = _mm256_loadu_si256((const __m256i *)(const void *)wp);
+            __m256i wb = _mm256_loadu_si256((const __m256i *)(const void *)(wp + 32));
+            APPROX_UNROLL for (int t = 0; t < tb; t++) {
+                acc[i][t][0] = _mm256_dpbusd_avx_epi32(acc[i][t][0], xb[t], wa);
+                acc[i][t][1] = _mm256_dpbusd_avx_epi32(acc[i][t][1], xb[t], wb);
             }
         }
     }
+    APPROX_UNROLL for (int i = 0; i < nt; i++)
+    APPROX_UNROLL for (int t = 0; t < tb; t++)
+        approx_i8_epi256(a, acc[i][t], 16 * (i0 + i), t0 + t);
+}
+
+APPROX_XVNNI static void approx_i8_mm_avxvnni(const int8_t *W, const float *S, const int32_t *wsum,
+                                              const float *bias, int k4, int ntiles, int nrows,
+                                              const int8_t *XQ, const float *SX, int T, float *Y,
+                                              int ldy)
+{
+    approx_i8_args a = { W, S, bias, SX, wsum, XQ, Y, k4, nrows, ldy };
+    APPROX_DRIVE(approx_i8_blkvnni, &a, ntiles, T, 4, 2, 3);
 }
 
 /* ------------------------------------------ AVX2 (pmaddubsw + pmaddwd) */
 /* |w| (unsigned) times sign(w)*x (signed): pairs sum to at most 2*128*127 <
- * 2^15, so pmaddubsw never saturates; pmaddwd adds the pairs to int32. */
-__attribute__((target("avx2,fma"))) static void
-approx_i8_mm_avx2(const int8_t *W, const float *S, const int32_t *wsum, const float *bias, int k4,
-                  int ntiles, int nrows, const int8_t *XQ, const float *SX, int T, float *Y,
-                  int ldy)
+ * 2^15, so pmaddubsw never saturates; pmaddwd adds the pairs to int32. The
+ * activations stay signed: no offset to take off. */
+APPROX_AI APPROX_X256 void approx_i8_blk256(const approx_i8_args *a, int i0, const int nt, int t0,
+                                            const int tb)
 {
-    (void)wsum;
     const __m256i ones = _mm256_set1_epi16(1);
-    for (int i = 0; i < ntiles; i++) {
-        const int8_t *wt = W + (size_t)i * k4 * 64;
-        int nr = nrows - 16 * i;
-        for (int t0 = 0; t0 < T; t0 += APPROX_TB) {
-            int tb = T - t0 < APPROX_TB ? T - t0 : APPROX_TB;
-            __m256i acc[APPROX_TB][2];
-            for (int t = 0; t < APPROX_TB; t++) acc[t][0] = acc[t][1] = _mm256_setzero_si256();
-            for (int g = 0; g < k4; g++) {
-                __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)(wt + g * 64));
-                __m256i w1 = _mm256_loadu_si256((const __m256i *)(const void *)(wt + g * 64 + 32));
-                __m256i a0 = _mm256_abs_epi8(w0), a1 = _mm256_abs_epi8(w1);
-                for (int t = 0; t < tb; t++) {
-                    __m256i xb =
-                        _mm256_set1_epi32(approx_i8_ld4(XQ + (size_t)(t0 + t) * 4 * k4 + 4 * g));
-                    __m256i p0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(xb, w0));
-                    __m256i p1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(xb, w1));
-                    acc[t][0] = _mm256_add_epi32(acc[t][0], _mm256_madd_epi16(p0, ones));
-                    acc[t][1] = _mm256_add_epi32(acc[t][1], _mm256_madd_epi16(p1, ones));
+    __m256i acc[4][2][2], xb[2];
+    APPROX_UNROLL for (int i = 0; i < 4; i++)
+    APPROX_UNROLL for (int t = 0; t < 2; t++)
+        acc[i][t][0] = acc[i][t][1] = xb[t] = _mm256_setzero_si256();
+    const int8_t *w0 = a->W + (size_t)i0 * a->k4 * 64;
+    for (int g = 0; g < a->k4; g++) {
+        APPROX_UNROLL for (int t = 0; t < tb; t++)
+            xb[t] = _mm256_set1_epi32(approx_i8_ld4(a->XQ + (size_t)(t0 + t) * 4 * a->k4 + 4 * g));
+        APPROX_UNROLL for (int i = 0; i < nt; i++) {
+            const int8_t *wp = w0 + ((size_t)i * a->k4 + g) * 64;
+            APPROX_UNROLL for (int h = 0; h < 2; h++) {
+                __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(wp + 32 * h));
+                __m256i aw = _mm256_abs_epi8(w);
+                APPROX_UNROLL for (int t = 0; t < tb; t++) {
+                    __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xb[t], w));
+                    acc[i][t][h] = _mm256_add_epi32(acc[i][t][h], _mm256_madd_epi16(p, ones));
                 }
-            }
-            for (int t = 0; t < tb; t++) {
-                float tmp[16];
-                for (int h = 0; h < 2; h++) {
-                    __m256 f = _mm256_cvtepi32_ps(acc[t][h]);
-                    __m256 sc = _mm256_mul_ps(_mm256_set1_ps(SX[t0 + t]),
-                                              _mm256_loadu_ps(S + 16 * i + 8 * h));
-                    __m256 y = bias ? _mm256_fmadd_ps(f, sc, _mm256_loadu_ps(bias + 16 * i + 8 * h))
-                                    : _mm256_mul_ps(f, sc);
-                    _mm256_storeu_ps(tmp + 8 * h, y);
-                }
-                approx_i8_store16(Y + (size_t)(t0 + t) * ldy + 16 * i, tmp, nr);
             }
         }
     }
+    approx_i8_args b = *a;
+    b.wsum = NULL;
+    APPROX_UNROLL for (int i = 0; i < nt; i++)
+    APPROX_UNROLL for (int t = 0; t < tb; t++)
+        approx_i8_epi256(&b, acc[i][t], 16 * (i0 + i), t0 + t);
+}
+
+APPROX_X256 static void approx_i8_mm_avx2(const int8_t *W, const float *S, const int32_t *wsum,
+                                          const float *bias, int k4, int ntiles, int nrows,
+                                          const int8_t *XQ, const float *SX, int T, float *Y,
+                                          int ldy)
+{
+    approx_i8_args a = { W, S, bias, SX, wsum, XQ, Y, k4, nrows, ldy };
+    APPROX_DRIVE(approx_i8_blk256, &a, ntiles, T, 4, 2, 2);
 }
 #endif
 
 #if defined(__aarch64__)
 /* ----------------------------------------------------- NEON sdot (dotprod) */
-__attribute__((target("arch=armv8.2-a+dotprod"))) static void
-approx_i8_mm_neon_dotprod(const int8_t *W, const float *S, const int32_t *wsum, const float *bias,
-                          int k4, int ntiles, int nrows, const int8_t *XQ, const float *SX, int T,
-                          float *Y, int ldy)
+#define APPROX_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+APPROX_AI APPROX_DOTPROD void approx_i8_blksdot(const approx_i8_args *a, int i0, const int nt,
+                                                int t0, const int tb)
 {
-    (void)wsum;
-    for (int i = 0; i < ntiles; i++) {
-        const int8_t *wt = W + (size_t)i * k4 * 64;
-        int nr = nrows - 16 * i;
-        for (int t0 = 0; t0 < T; t0 += 4) {
-            int tb = T - t0 < 4 ? T - t0 : 4;
-            int32x4_t acc[4][4];
-            for (int t = 0; t < 4; t++)
-                for (int h = 0; h < 4; h++) acc[t][h] = vdupq_n_s32(0);
-            for (int g = 0; g < k4; g++) {
-                int8x16_t w[4];
-                for (int h = 0; h < 4; h++) w[h] = vld1q_s8(wt + g * 64 + 16 * h);
-                for (int t = 0; t < tb; t++) {
-                    int32_t xv = approx_i8_ld4(XQ + (size_t)(t0 + t) * 4 * k4 + 4 * g);
-                    int8x16_t xb = vreinterpretq_s8_s32(vdupq_n_s32(xv));
-                    for (int h = 0; h < 4; h++) acc[t][h] = vdotq_s32(acc[t][h], w[h], xb);
-                }
-            }
-            for (int t = 0; t < tb; t++) {
-                float tmp[16];
-                for (int h = 0; h < 4; h++) {
-                    float32x4_t f = vcvtq_f32_s32(acc[t][h]);
-                    float32x4_t sc =
-                        vmulq_f32(vdupq_n_f32(SX[t0 + t]), vld1q_f32(S + 16 * i + 4 * h));
-                    float32x4_t y = bias ? vfmaq_f32(vld1q_f32(bias + 16 * i + 4 * h), f, sc)
-                                         : vmulq_f32(f, sc);
-                    vst1q_f32(tmp + 4 * h, y);
-                }
-                approx_i8_store16(Y + (size_t)(t0 + t) * ldy + 16 * i, tmp, nr);
-            }
+    int32x4_t acc[4][3][4];
+    int8x16_t xb[3];
+    APPROX_UNROLL for (int i = 0; i < 4; i++)
+    APPROX_UNROLL for (int t = 0; t < 3; t++) {
+        xb[t] = vdupq_n_s8(0);
+        APPROX_UNROLL for (int h = 0; h < 4; h++) acc[i][t][h] = vdupq_n_s32(0);
+    }
+    const int8_t *w0 = a->W + (size_t)i0 * a->k4 * 64;
+    for (int g = 0; g < a->k4; g++) {
+        APPROX_UNROLL for (int t = 0; t < tb; t++) {
+            int32_t v = approx_i8_ld4(a->XQ + (size_t)(t0 + t) * 4 * a->k4 + 4 * g);
+            xb[t] = vreinterpretq_s8_s32(vdupq_n_s32(v));
+        }
+        APPROX_UNROLL for (int i = 0; i < nt; i++)
+        APPROX_UNROLL for (int h = 0; h < 4; h++) {
+            int8x16_t w = vld1q_s8(w0 + ((size_t)i * a->k4 + g) * 64 + 16 * h);
+            APPROX_UNROLL for (int t = 0; t < tb; t++)
+                acc[i][t][h] = vdotq_s32(acc[i][t][h], w, xb[t]);
         }
     }
+    APPROX_UNROLL for (int i = 0; i < nt; i++)
+    APPROX_UNROLL for (int t = 0; t < tb; t++) {
+        int r0 = 16 * (i0 + i);
+        float tmp[16];
+        APPROX_UNROLL for (int h = 0; h < 4; h++) {
+            float32x4_t f = vcvtq_f32_s32(acc[i][t][h]);
+            float32x4_t sc = vmulq_f32(vdupq_n_f32(a->SX[t0 + t]), vld1q_f32(a->S + r0 + 4 * h));
+            float32x4_t y = a->bias ? vfmaq_f32(vld1q_f32(a->bias + r0 + 4 * h), f, sc)
+                                    : vmulq_f32(f, sc);
+            vst1q_f32(tmp + 4 * h, y);
+        }
+        approx_i8_store16(a->Y + (size_t)(t0 + t) * a->ldy + r0, tmp, a->nrows - r0);
+    }
+}
+
+APPROX_DOTPROD static void approx_i8_mm_neon_dotprod(const int8_t *W, const float *S,
+                                                     const int32_t *wsum, const float *bias,
+                                                     int k4, int ntiles, int nrows,
+                                                     const int8_t *XQ, const float *SX, int T,
+                                                     float *Y, int ldy)
+{
+    approx_i8_args a = { W, S, bias, SX, wsum, XQ, Y, k4, nrows, ldy };
+    APPROX_DRIVE(approx_i8_blksdot, &a, ntiles, T, 4, 2, 3);
 }
 #endif
+/* clang-format on */
 
 /* ------------------------------------------------------------ selection */
 static const approx_i8_kernel approx_i8_paths_all[] = {
