@@ -177,3 +177,17 @@ m=$("$CIS2" diff --exact "$T/c-llama.st" "$T/b-llama.st" >/dev/null; "$PY" -c "
 import json,struct,sys; b=open(sys.argv[1],'rb').read(); n=struct.unpack('<Q',b[:8])[0]
 m=json.loads(b[8:8+n])['__metadata__']; print(m['arm'], m['dtype'])" "$T/b-llama-q.st")
 expect_eq quant.arm-b-metadata "$m" "B int8-row"
+# State 1's digest of the int8 weights arm B used, recomputed from the file with numpy
+want=$("$PY" - "$T/llama-q/model.safetensors" <<'PYEOF'
+import hashlib, sys
+sys.path.insert(0, "tests"); import quant_check as qc
+h, _, d, _ = qc.read(sys.argv[1]); x = hashlib.sha256()
+for n in sorted(k[:-7] for k in h if k.endswith(".weight") and h[k]["dtype"] == "I8"):
+    x.update(n.encode() + b"\0" + qc.arr(h, d, n + ".weight").tobytes() + qc.arr(h, d, n + ".weight_scale").astype("<f4").tobytes())
+print(x.hexdigest())
+PYEOF
+)
+got=$("$PY" -c "
+import json,struct,sys; b=open(sys.argv[1],'rb').read(); n=struct.unpack('<Q',b[:8])[0]
+print(json.loads(b[8:8+n])['__metadata__'].get('int8_weights_sha256'))" "$T/b-llama-q.st")
+expect_eq quant.arm-b-int8-weights-digest "$got" "$want"

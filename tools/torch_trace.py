@@ -404,13 +404,16 @@ class ArmB(Checkpoint):
         self.theta = f32(self.theta_text)
         self.lin = {}  # name -> ("i8", qT, s) | ("f32", wT): weights transposed, [cols, rows]
         self.n_int8 = 0
-        for name in [n[:-len(".weight")] for n in self.w if n.endswith(".weight")]:
+        h = hashlib.sha256()  # State 1: the int8 weights and scales this arm computes with
+        for name in sorted(n[:-len(".weight")] for n in self.w if n.endswith(".weight")):
             qs = int8_pair(self.w, name, d)
             if qs is not None:
                 self.n_int8 += 1
+                h.update(name.encode() + b"\0" + qs[0].numpy().tobytes() + qs[1].numpy().astype("<f4").tobytes())
                 self.lin[name] = ("i8", qs[0].t().to(torch.float32).contiguous(), qs[1])  # exact: |q| <= 128
             elif self.w[name + ".weight"].dim() == 2:
                 self.lin[name] = ("f32", self.w[name + ".weight"].t().contiguous())
+        self.int8_digest = h.hexdigest() if self.n_int8 else ""
         self.head = "model.embed_tokens" if self.tied else "lm_head"
         if self.head not in self.lin:
             die("%s: no LM head weight (%s.weight)" % (d, self.head))
@@ -644,6 +647,8 @@ def main():
     if arm_b:
         meta["table_digest"] = table_digest()
         meta["inv_freq_table_digest"] = inv_freq_digest(m)
+        if m.n_int8:
+            meta["int8_weights_sha256"] = m.int8_digest
     header, off = {"__metadata__": meta}, 0
     for name, arr in captured:
         header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [off, off + arr.nbytes]}

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 #if defined(__aarch64__)
@@ -405,9 +406,11 @@ static int approx_i8_supported(const approx_i8_kernel *k)
     __builtin_cpu_init();
     if (!strcmp(k->name, "avx512vnni"))
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
-    if (!strcmp(k->name, "avxvnni"))
+    if (!strcmp(k->name, "avxvnni")) { /* CPUID.(7,1):EAX bit 4 (older compilers lack the name) */
+        unsigned a = 0, b = 0, c = 0, d = 0;
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("avxvnni");
+               __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);
+    }
     if (!strcmp(k->name, "avx2"))
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
