@@ -168,6 +168,23 @@ echo "$out" | grep -qx 'verdict=WITHIN-TOLERANCE' && pass quant.arm-a-dequantize
 "$TORCH" tools/torch_trace.py --model "$T/qwen2" --prompt-ids 5,17,42 -n 3 --arm B -o "$T/bg.st" >/dev/null 2>&1
 out=$("$CIS2" diff --exact "$T/cg.st" "$T/bg.st" 2>&1)
 echo "$out" | grep -qx 'verdict=IDENTICAL' && pass quant.arm-b-greedy-identical || fail quant.arm-b-greedy-identical "$(echo "$out" | tail -2)"
+# §1.3 in arm B: layer 0's norm weights at 1.2e-38 make subnormal products (the
+# t_trace.sh FTZ fixture); B flushes them exactly as cis2 does, and cis2 without
+# FTZ is caught against B as an FTZ/DAZ divergence
+cp -r "$T/untied-f32" "$T/ftz" && "$PY" - "$T/ftz/model.safetensors" <<'PYEOF'
+import json, struct, sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read()); n = struct.unpack("<Q", b[:8])[0]
+a, e = json.loads(b[8:8 + n])["model.layers.0.input_layernorm.weight"]["data_offsets"]
+b[8 + n + a:8 + n + e] = struct.pack("<%df" % ((e - a) // 4), *[1.2e-38] * ((e - a) // 4)); open(p, "wb").write(b)
+PYEOF
+"$CIS2" trace --model "$T/ftz" $P -o "$T/c-ftz.st" >/dev/null 2>&1
+"$CIS2" trace --model "$T/ftz" $P -o "$T/c-noftz.st" --fault no-ftz >/dev/null 2>&1
+"$TORCH" tools/torch_trace.py --model "$T/ftz" $P --arm B -o "$T/b-ftz.st" >/dev/null 2>&1
+out=$("$CIS2" diff --exact "$T/c-ftz.st" "$T/b-ftz.st" 2>&1)
+out2=$("$CIS2" diff --exact "$T/c-noftz.st" "$T/b-ftz.st" 2>&1)
+echo "$out" | grep -qx 'verdict=IDENTICAL' && echo "$out2" | grep -q '^cause=FTZ/DAZ' \
+    && pass "quant.arm-b-flushes-subnormals-like-cis2 (unflushed cis2 caught as FTZ/DAZ)" \
+    || fail quant.arm-b-flushes-subnormals-like-cis2 "$(echo "$out" | tail -1) / $(echo "$out2" | grep -E '^(first|cause)')"
 # the comparison can fail: a fault injected into cis2 is localized against arm B
 "$CIS2" trace --model "$T/llama" $P --fault rmsnorm-assoc -o "$T/cf.st" >/dev/null 2>&1
 out=$("$CIS2" diff --exact "$T/b-llama.st" "$T/cf.st" 2>&1); rc=$?
