@@ -141,6 +141,16 @@ static void approx_i8_store16(float *dst, const float *v, int nr)
     memcpy(dst, v, (size_t)(nr < 16 ? nr : 16) * sizeof(float));
 }
 
+/* The bias of rows r0..r0+15 (NULL without one): the caller's array holds
+ * `nrows` values only, so a ragged last tile reads a zero-padded copy. */
+static const float *approx_i8_bias16(const float *bias, int r0, int nrows, float tmp[16])
+{
+    if (!bias || r0 + 16 <= nrows) return bias ? bias + r0 : NULL;
+    memset(tmp, 0, 16 * sizeof(float));
+    memcpy(tmp, bias + r0, (size_t)(nrows - r0) * sizeof(float));
+    return tmp;
+}
+
 /* One call's operands, shared by every path's register blocks. */
 typedef struct {
     const int8_t *W;
@@ -209,11 +219,12 @@ APPROX_AI APPROX_X512 void approx_i8_blk512(const approx_i8_args *a, int i0, con
         int r0 = 16 * (i0 + i);
         __m512i off = _mm512_slli_epi32(_mm512_loadu_si512(a->wsum + r0), 7);
         __m512 sv = _mm512_loadu_ps(a->S + r0);
+        float bt[16];
+        const float *bp = approx_i8_bias16(a->bias, r0, a->nrows, bt);
         APPROX_UNROLL for (int t = 0; t < tb; t++) {
             __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][t], off));
             __m512 sc = _mm512_mul_ps(_mm512_set1_ps(a->SX[t0 + t]), sv);
-            __m512 y = a->bias ? _mm512_fmadd_ps(f, sc, _mm512_loadu_ps(a->bias + r0))
-                               : _mm512_mul_ps(f, sc);
+            __m512 y = bp ? _mm512_fmadd_ps(f, sc, _mm512_loadu_ps(bp)) : _mm512_mul_ps(f, sc);
             float tmp[16];
             _mm512_storeu_ps(tmp, y);
             approx_i8_store16(a->Y + (size_t)(t0 + t) * a->ldy + r0, tmp, a->nrows - r0);
@@ -235,7 +246,8 @@ APPROX_X512 static void approx_i8_mm_avx512vnni(const int8_t *W, const float *S,
 APPROX_AI APPROX_X256 void approx_i8_epi256(const approx_i8_args *a, const __m256i acc[2], int r0,
                                             int t)
 {
-    float tmp[16];
+    float tmp[16], bt[16];
+    const float *bp = approx_i8_bias16(a->bias, r0, a->nrows, bt);
     APPROX_UNROLL for (int h = 0; h < 2; h++) {
         __m256i v = acc[h];
         if (a->wsum) {
@@ -244,8 +256,7 @@ APPROX_AI APPROX_X256 void approx_i8_epi256(const approx_i8_args *a, const __m25
         }
         __m256 f = _mm256_cvtepi32_ps(v);
         __m256 sc = _mm256_mul_ps(_mm256_set1_ps(a->SX[t]), _mm256_loadu_ps(a->S + r0 + 8 * h));
-        __m256 y = a->bias ? _mm256_fmadd_ps(f, sc, _mm256_loadu_ps(a->bias + r0 + 8 * h))
-                           : _mm256_mul_ps(f, sc);
+        __m256 y = bp ? _mm256_fmadd_ps(f, sc, _mm256_loadu_ps(bp + 8 * h)) : _mm256_mul_ps(f, sc);
         _mm256_storeu_ps(tmp + 8 * h, y);
     }
     approx_i8_store16(a->Y + (size_t)t * a->ldy + r0, tmp, a->nrows - r0);
@@ -363,12 +374,12 @@ APPROX_AI APPROX_DOTPROD void approx_i8_blksdot(const approx_i8_args *a, int i0,
     APPROX_UNROLL for (int i = 0; i < nt; i++)
     APPROX_UNROLL for (int t = 0; t < tb; t++) {
         int r0 = 16 * (i0 + i);
-        float tmp[16];
+        float tmp[16], bt[16];
+        const float *bp = approx_i8_bias16(a->bias, r0, a->nrows, bt);
         APPROX_UNROLL for (int h = 0; h < 4; h++) {
             float32x4_t f = vcvtq_f32_s32(acc[i][t][h]);
             float32x4_t sc = vmulq_f32(vdupq_n_f32(a->SX[t0 + t]), vld1q_f32(a->S + r0 + 4 * h));
-            float32x4_t y = a->bias ? vfmaq_f32(vld1q_f32(a->bias + r0 + 4 * h), f, sc)
-                                    : vmulq_f32(f, sc);
+            float32x4_t y = bp ? vfmaq_f32(vld1q_f32(bp + 4 * h), f, sc) : vmulq_f32(f, sc);
             vst1q_f32(tmp + 4 * h, y);
         }
         approx_i8_store16(a->Y + (size_t)(t0 + t) * a->ldy + r0, tmp, a->nrows - r0);
