@@ -135,8 +135,8 @@ test-slurm: $(BIN)
 
 # §1.4: no fused multiply-add anywhere in the binary (with a negative control).
 fma-gate: $(BIN) $(BUILD)/$(SOREAL)
-	bash tests/fma_gate.sh ./$(BIN) $(CROSS)objdump $(CROSS)$(CC)
-	bash tests/fma_gate.sh $(BUILD)/$(SOREAL) $(CROSS)objdump $(CROSS)$(CC)
+	bash tests/fma_gate.sh ./$(BIN) $(CROSS)objdump $(CROSS)$(CC) $(BUILD)
+	bash tests/fma_gate.sh $(BUILD)/$(SOREAL) $(CROSS)objdump $(CROSS)$(CC) $(BUILD)/pic
 
 run: all
 	bash tools/make_run.sh

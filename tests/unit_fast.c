@@ -6,45 +6,10 @@
 #include "unit.h"
 #include "engine/fast.h"
 #include "kernels/kernels.h"
-
-static uint64_t rs = 0x1234567;
-static uint64_t rnd(void)
-{
-    rs += 0x9E3779B97F4A7C15ull;
-    uint64_t z = rs;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-/* Floats spanning magnitudes, with some zeros, -0, subnormals and big values. */
-static float rval(void)
-{
-    uint64_t r = rnd();
-    switch (r % 29) {
-    case 0: return 0.0f;
-    case 1: return -0.0f;
-    case 2: return cis2_u2f((uint32_t)(r >> 8) & 0x807FFFFFu); /* subnormal */
-    case 3: return (r >> 40) & 1 ? 1e8f : -1e8f;               /* cancellation */
-    default: {
-        float u = (float)((r >> 40) & 0xFFFFFF) / 16777216.0f - 0.5f;
-        int e = (int)((r >> 20) % 12) - 6;
-        return cis2_ldexp_exact(u, e);
-    }
-    }
-}
+#include "unit_rand.h"
 
 static const char *ISAS[] = { "scalar", "sse2", "avx2", "avx512", "neon", "wasm128" };
 static const int THREADS[] = { 1, 2, 3, 7 };
-
-static int same_bits(const float *a, const float *b, size_t n, size_t *where)
-{
-    for (size_t i = 0; i < n; i++)
-        if (cis2_f2u(a[i]) != cis2_f2u(b[i])) {
-            *where = i;
-            return 0;
-        }
-    return 1;
-}
 
 /* A linear of the given dtype with random weights; f32 = exact widening. */
 static void make_linear(cis2_linear *w, int rows, int cols, cis2_dtype dt, uint8_t **raw)

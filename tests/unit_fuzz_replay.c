@@ -35,6 +35,9 @@
 #define LLVMFuzzerTestOneInput fz_batch_line
 #include "../fuzz/fuzz_batch_line.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fz_quant_config
+#include "../fuzz/fuzz_quant_config.c"
+#undef LLVMFuzzerTestOneInput
 
 typedef struct {
     const char *name;
@@ -50,6 +53,7 @@ static const harness H[] = {
     { "receipt", fz_receipt, NULL },
     { "op", fz_op, NULL },
     { "batch_line", fz_batch_line, NULL },
+    { "quant_config", fz_quant_config, NULL },
 };
 
 static int name_cmp(const void *a, const void *b)

@@ -1,18 +1,28 @@
 #!/usr/bin/env python3
-"""PyTorch oracle for the divergence localizer (issue 6, docs/divergence.md).
-
-Runs a plain fp32 Llama / Qwen2 / Qwen3 forward pass in PyTorch -- it reads
-config.json and model.safetensors itself (no `transformers`), single-threaded,
-with deterministic algorithms on -- and writes a trace in the same format and
-node names as `cis2 trace`, so `cis2 diff --tol` can compare the two.
+"""PyTorch arms of the divergence localizer (docs/divergence.md, docs/quantization.md).
 
   /usr/bin/python3 tools/torch_trace.py --model DIR --prompt-ids 1,2,3
-      [--teacher-force 4,5 | -n N] -o FILE [--arm NAME] [--layers 0-2,29] [--nodes a,b]
+      [--teacher-force 4,5 | -n N] -o FILE [--arm B | --arm NAME] [--layers 0-2,29] [--nodes a,b]
 
-This is an independent, ordinary fp32 implementation (the way Hugging Face
-writes these models), not a CIS-2 engine: its bits differ from cis2's in the
-last places (summation order, libm exp/sin/rsqrt), which is why the
-comparison uses the tolerance table, not --exact.
+Arm A (the default; NAME labels it, default torch-fp32): a plain fp32
+Llama / Qwen2 / Qwen3 forward pass written the way Hugging Face writes these
+models -- it reads config.json and model.safetensors itself (no
+`transformers`), single-threaded, deterministic algorithms on. Its bits
+differ from cis2's in the last places (summation order, libm exp/sin/rsqrt),
+which is why that comparison uses the tolerance table, not --exact. On an
+int8 checkpoint it runs the dequantized weights (q * s).
+
+Arm B (`--arm B`): the emulated-quantized ground truth of
+DIVERGENCE_LOCALIZATION.md. The CIS-2 forward pass re-derived in PyTorch
+float32 tensor operations, one IEEE operation per step: every reduction a
+strict left-to-right loop of separate multiplies and adds (no torch.matmul,
+no torch.sum), the pinned exp/ln/sin/cos/rsqrt of spec §6 step by step, FTZ
+and DAZ from torch.set_flush_denormal plus the spec's explicit DAZ, no
+division by a broadcast scalar (ATen may turn that into a multiply). Int8
+linears (compressed-tensors `X.weight` I8 + `X.weight_scale`) are
+y = s * dot_seq((float)q, x) (docs/quantization.md §2); float linears
+dot_seq(w, x). It writes the same trace format and must equal `cis2 trace`
+bit for bit on every node (tests/t_quant.sh).
 Needs Debian's python3-torch and python3-numpy.
 """
 import argparse, hashlib, json, os, struct, sys
@@ -41,6 +51,7 @@ def parse_ids(s, what):
 
 
 def read_safetensors(path):
+    """{name: tensor}: BF16/F16/F32 widened exactly to float32, I8 kept as int8."""
     try:
         with open(path, "rb") as f:
             buf = f.read()
@@ -65,10 +76,51 @@ def read_safetensors(path):
             arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
         elif t["dtype"] == "F16":
             arr = np.frombuffer(raw, dtype="<f2").astype(np.float32)
+        elif t["dtype"] == "I8":
+            arr = np.frombuffer(raw, dtype=np.int8)
         else:
             die("%s: tensor %s has unsupported dtype %s" % (path, name, t["dtype"]))
         out[name] = torch.from_numpy(arr.reshape(t["shape"]).copy())
     return out
+
+
+def check_quant_config(c, path):
+    """The compressed-tensors schemes computed exactly (docs/quantization.md §4), read
+    independently of src/model/quant_config.c; returns (lm_head_int8, embed_int8)."""
+    q = c.get("quantization_config")
+    if q is None:
+        return None
+    if q.get("quant_method") != "compressed-tensors":
+        die("%s: quantization_config.quant_method %r is not compressed-tensors" % (path, q.get("quant_method")))
+    if q.get("format") not in ("int-quantized", "naive-quantized"):
+        die("%s: quantization_config.format %r is not int-quantized" % (path, q.get("format")))
+    targets = set()
+    for gname, g in q.get("config_groups", {}).items():
+        w = g.get("weights") or {}
+        ok = (w.get("num_bits", 8) == 8 and w.get("type", "int") == "int" and w.get("symmetric", True) is True
+              and (w.get("strategy") == "channel" or (w.get("strategy") is None and w.get("group_size") == -1))
+              and w.get("group_size") in (None, -1) and not w.get("dynamic") and not w.get("actorder")
+              and g.get("input_activations") is None and g.get("output_activations") is None)
+        if not ok:
+            die("%s: quantization_config.config_groups.%s is not int8 symmetric per-channel weights only" % (path, gname))
+        targets.update(g.get("targets", []))
+    if "Linear" not in targets or not targets <= {"Linear", "Embedding"}:
+        die("%s: quantization_config targets %r (only Linear and Embedding)" % (path, sorted(targets)))
+    return ("lm_head" not in (q.get("ignore") or []), "Embedding" in targets)
+
+
+def int8_pair(w, name, path):
+    """(q int8 [rows, cols], s float32 [rows]) for weight `name` if it is int8, else None."""
+    q = w.get(name + ".weight")
+    if q is None or q.dtype != torch.int8:
+        return None
+    s = w.get(name + ".weight_scale")
+    if s is None or s.dtype != torch.float32 or s.numel() != q.shape[0]:
+        die("%s: %s.weight is int8 but %s.weight_scale is missing or not [rows, 1]" % (path, name, name))
+    zp = w.get(name + ".weight_zero_point")
+    if zp is not None and bool((zp != 0).any()):
+        die("%s: %s.weight_zero_point is not zero (asymmetric weights are not supported)" % (path, name))
+    return q, s.reshape(-1).contiguous()
 
 
 def sha256_file(path):
@@ -79,7 +131,9 @@ def sha256_file(path):
     return h.hexdigest()
 
 
-class Model:
+class Checkpoint:
+    """config.json's shapes, the quantization_config (if any) and the tensors of DIR."""
+
     def __init__(self, d):
         try:
             with open(os.path.join(d, "config.json")) as f:
@@ -92,15 +146,26 @@ class Model:
         self.H = c["hidden_size"]
         self.L = c["num_hidden_layers"]
         self.nh = c["num_attention_heads"]
-        self.nkv = c.get("num_key_value_heads", self.nh)
+        self.nkv = c.get("num_key_value_heads") or self.nh
         self.hd = c.get("head_dim") or self.H // self.nh
-        self.eps = float(c["rms_norm_eps"])
-        self.theta = float(c.get("rope_theta", 10000.0))
         self.vocab = c["vocab_size"]
         self.tied = bool(c.get("tie_word_embeddings", False))
+        self.eps_text, self.theta_text = c["rms_norm_eps"], c.get("rope_theta", 10000.0)
+        self.quant = check_quant_config(c, os.path.join(d, "config.json"))
         self.w = read_safetensors(os.path.join(d, "model.safetensors"))
-        self.lm_head = self.w["model.embed_tokens.weight"] if self.tied else self.w["lm_head.weight"]
         self.dir = d
+
+
+class Model(Checkpoint):
+    def __init__(self, d):
+        Checkpoint.__init__(self, d)
+        self.eps = float(self.eps_text)
+        self.theta = float(self.theta_text)
+        for name in [n[:-len(".weight")] for n in self.w if n.endswith(".weight")]:
+            qs = int8_pair(self.w, name, d)
+            if qs is not None:  # arm A on an int8 checkpoint: the dequantized weights q * s
+                self.w[name + ".weight"] = qs[0].to(torch.float32) * qs[1][:, None]
+        self.lm_head = self.w["model.embed_tokens.weight"] if self.tied else self.w["lm_head.weight"]
 
     def g(self, name):
         return self.w.get(name)
@@ -177,6 +242,293 @@ class Model:
         return fn, logits
 
 
+# ---------------------------------------------------------------- arm B ----
+# Float32 constants from bit patterns (spec §6.2, §6.3, §6.5).
+def _f(bits):
+    return torch.tensor(np.array([bits], dtype=np.uint32).view(np.float32)[0], dtype=torch.float32)
+
+
+EXP_LOG2E, EXP_C1, EXP_C2 = _f(0x3FB8AA3B), _f(0x3F318000), _f(0xB95E8083)
+EXP_P = [_f(b) for b in (0x39506967, 0x3AB743CE, 0x3C088908, 0x3D2AA9C1, 0x3E2AAAAA, 0x3F000000)]
+PI_2_F64 = struct.unpack("<d", struct.pack("<Q", 0x3FF921FB54442D18))[0]
+SIN_C = [_f(b) for b in (0xBE2AAAA3, 0x3C08839E, 0xB94CA1F9)]
+COS_C = [_f(b) for b in (0x3D2AAAA5, 0xBAB6061A, 0x37CCF5CE)]
+LOG_SQRTHF, LOG_Q1, LOG_Q2 = _f(0x3F3504F3), _f(0xB95E8083), _f(0x3F318000)
+LOG_P = [_f(b) for b in (0x3D9021BB, 0xBDEBD1B8, 0x3DEF251B, 0xBDFE5D4F, 0x3E11E9BF,
+                         0xBE2AAE50, 0x3E4CCEAD, 0xBE7FFFFC, 0x3EAAAAAA)]
+F0, F05, F1, F88 = (torch.tensor(v, dtype=torch.float32) for v in (0.0, 0.5, 1.0, 88.0))
+INF = torch.tensor(float("inf"), dtype=torch.float32)
+
+
+def table_digest():
+    h = hashlib.sha256()
+    for v in [EXP_LOG2E, EXP_C1, EXP_C2] + EXP_P:
+        h.update(struct.pack("<f", float(v)))
+    h.update(struct.pack("<d", PI_2_F64))
+    for v in SIN_C + COS_C + [LOG_SQRTHF, LOG_Q1, LOG_Q2] + LOG_P:
+        h.update(struct.pack("<f", float(v)))
+    return h.hexdigest()
+
+
+def bits(x):  # float32 tensor -> its bit patterns as int64 in [0, 2^32)
+    return x.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+
+
+def from_bits(b):  # int64 bit patterns -> float32
+    b = torch.where(b >= 2 ** 31, b - 2 ** 32, b)
+    return b.to(torch.int32).view(torch.float32)
+
+
+def daz(x):  # §1.3 by bit pattern: a subnormal becomes a zero of its sign
+    b = bits(x)
+    sub = ((b & 0x7F800000) == 0) & ((b & 0x007FFFFF) != 0)
+    return torch.where(sub, from_bits(b & 0x80000000), x)
+
+
+def div(a, b):  # IEEE a / b, never ATen's multiply-by-reciprocal of a broadcast scalar
+    a, b = torch.broadcast_tensors(a, b)
+    return torch.div(a.contiguous(), b.contiguous())
+
+
+def ldexp_exact(x, k):  # §6.2.1 on float32 x, int64 k
+    b = bits(x)
+    e = ((b >> 23) & 0xFF) + k
+    y = from_bits((b & ~(0xFF << 23)) | (e.clamp(0, 255) << 23))
+    y = torch.where(e <= 0, F0.expand_as(x), y)
+    y = torch.where(e >= 0xFF, torch.where(b >= 2 ** 31, -INF, INF), y)
+    return torch.where((b & 0x7FFFFFFF) == 0, x, y)
+
+
+def floor_small(z):
+    fi = z.to(torch.int32).to(torch.float32)  # truncation toward zero, exact
+    return torch.where(fi > z, fi - F1, fi)
+
+
+def exp_pinned(x):  # §6.2, operation by operation (pinned_math.c)
+    x = daz(x)
+    nan, big, small = x != x, x > F88, x < -F88
+    xs = torch.where(nan | big | small, F0.expand_as(x), x)
+    t = xs * EXP_LOG2E
+    z0 = t + F05
+    k = floor_small(z0)
+    kc1 = k * EXP_C1
+    r0 = xs - kc1
+    kc2 = k * EXP_C2
+    r = r0 - kc2
+    r2 = r * r
+    poly = EXP_P[0].expand_as(x)
+    for i in range(1, 6):
+        pr = poly * r
+        poly = pr + EXP_P[i]
+    m1 = poly * r2
+    poly2 = m1 + r
+    res = poly2 + F1
+    y = ldexp_exact(res, k.to(torch.int64))
+    y = torch.where(small, F0.expand_as(x), y)
+    y = torch.where(big, INF.expand_as(x), y)
+    return torch.where(nan, x, y)
+
+
+def ln_pinned(x):  # §6.5 for positive finite normal x (rope_theta)
+    x = daz(x)
+    b = bits(x)
+    if bool(((b & 0x7F800000) == 0x7F800000).any()) or bool((b >= 2 ** 31).any()) or bool((x == 0).any()):
+        die("ln_pinned: only positive finite arguments are needed here")
+    e = ((b >> 23) & 0xFF) - 126
+    m = from_bits((b & 0x807FFFFF) | (126 << 23))
+    low = m < LOG_SQRTHF
+    e = torch.where(low, e - 1, e)
+    m = torch.where(low, (m + m) - F1, m - F1)
+    z = m * m
+    poly = LOG_P[0].expand_as(x)
+    for i in range(1, 9):
+        pm = poly * m
+        poly = pm + LOG_P[i]
+    y = poly * m
+    y = y * z
+    fe = e.to(torch.float32)
+    t1 = fe * LOG_Q1
+    y = y + t1
+    half_z = F05 * z
+    y = y - half_z
+    res = m + y
+    t2 = fe * LOG_Q2
+    return res + t2
+
+
+def sincos_pinned(x):  # §6.3 (finite x): binary64 reduction, one narrowing, f32 polynomials
+    x = daz(x)
+    xd = x.to(torch.float64)
+    q = div(xd, torch.tensor(PI_2_F64, dtype=torch.float64))
+    a = q.abs()
+    t = a.to(torch.int64).to(torch.float64)
+    frac = a - t
+    t = torch.where(frac >= 0.5, t + 1.0, t)
+    k = torch.where(q < 0, -t, t)
+    khi = k * PI_2_F64
+    r = (xd - khi).to(torch.float32)  # one RNE narrowing (FTZ applies, as in C)
+    quad = torch.remainder(k.to(torch.int64), 4)
+    r2 = r * r
+    inner = SIN_C[2] * r2
+    inner = inner + SIN_C[1]
+    inner = inner * r2
+    inner = inner + SIN_C[0]
+    r3 = r2 * r
+    sin_r = r + inner * r3
+    cin = COS_C[2] * r2
+    cin = cin + COS_C[1]
+    cin = cin * r2
+    cin = cin + COS_C[0]
+    r4 = r2 * r2
+    cterm = cin * r4
+    step1 = F1 - F05 * r2
+    cos_r = step1 + cterm
+    s = torch.where(quad == 0, sin_r, torch.where(quad == 1, cos_r, torch.where(quad == 2, -sin_r, -cos_r)))
+    c = torch.where(quad == 0, cos_r, torch.where(quad == 1, -sin_r, torch.where(quad == 2, -cos_r, sin_r)))
+    return s, c
+
+
+def rsqrt(x):  # §6.1: IEEE sqrt, then IEEE divide
+    return div(F1, torch.sqrt(x))
+
+
+class ArmB(Checkpoint):
+    """CIS-2's forward pass (§5-§11) over the checkpoint's own weights, int8 linears
+    as y = s * dot_seq((float)q, x): every reduction a left-to-right loop, vectorized
+    only across independent outputs (rows, tokens, heads, keys, dims)."""
+
+    def __init__(self, d):
+        Checkpoint.__init__(self, d)
+        f32 = lambda v: torch.tensor(np.float32(float(v)), dtype=torch.float32)  # §2.3: f64, one RNE
+        self.eps = f32(self.eps_text)
+        self.theta = f32(self.theta_text)
+        self.lin = {}  # name -> ("i8", qT, s) | ("f32", wT): weights transposed, [cols, rows]
+        self.n_int8 = 0
+        h = hashlib.sha256()  # State 1: the int8 weights and scales this arm computes with
+        for name in sorted(n[:-len(".weight")] for n in self.w if n.endswith(".weight")):
+            qs = int8_pair(self.w, name, d)
+            if qs is not None:
+                self.n_int8 += 1
+                h.update(name.encode() + b"\0" + qs[0].numpy().tobytes() + qs[1].numpy().astype("<f4").tobytes())
+                self.lin[name] = ("i8", qs[0].t().to(torch.float32).contiguous(), qs[1])  # exact: |q| <= 128
+            elif self.w[name + ".weight"].dim() == 2:
+                self.lin[name] = ("f32", self.w[name + ".weight"].t().contiguous())
+        self.int8_digest = h.hexdigest() if self.n_int8 else ""
+        self.head = "model.embed_tokens" if self.tied else "lm_head"
+        if self.head not in self.lin:
+            die("%s: no LM head weight (%s.weight)" % (d, self.head))
+        hd = self.hd
+        ln_t = ln_pinned(self.theta.reshape(1))
+        frac = div(torch.arange(0, hd, 2, dtype=torch.float32), torch.tensor(float(hd), dtype=torch.float32))
+        self.inv_freq = exp_pinned(-(frac * ln_t))  # §7.1
+        self.scale = rsqrt(torch.tensor(float(hd), dtype=torch.float32))  # §9.2
+
+    def linear(self, name, x):  # x [T, cols] -> [T, rows]
+        kind = self.lin[name]
+        wt = kind[1]
+        acc = torch.zeros(x.shape[0], wt.shape[1], dtype=torch.float32)
+        for k in range(wt.shape[0]):  # §5.1: strictly left to right, one accumulator per output
+            acc = acc + x[:, k:k + 1] * wt[k][None, :]
+        return acc * kind[2][None, :] if kind[0] == "i8" else acc  # int8: one multiply after the sum
+
+    def rmsnorm(self, x, w):  # §8 over the last dim
+        ss = torch.zeros(x.shape[:-1], dtype=torch.float32)
+        for i in range(x.shape[-1]):
+            ss = ss + x[..., i] * x[..., i]
+        mean = div(ss, torch.tensor(float(x.shape[-1]), dtype=torch.float32))
+        inv = rsqrt(mean + self.eps)
+        return (x * inv[..., None]) * w
+
+    def embed(self, tokens):
+        kind = self.lin.get("model.embed_tokens")
+        if kind is not None and kind[0] == "i8":  # int8 embedding: (float)q[tok, i] * s[tok]
+            q, s = kind[1].t(), kind[2]
+            return q[tokens] * s[tokens][:, None]
+        return self.w["model.embed_tokens.weight"][tokens].clone()
+
+    def forward(self, tokens, emit):
+        T, nh, nkv, hd, H = len(tokens), self.nh, self.nkv, self.hd, self.H
+        half, group, g = hd // 2, nh // nkv, self.w.get
+        x = self.embed(torch.tensor(tokens))
+        for t in range(T):
+            emit(t, -1, "embed", x[t])
+        ang = torch.arange(T, dtype=torch.float32)[:, None] * self.inv_freq[None, :]  # §7.3
+        sin, cos = sincos_pinned(ang)  # [T, half]
+
+        def rope(v):  # §7.4 rotate-half on [T, heads, hd]
+            x1, x2 = v[..., :half], v[..., half:]
+            c, s = cos[:, None, :], sin[:, None, :]
+            t1, t2, t3, t4 = x1 * c, (-x2) * s, x2 * c, x1 * s
+            return torch.cat((t1 + t2, t3 + t4), dim=-1)
+
+        keep = torch.arange(T)[None, :] <= torch.arange(T)[:, None]  # [t, j]: j <= t
+        for l in range(self.L):
+            p = "model.layers.%d." % l
+            xn = self.rmsnorm(x, g(p + "input_layernorm.weight"))
+            q = self.linear(p + "self_attn.q_proj", xn)
+            k = self.linear(p + "self_attn.k_proj", xn)
+            v = self.linear(p + "self_attn.v_proj", xn)
+            if g(p + "self_attn.q_proj.bias") is not None:  # §9.1
+                q = q + g(p + "self_attn.q_proj.bias")
+                k = k + g(p + "self_attn.k_proj.bias")
+                v = v + g(p + "self_attn.v_proj.bias")
+            for t in range(T):
+                emit(t, l, "attn_norm", xn[t])
+                emit(t, l, "q_proj", q[t]); emit(t, l, "k_proj", k[t]); emit(t, l, "v_proj", v[t])
+            q, k, v = q.view(T, nh, hd), k.view(T, nkv, hd), v.view(T, nkv, hd)
+            if g(p + "self_attn.q_norm.weight") is not None:  # Qwen3: per head, before RoPE
+                q = self.rmsnorm(q, g(p + "self_attn.q_norm.weight"))
+                k = self.rmsnorm(k, g(p + "self_attn.k_norm.weight"))
+                for t in range(T):
+                    emit(t, l, "q_norm", q[t].reshape(-1)); emit(t, l, "k_norm", k[t].reshape(-1))
+            q, k = rope(q), rope(k)
+            for t in range(T):
+                emit(t, l, "q_rope", q[t].reshape(-1)); emit(t, l, "k_rope", k[t].reshape(-1))
+            kx = k.repeat_interleave(group, dim=1)  # query head h reads KV head h / group
+            vx = v.repeat_interleave(group, dim=1)
+            d = torch.zeros(T, nh, T, dtype=torch.float32)  # [query t, head, key j]
+            for i in range(hd):  # §9.2 dot_seq over head_dim
+                d = d + q[:, :, i][:, :, None] * kx[:, :, i].t()[None, :, :]
+            sc = d * self.scale  # scale after the dot
+            mx = sc[:, :, 0]  # §9.3: strict >, first max wins, keys j <= t only
+            for j in range(1, T):
+                upd = keep[:, j][:, None] & (sc[:, :, j] > mx)
+                mx = torch.where(upd, sc[:, :, j], mx)
+            e = exp_pinned(sc - mx[:, :, None])
+            den = torch.zeros(T, nh, dtype=torch.float32)
+            for j in range(T):  # §5.3 sum_seq over keys 0..t
+                den = torch.where(keep[:, j][:, None], den + e[:, :, j], den)
+            pr = div(e, den[:, :, None])
+            att = torch.zeros(T, nh, hd, dtype=torch.float32)
+            for j in range(T):  # §9.4: over keys in order
+                att = torch.where(keep[:, j][:, None, None], att + pr[:, :, j][:, :, None] * vx[j][None, :, :], att)
+            att = att.reshape(T, nh * hd)
+            for t in range(T):
+                emit(t, l, "attn_scores", sc[t, :, :t + 1])
+                emit(t, l, "attn_probs", pr[t, :, :t + 1])
+                emit(t, l, "attn_out", att[t])
+            o = self.linear(p + "self_attn.o_proj", att)
+            x = x + o
+            xn = self.rmsnorm(x, g(p + "post_attention_layernorm.weight"))
+            for t in range(T):
+                emit(t, l, "o_proj", o[t]); emit(t, l, "resid_attn", x[t]); emit(t, l, "mlp_norm", xn[t])
+            gate = self.linear(p + "mlp.gate_proj", xn)
+            up = self.linear(p + "mlp.up_proj", xn)
+            neg = -gate  # §6.4 silu(x) = x / (1 + exp_pinned(-x)), then §10 * up
+            act = div(gate, F1 + exp_pinned(neg)) * up
+            down = self.linear(p + "mlp.down_proj", act)
+            x = x + down
+            for t in range(T):
+                emit(t, l, "gate", gate[t]); emit(t, l, "up", up[t]); emit(t, l, "act", act[t])
+                emit(t, l, "down", down[t]); emit(t, l, "resid_mlp", x[t])
+        fn = self.rmsnorm(x, self.w["model.norm.weight"])
+        return fn, self.linear(self.head, fn)
+
+
+def inv_freq_digest(m):
+    return hashlib.sha256(m.inv_freq.numpy().astype("<f4").tobytes()).hexdigest()
+
+
 def parse_layers(s, n):
     on = set()
     for part in s.split(","):
@@ -199,7 +551,8 @@ def main():
     g.add_argument("--teacher-force")
     g.add_argument("-n", type=int)
     ap.add_argument("-o", required=True)
-    ap.add_argument("--arm", default="torch-fp32")
+    ap.add_argument("--arm", default="torch-fp32", help="B: the emulated-quantized ground truth; "
+                    "any other NAME labels the ordinary fp32 forward (arm A)")
     ap.add_argument("--layers")
     ap.add_argument("--nodes")
     a = ap.parse_args()
@@ -214,7 +567,10 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_grad_enabled(False)
 
-    m = Model(a.model)
+    arm_b = a.arm == "B"
+    if arm_b and not torch.set_flush_denormal(True):  # FTZ+DAZ on this (the only) thread, §1.3
+        die("--arm B: this CPU has no flush-to-zero control (torch.set_flush_denormal failed)")
+    m = ArmB(a.model) if arm_b else Model(a.model)
     prompt = parse_ids(a.prompt_ids, "--prompt-ids")
     force = parse_ids(a.teacher_force, "--teacher-force") if a.teacher_force else []
     if a.n is not None and a.n < 1:
@@ -269,8 +625,14 @@ def main():
     predicted = [int(i) for i in torch.argmax(logits[logit_from:], dim=-1)]
 
     node_order = [n for n in NODES if n not in ("q_norm", "k_norm") or m.arch == "qwen3"]
+    if arm_b:
+        engine = "torch %s arm B: emulated CIS-2, strict left-to-right f32" % torch.__version__
+        dtype = "int8-row" if m.n_int8 else "fp32"
+    else:
+        engine = "torch %s fp32" % torch.__version__
+        dtype = "fp32 (dequantized int8-row)" if m.quant else "fp32"
     meta = {
-        "format": "cis2-trace/1", "arm": a.arm, "engine": "torch %s fp32" % torch.__version__, "backend": "torch",
+        "format": "cis2-trace/1", "arm": a.arm, "engine": engine, "backend": "torch", "dtype": dtype,
         "arch": m.arch, "n_layers": str(m.L),
         "weights_sha256": sha256_file(os.path.join(a.model, "model.safetensors")),
         "config_sha256": sha256_file(os.path.join(a.model, "config.json")),
@@ -282,6 +644,11 @@ def main():
     tok = os.path.join(a.model, "tokenizer.json")
     if os.path.exists(tok):
         meta["tokenizer_sha256"] = sha256_file(tok)
+    if arm_b:
+        meta["table_digest"] = table_digest()
+        meta["inv_freq_table_digest"] = inv_freq_digest(m)
+        if m.n_int8:
+            meta["int8_weights_sha256"] = m.int8_digest
     header, off = {"__metadata__": meta}, 0
     for name, arr in captured:
         header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [off, off + arr.nbytes]}

@@ -35,6 +35,7 @@ static void usage(FILE *f)
         "  cis2 merge OUT SHARD.jsonl...              (docs/scale.md)\n"
         "  cis2 verify-batch RESULTS.jsonl --model DIR [--batch B] [--backend ref|fast] "
         "[--threads N]\n"
+        "  cis2 quantize --model DIR --out QDIR [--lm-head] [--embed]     (int8 twin)\n"
         "faults (debug, --backend ref): weight-bit (--fault-arg TENSOR:INDEX:BIT), fma "
         "(--fault-arg LAYER),\n"
         "  rmsnorm-assoc, rope-offset, kv-stale (--fault-arg POS), no-ftz\n"
@@ -66,6 +67,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "batch")) return cis2_cmd_batch(sub_argc, sub_argv);
     if (!strcmp(c, "merge")) return cis2_cmd_merge(sub_argc, sub_argv);
     if (!strcmp(c, "verify-batch")) return cis2_cmd_verify_batch(sub_argc, sub_argv);
+    if (!strcmp(c, "quantize")) return cis2_cmd_quantize(sub_argc, sub_argv);
     if (!strcmp(c, "help") || !strcmp(c, "--help") || !strcmp(c, "-h")) {
         usage(stdout);
         return 0;

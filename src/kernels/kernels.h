@@ -6,6 +6,9 @@
 
 /* §5.2: y[o] = dot_seq(w[o,:], x) */
 void ref_matvec(const float *w, int rows, int cols, const float *x, float *y);
+/* int8 linear (docs/quantization.md §2): y[o] = s[o] * dot_seq((float)q[o,:], x),
+ * q [rows, cols] row-major int8, s [rows] f32. */
+void ref_matvec_i8(const int8_t *q, const float *s, int rows, int cols, const float *x, float *y);
 /* §8: out[i] = (x[i]*inv)*w[i]; `out` may alias `x`. */
 void ref_rmsnorm(const float *x, const float *w, int n, float eps, float *out);
 /* §9.3 in place: strict-> max, exp_pinned(v-max), sum_seq, divide. */

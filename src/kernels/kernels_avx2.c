@@ -20,6 +20,8 @@
 #define V_BF16(p)                                                                                  \
     _mm256_castsi256_ps(_mm256_slli_epi32(                                                         \
         _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))), 16))
+#define V_I8(p)                                                                                    \
+    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p))))
 #define NT1 4
 #define NTB 1
 #define TBB 6
@@ -319,7 +321,8 @@ ATTR void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, i
 
 static const fast_kernels K_AVX2 = { "avx2",           avx2_mm_bf16,       avx2_mm_f32,
                                      fast_avx2_scores, fast_avx2_softmax,  fast_avx2_vmix,
-                                     fast_avx2_swiglu, fast_avx2_scores_t, NULL };
+                                     fast_avx2_swiglu, fast_avx2_scores_t, NULL,
+                                     avx2_mm_i8 };
 
 const fast_kernels *fast_kernels_avx2(void)
 {

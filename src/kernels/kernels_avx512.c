@@ -19,6 +19,8 @@
 #define V_BF16(p)                                                                                  \
     _mm512_castsi512_ps(_mm512_slli_epi32(                                                         \
         _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16))
+#define V_I8(p)                                                                                    \
+    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))))
 #define NT1 8
 #define NTB 2
 #define TBB 12
@@ -135,7 +137,8 @@ ATTR static void avx512_vmix_g(const float *p, size_t ldp, int g, const float *v
 
 static const fast_kernels K_AVX512 = { "avx512",         avx512_mm_bf16,     avx512_mm_f32,
                                        fast_avx2_scores, fast_avx2_softmax,  avx512_vmix,
-                                       fast_avx2_swiglu, fast_avx2_scores_t, avx512_vmix_g };
+                                       fast_avx2_swiglu, fast_avx2_scores_t, avx512_vmix_g,
+                                       avx512_mm_i8 };
 
 const fast_kernels *fast_kernels_avx512(void)
 {

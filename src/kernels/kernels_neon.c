@@ -12,6 +12,16 @@
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
+#include <string.h>
+
+/* 4 int8 -> 4 f32, exactly (sign-extending widenings, then int -> float). */
+static inline __attribute__((always_inline)) float32x4_t neon_i8x4(const int8_t *p)
+{
+    int32_t b;
+    memcpy(&b, p, 4);
+    int16x8_t h = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(b)));
+    return vcvtq_f32_s32(vmovl_s16(vget_low_s16(h)));
+}
 
 #define ATTR
 #define V              float32x4_t
@@ -23,9 +33,11 @@
 #define V_SET1(x)      vdupq_n_f32(x)
 #define V_XSET1(x)     vdupq_n_f32(cis2_x2(x))
 #define V_XMUL(w, xb)  cis2_v4_mul2(w, xb)
+#define V_SMUL(a, s)   cis2_v4_mul2(a, vmulq_f32(s, vdupq_n_f32(2.0f)))
 #define V_LOADU(p)     vld1q_f32(p)
 #define V_STOREU(p, v) vst1q_f32(p, v)
 #define V_BF16(p)      vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16))
+#define V_I8(p)        neon_i8x4(p)
 #define NT1            2
 #define NTB            1
 #define TBB            4
@@ -71,6 +83,29 @@ static void neon_mm_f32_x(const float *W, int K, int ntiles, int nrows, const fl
 {
     neon_mm_f32(W, K, ntiles, nrows, X, ldx, T, Y, ldy);
     neon_redo_f32(W, K, ntiles, nrows, X, ldx, T, Y, ldy);
+}
+
+/* int8 (docs/quantization.md): an output that came out inf/NaN (a doubled
+ * operand overflowed) is recomputed as ref_matvec_i8 does: the in-order sum
+ * of widened q times x, then one multiply by the row's scale. */
+static void neon_mm_i8_x(const int8_t *W, const float *S, int K, int ntiles, int nrows,
+                         const float *X, int ldx, int T, float *Y, int ldy)
+{
+    neon_mm_i8(W, S, K, ntiles, nrows, X, ldx, T, Y, ldy);
+    int nr = nrows < ntiles * FAST_TILE ? nrows : ntiles * FAST_TILE;
+    for (int t = 0; t < T; t++) {
+        float *y = Y + (size_t)t * ldy;
+        const float *x = X + (size_t)t * ldx;
+        if (!cis2_any_nonfinite(y, (size_t)nr)) continue;
+        for (int r = 0; r < nr; r++) {
+            if (!nonfinite(y[r])) continue;
+            const int8_t *w = W + (size_t)(r / FAST_TILE) * K * FAST_TILE + r % FAST_TILE;
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++)
+                acc = cis2_fadd(acc, cis2_fmul((float)w[(size_t)k * FAST_TILE], x[k]));
+            y[r] = cis2_fmul(S[r], acc);
+        }
+    }
 }
 
 /* Scores: lanes over keys (4 keys per vector), each lane's terms in order,
@@ -130,9 +165,9 @@ static void neon_vmix(const float *p, const float *v, size_t stride, int n, int 
             if (nonfinite(out[d])) out[d] = vmix_dim(p, v + d, stride, n);
 }
 
-static const fast_kernels K_NEON = { "neon",      neon_mm_bf16_x, neon_mm_f32_x,
-                                     neon_scores, ref_softmax,    neon_vmix,
-                                     NULL,        NULL,           NULL };
+static const fast_kernels K_NEON = { "neon",      neon_mm_bf16_x, neon_mm_f32_x, neon_scores,
+                                     ref_softmax, neon_vmix,      NULL,          NULL,
+                                     NULL,        neon_mm_i8_x };
 const fast_kernels *fast_kernels_neon(void) { return &K_NEON; }
 #else
 const fast_kernels *fast_kernels_neon(void) { return NULL; }

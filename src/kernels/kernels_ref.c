@@ -10,6 +10,20 @@ void ref_matvec(const float *w, int rows, int cols, const float *x, float *y)
     for (int o = 0; o < rows; o++) y[o] = cis2_dot_seq(w + (size_t)o * cols, x, (size_t)cols);
 }
 
+void ref_matvec_i8(const int8_t *q, const float *s, int rows, int cols, const float *x, float *y)
+{
+    for (int o = 0; o < rows; o++) {
+        const int8_t *row = q + (size_t)o * cols;
+        float acc = 0.0f;
+        for (int k = 0; k < cols; k++) {
+            float w = (float)row[k];             /* exact: |q| <= 128 (quantization.md §2) */
+            float p = cis2_fmul(w, x[k]);        /* separate multiply */
+            acc = cis2_fadd(acc, p);             /* §5.1: strictly left to right */
+        }
+        y[o] = cis2_fmul(acc, s[o]);             /* one multiply by the row scale, after the sum */
+    }
+}
+
 void ref_rmsnorm(const float *x, const float *w, int n, float eps, float *out)
 {
     float ss = 0.0f;

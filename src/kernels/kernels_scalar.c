@@ -17,6 +17,7 @@
 #define V_LOADU(p)     (*(p))
 #define V_STOREU(p, v) (*(p) = (v))
 #define V_BF16(p)      cis2_bf16_to_f32(*(p))
+#define V_I8(p)        ((float)*(p))
 #define NT1            1
 #define NTB            1
 #define TBB            1
@@ -44,7 +45,7 @@ static void scalar_vmix(const float *p, const float *v, size_t stride, int n, in
     }
 }
 
-static const fast_kernels K_SCALAR = { "scalar",      scalar_mm_bf16, scalar_mm_f32,
-                                       scalar_scores, ref_softmax,    scalar_vmix,
-                                       NULL,          NULL,           NULL };
+static const fast_kernels K_SCALAR = { "scalar",    scalar_mm_bf16, scalar_mm_f32, scalar_scores,
+                                       ref_softmax, scalar_vmix,    NULL,          NULL,
+                                       NULL,        scalar_mm_i8 };
 const fast_kernels *fast_kernels_scalar(void) { return &K_SCALAR; }

@@ -2,6 +2,7 @@
  * separate mulps/addps, one accumulator per output. */
 #include "kernels/fast_kernels.h"
 #include "kernels/kernels.h"
+#include <string.h>
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -19,10 +20,22 @@
 #define V_BF16(p)                                                                                  \
     _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(),                                       \
                                         _mm_loadl_epi64((const __m128i *)(const void *)(p))))
-#define NT1 2
-#define NTB 1
-#define TBB 2
-#define PFX sse2_
+/* 4 int8 -> 4 f32, exactly: each byte to the top of a 32-bit lane, then an
+ * arithmetic shift sign-extends it (SSE2 has no pmovsxbd). */
+static ATTR inline __attribute__((always_inline)) __m128 sse2_i8x4(const int8_t *p)
+{
+    int32_t b;
+    memcpy(&b, p, 4);
+    __m128i x = _mm_cvtsi32_si128(b);
+    x = _mm_unpacklo_epi8(x, x);
+    x = _mm_unpacklo_epi16(x, x);
+    return _mm_cvtepi32_ps(_mm_srai_epi32(x, 24));
+}
+#define V_I8(p) sse2_i8x4(p)
+#define NT1     2
+#define NTB     1
+#define TBB     2
+#define PFX     sse2_
 #include "kernels/kernels_tmpl.h"
 
 /* Scores: lanes over keys (4 keys per vector, two vectors in flight), each
@@ -100,8 +113,10 @@ static ATTR void sse2_vmix(const float *p, const float *v, size_t stride, int n,
     }
 }
 
-static const fast_kernels K_SSE2 = { "sse2",    sse2_mm_bf16, sse2_mm_f32, sse2_scores, ref_softmax,
-                                     sse2_vmix, NULL,         NULL,        NULL };
+static const fast_kernels K_SSE2 = {
+    "sse2",    sse2_mm_bf16, sse2_mm_f32, sse2_scores, ref_softmax,
+    sse2_vmix, NULL,         NULL,        NULL,        sse2_mm_i8
+};
 const fast_kernels *fast_kernels_sse2(void) { return &K_SSE2; }
 #else
 const fast_kernels *fast_kernels_sse2(void) { return NULL; }

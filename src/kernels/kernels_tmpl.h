@@ -4,17 +4,22 @@
  *   V, VL, NV             vector type, lanes, vectors per 16-row tile (NV*VL == 16)
  *   V_ZERO() V_ADD(a,b) V_MUL(a,b) V_SET1(x) V_LOADU(p) V_STOREU(p,v)
  *   V_BF16(p)             VL bf16 values at p widened exactly (bits << 16, §4.1)
+ *   V_I8(p)               optional: VL int8 values at p widened exactly to f32
+ *                         (docs/quantization.md); defines the int8 kernel mm_i8
  *   NT1                   tiles per block when T == 1 (independent add chains)
  *   NTB, TBB              tiles x tokens per block when T > 1 (register blocking)
  *   PFX                   name prefix
  * and may define (§1.3 exactness hooks; defaults below: the plain product):
  *   V_XSET1(x) V_XMUL(w,xb)     broadcast of an activation / product of a weight
  *                               vector and that broadcast (kernels_neon.c)
+ *   V_SMUL(acc, s)              int8: the product of a sum and its rows' scales
  *   TM_CHK_INIT() TM_CHK(p)     a per-block tracker over every product p, and the
  *   TM_CHK_END(KIND, args)      block's exit check, which may recompute the whole
  *                               block exactly (kernels_wasm128.c)
  * Each accumulator is one output (row, token): acc = acc + w[k]*x[k] for
- * k = 0..K-1 in order, a separate multiply then a separate add (§5.1). */
+ * k = 0..K-1 in order, a separate multiply then a separate add (§5.1).
+ * int8 (docs/quantization.md): the same sum over the widened q, then one
+ * multiply by the row's scale, y = s[r] * acc, after the last term. */
 /* Hand-aligned, one spec operation per line: kept as written. */
 /* clang-format off */
 #define TM_CAT2(a, b) a##b
@@ -25,19 +30,23 @@
 #define V_XSET1(x) V_SET1(x)
 #define V_XMUL(w, xb) V_MUL(w, xb)
 #endif
+#ifndef V_SMUL
+#define V_SMUL(a, s) V_MUL(a, s)
+#endif
 #ifndef TM_CHK_INIT
 #define TM_CHK_INIT()
 #define TM_CHK(p) (p)
 #define TM_CHK_END(KIND, W, ts, K, nt, X, ldx, tb, Y, ldy, nrows)
 #endif
 
-#define TM_STORE(acc, Y, ldy, nt, tb, nrows)                                              \
+#define TM_STORE(acc, S, Y, ldy, nt, tb, nrows)                                           \
     do {                                                                                  \
         _Pragma("GCC unroll 16") for (int i = 0; i < (nt); i++)                           \
         _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                             \
         _Pragma("GCC unroll 32") for (int t = 0; t < (tb); t++) {                         \
             int r0 = 16 * i + VL * j;                                                     \
             float *dst = (Y) + (size_t)t * (ldy) + r0;                                    \
+            if (S) acc[i][j][t] = V_SMUL(acc[i][j][t], V_LOADU((S) + r0)); /* s*acc */  \
             if (r0 + VL <= (nrows)) V_STOREU(dst, acc[i][j][t]);                          \
             else if (r0 < (nrows)) {                                                      \
                 float tmp_[VL];                                                           \
@@ -48,11 +57,13 @@
     } while (0)
 
 /* One register block: rows of nt tiles x tb tokens, each lane one row, its
- * terms added k = 0, 1, 2, ... (§5.1). The bf16 and f32 versions differ only
- * in how a tile's 16 weights are loaded. */
+ * terms added k = 0, 1, 2, ... (§5.1). The bf16, f32 and int8 versions differ
+ * only in how a tile's 16 weights are loaded; S (int8 only, else NULL) holds
+ * the block's row scales, 16 per tile. */
 #define TM_BLOCK(KIND, WT, LOAD)                                                          \
-    static TM_AI void TM_FN(KIND)(const WT *W, size_t ts, int K, const int nt, const float *X, \
-                                  int ldx, const int tb, float *Y, int ldy, int nrows)    \
+    static TM_AI void TM_FN(KIND)(const WT *W, const float *S, size_t ts, int K, const int nt, \
+                                  const float *X, int ldx, const int tb, float *Y, int ldy, \
+                                  int nrows)                                              \
     {                                                                                     \
         V acc[NTB > NT1 ? NTB : NT1][NV][TBB];                                            \
         _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                             \
@@ -72,16 +83,19 @@
             }                                                                             \
         }                                                                                 \
         TM_CHK_END(KIND, W, ts, K, nt, X, ldx, tb, Y, ldy, nrows);                        \
-        TM_STORE(acc, Y, ldy, nt, tb, nrows);                                             \
+        TM_STORE(acc, S, Y, ldy, nt, tb, nrows);                                          \
     }
 TM_BLOCK(blk_bf16, uint16_t, V_BF16)
 TM_BLOCK(blk_f32, float, V_LOADU)
+#ifdef V_I8
+TM_BLOCK(blk_i8, int8_t, V_I8)
+#endif
 #undef TM_BLOCK
 
 /* Dispatch to a constant (nt, tb) instantiation. */
 #define TM_TB_CASE(KIND, NTC, TBC)                                                        \
     case TBC:                                                                             \
-        if ((TBC) <= TBB) TM_FN(KIND)(Wp, ts, K, NTC, Xp, ldx, TBC, Yp, ldy, nr);         \
+        if ((TBC) <= TBB) TM_FN(KIND)(Wp, Sp, ts, K, NTC, Xp, ldx, TBC, Yp, ldy, nr);     \
         break;
 #define TM_TB_SWITCH(KIND, NTC)                                                           \
     switch (tb) {                                                                         \
@@ -97,18 +111,27 @@ TM_BLOCK(blk_f32, float, V_LOADU)
         break;
 #define TM_NT1_CASE(KIND, NTC)                                                            \
     case NTC:                                                                             \
-        if ((NTC) <= NT1) TM_FN(KIND)(Wp, ts, K, NTC, Xp, ldx, 1, Yp, ldy, nr);           \
+        if ((NTC) <= NT1) TM_FN(KIND)(Wp, Sp, ts, K, NTC, Xp, ldx, 1, Yp, ldy, nr);       \
         break;
 
+/* The int8 driver takes the row scales after W; the others none (S = NULL). */
+#define TM_SP_bf16
+#define TM_SP_f32
+#define TM_SP_i8 const float *S,
+#define TM_S_bf16 NULL
+#define TM_S_f32 NULL
+#define TM_S_i8 (S + (size_t)i0 * 16)
 #define TM_DRIVER(KIND, WT)                                                               \
-static ATTR void TM_FN(mm_##KIND)(const WT *W, int K, int ntiles, int nrows, const float *X, \
-                                  int ldx, int T, float *Y, int ldy)                      \
+static ATTR void TM_FN(mm_##KIND)(const WT *W, TM_CAT(TM_SP_, KIND) int K, int ntiles,    \
+                                  int nrows, const float *X, int ldx, int T, float *Y,    \
+                                  int ldy)                                                \
 {                                                                                         \
     size_t ts = (size_t)K * 16;                                                           \
     if (T == 1) {                                                                         \
         for (int i0 = 0; i0 < ntiles; i0 += NT1) {                                        \
             int nt = ntiles - i0 < NT1 ? ntiles - i0 : NT1;                               \
             const WT *Wp = W + (size_t)i0 * ts;                                           \
+            const float *Sp = TM_CAT(TM_S_, KIND);                                        \
             const float *Xp = X;                                                          \
             float *Yp = Y + (size_t)i0 * 16;                                              \
             int nr = nrows - i0 * 16;                                                     \
@@ -125,6 +148,7 @@ static ATTR void TM_FN(mm_##KIND)(const WT *W, int K, int ntiles, int nrows, con
     for (int i0 = 0; i0 < ntiles; i0 += NTB) {                                            \
         int nt = ntiles - i0 < NTB ? ntiles - i0 : NTB;                                   \
         const WT *Wp = W + (size_t)i0 * ts;                                               \
+        const float *Sp = TM_CAT(TM_S_, KIND);                                            \
         int nr = nrows - i0 * 16;                                                         \
         for (int t0 = 0; t0 < T; t0 += TBB) {                                             \
             int tb = T - t0 < TBB ? T - t0 : TBB;                                         \
@@ -141,3 +165,6 @@ static ATTR void TM_FN(mm_##KIND)(const WT *W, int K, int ntiles, int nrows, con
 
 TM_DRIVER(bf16, uint16_t)
 TM_DRIVER(f32, float)
+#ifdef V_I8
+TM_DRIVER(i8, int8_t)
+#endif

@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# int8 (docs/quantization.md): `cis2 quantize` on every fixture architecture,
+# checked byte for byte against an independent numpy reading of the rule
+# (tests/quant_check.py) and deterministic (same bytes twice, a pinned digest
+# on every ISA); its refusals, one line each; the int8 reference kernel and
+# the rule giving the same bits natively, under qemu aarch64 and in wasm32;
+# and arm B of the divergence method (tools/torch_trace.py --arm B) equal to
+# `cis2 trace` bit for bit on every node — on the float fixtures, and on
+# int8 checkpoints whose scales are powers of two (where the int8 semantics
+# must equal the float one exactly) — with the quantization error of the
+# others measured. SKIPs (saying why) where numpy/torch, node or a wasm32
+# toolchain are absent.
+cd "$(dirname "$0")/.."
+source tests/lib.sh
+T="$TESTTMP/quant-$(basename "${BUILD:-build}")"
+rm -rf "$T"; mkdir -p "$T"
+PY=""
+for p in "${TORCH_PYTHON:-}" /usr/bin/python3 python3; do
+    [ -n "$p" ] && "$p" -c 'import numpy' 2>/dev/null && { PY="$p"; break; }
+done
+TORCH=""
+[ -n "$PY" ] && "$PY" -c 'import torch' 2>/dev/null && TORCH="$PY"
+P="--prompt-ids 5,17,42 --teacher-force 7,99"
+
+# --- the fixtures, as tests/fixtures/*.vector pins them
+for v in tests/fixtures/*.vector; do
+    n=$(basename "$v" .vector)
+    args=$(sed -n 's/^#   python3 tools\/make_model.py DIR //p' "$v")
+    python3 tools/make_model.py "$T/$n" $args >/dev/null 2>&1 || fail "quant.fixture-$n" "make_model.py $args failed"
+done
+
+# --- quantize: every architecture, numpy's reading, determinism
+for v in tests/fixtures/*.vector; do
+    n=$(basename "$v" .vector)
+    out=$("$CIS2" quantize --model "$T/$n" --out "$T/$n-q" 2>&1); rc=$?
+    if [ $rc -ne 0 ]; then fail "quant.quantize-$n" "rc=$rc $out"; continue; fi
+    echo "$out" | grep -q '^int8_tensors=' && pass "quant.quantize-$n ($(echo "$out" | head -1 | sed 's/.*(//; s/)//'))" \
+        || fail "quant.quantize-$n" "$out"
+    if [ -n "$PY" ]; then
+        c=$("$PY" tests/quant_check.py check "$T/$n" "$T/$n-q" 2>&1); rc=$?
+        [ $rc -eq 0 ] && pass "quant.numpy-reading-$n ($c)" || fail "quant.numpy-reading-$n" "$(echo "$c" | head -3)"
+    fi
+    "$CIS2" quantize --model "$T/$n" --out "$T/$n-q2" >/dev/null 2>&1
+    cmp -s "$T/$n-q/model.safetensors" "$T/$n-q2/model.safetensors" && cmp -s "$T/$n-q/config.json" "$T/$n-q2/config.json" \
+        && pass "quant.deterministic-$n" || fail "quant.deterministic-$n" "two runs differ"
+done
+[ -n "$PY" ] || skip quant.numpy-reading "numpy not installed (apt-get install python3-numpy)"
+# The same bytes on every ISA: digest pinned from the x86-64 run, which the
+# numpy reading above checks value by value (the aarch64 leg runs this too).
+got=$("$CIS2" quantize --model "$T/llama" --out "$T/llama-q3" 2>&1 | sed -n 's/^weights_sha256=//p')
+expect_eq quant.pinned-digest-llama "$got" "afabb4a5bc8303636fe2481ccbc5fae0265eed2dd2bb91118948278ddae53c16"
+out=$("$CIS2" quantize --model "$T/untied-f32" --out "$T/untied-f32-qle" --lm-head --embed 2>&1); rc=$?
+if [ $rc -eq 0 ] && echo "$out" | grep -q '^lm_head=int8' && echo "$out" | grep -q '^int8_tensors=16'; then
+    pass "quant.lm-head-and-embed"
+    [ -n "$PY" ] && { c=$("$PY" tests/quant_check.py check "$T/untied-f32" "$T/untied-f32-qle" --lm-head --embed 2>&1) \
+        && pass "quant.numpy-reading-lm-head-and-embed ($c)" || fail quant.numpy-reading-lm-head-and-embed "$c"; }
+else fail quant.lm-head-and-embed "rc=$rc $out"; fi
+# tied: the embedding is the LM head; one more int8 tensor than the default
+n0=$("$CIS2" quantize --model "$T/llama" --out "$T/llama-q4" 2>&1 | sed -n 's/^int8_tensors=//p')
+out=$("$CIS2" quantize --model "$T/llama" --out "$T/llama-qle" --lm-head --embed 2>&1)
+echo "$out" | grep -q "^int8_tensors=$((n0 + 1))\$" && echo "$out" | grep -q '^lm_head=int8' \
+    && pass "quant.tied-lm-head-is-the-embedding" || fail quant.tied-lm-head-is-the-embedding "$out"
+
+# --- refusals: one line, non-zero, nothing left behind
+expect_err quant.err-no-model "--model DIR is required" "$CIS2" quantize --out "$T/x"
+expect_err quant.err-no-out "--out QDIR is required" "$CIS2" quantize --model "$T/llama"
+expect_err quant.err-unknown-flag "unknown option '--bits'" "$CIS2" quantize --model "$T/llama" --out "$T/x" --bits 4
+expect_err quant.err-twice "given more than once" "$CIS2" quantize --model "$T/llama" --model "$T/llama" --out "$T/x"
+expect_err quant.err-missing-dir "cannot open" "$CIS2" quantize --model "$T/nope" --out "$T/x"
+expect_err quant.err-already-quantized "already has a quantization_config" "$CIS2" quantize --model "$T/llama-q" --out "$T/x"
+expect_err quant.err-tied-lm-head-alone "go together" "$CIS2" quantize --model "$T/llama" --out "$T/x" --lm-head
+expect_err quant.err-tied-embed-alone "go together" "$CIS2" quantize --model "$T/llama" --out "$T/x" --embed
+expect_err quant.err-out-is-source "is the source directory itself" "$CIS2" quantize --model "$T/llama" --out "$T/llama/."
+: > "$T/afile"
+expect_err quant.err-out-is-a-file "exists and is not a directory" "$CIS2" quantize --model "$T/llama" --out "$T/afile"
+mkdir -p "$T/fifo-out"; mkfifo "$T/fifo-out/model.safetensors"
+expect_err quant.err-fifo-target "model.safetensors" timeout 10 "$CIS2" quantize --model "$T/llama" --out "$T/fifo-out"
+[ -p "$T/fifo-out/model.safetensors" ] && pass quant.fifo-left-alone || fail quant.fifo-left-alone "the FIFO was replaced"
+[ -e "$T/x" ] && fail quant.refusals-write-nothing "$T/x exists" || pass quant.refusals-write-nothing
+if [ -n "$PY" ]; then
+    cp -r "$T/qwen2" "$T/nan"
+    "$PY" - "$T/nan/model.safetensors" <<'PYEOF'
+import json, struct, sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read()); n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n]); t = h["model.layers.1.mlp.up_proj.weight"]
+o = 8 + n + t["data_offsets"][0] + 2 * (3 * t["shape"][1] + 5)  # row 3, column 5 (bf16)
+b[o:o + 2] = struct.pack("<H", 0x7FC0); open(p, "wb").write(b)
+PYEOF
+    expect_err quant.err-nan-weight 'tensor "model.layers.1.mlp.up_proj.weight" row 3 column 5 is NaN' \
+        "$CIS2" quantize --model "$T/nan" --out "$T/nan-q"
+fi
+
+# --- the int8 reference kernel and the rule: native = aarch64 = wasm32
+S="src/core/fpenv.c src/core/pinned_math.c src/core/sha256.c src/core/util.c src/kernels/kernels_ref.c src/model/quantize.c tests/wasm_int8.c"
+W="$T/w"; mkdir -p "$W"
+FL="-std=c11 -D_GNU_SOURCE -O2 -Wall -Werror -ffp-contract=off -fno-math-errno -Iinclude -Isrc"
+if cc $FL $S -o "$W/native" -lm 2>"$W/cc.err" && "$W/native" > "$W/native.out"; then
+    "$W/native" --unpinned > "$W/unpinned.out"
+    ! cmp -s "$W/native.out" "$W/unpinned.out" && pass "quant.ref-i8-inputs-exercise-ftz (unpinned differs)" \
+        || fail quant.ref-i8-inputs-exercise-ftz "the unpinned control gave the same lines"
+    if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null && [ -d /usr/aarch64-linux-gnu/lib ]; then
+        aarch64-linux-gnu-gcc $FL $S -o "$W/arm" -lm && qemu-aarch64 -L /usr/aarch64-linux-gnu "$W/arm" > "$W/arm.out"
+        cmp -s "$W/native.out" "$W/arm.out" && pass "quant.ref-i8-and-rule-aarch64-equal ($(wc -l < "$W/arm.out") digests)" \
+            || fail quant.ref-i8-and-rule-aarch64-equal "$(diff "$W/native.out" "$W/arm.out" | head -3)"
+    else skip quant.ref-i8-and-rule-aarch64-equal "no aarch64-linux-gnu-gcc / qemu-aarch64"; fi
+    WCC=""
+    for c in "${WASM_CC:-}" clang clang-16 clang-15 clang-14; do [ -n "$c" ] && command -v "$c" >/dev/null && { WCC="$c"; break; }; done
+    if [ -z "$WCC" ] || ! command -v node >/dev/null; then
+        skip quant.ref-i8-and-rule-wasm32-equal "no clang or node"
+    elif ! "$WCC" --target=wasm32-wasi -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID $FL $S -o "$W/int8.wasm" 2>"$W/wcc.err"; then
+        skip quant.ref-i8-and-rule-wasm32-equal "no wasm32 toolchain: $(head -1 "$W/wcc.err")"
+    else
+        node tests/wasm_run.mjs "$W/int8.wasm" > "$W/wasm.out" 2>"$W/wasm.err"
+        cmp -s "$W/native.out" "$W/wasm.out" && pass "quant.ref-i8-and-rule-wasm32-equal ($(wc -l < "$W/wasm.out") digests)" \
+            || fail quant.ref-i8-and-rule-wasm32-equal "$(diff "$W/native.out" "$W/wasm.out" | head -3) $(head -2 "$W/wasm.err")"
+    fi
+else
+    fail quant.ref-i8-native "$(head -3 "$W/cc.err")"
+fi
+
+# --- arm B: the emulated-quantized ground truth, 0 ULP against cis2
+if [ -z "$TORCH" ]; then
+    skip quant.arm-b "PyTorch not installed (apt-get install python3-torch python3-numpy)"
+    exit 0
+fi
+for v in tests/fixtures/*.vector; do
+    n=$(basename "$v" .vector)
+    "$CIS2" trace --model "$T/$n" $P -o "$T/c-$n.st" >/dev/null 2>&1 || { fail "quant.arm-b-fp32-$n" "cis2 trace failed"; continue; }
+    if ! "$TORCH" tools/torch_trace.py --model "$T/$n" $P --arm B -o "$T/b-$n.st" >/dev/null 2>"$T/b-$n.err"; then
+        fail "quant.arm-b-fp32-$n" "$(tail -1 "$T/b-$n.err")"; continue
+    fi
+    out=$("$CIS2" diff --exact "$T/c-$n.st" "$T/b-$n.st")
+    echo "$out" | grep -qx 'verdict=IDENTICAL' && pass "quant.arm-b-fp32-$n ($(echo "$out" | sed -n 's/^compared //p'), 0 ULP)" \
+        || fail "quant.arm-b-fp32-$n" "$(echo "$out" | grep -E '^(first|cause)')"
+    # int8 with power-of-two scales: s * dot(q, x) == dot(q * s, x) exactly
+    cp -r "$T/$n" "$T/$n-p2" && "$PY" tests/quant_check.py pow2 "$T/$n-p2" &&
+        "$CIS2" quantize --model "$T/$n-p2" --out "$T/$n-p2q" >/dev/null &&
+        "$CIS2" trace --model "$T/$n-p2" $P -o "$T/c-$n-p2.st" >/dev/null &&
+        "$TORCH" tools/torch_trace.py --model "$T/$n-p2q" $P --arm B -o "$T/b-$n-p2q.st" >/dev/null 2>"$T/b2.err"
+    out=$("$CIS2" diff --exact "$T/c-$n-p2.st" "$T/b-$n-p2q.st" 2>&1)
+    echo "$out" | grep -qx 'verdict=IDENTICAL' && pass "quant.arm-b-int8-pow2-scales-$n (0 ULP against cis2's fp32 on the same values)" \
+        || fail "quant.arm-b-int8-pow2-scales-$n" "$(echo "$out" | grep -E '^(first|cause)') $(tail -1 "$T/b2.err")"
+    # int8 proper: the quantization error, measured (a correct int8 engine diverges from fp32)
+    "$TORCH" tools/torch_trace.py --model "$T/$n-q" $P --arm B -o "$T/b-$n-q.st" >/dev/null 2>&1
+    out=$("$CIS2" diff "$T/c-$n.st" "$T/b-$n-q.st" 2>&1)
+    cmin=$(echo "$out" | grep '\.logits ' | sed -n 's/.* cos=\([^ ]*\) .*/\1/p' | sort -g | head -1)
+    t1=$(echo "$out" | grep -c 'top1 same'); tn=$(echo "$out" | grep -c 'top1 ')
+    mx=$(echo "$out" | grep '\.logits ' | sed -n 's/.* max_rel=\([^ ]*\) .*/\1/p' | sort -g | tail -1)
+    if echo "$out" | grep -qx 'verdict=DIVERGED' && awk -v c="$cmin" 'BEGIN { exit !(c >= 0.999) }'; then
+        pass "quant.int8-error-$n (logits vs fp32: min cos $cmin, max_rel $mx, top-1 $t1/$tn)"
+    else fail "quant.int8-error-$n" "cos=$cmin $(echo "$out" | tail -2 | tr '\n' ' ')"; fi
+done
+# the int8 embedding and LM head (tied): (float)q[tok] * s[tok], s[v] * dot_seq(q[v], h)
+cp -r "$T/llama" "$T/llama-p2all" && "$PY" tests/quant_check.py pow2 "$T/llama-p2all" --all &&
+    "$CIS2" quantize --model "$T/llama-p2all" --out "$T/llama-p2allq" --lm-head --embed >/dev/null &&
+    "$CIS2" trace --model "$T/llama-p2all" $P -o "$T/c-p2all.st" >/dev/null &&
+    "$TORCH" tools/torch_trace.py --model "$T/llama-p2allq" $P --arm B -o "$T/b-p2all.st" >/dev/null 2>&1
+out=$("$CIS2" diff --exact "$T/c-p2all.st" "$T/b-p2all.st" 2>&1)
+echo "$out" | grep -qx 'verdict=IDENTICAL' && pass "quant.arm-b-int8-embedding-and-lm-head-pow2 (0 ULP)" \
+    || fail quant.arm-b-int8-embedding-and-lm-head-pow2 "$(echo "$out" | grep -E '^(first|cause)')"
+# arm A on an int8 checkpoint runs the dequantized weights: within the fp32 table of arm B
+"$TORCH" tools/torch_trace.py --model "$T/qwen3-q" $P -o "$T/a-qwen3-q.st" >/dev/null 2>&1
+out=$("$CIS2" diff "$T/b-qwen3-q.st" "$T/a-qwen3-q.st" 2>&1)
+echo "$out" | grep -qx 'verdict=WITHIN-TOLERANCE' && pass quant.arm-a-dequantized-within-tolerance-of-b \
+    || fail quant.arm-a-dequantized-within-tolerance-of-b "$(echo "$out" | grep -E '^(first|verdict)')"
+# greedy mode: the same picks and logits as cis2's decode
+"$CIS2" trace --model "$T/qwen2" --prompt-ids 5,17,42 -n 3 -o "$T/cg.st" >/dev/null
+"$TORCH" tools/torch_trace.py --model "$T/qwen2" --prompt-ids 5,17,42 -n 3 --arm B -o "$T/bg.st" >/dev/null 2>&1
+out=$("$CIS2" diff --exact "$T/cg.st" "$T/bg.st" 2>&1)
+echo "$out" | grep -qx 'verdict=IDENTICAL' && pass quant.arm-b-greedy-identical || fail quant.arm-b-greedy-identical "$(echo "$out" | tail -2)"
+# §1.3 in arm B: layer 0's norm weights at 1.2e-38 make subnormal products (the
+# t_trace.sh FTZ fixture); B flushes them exactly as cis2 does, and cis2 without
+# FTZ is caught against B as an FTZ/DAZ divergence
+cp -r "$T/untied-f32" "$T/ftz" && "$PY" - "$T/ftz/model.safetensors" <<'PYEOF'
+import json, struct, sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read()); n = struct.unpack("<Q", b[:8])[0]
+a, e = json.loads(b[8:8 + n])["model.layers.0.input_layernorm.weight"]["data_offsets"]
+b[8 + n + a:8 + n + e] = struct.pack("<%df" % ((e - a) // 4), *[1.2e-38] * ((e - a) // 4)); open(p, "wb").write(b)
+PYEOF
+"$CIS2" trace --model "$T/ftz" $P -o "$T/c-ftz.st" >/dev/null 2>&1
+"$CIS2" trace --model "$T/ftz" $P -o "$T/c-noftz.st" --fault no-ftz >/dev/null 2>&1
+"$TORCH" tools/torch_trace.py --model "$T/ftz" $P --arm B -o "$T/b-ftz.st" >/dev/null 2>&1
+out=$("$CIS2" diff --exact "$T/c-ftz.st" "$T/b-ftz.st" 2>&1)
+out2=$("$CIS2" diff --exact "$T/c-noftz.st" "$T/b-ftz.st" 2>&1)
+echo "$out" | grep -qx 'verdict=IDENTICAL' && echo "$out2" | grep -q '^cause=FTZ/DAZ' \
+    && pass "quant.arm-b-flushes-subnormals-like-cis2 (unflushed cis2 caught as FTZ/DAZ)" \
+    || fail quant.arm-b-flushes-subnormals-like-cis2 "$(echo "$out" | tail -1) / $(echo "$out2" | grep -E '^(first|cause)')"
+# the comparison can fail: a fault injected into cis2 is localized against arm B
+"$CIS2" trace --model "$T/llama" $P --fault rmsnorm-assoc -o "$T/cf.st" >/dev/null 2>&1
+out=$("$CIS2" diff --exact "$T/b-llama.st" "$T/cf.st" 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q '^first_divergence=p0.L0.attn_norm' && pass quant.arm-b-localizes-a-fault \
+    || fail quant.arm-b-localizes-a-fault "rc=$rc $(echo "$out" | grep first_div)"
+m=$("$CIS2" diff --exact "$T/c-llama.st" "$T/b-llama.st" >/dev/null; "$PY" -c "
+import json,struct,sys; b=open(sys.argv[1],'rb').read(); n=struct.unpack('<Q',b[:8])[0]
+m=json.loads(b[8:8+n])['__metadata__']; print(m['arm'], m['dtype'])" "$T/b-llama-q.st")
+expect_eq quant.arm-b-metadata "$m" "B int8-row"
+# State 1's digest of the int8 weights arm B used, recomputed from the file with numpy
+want=$("$PY" - "$T/llama-q/model.safetensors" <<'PYEOF'
+import hashlib, sys
+sys.path.insert(0, "tests"); import quant_check as qc
+h, _, d, _ = qc.read(sys.argv[1]); x = hashlib.sha256()
+for n in sorted(k[:-7] for k in h if k.endswith(".weight") and h[k]["dtype"] == "I8"):
+    x.update(n.encode() + b"\0" + qc.arr(h, d, n + ".weight").tobytes() + qc.arr(h, d, n + ".weight_scale").astype("<f4").tobytes())
+print(x.hexdigest())
+PYEOF
+)
+got=$("$PY" -c "
+import json,struct,sys; b=open(sys.argv[1],'rb').read(); n=struct.unpack('<Q',b[:8])[0]
+print(json.loads(b[8:8+n])['__metadata__'].get('int8_weights_sha256'))" "$T/b-llama-q.st")
+expect_eq quant.arm-b-int8-weights-digest "$got" "$want"
