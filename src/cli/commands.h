@@ -17,6 +17,7 @@ int cis2_cmd_bench(int argc, char **argv);
 int cis2_cmd_trace(int argc, char **argv);
 int cis2_cmd_diff(int argc, char **argv);
 int cis2_cmd_compare(int argc, char **argv);
+int cis2_cmd_serve(int argc, char **argv);
 
 /* ---- shared helpers (cli/common.c) */
 /* Print "cis2 CMD: message" to stderr, return 2. */

@@ -29,6 +29,10 @@ static void usage(FILE *f)
         "  cis2 diff A B [--exact | --tol FILE] [--brief]\n"
         "  cis2 compare --model DIR --prompt-ids IDS [--teacher-force IDS | -n N]\n"
         "               (--against TRACE | --backend ref --backend fast) [--exact | --tol FILE]\n"
+        "  cis2 serve --model DIR [--host 127.0.0.1] [--port 8080] [--threads N] [--max-batch B]\n"
+        "             [--queue Q] [--ctx N] [--api-key-file F] [--alias NAME]\n"
+        "             [--verifier-dir DIR] [--max-body BYTES] [--header-limit BYTES]\n"
+        "             [--timeout S] [--max-connections N] [--backend ref|fast] [--isa X]\n"
         "faults (debug, --backend ref): weight-bit (--fault-arg TENSOR:INDEX:BIT), fma "
         "(--fault-arg LAYER),\n"
         "  rmsnorm-assoc, rope-offset, kv-stale (--fault-arg POS), no-ftz\n"
@@ -57,6 +61,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "trace")) return cis2_cmd_trace(sub_argc, sub_argv);
     if (!strcmp(c, "diff")) return cis2_cmd_diff(sub_argc, sub_argv);
     if (!strcmp(c, "compare")) return cis2_cmd_compare(sub_argc, sub_argv);
+    if (!strcmp(c, "serve")) return cis2_cmd_serve(sub_argc, sub_argv);
     if (!strcmp(c, "help") || !strcmp(c, "--help") || !strcmp(c, "-h")) {
         usage(stdout);
         return 0;
