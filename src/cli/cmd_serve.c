@@ -77,6 +77,8 @@ int cis2_cmd_serve(int argc, char **argv)
     };
     if (cis2_cli_parse("serve", argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, NULL, 0))
         return 2;
+    char err[CIS2_ERR_LEN];
+    if (!serve_http_available(err)) return cis2_cli_usage_error("serve", "%s", err);
     if (!model) return cis2_cli_usage_error("serve", "--model DIR is required");
     char *key_buf = NULL;
     const char *keys[MAX_KEYS];
@@ -114,7 +116,6 @@ int cis2_cmd_serve(int argc, char **argv)
     }
     const cis2_config *c = cis2_model_config(m);
     if (!ctx || ctx > c->max_pos) ctx = c->max_pos;
-    char err[CIS2_ERR_LEN];
     serve_sched *s = NULL;
     serve_http *h = NULL;
     int rc = 2, bound = port;

@@ -164,6 +164,8 @@ typedef struct {
     const char *verifier_dir; /* NULL = /verifier/ is off */
 } serve_http_opts;
 typedef struct serve_http serve_http;
+/* 0 (with the reason in err) when this binary was built without libmicrohttpd. */
+int serve_http_available(char *err);
 /* Start listening (the port actually bound goes to *port_out). Returns 0, or
  * 1 with err; 2 with err when this binary was built without libmicrohttpd. */
 int serve_http_start(serve_http **h, const serve_http_opts *o, serve_sched *s,

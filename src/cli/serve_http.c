@@ -10,13 +10,18 @@
 #include <string.h>
 
 #ifndef CIS2_HAVE_MHD
+int serve_http_available(char *err)
+{
+    snprintf(err, CIS2_ERR_LEN,
+             "this cis2 was built without libmicrohttpd (Debian: libmicrohttpd-dev; make MHD=1)");
+    return 0;
+}
 int serve_http_start(serve_http **h, const serve_http_opts *o, serve_sched *s,
                      const serve_model_info *mi, const cis2_tokenizer *t, const serve_limits *lim,
                      int *port_out, char *err)
 {
     *h = NULL;
-    snprintf(err, CIS2_ERR_LEN,
-             "this cis2 was built without libmicrohttpd (Debian: libmicrohttpd-dev; make MHD=1)");
+    serve_http_available(err);
     return 2;
 }
 void serve_http_stop(serve_http *h) {}
@@ -28,6 +33,8 @@ void serve_http_stop(serve_http *h) {}
 #include <stdatomic.h>
 #include <sys/socket.h>
 #include <time.h>
+
+int serve_http_available(char *err) { return 1; }
 
 struct serve_http {
     struct MHD_Daemon *d;
