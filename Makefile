@@ -146,6 +146,12 @@ $(BENCH_MODEL)/model.safetensors: tools/make_model.py
 bench: all bench-model
 	bash tools/bench.sh $(BENCH_MODEL)
 
+# `cis2 serve` under load on the bench checkpoint (docs/serve.md): 32 clients x 8 requests,
+# every receipt equal to its solo run; `make test` runs a short version (tests/t_serve.sh).
+.PHONY: serve-load
+serve-load: all bench-model
+	bash tools/serve_bench.sh $(BENCH_MODEL)
+
 # Issue 8: the engine as web/cis2.wasm (clang + wasi-libc, docs/wasm.md), and the
 # page driven by headless Chromium (playwright-core from web/test/package-lock.json).
 wasm:

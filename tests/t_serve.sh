@@ -274,3 +274,6 @@ grep -E '^(PASS|FAIL)' "$T/load.out"
 grep -q '^requests_per_s=' "$T/load.out" || fail serve.load.ran "$(tail -3 "$T/load.out")"
 h=$(wait_idle "$MAIN_PORT")
 case "$h" in *'"slots_busy":0,"queued":0'*) pass serve.load.idle-after;; *) fail serve.load.idle-after "$h";; esac
+# The main server, after everything above, exits cleanly on SIGTERM (under ASan: no leaks).
+kill -TERM "$MAIN_PID"; wait "$MAIN_PID"; rc=$?
+expect_eq serve.main.clean-exit "$rc" 0

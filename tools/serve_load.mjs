@@ -25,6 +25,15 @@ const rssKb = () => {
   try { return parseInt(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1], 10); }
   catch { return 0; }
 };
+// The server's CPU seconds (utime + stime, in Linux's fixed 100 Hz USER_HZ): a figure the
+// other load on a shared machine disturbs less than wall time.
+const cpuS = () => {
+  if (!pid) return 0;
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (parseInt(f[11], 10) + parseInt(f[12], 10)) / 100;
+  } catch { return 0; }
+};
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const stats = { ok: 0, streamed: 0, aborted: 0, busy503: 0, failed: 0, mismatched: 0, tokens: 0, lat: [], ttft: [] };
 const failures = [];
@@ -104,11 +113,13 @@ stats.lat = []; stats.ttft = [];
 const rss0 = rssKb();
 let rssMax = rss0;
 const sampler = setInterval(() => { rssMax = Math.max(rssMax, rssKb()); }, 200);
+const cpu0 = cpuS();
 const t0 = performance.now();
 await Promise.all(Array.from({ length: clients }, async (_, client) => {
   for (let i = 0; i < perClient; i++) await one(cases[(client * perClient + i) % cases.length], modeOf(client, i));
 }));
 const wall = (performance.now() - t0) / 1000;
+const cpu = cpuS() - cpu0;
 clearInterval(sampler);
 await sleep(300); // let the server free the aborted sequences' slots
 const rss1 = rssKb();
@@ -119,7 +130,10 @@ console.log(`clients=${clients} requests_per_client=${perClient} requests=${tota
 console.log(`completed=${stats.ok} streamed=${stats.streamed} aborted_by_client=${stats.aborted} busy_503_retried=${stats.busy503} failed=${stats.failed} receipt_mismatches=${stats.mismatched}`);
 console.log(`requests_per_s=${(stats.ok / wall).toFixed(2)} latency_p50_ms=${pct(stats.lat, 50).toFixed(0)} latency_p99_ms=${pct(stats.lat, 99).toFixed(0)} ttft_p50_ms=${pct(stats.ttft, 50).toFixed(0)}`);
 console.log(`completion_tokens=${stats.tokens} aggregate_tokens_per_s=${(stats.tokens / wall).toFixed(1)}`);
-if (pid) console.log(`rss_after_warmup_kb=${rss0} rss_end_kb=${rss1} rss_max_kb=${rssMax}`);
+if (pid) {
+  console.log(`server_cpu_s=${cpu.toFixed(1)} tokens_per_server_cpu_s=${(stats.tokens / cpu).toFixed(1)} load_average=${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(',')}`);
+  console.log(`rss_after_warmup_kb=${rss0} rss_end_kb=${rss1} rss_max_kb=${rssMax}`);
+}
 for (const f of failures.slice(0, 10)) console.log(`  ${f}`);
 let fails = 0;
 const check = (name, ok, why) => { console.log(ok ? `PASS serve.load.${name}` : `FAIL serve.load.${name}: ${why}`); if (!ok) fails++; };

@@ -147,7 +147,8 @@ int cis2_cmd_serve(int argc, char **argv)
     fprintf(stderr, "cis2 serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     rc = 0;
 out:
-    serve_sched_stop(s); /* waiters wake with "shutting down", then the HTTP threads end */
+    serve_sched_stop(s);       /* waiters wake with "shutting down" ... */
+    serve_http_drain(h, 5000); /* ... and get to send it */
     serve_http_stop(h);
     serve_sched_free(s);
     cis2_engine_free(e);

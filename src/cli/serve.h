@@ -171,5 +171,8 @@ int serve_http_available(char *err);
 int serve_http_start(serve_http **h, const serve_http_opts *o, serve_sched *s,
                      const serve_model_info *mi, const cis2_tokenizer *t, const serve_limits *lim,
                      int *port_out, char *err);
+/* Wait (at most timeout_ms) until every request in progress has sent its
+ * whole response — after serve_sched_stop, their final events. */
+void serve_http_drain(serve_http *h, int timeout_ms);
 void serve_http_stop(serve_http *h);
 #endif

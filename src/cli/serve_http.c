@@ -24,6 +24,7 @@ int serve_http_start(serve_http **h, const serve_http_opts *o, serve_sched *s,
     serve_http_available(err);
     return 2;
 }
+void serve_http_drain(serve_http *h, int timeout_ms) {}
 void serve_http_stop(serve_http *h) {}
 #else
 #include <errno.h>
@@ -46,6 +47,7 @@ struct serve_http {
     long long started;
     uint64_t id_seed;
     atomic_ullong n_ids;
+    atomic_int in_flight; /* requests whose response is not completely sent yet */
 };
 
 enum {
@@ -154,12 +156,15 @@ typedef struct {
     struct MHD_Connection *c;
     char id[40];
     long long created;
-    int n_prompt, include_usage, done;
+    int include_usage, done;
     char *prompt_bytes;
     size_t prompt_len;
     cis2_sb out; /* SSE bytes not yet handed to libmicrohttpd */
     size_t off;
+    double last_out; /* ms: a comment line keeps a silent stream alive */
 } stream_ctx;
+
+#define SSE_PING_MS 15000.0
 
 static const char *finish_name(int f) { return f == SERVE_FINISH_STOP ? "stop" : "length"; }
 
@@ -231,7 +236,10 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
             st->done = 1;
         } else if (st->out.len == 0 && peer_gone(st->c)) {
             return MHD_CONTENT_READER_END_WITH_ERROR; /* sse_free cancels the job */
+        } else if (st->out.len == 0 && cis2_now_ms() - st->last_out > SSE_PING_MS) {
+            cis2_sb_str(&st->out, ": ping\n\n"); /* queued, or behind a verification */
         }
+        if (st->out.len) st->last_out = cis2_now_ms();
     }
 }
 
@@ -319,8 +327,14 @@ static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, r
         serve_job_release(h->s, j);
         return MHD_NO;
     }
-    *st = (stream_ctx){ h,     j,    c,     "", (long long)time(NULL), n, include_usage, 0,
-                        bytes, blen, { 0 }, 0 };
+    st->h = h;
+    st->j = j;
+    st->c = c;
+    st->created = (long long)time(NULL);
+    st->include_usage = include_usage;
+    st->prompt_bytes = bytes;
+    st->prompt_len = blen;
+    st->last_out = cis2_now_ms();
     make_id(h, st->id);
     if (stream) {
         struct MHD_Response *r =
@@ -489,6 +503,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rq = calloc(1, sizeof *rq);
         if (!rq) return MHD_NO;
         *con_cls = rq;
+        atomic_fetch_add(&h->in_flight, 1);
         rq->route = route_of(url);
         int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
         if (rq->route == R_NONE) return fail(c, 404, NULL, NULL, "no such path");
@@ -536,11 +551,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    serve_http *h = cls;
     req_ctx *rq = *con_cls;
     if (!rq) return;
     cis2_sb_free(&rq->body);
     free(rq);
     *con_cls = NULL;
+    atomic_fetch_sub(&h->in_flight, 1);
 }
 
 static void on_log(void *cls, const char *fmt, va_list ap)
@@ -603,6 +620,13 @@ int serve_http_start(serve_http **out, const serve_http_opts *o, serve_sched *s,
     *port_out = di ? di->port : o->port;
     *out = h;
     return 0;
+}
+
+void serve_http_drain(serve_http *h, int timeout_ms)
+{
+    struct timespec ts = { 0, 20 * 1000000L };
+    for (int waited = 0; h && atomic_load(&h->in_flight) > 0 && waited < timeout_ms; waited += 20)
+        nanosleep(&ts, NULL);
 }
 
 void serve_http_stop(serve_http *h)
