@@ -44,7 +44,7 @@ CLIOBJ   = $(filter $(BUILD)/cli/%,$(OBJ))
 # linked into the cis2 binary only, never into libcis2. Cross builds default to MHD=0:
 # `cis2 serve` then says it was built without it. Its page (web/serve/) is embedded.
 MHD     ?= $(if $(CROSS),0,1)
-SERVE_ASSETS = web/serve/index.html web/serve/serve.js
+SERVE_ASSETS = web/serve/index.html web/serve/serve.js web/serve/sse.mjs
 CLIOBJ  += $(BUILD)/cli/serve_assets.o
 UNIT_SRC = $(sort $(wildcard tests/unit_*.c))
 UNIT_BIN = $(patsubst tests/%.c,$(BUILD)/%,$(UNIT_SRC))

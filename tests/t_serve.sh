@@ -27,19 +27,14 @@ $MK "$T/slow" --hidden 256 --inter 512 --layers 4 --heads 4 --kv-heads 2 --vocab
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
 trap cleanup EXIT
+source tools/serve_start.sh
 # start NAME ARGS...: a server on a free port; sets PORT and SPID (or fails the test).
 start() {
     local name="$1"; shift
-    "$CIS2" serve --port 0 "$@" > "$T/$name.log" 2>&1 &
-    SPID=$!; PIDS+=("$SPID"); PORT=""
-    for _ in $(seq 1 300); do
-        PORT=$(sed -n 's|^cis2 serve: listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$T/$name.log")
-        [ -n "$PORT" ] && return 0
-        kill -0 "$SPID" 2>/dev/null || break
-        sleep 0.1
-    done
-    fail "serve.$name.start" "$(tail -3 "$T/$name.log")"
-    return 1
+    serve_start "$T/$name.log" "$@"; local rc=$?
+    PIDS+=("$SPID")
+    [ $rc -eq 0 ] || fail "serve.$name.start" "$(tail -3 "$T/$name.log")"
+    return $rc
 }
 C() { curl -sS --max-time 120 "$@"; }
 # jq-like: jget FILE PYTHON-EXPR-over-d

@@ -34,14 +34,9 @@ else
 fi
 VARGS=(); [ $V -eq 1 ] && VARGS=(--verifier-dir "$T/verifier")
 
-"$CIS2" serve --model "$T/fx" --port 0 --threads 1 "${VARGS[@]}" > "$T/serve.log" 2>&1 &
-SPID=$!
+source tools/serve_start.sh
+serve_start "$T/serve.log" --model "$T/fx" --threads 1 "${VARGS[@]}"
 trap 'kill $SPID 2>/dev/null; wait 2>/dev/null' EXIT
-PORT=""
-for _ in $(seq 1 300); do
-    PORT=$(sed -n 's|^cis2 serve: listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$T/serve.log")
-    [ -n "$PORT" ] && break; kill -0 $SPID 2>/dev/null || break; sleep 0.1
-done
 [ -n "$PORT" ] || { fail serve.page.start "$(tail -3 "$T/serve.log")"; exit 0; }
 
 PLAYWRIGHT="$PW" CHROMIUM="$CHROMIUM" timeout 600 node tests/serve/page_test.mjs \

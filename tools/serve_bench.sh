@@ -10,7 +10,7 @@
 set -u
 cd "$(dirname "$0")/.."
 M="${1:-models/bench-135m}"; CLIENTS="${2:-32}"; REQ="${3:-8}"
-THREADS="${THREADS:-2}"; BATCH="${BATCH:-8}"; CIS2="${CIS2:-./cis2}"
+THREADS="${THREADS:-2}"; BATCH="${BATCH:-8}"; export CIS2="${CIS2:-./cis2}"
 T="tests/tmp/serve-bench"; rm -rf "$T"; mkdir -p "$T"
 [ -f "$M/model.safetensors" ] || { echo "serve_bench: no $M (make bench-model)"; exit 2; }
 command -v node >/dev/null || { echo "serve_bench: node is not installed"; exit 2; }
@@ -35,15 +35,9 @@ for i, p in enumerate(prompts):
 json.dump(cases, open(out, 'w'))
 EOF
 
-"$CIS2" serve --model "$M" --port 0 --threads "$THREADS" --max-batch "$BATCH" --queue 64 \
-    > "$T/serve.log" 2>&1 &
-SPID=$!
+source tools/serve_start.sh
+serve_start "$T/serve.log" --model "$M" --threads "$THREADS" --max-batch "$BATCH" --queue 64
 trap 'kill $SPID 2>/dev/null; wait 2>/dev/null' EXIT
-PORT=""
-for _ in $(seq 1 600); do
-    PORT=$(sed -n 's|^cis2 serve: listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$T/serve.log")
-    [ -n "$PORT" ] && break; kill -0 $SPID 2>/dev/null || break; sleep 0.1
-done
 [ -n "$PORT" ] || { echo "serve_bench: the server did not start: $(tail -2 "$T/serve.log")"; exit 1; }
 head -1 "$T/serve.log"
 U="http://127.0.0.1:$PORT"

@@ -10,6 +10,7 @@
 // the warm-up round (every case once) and through the run.
 // Prints metrics (key=value), then PASS/FAIL lines; exit 1 on any FAIL.
 import { readFileSync } from 'node:fs';
+import { sseEvents } from '../web/serve/sse.mjs';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((a, v, i, all) => {
   if (v.startsWith('--')) a.push([v.slice(2), all[i + 1]]);
@@ -39,27 +40,15 @@ const stats = { ok: 0, streamed: 0, aborted: 0, busy503: 0, failed: 0, mismatche
 const failures = [];
 
 async function readStream(res, abortAfterFirst, ctl, t0) {
-  const reader = res.body.getReader();
-  const dec = new TextDecoder();
-  let buf = '', final = null, sawText = false;
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, { stream: true });
-    let k;
-    while ((k = buf.indexOf('\n\n')) >= 0) {
-      const ev = buf.slice(0, k).replace(/^data: /, '');
-      buf = buf.slice(k + 2);
-      if (ev === '[DONE]') return final;
-      const j = JSON.parse(ev);
-      if (j.error) throw new Error(`stream error: ${j.error.message}`);
-      if (j.choices[0] && j.choices[0].text && !sawText) {
-        sawText = true;
-        stats.ttft.push(performance.now() - t0);
-        if (abortAfterFirst) { ctl.abort(); return 'aborted'; }
-      }
-      if (j.cis2) final = j;
+  let final = null, sawText = false;
+  for await (const j of sseEvents(res.body)) {
+    if (j.error) throw new Error(`stream error: ${j.error.message}`);
+    if (j.choices[0] && j.choices[0].text && !sawText) {
+      sawText = true;
+      stats.ttft.push(performance.now() - t0);
+      if (abortAfterFirst) { ctl.abort(); return 'aborted'; }
     }
+    if (j.cis2) final = j;
   }
   return final;
 }

@@ -148,8 +148,8 @@ void serve_json_verdict(cis2_sb *sb, const cis2_verdict *v);
 
 /* ------------------------------------------------------------- the page */
 /* web/serve/ embedded by tools/embed_assets.sh at build time. */
-extern const unsigned char cis2_serve_index_html[], cis2_serve_serve_js[];
-extern const size_t cis2_serve_index_html_len, cis2_serve_serve_js_len;
+extern const unsigned char cis2_serve_index_html[], cis2_serve_serve_js[], cis2_serve_sse_mjs[];
+extern const size_t cis2_serve_index_html_len, cis2_serve_serve_js_len, cis2_serve_sse_mjs_len;
 
 /* --------------------------------------------------------------- HTTP */
 typedef struct {

@@ -50,18 +50,7 @@ struct serve_http {
     atomic_int in_flight; /* requests whose response is not completely sent yet */
 };
 
-enum {
-    R_NONE,
-    R_PAGE,
-    R_PAGE_JS,
-    R_HEALTH,
-    R_MODELS,
-    R_MODEL,
-    R_COMPLETIONS,
-    R_VERIFY,
-    R_VERIFIER,
-    R_CHAT
-};
+enum { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_COMPLETIONS, R_VERIFY, R_VERIFIER, R_CHAT };
 
 typedef struct {
     int route;
@@ -392,11 +381,11 @@ static enum MHD_Result do_verify(serve_http *h, struct MHD_Connection *c, req_ct
     int prc = cis2_receipt_parse(text, tl, "receipt", &rc, err);
     free(text);
     if (prc) return fail(c, 400, "receipt", NULL, err);
+    if (rc.n_prompt < 1 || rc.gen_toks < 1)
+        serve_fail(&e, 400, "receipt", NULL, "receipt: no prompt or no generated tokens");
     if (rc.n_prompt < 1 || rc.gen_toks < 1 ||
         serve_check_context(rc.n_prompt, rc.gen_toks, &h->lim, &e)) {
         cis2_receipt_free(&rc);
-        if (rc.n_prompt < 1 || rc.gen_toks < 1)
-            return fail(c, 400, "receipt", NULL, "receipt: no prompt or no generated tokens");
         return send_error(c, &e);
     }
     serve_job *j;
@@ -479,10 +468,29 @@ static enum MHD_Result do_verifier(serve_http *h, struct MHD_Connection *c, cons
     return fail(c, 404, NULL, NULL, "no such file in the browser verifier");
 }
 
+/* The page (web/serve/, embedded at build time). */
+typedef struct {
+    const char *path, *type;
+    const unsigned char *bytes;
+    const size_t *len;
+} page_asset;
+static const page_asset *page_file(const char *url)
+{
+    static const page_asset pages[] = {
+        { "/", "text/html; charset=utf-8", cis2_serve_index_html, &cis2_serve_index_html_len },
+        { "/index.html", "text/html; charset=utf-8", cis2_serve_index_html,
+          &cis2_serve_index_html_len },
+        { "/serve.js", "text/javascript", cis2_serve_serve_js, &cis2_serve_serve_js_len },
+        { "/sse.mjs", "text/javascript", cis2_serve_sse_mjs, &cis2_serve_sse_mjs_len },
+    };
+    for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++)
+        if (!strcmp(url, pages[i].path)) return &pages[i];
+    return NULL;
+}
+
 static int route_of(const char *url)
 {
-    if (!strcmp(url, "/") || !strcmp(url, "/index.html")) return R_PAGE;
-    if (!strcmp(url, "/serve.js")) return R_PAGE_JS;
+    if (page_file(url)) return R_PAGE;
     if (!strcmp(url, "/health")) return R_HEALTH;
     if (!strcmp(url, "/v1/models")) return R_MODELS;
     if (!strncmp(url, "/v1/models/", 11)) return R_MODEL;
@@ -532,12 +540,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return rq->body.oom ? MHD_NO : MHD_YES;
     }
     switch (rq->route) {
-    case R_PAGE:
-        return send_buf(c, 200, "text/html; charset=utf-8", cis2_serve_index_html,
-                        cis2_serve_index_html_len, 0, NULL);
-    case R_PAGE_JS:
-        return send_buf(c, 200, "text/javascript", cis2_serve_serve_js, cis2_serve_serve_js_len, 0,
-                        NULL);
+    case R_PAGE: {
+        const page_asset *a = page_file(url);
+        return send_buf(c, 200, a->type, a->bytes, *a->len, 0, NULL);
+    }
     case R_HEALTH: return do_health(h, c);
     case R_MODELS: return do_models(h, c, url, 0);
     case R_MODEL: return do_models(h, c, url, 1);

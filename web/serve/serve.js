@@ -1,6 +1,8 @@
 // The page of `cis2 serve`: stream a completion from /v1/completions (server-sent events),
 // show the receipt of the run, verify it on the server (/v1/verify) or hand it to the
 // WebAssembly verifier at /verifier/ (same origin, so its receipt box can be filled in).
+import { sseEvents } from './sse.mjs';
+
 const $ = (id) => document.getElementById(id);
 let model = null;
 let apiKey = sessionStorage.getItem('cis2-api-key') || '';
@@ -41,26 +43,6 @@ $('key-btn').onclick = () => {
   loadModel().catch((e) => showError(String(e)));
 };
 
-// Server-sent events: "data: {json}\n\n" ... "data: [DONE]\n\n".
-async function* events(res) {
-  const reader = res.body.getReader();
-  const dec = new TextDecoder();
-  let buf = '';
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, { stream: true });
-    let k;
-    while ((k = buf.indexOf('\n\n')) >= 0) {
-      const ev = buf.slice(0, k);
-      buf = buf.slice(k + 2);
-      const data = ev.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
-      if (data === '[DONE]') return;
-      if (data) yield JSON.parse(data);
-    }
-  }
-}
-
 $('run-btn').onclick = async () => {
   showError('');
   $('out-text').textContent = '';
@@ -80,7 +62,7 @@ $('run-btn').onclick = async () => {
     const res = await fetch('/v1/completions', { method: 'POST', headers: headers(), body: JSON.stringify(body) });
     if (!res.ok) throw new Error(await errorText(res));
     let pieces = 0, first = 0;
-    for await (const ev of events(res)) {
+    for await (const ev of sseEvents(res.body)) {
       if (ev.error) throw new Error(ev.error.message);
       const ch = ev.choices[0];
       if (ch && ch.text) {
