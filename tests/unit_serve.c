@@ -362,17 +362,25 @@ static void check_sched(cis2_engine *e, const cis2_tokenizer *t)
         SKIP("serve.sched.stop-string", "the fixture's text is too short");
     }
 
-    /* Busy: 3 slots + 2 queued; the sixth long request is refused, none is lost. */
+    /* Busy: 3 slots + 2 queued; the sixth request is refused. The five take seconds each
+     * (8000 tokens), and the sixth goes in once the stats show all five in. */
     serve_job *lj[6] = { 0 };
-    int busy = 0, accepted = 0;
-    for (int i = 0; i < 6; i++) {
-        serve_gen_params p = { pr[0], np[0], "", 0, 50, 0, { NULL, NULL, 0 } };
-        int rc = serve_sched_submit(s, &p, &lj[i], err);
-        busy += rc == SERVE_BUSY;
-        accepted += rc == 0;
+    int accepted = 0;
+    for (int i = 0; i < 5; i++) {
+        serve_gen_params p = { pr[0], np[0], "", 0, 8000, 0, { NULL, NULL, 0 } };
+        accepted += serve_sched_submit(s, &p, &lj[i], err) == 0;
     }
-    CHECK("serve.sched.busy-beyond-queue", busy == 1 && accepted == 5, "busy %d accepted %d", busy,
-          accepted);
+    serve_stats st5 = { 0 };
+    for (int k = 0; k < 1000; k++) {
+        serve_sched_stats(s, &st5);
+        if (st5.running == 3 && st5.queued == 2) break;
+        usleep(10000);
+    }
+    serve_gen_params p6 = { pr[0], np[0], "", 0, 8000, 0, { NULL, NULL, 0 } };
+    int rc6 = serve_sched_submit(s, &p6, &lj[5], err);
+    CHECK("serve.sched.busy-beyond-queue",
+          accepted == 5 && st5.running == 3 && st5.queued == 2 && rc6 == SERVE_BUSY && !lj[5],
+          "accepted %d, running %d queued %d, sixth rc %d", accepted, st5.running, st5.queued, rc6);
     /* Cancel them all: their slots come back. */
     for (int i = 0; i < 6; i++) serve_job_release(s, lj[i]);
     serve_stats stt = { 0 };
