@@ -40,6 +40,12 @@ BUILD   ?= build$(if $(CROSS),-$(XTAG))
 OBJ      = $(patsubst src/%.c,$(BUILD)/%.o,$(SRC))
 LIBOBJ   = $(filter-out $(BUILD)/cli/%,$(OBJ))
 CLIOBJ   = $(filter $(BUILD)/cli/%,$(OBJ))
+# `cis2 serve` (docs/serve.md) speaks HTTP through libmicrohttpd (Debian libmicrohttpd-dev),
+# linked into the cis2 binary only, never into libcis2. Cross builds default to MHD=0:
+# `cis2 serve` then says it was built without it. Its page (web/serve/) is embedded.
+MHD     ?= $(if $(CROSS),0,1)
+SERVE_ASSETS = web/serve/index.html web/serve/serve.js web/serve/sse.mjs
+CLIOBJ  += $(BUILD)/cli/serve_assets.o
 UNIT_SRC = $(sort $(wildcard tests/unit_*.c))
 UNIT_BIN = $(patsubst tests/%.c,$(BUILD)/%,$(UNIT_SRC))
 BIN     ?= cis2$(if $(CROSS),-$(XTAG))
@@ -62,7 +68,15 @@ $(BUILD)/libcis2.a: $(LIBOBJ)
 $(BUILD)/libcis2-cli.a: $(CLIOBJ)
 	rm -f $@ && $(CROSS)ar rcs $@ $^
 $(BIN): $(BUILD)/libcis2-cli.a $(BUILD)/libcis2.a
-	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(BUILD)/cli/main.o $^ $(LDLIBS)
+	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(BUILD)/cli/main.o $^ $(SERVE_LDLIBS) $(LDLIBS)
+ifeq ($(MHD),1)
+$(BUILD)/cli/serve_http.o: CFLAGS += -DCIS2_HAVE_MHD
+SERVE_LDLIBS = -lmicrohttpd
+endif
+$(BUILD)/cli/serve_assets.c: $(SERVE_ASSETS) tools/embed_assets.sh | $(BUILD)/cli
+	bash tools/embed_assets.sh $(SERVE_ASSETS) > $@.tmp && mv $@.tmp $@
+$(BUILD)/cli/serve_assets.o: $(BUILD)/cli/serve_assets.c
+	$(CROSS)$(CC) $(CFLAGS) -c $< -o $@
 $(BUILD)/unit_fuzz_replay: $(wildcard fuzz/*.c fuzz/*.h)
 $(BUILD)/unit_%: tests/unit_%.c tests/unit.h $(BUILD)/libcis2-cli.a $(BUILD)/libcis2.a
 	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcis2-cli.a $(BUILD)/libcis2.a $(LDLIBS)
@@ -194,6 +208,12 @@ $(BENCH_MODEL)/model.safetensors: tools/make_model.py
 
 bench: all bench-model
 	bash tools/bench.sh $(BENCH_MODEL)
+
+# `cis2 serve` under load on the bench checkpoint (docs/serve.md): 32 clients x 8 requests,
+# every receipt equal to its solo run; `make test` runs a short version (tests/t_serve.sh).
+.PHONY: serve-load
+serve-load: all bench-model
+	bash tools/serve_bench.sh $(BENCH_MODEL)
 
 # Issue 8: the engine as web/cis2.wasm (clang + wasi-libc, docs/wasm.md), and the
 # page driven by headless Chromium (playwright-core from web/test/package-lock.json).

@@ -207,7 +207,12 @@ int32_t cis2_argmax(const float *logits, int n);
  *                    running sequence. Returns 0 or 1 with err.
  *   cis2_seq_done    1 once the sequence has all its tokens (or its EOS).
  *   cis2_seq_take    move a finished sequence's result out; frees its slot.
- *   cis2_seq_cancel  drop a sequence (finished or not) and free its slot. */
+ *   cis2_seq_cancel  drop a sequence (finished or not) and free its slot.
+ *   cis2_seq_finish  end a running sequence now, as if its g->n_gen had been
+ *                    the number of tokens it has generated (e.g. a stop string
+ *                    matched): its digests cover exactly those tokens, so its
+ *                    receipt verifies with that gen-toks; take it with
+ *                    cis2_seq_take. Not from inside on_step. */
 int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
                     int *seq, char *err);
 int cis2_engine_step(cis2_engine *e, char *err);
@@ -215,6 +220,7 @@ int cis2_engine_active(const cis2_engine *e); /* sequences submitted and not yet
 int cis2_seq_done(const cis2_engine *e, int seq);
 int cis2_seq_take(cis2_engine *e, int seq, cis2_result *r, char *err);
 void cis2_seq_cancel(cis2_engine *e, int seq);
+int cis2_seq_finish(cis2_engine *e, int seq, char *err);
 
 /* ---------------------------------------------------------------- receipt */
 typedef struct {

@@ -38,6 +38,9 @@
 #define LLVMFuzzerTestOneInput fz_quant_config
 #include "../fuzz/fuzz_quant_config.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fz_serve_request
+#include "../fuzz/fuzz_serve_request.c"
+#undef LLVMFuzzerTestOneInput
 
 typedef struct {
     const char *name;
@@ -54,6 +57,7 @@ static const harness H[] = {
     { "op", fz_op, NULL },
     { "batch_line", fz_batch_line, NULL },
     { "quant_config", fz_quant_config, NULL },
+    { "serve_request", fz_serve_request, NULL },
 };
 
 static int name_cmp(const void *a, const void *b)

@@ -21,6 +21,7 @@ int cis2_cmd_batch(int argc, char **argv);        /* cli/cmd_batch.c, docs/scale
 int cis2_cmd_merge(int argc, char **argv);        /* cli/cmd_merge.c */
 int cis2_cmd_verify_batch(int argc, char **argv); /* cli/cmd_verify_batch.c */
 int cis2_cmd_quantize(int argc, char **argv);
+int cis2_cmd_serve(int argc, char **argv);
 
 /* ---- shared helpers (cli/common.c) */
 /* Print "cis2 CMD: message" to stderr, return 2. */

@@ -789,6 +789,19 @@ int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const c
     return 0;
 }
 
+/* The run ends here: close the §12.1 witness stream and compute the §12.2
+ * argmax digest over prompt ++ generated ids. */
+static void seq_finalize(seq_t *s)
+{
+    cis2_sha256_final(&s->w, s->r.witness);
+    cis2_sha256 a;
+    cis2_sha256_init(&a);
+    for (int i = 0; i < s->r.n_prompt; i++) feed_u32(&a, (uint32_t)s->r.prompt[i]);
+    for (int i = 0; i < s->r.n_gen; i++) feed_u32(&a, (uint32_t)s->r.gen[i]);
+    cis2_sha256_final(&a, s->r.argmax);
+    s->state = SEQ_DONE;
+}
+
 /* One generated token from this step's logits (§11.2 argmax, or forced). */
 static void emit(cis2_engine *e, seq_t *s, const float *logits)
 {
@@ -808,16 +821,7 @@ static void emit(cis2_engine *e, seq_t *s, const float *logits)
     s->next = next;
     if (s->g.on_step) s->g.on_step(s->g.ctx, step, logits, c->vocab, next);
     if (s->g.stop_at_eos && is_eos(c, next)) s->r.stopped_at_eos = 1;
-    if (s->r.stopped_at_eos || s->r.n_gen == s->g.n_gen) {
-        cis2_sha256_final(&s->w, s->r.witness);
-        /* §12.2: a separate stream over prompt ++ generated ids. */
-        cis2_sha256 a;
-        cis2_sha256_init(&a);
-        for (int i = 0; i < s->r.n_prompt; i++) feed_u32(&a, (uint32_t)s->r.prompt[i]);
-        for (int i = 0; i < s->r.n_gen; i++) feed_u32(&a, (uint32_t)s->r.gen[i]);
-        cis2_sha256_final(&a, s->r.argmax);
-        s->state = SEQ_DONE;
-    }
+    if (s->r.stopped_at_eos || s->r.n_gen == s->g.n_gen) seq_finalize(s);
 }
 
 int cis2_engine_step(cis2_engine *e, char *err)
@@ -883,6 +887,18 @@ int cis2_seq_take(cis2_engine *e, int seq, cis2_result *r, char *err)
 void cis2_seq_cancel(cis2_engine *e, int seq)
 {
     if (seq_valid(e, seq)) seq_release(e, &e->seqs[seq]);
+}
+
+int cis2_seq_finish(cis2_engine *e, int seq, char *err)
+{
+    if (!seq_valid(e, seq) || e->seqs[seq].state != SEQ_RUNNING) {
+        snprintf(err, CIS2_ERR_LEN, "sequence %d is not running", seq);
+        return 1;
+    }
+    /* The digests of a run of exactly this many tokens: the stream so far is
+     * that run's stream (§12.1 feeds each step's logits and pick in order). */
+    seq_finalize(&e->seqs[seq]);
+    return 0;
 }
 
 int cis2_generate(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,

@@ -1,0 +1,158 @@
+/* `cis2 serve --model DIR`: an OpenAI-compatible HTTP server whose every
+ * completion carries a CIS-2 receipt (docs/serve.md). Opens the model and a
+ * multi-sequence engine, starts the decode thread and libmicrohttpd, prints
+ * one "listening on" line, and runs until SIGINT/SIGTERM. */
+#include "cli/serve.h"
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_KEYS 16
+
+/* --api-key-file: one key per line; blank lines and lines starting with '#' skipped. */
+static int read_keys(const char *path, char **buf, const char *keys[MAX_KEYS], int *n)
+{
+    char err[CIS2_ERR_LEN];
+    size_t len;
+    *n = 0;
+    if (cis2_read_file_max(path, 65536, buf, &len, err))
+        return cis2_cli_usage_error("serve", "--api-key-file: %s", err);
+    for (char *line = *buf, *next; line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        size_t l = strlen(line);
+        while (l && (line[l - 1] == '\r' || line[l - 1] == ' ' || line[l - 1] == '\t'))
+            line[--l] = 0;
+        if (!l || line[0] == '#') continue;
+        for (size_t i = 0; i < l; i++)
+            if ((unsigned char)line[i] <= 0x20 || (unsigned char)line[i] >= 0x7F)
+                return cis2_cli_usage_error(
+                    "serve", "--api-key-file %s: a key has a space or a non-ASCII byte", path);
+        if (*n == MAX_KEYS)
+            return cis2_cli_usage_error("serve", "--api-key-file %s: more than %d keys", path,
+                                        MAX_KEYS);
+        keys[(*n)++] = line;
+    }
+    if (!*n) return cis2_cli_usage_error("serve", "--api-key-file %s: no key in the file", path);
+    return 0;
+}
+
+/* The model's name in the API: --alias, else the directory's last component. */
+static void model_id(const char *dir, const char *alias, char *out, size_t cap)
+{
+    if (alias) {
+        snprintf(out, cap, "%s", alias);
+        return;
+    }
+    size_t l = strlen(dir);
+    while (l > 1 && dir[l - 1] == '/') l--;
+    size_t b = l;
+    while (b > 0 && dir[b - 1] != '/') b--;
+    snprintf(out, cap, "%.*s", (int)(l - b), dir + b);
+}
+
+int cis2_cmd_serve(int argc, char **argv)
+{
+    const char *model = NULL, *host = "127.0.0.1", *backend = "fast", *isa = NULL, *key_file = NULL,
+               *alias = NULL, *verifier_dir = NULL;
+    int port = 8080, threads = 0, max_batch = 8, queue = 64, ctx = 0, max_body = 1 << 20,
+        header_limit = 32768, timeout = 60, max_conn = 256;
+    const cis2_opt opts[] = {
+        { "--model", NULL, CIS2_OPT_PATH, &model, 0, 0 },
+        { "--host", NULL, CIS2_OPT_PATH, &host, 0, 0 },
+        { "--port", NULL, CIS2_OPT_INT, &port, 0, 65535 },
+        { "--threads", NULL, CIS2_OPT_INT, &threads, 1, 1024 },
+        { "--backend", NULL, CIS2_OPT_STR, &backend, 0, 0 },
+        { "--isa", NULL, CIS2_OPT_STR, &isa, 0, 0 },
+        { "--max-batch", NULL, CIS2_OPT_INT, &max_batch, 1, 256 },
+        { "--queue", NULL, CIS2_OPT_INT, &queue, 0, 100000 },
+        { "--ctx", NULL, CIS2_OPT_INT, &ctx, 2, 1 << 24 },
+        { "--max-body", NULL, CIS2_OPT_INT, &max_body, 1024, 1 << 30 },
+        { "--header-limit", NULL, CIS2_OPT_INT, &header_limit, 4096, 1 << 20 },
+        { "--timeout", NULL, CIS2_OPT_INT, &timeout, 1, 86400 },
+        { "--max-connections", NULL, CIS2_OPT_INT, &max_conn, 1, 65536 },
+        { "--api-key-file", NULL, CIS2_OPT_PATH, &key_file, 0, 0 },
+        { "--alias", NULL, CIS2_OPT_PATH, &alias, 0, 0 },
+        { "--verifier-dir", NULL, CIS2_OPT_PATH, &verifier_dir, 0, 0 },
+    };
+    if (cis2_cli_parse("serve", argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, NULL, 0))
+        return 2;
+    char err[CIS2_ERR_LEN];
+    if (!serve_http_available(err)) return cis2_cli_usage_error("serve", "%s", err);
+    if (!model) return cis2_cli_usage_error("serve", "--model DIR is required");
+    char *key_buf = NULL;
+    const char *keys[MAX_KEYS];
+    int n_keys = 0;
+    if (key_file && read_keys(key_file, &key_buf, keys, &n_keys)) {
+        free(key_buf);
+        return 2;
+    }
+    char id[256];
+    model_id(model, alias, id, sizeof id);
+    for (const char *p = id; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == '/' || *p == 0x7F) {
+            free(key_buf);
+            return cis2_cli_usage_error("serve", "the model name '%s' needs --alias NAME", id);
+        }
+    cis2_engine_opts eo;
+    if (cis2_cli_engine_opts("serve", backend, isa, threads, &eo)) {
+        free(key_buf);
+        return 2;
+    }
+    eo.max_seqs = max_batch;
+    /* The decode thread, the engine's workers and libmicrohttpd's threads
+     * inherit this mask: the signals come to sigwait below, nowhere else. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    cis2_model *m;
+    cis2_engine *e;
+    if (cis2_cli_open("serve", model, &eo, &m, &e)) {
+        free(key_buf);
+        return 2;
+    }
+    const cis2_config *c = cis2_model_config(m);
+    if (!ctx || ctx > c->max_pos) ctx = c->max_pos;
+    serve_sched *s = NULL;
+    serve_http *h = NULL;
+    int rc = 2, bound = port;
+    if (serve_sched_new(&s, e, max_batch, queue, err)) {
+        cis2_cli_usage_error("serve", "%s", err);
+        goto out;
+    }
+    serve_model_info mi = { m, id };
+    serve_limits lim = { id, c->vocab, ctx };
+    serve_http_opts ho = {
+        host,   port,        max_body, header_limit, timeout, max_conn, key_file ? keys : NULL,
+        n_keys, verifier_dir
+    };
+    char terr[CIS2_ERR_LEN];
+    const cis2_tokenizer *t = cis2_model_tokenizer(m, terr);
+    if (serve_http_start(&h, &ho, s, &mi, t, &lim, &bound, err)) {
+        cis2_cli_usage_error("serve", "%s", err);
+        goto out;
+    }
+    fprintf(stderr,
+            "cis2 serve: listening on http://%s%s%s:%d/ (model %s, backend %s, max-batch %d, "
+            "queue %d, ctx %d%s)\n",
+            strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", bound, id,
+            cis2_engine_backend(e), max_batch, queue, ctx, key_file ? ", API key required" : "");
+    if (!t) fprintf(stderr, "cis2 serve: prompts must be token ids: %s\n", terr);
+    fflush(stderr);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "cis2 serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    rc = 0;
+out:
+    serve_sched_stop(s);       /* waiters wake with "shutting down" ... */
+    serve_http_drain(h, 5000); /* ... and get to send it */
+    serve_http_stop(h);
+    serve_sched_free(s);
+    cis2_engine_free(e);
+    cis2_model_free(m);
+    free(key_buf);
+    return rc;
+}

@@ -1,0 +1,178 @@
+/* `cis2 serve`, the OpenAI-style HTTP server, in its parts: the request parser
+ * (serve_request.c), the response builders (serve_json.c), the text stream and
+ * stop strings of one completion (serve_text.c), the scheduler that owns the
+ * engine on one decode thread (serve_sched.c) and the libmicrohttpd glue
+ * (serve_http.c). All of it is a client of the public API in cis2.h. */
+#ifndef CIS2_SERVE_H
+#define CIS2_SERVE_H
+#include "cli/commands.h"
+
+/* ------------------------------------------------------------ errors */
+/* An OpenAI-style error object: {"error": {"message", "type", "param", "code"}}. */
+typedef struct {
+    int status;       /* HTTP status: 400, 401, 404, 405, 413, 500, 503 */
+    const char *type; /* "invalid_request_error", "server_error", ... */
+    const char *code; /* NULL (JSON null) or e.g. "context_length_exceeded" */
+    char param[64];   /* "" = JSON null */
+    char message[CIS2_ERR_LEN];
+} serve_err;
+/* Fill e; returns 1 so a parser can `return serve_fail(...)`. */
+int serve_fail(serve_err *e, int status, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* ------------------------------------------------------ request parsing */
+#define SERVE_MAX_STOP           4   /* OpenAI: up to 4 stop sequences */
+#define SERVE_MAX_STOP_LEN       256 /* bytes per stop string */
+#define SERVE_MAX_TOKENS_DEFAULT 16  /* OpenAI's default max_tokens for completions */
+
+typedef struct {
+    const char *model_id; /* the one model this server serves */
+    int vocab;            /* prompt ids must be below it */
+    int ctx;              /* positions per sequence: n_prompt + max_tokens - 1 <= ctx */
+} serve_limits;
+
+/* POST /v1/completions, validated. Exactly one of prompt (text) and ids is set. */
+typedef struct {
+    char *prompt; /* UTF-8 text (NUL-terminated), or NULL */
+    size_t prompt_len;
+    int32_t *ids; /* token ids, or NULL */
+    int n_ids;
+    int max_tokens; /* = n_gen (§3.4): exactly this many unless EOS or a stop string */
+    int stream, include_usage, ignore_eos;
+    int n_stop;
+    char *stop[SERVE_MAX_STOP];
+    size_t stop_len[SERVE_MAX_STOP];
+} serve_completion_req;
+
+/* Parse and validate a request body. Errors name the parameter (OpenAI's
+ * `param`) in one line. Never reads past len; body need not be NUL-terminated. */
+int serve_parse_completion(const char *body, size_t len, const serve_limits *lim,
+                           serve_completion_req *r, serve_err *e);
+void serve_completion_req_free(serve_completion_req *r);
+/* The context check once the prompt's token count is known (text prompts are
+ * tokenized after parsing): n_prompt + max_tokens - 1 positions <= ctx. */
+int serve_check_context(int n_prompt, int max_tokens, const serve_limits *lim, serve_err *e);
+/* POST /v1/verify: {"receipt": "CIS-2-RECEIPT v1\n..."}, or the receipt text
+ * itself when the body does not start with '{'. *text is malloc'd. */
+int serve_parse_verify(const char *body, size_t len, char **text, size_t *tlen, serve_err *e);
+
+/* ------------------------------------------------- one completion's text */
+/* The generated text as it grows, decoded from all ids so far; what may be
+ * sent (never half a UTF-8 character, never the start of a possible stop
+ * string) and where a stop string matched. */
+typedef struct {
+    const char *const *stop; /* borrowed */
+    const size_t *stop_len;
+    int n_stop;
+} serve_stops;
+/* Ids to text, one at a time: byte-level BPE text is the concatenation of the
+ * tokens' bytes (§3.1.5), but one character's bytes may span several tokens,
+ * and cis2_tokenizer_decode refuses bytes that are not valid UTF-8. So ids
+ * wait until they decode together; SERVE_DETOK_MAX ids that still do not
+ * (or any left at the end, id < 0) give U+FFFD for the first of them. */
+#define SERVE_DETOK_MAX 4
+typedef struct {
+    int32_t pending[SERVE_DETOK_MAX];
+    int n;
+} serve_detok;
+void serve_detok_feed(serve_detok *d, const cis2_tokenizer *t, int32_t id, cis2_sb *out);
+/* The earliest position in text[0..len) where a stop string starts, or -1. */
+long serve_stop_find(const serve_stops *s, const char *text, size_t len);
+/* How many bytes of text[0..len) may be sent now: not a trailing incomplete
+ * UTF-8 sequence, not a suffix that is a prefix of a stop string. */
+size_t serve_sendable(const serve_stops *s, const char *text, size_t len);
+
+/* ------------------------------------------------------------ scheduler */
+typedef struct serve_sched serve_sched;
+typedef struct serve_job serve_job;
+enum { SERVE_OK = 0, SERVE_BUSY = 2 };
+enum { SERVE_FINISH_LENGTH = 0, SERVE_FINISH_STOP = 1 };
+
+/* One completion to run; every array is copied by submit. */
+typedef struct {
+    const int32_t *prompt;
+    int n_prompt;
+    const char *prompt_bytes; /* the receipt's prompt-hex bytes */
+    size_t prompt_len;
+    int n_gen, stop_at_eos;
+    serve_stops stops;
+} serve_gen_params;
+
+/* The engine (made with max_seqs = max_batch) and its model are used by the
+ * decode thread only; queue_cap requests may wait for a slot. */
+int serve_sched_new(serve_sched **s, cis2_engine *e, int max_batch, int queue_cap, char *err);
+/* Fail every job (waiters wake with "shutting down"), stop and join the thread. */
+void serve_sched_stop(serve_sched *s);
+void serve_sched_free(serve_sched *s);
+/* Queue work. SERVE_BUSY (no job made) when queue_cap requests already wait. */
+int serve_sched_submit(serve_sched *s, const serve_gen_params *p, serve_job **j, char *err);
+/* A verification takes the engine alone: admission pauses until the running
+ * sequences finish, then cis2_receipt_verify runs. *rc is moved in. */
+int serve_sched_verify(serve_sched *s, cis2_receipt *rc, serve_job **j, char *err);
+/* Wait at most timeout_ms for news: appends the next piece of sendable text
+ * (what one decode step added) to out (may be NULL); returns 1 once the job is
+ * finished and all its text has been taken. */
+int serve_job_wait(serve_sched *s, serve_job *j, int timeout_ms, cis2_sb *out);
+/* After serve_job_wait returned 1: NULL when it succeeded, else the error. */
+const char *serve_job_error(const serve_job *j, int *status);
+/* A finished completion: its run (ids, digests), the full text, the finish reason. */
+const cis2_result *serve_job_result(const serve_job *j, const char **text, size_t *len,
+                                    int *finish);
+const cis2_verdict *serve_job_verdict(const serve_job *j);
+/* The HTTP side is done with the job: a running one is cancelled (its slot
+ * is freed at the next step). */
+void serve_job_release(serve_sched *s, serve_job *j);
+
+typedef struct {
+    int max_batch, running, queued, queue_cap;
+    long long completed, tokens;
+} serve_stats;
+void serve_sched_stats(serve_sched *s, serve_stats *st);
+
+/* --------------------------------------------------------- JSON output */
+typedef struct {
+    const cis2_model *m;
+    const char *model_id;
+} serve_model_info;
+void serve_json_error(cis2_sb *sb, const serve_err *e);
+/* The `cis2` object of a completion: ids, digests, CIS2_REF line, receipt. */
+int serve_json_cis2(cis2_sb *sb, const serve_model_info *mi, const cis2_result *r,
+                    const char *prompt_bytes, size_t prompt_len);
+/* A text_completion object (stream chunk when finish is -1 and no result). */
+void serve_json_completion_head(cis2_sb *sb, const char *id, long long created,
+                                const char *model_id, const char *text, size_t len,
+                                const char *finish_reason);
+void serve_json_usage(cis2_sb *sb, int prompt_tokens, int completion_tokens);
+void serve_json_models(cis2_sb *sb, const serve_model_info *mi, long long created, int one);
+void serve_json_verdict(cis2_sb *sb, const cis2_verdict *v);
+
+/* ------------------------------------------------------------- the page */
+/* web/serve/ embedded by tools/embed_assets.sh at build time. */
+extern const unsigned char cis2_serve_index_html[], cis2_serve_serve_js[], cis2_serve_sse_mjs[];
+extern const size_t cis2_serve_index_html_len, cis2_serve_serve_js_len, cis2_serve_sse_mjs_len;
+
+/* --------------------------------------------------------------- HTTP */
+typedef struct {
+    const char *host;
+    int port;
+    int max_body;     /* bytes */
+    int header_limit; /* bytes of request line + headers (per-connection memory) */
+    int idle_timeout; /* seconds */
+    int max_connections;
+    const char *const *api_keys; /* NULL = no auth */
+    int n_api_keys;
+    const char *verifier_dir; /* NULL = /verifier/ is off */
+} serve_http_opts;
+typedef struct serve_http serve_http;
+/* 0 (with the reason in err) when this binary was built without libmicrohttpd. */
+int serve_http_available(char *err);
+/* Start listening (the port actually bound goes to *port_out). Returns 0, or
+ * 1 with err; 2 with err when this binary was built without libmicrohttpd. */
+int serve_http_start(serve_http **h, const serve_http_opts *o, serve_sched *s,
+                     const serve_model_info *mi, const cis2_tokenizer *t, const serve_limits *lim,
+                     int *port_out, char *err);
+/* Wait (at most timeout_ms) until every request in progress has sent its
+ * whole response — after serve_sched_stop, their final events. */
+void serve_http_drain(serve_http *h, int timeout_ms);
+void serve_http_stop(serve_http *h);
+#endif

@@ -1,0 +1,644 @@
+/* The HTTP side of `cis2 serve`, on libmicrohttpd (one thread per
+ * connection, so a handler may block on its job): routing, the API key,
+ * request-body limits, OpenAI-style errors, server-sent events for
+ * `stream: true`, the page at /, and the browser verifier at /verifier/.
+ * A client that goes away is noticed (a failed write, or the socket's EOF
+ * while waiting) and its sequence is cancelled, freeing the slot. Built
+ * without libmicrohttpd (cross builds), serve_http_start says so. */
+#include "cli/serve.h"
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef CIS2_HAVE_MHD
+int serve_http_available(char *err)
+{
+    snprintf(err, CIS2_ERR_LEN,
+             "this cis2 was built without libmicrohttpd (Debian: libmicrohttpd-dev; make MHD=1)");
+    return 0;
+}
+int serve_http_start(serve_http **h, const serve_http_opts *o, serve_sched *s,
+                     const serve_model_info *mi, const cis2_tokenizer *t, const serve_limits *lim,
+                     int *port_out, char *err)
+{
+    *h = NULL;
+    serve_http_available(err);
+    return 2;
+}
+void serve_http_drain(serve_http *h, int timeout_ms) {}
+void serve_http_stop(serve_http *h) {}
+#else
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <netdb.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <time.h>
+
+int serve_http_available(char *err) { return 1; }
+
+struct serve_http {
+    struct MHD_Daemon *d;
+    serve_http_opts o;
+    serve_sched *s;
+    serve_model_info mi;
+    const cis2_tokenizer *t;
+    serve_limits lim;
+    long long started;
+    uint64_t id_seed;
+    atomic_ullong n_ids;
+    atomic_int in_flight; /* requests whose response is not completely sent yet */
+};
+
+enum { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_COMPLETIONS, R_VERIFY, R_VERIFIER, R_CHAT };
+
+typedef struct {
+    int route;
+    const char *method;
+    cis2_sb body;
+} req_ctx;
+
+/* ------------------------------------------------------------ responses */
+static enum MHD_Result send_buf(struct MHD_Connection *c, int status, const char *type,
+                                const void *p, size_t n, int copy, const char *retry_after)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        n, (void *)p, copy ? MHD_RESPMEM_MUST_COPY : MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    if (retry_after) MHD_add_response_header(r, "Retry-After", retry_after);
+    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    if (status == 405) MHD_add_response_header(r, "Allow", "GET, POST");
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, int status, cis2_sb *sb,
+                                 const char *retry_after)
+{
+    size_t n;
+    char *b = cis2_sb_take(sb, &n);
+    if (!b) return MHD_NO; /* out of memory: drop the connection */
+    enum MHD_Result rc = send_buf(c, status, "application/json", b, n, 1, retry_after);
+    free(b);
+    return rc;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, const serve_err *e)
+{
+    cis2_sb sb = { 0 };
+    serve_json_error(&sb, e);
+    return send_json(c, e->status, &sb, e->status == 503 ? "1" : NULL);
+}
+
+static enum MHD_Result fail(struct MHD_Connection *c, int status, const char *param,
+                            const char *code, const char *msg)
+{
+    serve_err e;
+    serve_fail(&e, status, param, code, "%s", msg);
+    return send_error(c, &e);
+}
+
+/* The peer closed its end (EOF or an error on a peek), checked while we wait. */
+static int peer_gone(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return 0;
+    char b;
+    ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+static void make_id(serve_http *h, char out[40])
+{
+    unsigned long long k = atomic_fetch_add(&h->n_ids, 1);
+    snprintf(out, 40, "cmpl-%016llx%08llx", (unsigned long long)h->id_seed, k & 0xFFFFFFFFull);
+}
+
+/* ------------------------------------------------------------ auth */
+static int auth_ok(serve_http *h, struct MHD_Connection *c)
+{
+    if (!h->o.api_keys) return 1;
+    const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!a || strncmp(a, "Bearer ", 7) != 0) return 0;
+    a += 7;
+    size_t al = strlen(a);
+    int ok = 0;
+    for (int i = 0; i < h->o.n_api_keys; i++) { /* constant time in the key's bytes */
+        const char *k = h->o.api_keys[i];
+        size_t kl = strlen(k);
+        unsigned diff = (unsigned)(al != kl);
+        for (size_t j = 0; j < kl; j++) diff |= (unsigned char)(k[j] ^ (j < al ? a[j] : 0));
+        ok |= diff == 0;
+    }
+    return ok;
+}
+
+/* ------------------------------------------------------- completions */
+typedef struct {
+    serve_http *h;
+    serve_job *j;
+    struct MHD_Connection *c;
+    char id[40];
+    long long created;
+    int include_usage, done;
+    char *prompt_bytes;
+    size_t prompt_len;
+    cis2_sb out; /* SSE bytes not yet handed to libmicrohttpd */
+    size_t off;
+    double last_out; /* ms: a comment line keeps a silent stream alive */
+} stream_ctx;
+
+#define SSE_PING_MS 15000.0
+
+static const char *finish_name(int f) { return f == SERVE_FINISH_STOP ? "stop" : "length"; }
+
+/* The final events of a finished job: its last chunk (finish_reason, usage,
+ * the cis2 object), the usage-only chunk when asked for, and [DONE]; or an
+ * error event. */
+static void sse_final(stream_ctx *st)
+{
+    serve_http *h = st->h;
+    int status;
+    const char *err = serve_job_error(st->j, &status);
+    if (err) {
+        serve_err e;
+        serve_fail(&e, status >= 400 ? status : 500, NULL, NULL, "%s", err);
+        cis2_sb_str(&st->out, "data: ");
+        serve_json_error(&st->out, &e);
+        cis2_sb_str(&st->out, "\n\n");
+        return;
+    }
+    const char *text;
+    size_t tl;
+    int finish;
+    const cis2_result *r = serve_job_result(st->j, &text, &tl, &finish);
+    cis2_sb_str(&st->out, "data: ");
+    serve_json_completion_head(&st->out, st->id, st->created, h->mi.model_id, "", 0,
+                               finish_name(finish));
+    cis2_sb_put(&st->out, ",", 1);
+    serve_json_usage(&st->out, r->n_prompt, r->n_gen);
+    cis2_sb_str(&st->out, ",\"cis2\":");
+    if (serve_json_cis2(&st->out, &h->mi, r, st->prompt_bytes, st->prompt_len)) st->out.oom = 1;
+    cis2_sb_str(&st->out, "}\n\n");
+    if (st->include_usage) {
+        cis2_sb_printf(&st->out,
+                       "data: {\"id\":\"%s\",\"object\":\"text_completion\",\"created\":%lld,"
+                       "\"model\":",
+                       st->id, st->created);
+        cis2_sb_json_str(&st->out, h->mi.model_id, strlen(h->mi.model_id));
+        cis2_sb_str(&st->out, ",\"choices\":[],");
+        serve_json_usage(&st->out, r->n_prompt, r->n_gen);
+        cis2_sb_str(&st->out, "}\n\n");
+    }
+    cis2_sb_str(&st->out, "data: [DONE]\n\n");
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    stream_ctx *st = cls;
+    for (;;) {
+        if (st->out.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (st->off < st->out.len) {
+            size_t n = st->out.len - st->off < max ? st->out.len - st->off : max;
+            memcpy(buf, st->out.b + st->off, n);
+            st->off += n;
+            return (ssize_t)n;
+        }
+        if (st->done) return MHD_CONTENT_READER_END_OF_STREAM;
+        st->out.len = st->off = 0;
+        cis2_sb delta = { 0 };
+        int fin = serve_job_wait(st->h->s, st->j, 250, &delta);
+        if (delta.len) { /* one chunk per wake-up: a token's text, or a few when we lag */
+            cis2_sb_str(&st->out, "data: ");
+            serve_json_completion_head(&st->out, st->id, st->created, st->h->mi.model_id, delta.b,
+                                       delta.len, NULL);
+            cis2_sb_str(&st->out, "}\n\n");
+        }
+        cis2_sb_free(&delta);
+        if (fin) {
+            sse_final(st);
+            st->done = 1;
+        } else if (st->out.len == 0 && peer_gone(st->c)) {
+            return MHD_CONTENT_READER_END_WITH_ERROR; /* sse_free cancels the job */
+        } else if (st->out.len == 0 && cis2_now_ms() - st->last_out > SSE_PING_MS) {
+            cis2_sb_str(&st->out, ": ping\n\n"); /* queued, or behind a verification */
+        }
+        if (st->out.len) st->last_out = cis2_now_ms();
+    }
+}
+
+static void sse_free(void *cls)
+{
+    stream_ctx *st = cls;
+    serve_job_release(st->h->s, st->j);
+    cis2_sb_free(&st->out);
+    free(st->prompt_bytes);
+    free(st);
+}
+
+/* Text prompt: tokenized here; id prompt: its decoded text for the
+ * receipt's prompt-hex, as `cis2 run --prompt-ids` writes it. */
+static int prompt_ids(serve_http *h, serve_completion_req *q, int32_t **ids, int *n, char **bytes,
+                      size_t *blen, serve_err *e)
+{
+    char err[CIS2_ERR_LEN];
+    *bytes = NULL;
+    *blen = 0;
+    if (q->ids) {
+        *ids = q->ids;
+        *n = q->n_ids;
+        q->ids = NULL;
+        if (h->t && cis2_tokenizer_decode(h->t, *ids, *n, bytes, blen, err)) {
+            *bytes = NULL;
+            *blen = 0;
+        }
+        return 0;
+    }
+    if (!h->t)
+        return serve_fail(e, 400, "prompt", NULL,
+                          "prompt: this model's tokenizer.json cannot be used here; send token "
+                          "ids");
+    if (cis2_tokenizer_encode(h->t, q->prompt, q->prompt_len, ids, n, err))
+        return serve_fail(e, 400, "prompt", NULL, "prompt: %s", err);
+    if (*n == 0) {
+        free(*ids);
+        *ids = NULL;
+        return serve_fail(e, 400, "prompt", NULL, "prompt: encodes to no tokens");
+    }
+    *bytes = q->prompt;
+    *blen = q->prompt_len;
+    q->prompt = NULL;
+    return 0;
+}
+
+static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, req_ctx *rq)
+{
+    serve_completion_req q;
+    serve_err e;
+    if (serve_parse_completion(rq->body.b ? rq->body.b : "", rq->body.len, &h->lim, &q, &e))
+        return send_error(c, &e);
+    int32_t *ids = NULL;
+    int n = 0;
+    char *bytes = NULL, err[CIS2_ERR_LEN];
+    size_t blen = 0;
+    if (prompt_ids(h, &q, &ids, &n, &bytes, &blen, &e) ||
+        serve_check_context(n, q.max_tokens, &h->lim, &e)) {
+        free(ids);
+        free(bytes);
+        serve_completion_req_free(&q);
+        return send_error(c, &e);
+    }
+    serve_gen_params p = { ids,
+                           n,
+                           bytes,
+                           blen,
+                           q.max_tokens,
+                           !q.ignore_eos,
+                           { (const char *const *)q.stop, q.stop_len, q.n_stop } };
+    serve_job *j;
+    int rc = serve_sched_submit(h->s, &p, &j, err);
+    int stream = q.stream, include_usage = q.include_usage;
+    free(ids);
+    serve_completion_req_free(&q);
+    if (rc) {
+        free(bytes);
+        serve_fail(&e, 503, NULL, rc == SERVE_BUSY ? "server_busy" : "shutting_down", "%s", err);
+        return send_error(c, &e);
+    }
+    stream_ctx *st = calloc(1, sizeof *st);
+    if (!st) {
+        free(bytes);
+        serve_job_release(h->s, j);
+        return MHD_NO;
+    }
+    st->h = h;
+    st->j = j;
+    st->c = c;
+    st->created = (long long)time(NULL);
+    st->include_usage = include_usage;
+    st->prompt_bytes = bytes;
+    st->prompt_len = blen;
+    st->last_out = cis2_now_ms();
+    make_id(h, st->id);
+    if (stream) {
+        struct MHD_Response *r =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, st, sse_free);
+        if (!r) {
+            sse_free(st);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-store");
+        MHD_add_response_header(r, "X-Accel-Buffering", "no");
+        enum MHD_Result mr = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        return mr;
+    }
+    /* Not streaming: wait here (this connection's own thread), watching the peer. */
+    while (!serve_job_wait(h->s, j, 250, NULL))
+        if (peer_gone(c)) {
+            sse_free(st); /* cancels the job: its slot is free at the next step */
+            return MHD_NO;
+        }
+    int status;
+    const char *jerr = serve_job_error(j, &status);
+    enum MHD_Result mr;
+    if (jerr) {
+        mr = fail(c, status >= 400 && status < 600 ? status : 500, NULL, NULL, jerr);
+    } else {
+        const char *text;
+        size_t tl;
+        int finish;
+        const cis2_result *r = serve_job_result(j, &text, &tl, &finish);
+        cis2_sb sb = { 0 };
+        serve_json_completion_head(&sb, st->id, st->created, h->mi.model_id, text, tl,
+                                   finish_name(finish));
+        cis2_sb_put(&sb, ",", 1);
+        serve_json_usage(&sb, r->n_prompt, r->n_gen);
+        cis2_sb_str(&sb, ",\"cis2\":");
+        if (serve_json_cis2(&sb, &h->mi, r, st->prompt_bytes, st->prompt_len)) sb.oom = 1;
+        cis2_sb_put(&sb, "}", 1);
+        mr = send_json(c, 200, &sb, NULL);
+    }
+    sse_free(st);
+    return mr;
+}
+
+/* ------------------------------------------------------------ verify */
+static enum MHD_Result do_verify(serve_http *h, struct MHD_Connection *c, req_ctx *rq)
+{
+    serve_err e;
+    char *text, err[CIS2_ERR_LEN];
+    size_t tl;
+    if (serve_parse_verify(rq->body.b ? rq->body.b : "", rq->body.len, &text, &tl, &e))
+        return send_error(c, &e);
+    cis2_receipt rc;
+    int prc = cis2_receipt_parse(text, tl, "receipt", &rc, err);
+    free(text);
+    if (prc) return fail(c, 400, "receipt", NULL, err);
+    if (rc.n_prompt < 1 || rc.gen_toks < 1)
+        serve_fail(&e, 400, "receipt", NULL, "receipt: no prompt or no generated tokens");
+    if (rc.n_prompt < 1 || rc.gen_toks < 1 ||
+        serve_check_context(rc.n_prompt, rc.gen_toks, &h->lim, &e)) {
+        cis2_receipt_free(&rc);
+        return send_error(c, &e);
+    }
+    serve_job *j;
+    int r = serve_sched_verify(h->s, &rc, &j, err);
+    if (r) {
+        cis2_receipt_free(&rc);
+        return fail(c, 503, NULL, r == SERVE_BUSY ? "server_busy" : "shutting_down", err);
+    }
+    while (!serve_job_wait(h->s, j, 250, NULL))
+        if (peer_gone(c)) {
+            serve_job_release(h->s, j);
+            return MHD_NO;
+        }
+    int status;
+    const char *jerr = serve_job_error(j, &status);
+    enum MHD_Result mr;
+    const cis2_verdict *v = serve_job_verdict(j);
+    if (jerr || !v) {
+        mr = fail(c, status >= 400 && status < 600 ? status : 500, "receipt", NULL,
+                  jerr ? jerr : "verification did not run");
+    } else {
+        cis2_sb sb = { 0 };
+        serve_json_verdict(&sb, v);
+        mr = send_json(c, 200, &sb, NULL);
+    }
+    serve_job_release(h->s, j);
+    return mr;
+}
+
+/* ------------------------------------------------------- small routes */
+static enum MHD_Result do_health(serve_http *h, struct MHD_Connection *c)
+{
+    serve_stats st;
+    serve_sched_stats(h->s, &st);
+    cis2_sb sb = { 0 };
+    cis2_sb_printf(&sb,
+                   "{\"status\":\"ok\",\"slots_total\":%d,\"slots_busy\":%d,\"queued\":%d,"
+                   "\"queue_capacity\":%d,\"completed\":%lld,\"tokens_generated\":%lld}",
+                   st.max_batch, st.running, st.queued, st.queue_cap, st.completed, st.tokens);
+    return send_json(c, 200, &sb, NULL);
+}
+
+static enum MHD_Result do_models(serve_http *h, struct MHD_Connection *c, const char *url, int one)
+{
+    if (one && strcmp(url + strlen("/v1/models/"), h->mi.model_id) != 0)
+        return fail(c, 404, "model", "model_not_found", "no such model here");
+    cis2_sb sb = { 0 };
+    serve_json_models(&sb, &h->mi, h->started, one);
+    return send_json(c, 200, &sb, NULL);
+}
+
+/* /verifier/NAME: the wasm verifier's files (web/ after `make wasm`), by an
+ * allow-list of names, never a path from the client. */
+static enum MHD_Result do_verifier(serve_http *h, struct MHD_Connection *c, const char *url)
+{
+    static const char *const files[][2] = {
+        { "index.html", "text/html; charset=utf-8" },
+        { "app.js", "text/javascript" },
+        { "cis2.js", "text/javascript" },
+        { "worker.js", "text/javascript" },
+        { "cis2.wasm", "application/wasm" },
+    };
+    const char *name = url + strlen("/verifier/");
+    if (!*name) name = "index.html";
+    if (!h->o.verifier_dir)
+        return fail(c, 404, NULL, NULL,
+                    "the browser verifier is not served here (start cis2 serve with "
+                    "--verifier-dir web after make wasm)");
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        if (strcmp(name, files[i][0])) continue;
+        char path[4096], err[CIS2_ERR_LEN], *b;
+        size_t n;
+        snprintf(path, sizeof path, "%s/%s", h->o.verifier_dir, name);
+        if (cis2_read_file_max(path, (size_t)64 << 20, &b, &n, err))
+            return fail(c, 404, NULL, NULL, err);
+        enum MHD_Result rc = send_buf(c, 200, files[i][1], b, n, 1, NULL);
+        free(b);
+        return rc;
+    }
+    return fail(c, 404, NULL, NULL, "no such file in the browser verifier");
+}
+
+/* The page (web/serve/, embedded at build time). */
+typedef struct {
+    const char *path, *type;
+    const unsigned char *bytes;
+    const size_t *len;
+} page_asset;
+static const page_asset *page_file(const char *url)
+{
+    static const page_asset pages[] = {
+        { "/", "text/html; charset=utf-8", cis2_serve_index_html, &cis2_serve_index_html_len },
+        { "/index.html", "text/html; charset=utf-8", cis2_serve_index_html,
+          &cis2_serve_index_html_len },
+        { "/serve.js", "text/javascript", cis2_serve_serve_js, &cis2_serve_serve_js_len },
+        { "/sse.mjs", "text/javascript", cis2_serve_sse_mjs, &cis2_serve_sse_mjs_len },
+    };
+    for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++)
+        if (!strcmp(url, pages[i].path)) return &pages[i];
+    return NULL;
+}
+
+static int route_of(const char *url)
+{
+    if (page_file(url)) return R_PAGE;
+    if (!strcmp(url, "/health")) return R_HEALTH;
+    if (!strcmp(url, "/v1/models")) return R_MODELS;
+    if (!strncmp(url, "/v1/models/", 11)) return R_MODEL;
+    if (!strcmp(url, "/v1/completions")) return R_COMPLETIONS;
+    if (!strcmp(url, "/v1/verify")) return R_VERIFY;
+    if (!strncmp(url, "/verifier/", 10)) return R_VERIFIER;
+    if (!strcmp(url, "/v1/chat/completions")) return R_CHAT;
+    return R_NONE;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    serve_http *h = cls;
+    req_ctx *rq = *con_cls;
+    if (!rq) { /* the headers are in: route, method, auth and size before any body */
+        rq = calloc(1, sizeof *rq);
+        if (!rq) return MHD_NO;
+        *con_cls = rq;
+        atomic_fetch_add(&h->in_flight, 1);
+        rq->route = route_of(url);
+        int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
+        if (rq->route == R_NONE) return fail(c, 404, NULL, NULL, "no such path");
+        if (rq->route == R_CHAT)
+            return fail(c, 404, NULL, NULL,
+                        "/v1/chat/completions is not served yet; use /v1/completions");
+        int want_post = rq->route == R_COMPLETIONS || rq->route == R_VERIFY;
+        if (want_post ? !post : !get)
+            return fail(c, 405, NULL, NULL, want_post ? "use POST" : "use GET");
+        if (rq->route >= R_MODELS && rq->route <= R_VERIFY && !auth_ok(h, c))
+            return fail(c, 401, NULL, "invalid_api_key",
+                        "a valid API key is required: Authorization: Bearer KEY");
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)h->o.max_body) {
+            char m[128];
+            snprintf(m, sizeof m, "the request body is larger than %d bytes", h->o.max_body);
+            return fail(c, 413, NULL, NULL, m);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (rq->body.len + *upload_data_size > (size_t)h->o.max_body)
+            return MHD_NO; /* chunked past the limit: close the connection */
+        cis2_sb_put(&rq->body, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return rq->body.oom ? MHD_NO : MHD_YES;
+    }
+    switch (rq->route) {
+    case R_PAGE: {
+        const page_asset *a = page_file(url);
+        return send_buf(c, 200, a->type, a->bytes, *a->len, 0, NULL);
+    }
+    case R_HEALTH: return do_health(h, c);
+    case R_MODELS: return do_models(h, c, url, 0);
+    case R_MODEL: return do_models(h, c, url, 1);
+    case R_COMPLETIONS: return do_completions(h, c, rq);
+    case R_VERIFY: return do_verify(h, c, rq);
+    case R_VERIFIER: return do_verifier(h, c, url);
+    default: return MHD_NO;
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    serve_http *h = cls;
+    req_ctx *rq = *con_cls;
+    if (!rq) return;
+    cis2_sb_free(&rq->body);
+    free(rq);
+    *con_cls = NULL;
+    atomic_fetch_sub(&h->in_flight, 1);
+}
+
+static void on_log(void *cls, const char *fmt, va_list ap)
+{
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    line[strcspn(line, "\n")] = 0;
+    fprintf(stderr, "cis2 serve: libmicrohttpd: %s\n", line);
+}
+
+int serve_http_start(serve_http **out, const serve_http_opts *o, serve_sched *s,
+                     const serve_model_info *mi, const cis2_tokenizer *t, const serve_limits *lim,
+                     int *port_out, char *err)
+{
+    *out = NULL;
+    struct addrinfo hints = { 0 }, *ai = NULL;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    hints.ai_socktype = SOCK_STREAM;
+    char port[16];
+    snprintf(port, sizeof port, "%d", o->port);
+    int gai = getaddrinfo(o->host, port, &hints, &ai);
+    if (gai || !ai) {
+        snprintf(err, CIS2_ERR_LEN, "--host %.100s: %s", o->host, gai ? gai_strerror(gai) : "?");
+        return 1;
+    }
+    serve_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        freeaddrinfo(ai);
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        return 1;
+    }
+    h->o = *o;
+    h->s = s;
+    h->mi = *mi;
+    h->t = t;
+    h->lim = *lim;
+    h->started = (long long)time(NULL);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    h->id_seed = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                     MHD_USE_AUTO | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    h->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,
+                            MHD_OPTION_EXTERNAL_LOGGER, on_log, h, MHD_OPTION_SOCK_ADDR,
+                            ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->idle_timeout,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)o->header_limit,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!h->d) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "cannot listen on %.100s port %d (in use, or not an address "
+                 "of this machine?)",
+                 o->host, o->port);
+        free(h);
+        return 1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    *port_out = di ? di->port : o->port;
+    *out = h;
+    return 0;
+}
+
+void serve_http_drain(serve_http *h, int timeout_ms)
+{
+    struct timespec ts = { 0, 20 * 1000000L };
+    for (int waited = 0; h && atomic_load(&h->in_flight) > 0 && waited < timeout_ms; waited += 20)
+        nanosleep(&ts, NULL);
+}
+
+void serve_http_stop(serve_http *h)
+{
+    if (!h) return;
+    MHD_stop_daemon(h->d);
+    free(h);
+}
+#endif

@@ -1,0 +1,394 @@
+/* The request parser of `cis2 serve`: an OpenAI /v1/completions body (or a
+ * /v1/verify body) into a validated struct, strictly. Every refusal is one
+ * line naming the parameter, as an OpenAI-style error (status, type, param,
+ * code). Greedy decoding only (§11.2): sampling parameters are accepted only
+ * at the values that mean "argmax". Fuzzed by fuzz/fuzz_serve_request.c. */
+#include "cli/serve.h"
+#include "core/json.h"
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int serve_fail(serve_err *e, int status, const char *param, const char *code, const char *fmt, ...)
+{
+    e->status = status;
+    e->type = status >= 500   ? "server_error"
+              : status == 401 ? "authentication_error"
+                              : "invalid_request_error";
+    e->code = code;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    for (char *p = e->message; *p; p++) /* one line, whatever a client sent */
+        if (*p == '\n' || *p == '\r') *p = ' ';
+    return 1;
+}
+
+/* A client-supplied name, printable and short, for an error message. */
+static void printable(const char *s, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 4 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        out[o++] = c >= 0x20 && c < 0x7F ? (char)c : '?';
+    }
+    if (n > 0 && o + 4 >= cap) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = 0;
+}
+
+static const char *type_name(const json_doc *d, uint32_t v)
+{
+    static const char *const names[] = { "null",   "boolean", "boolean", "number",
+                                         "string", "array",   "object" };
+    return names[d->nodes[v].type];
+}
+
+static int is_null(const json_doc *d, uint32_t v)
+{
+    return v == JSON_NONE || d->nodes[v].type == JSON_NULL;
+}
+
+/* An optional boolean: absent/null leaves *out. */
+static int get_bool(const json_doc *d, uint32_t v, const char *name, int *out, serve_err *e)
+{
+    if (is_null(d, v)) return 0;
+    if (d->nodes[v].type != JSON_TRUE && d->nodes[v].type != JSON_FALSE)
+        return serve_fail(e, 400, name, NULL, "%s: expected a boolean, got a %s", name,
+                          type_name(d, v));
+    *out = d->nodes[v].type == JSON_TRUE;
+    return 0;
+}
+
+/* An optional number that must equal `want` (the greedy value), when given. */
+static int want_number(const json_doc *d, uint32_t v, const char *name, double want,
+                       const char *why, serve_err *e)
+{
+    if (is_null(d, v)) return 0;
+    double x;
+    if (d->nodes[v].type != JSON_NUMBER || json_num_f64(d, v, &x))
+        return serve_fail(e, 400, name, NULL, "%s: expected a number, got a %s", name,
+                          type_name(d, v));
+    if (x != want)
+        return serve_fail(e, 400, name, NULL, "%s: only %g is supported (%s)", name, want, why);
+    return 0;
+}
+
+static int get_int(const json_doc *d, uint32_t v, const char *name, long lo, long hi, int *out,
+                   serve_err *e)
+{
+    int64_t x;
+    if (d->nodes[v].type != JSON_NUMBER)
+        return serve_fail(e, 400, name, NULL, "%s: expected an integer, got a %s", name,
+                          type_name(d, v));
+    if (json_num_i64(d, v, &x))
+        return serve_fail(e, 400, name, NULL, "%s: expected an integer, got %.40s", name,
+                          d->src + d->nodes[v].start);
+    if (x < lo || x > hi)
+        return serve_fail(e, 400, name, NULL, "%s: %lld is outside [%ld, %ld]", name, (long long)x,
+                          lo, hi);
+    *out = (int)x;
+    return 0;
+}
+
+/* An array of token ids, each in [0, vocab). */
+static int get_ids(const json_doc *d, uint32_t arr, const serve_limits *lim,
+                   serve_completion_req *r, serve_err *e)
+{
+    uint32_t n = d->nodes[arr].count;
+    if (n == 0) return serve_fail(e, 400, "prompt", NULL, "prompt: the token-id array is empty");
+    if (n > (uint32_t)lim->ctx)
+        return serve_fail(e, 400, "prompt", "context_length_exceeded",
+                          "prompt: %u token ids exceed this server's context of %d positions", n,
+                          lim->ctx);
+    r->ids = malloc((size_t)n * sizeof *r->ids);
+    if (!r->ids) return serve_fail(e, 500, NULL, NULL, "out of memory");
+    int k = 0;
+    for (uint32_t c = d->nodes[arr].first; c != JSON_NONE; c = d->nodes[c].next) {
+        int64_t x;
+        if (d->nodes[c].type != JSON_NUMBER || json_num_i64(d, c, &x))
+            return serve_fail(e, 400, "prompt", NULL,
+                              "prompt[%d]: expected an integer token id, got a %s", k,
+                              type_name(d, c));
+        if (x < 0 || x >= lim->vocab)
+            return serve_fail(e, 400, "prompt", NULL,
+                              "prompt[%d]: token id %lld is outside the vocabulary [0, %d)", k,
+                              (long long)x, lim->vocab);
+        r->ids[k++] = (int32_t)x;
+    }
+    r->n_ids = k;
+    return 0;
+}
+
+/* prompt: a string, an array of token ids, or a one-element array of either. */
+static int get_prompt(const json_doc *d, uint32_t v, const serve_limits *lim,
+                      serve_completion_req *r, serve_err *e)
+{
+    if (is_null(d, v)) return serve_fail(e, 400, "prompt", NULL, "prompt: required");
+    if (d->nodes[v].type == JSON_ARRAY && d->nodes[v].count >= 1) {
+        uint32_t c = d->nodes[v].first;
+        int t = d->nodes[c].type;
+        if (t == JSON_STRING || t == JSON_ARRAY) {
+            if (d->nodes[v].count != 1)
+                return serve_fail(e, 400, "prompt", NULL,
+                                  "prompt: %u prompts given; this server completes one prompt "
+                                  "per request",
+                                  d->nodes[v].count);
+            v = c; /* ["text"] or [[ids]] */
+        }
+    }
+    if (d->nodes[v].type == JSON_STRING) {
+        r->prompt = json_str_dup(d, v, &r->prompt_len);
+        if (!r->prompt) return serve_fail(e, 500, NULL, NULL, "out of memory");
+        if (r->prompt_len == 0) return serve_fail(e, 400, "prompt", NULL, "prompt: empty");
+        if (memchr(r->prompt, 0, r->prompt_len))
+            return serve_fail(e, 400, "prompt", NULL, "prompt: contains a NUL character");
+        return 0;
+    }
+    if (d->nodes[v].type == JSON_ARRAY) return get_ids(d, v, lim, r, e);
+    return serve_fail(e, 400, "prompt", NULL,
+                      "prompt: expected a string or an array of token ids, got a %s",
+                      type_name(d, v));
+}
+
+/* stop: null, a string or up to 4 strings, each non-empty and at most 256 bytes. */
+static int get_stop(const json_doc *d, uint32_t v, serve_completion_req *r, serve_err *e)
+{
+    if (is_null(d, v)) return 0;
+    uint32_t first = v, n = 1;
+    if (d->nodes[v].type == JSON_ARRAY) {
+        first = d->nodes[v].first;
+        n = d->nodes[v].count;
+        if (n > SERVE_MAX_STOP)
+            return serve_fail(e, 400, "stop", NULL, "stop: %u sequences given, at most %d", n,
+                              SERVE_MAX_STOP);
+    } else if (d->nodes[v].type != JSON_STRING) {
+        return serve_fail(e, 400, "stop", NULL,
+                          "stop: expected a string or an array of strings, got a %s",
+                          type_name(d, v));
+    }
+    for (uint32_t c = first; n > 0 && c != JSON_NONE; c = d->nodes[c].next) {
+        if (d->nodes[c].type != JSON_STRING)
+            return serve_fail(e, 400, "stop", NULL, "stop[%d]: expected a string, got a %s",
+                              r->n_stop, type_name(d, c));
+        size_t l = json_str_len(d, c);
+        if (l == 0 || l > SERVE_MAX_STOP_LEN)
+            return serve_fail(e, 400, "stop", NULL, "stop[%d]: %zu bytes (must be 1 to %d)",
+                              r->n_stop, l, SERVE_MAX_STOP_LEN);
+        r->stop[r->n_stop] = json_str_dup(d, c, &r->stop_len[r->n_stop]);
+        if (!r->stop[r->n_stop]) return serve_fail(e, 500, NULL, NULL, "out of memory");
+        r->n_stop++;
+        if (c == v) break; /* a single string */
+    }
+    return 0;
+}
+
+/* The members this server knows; anything else is refused by name. */
+static const char *const KNOWN[] = {
+    "model",
+    "prompt",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "n",
+    "best_of",
+    "stream",
+    "stream_options",
+    "stop",
+    "echo",
+    "logprobs",
+    "presence_penalty",
+    "frequency_penalty",
+    "logit_bias",
+    "suffix",
+    "seed",
+    "user",
+    "ignore_eos",
+};
+
+static int check_members(const json_doc *d, serve_err *e)
+{
+    for (uint32_t k = d->nodes[0].first; k != JSON_NONE; k = d->nodes[d->nodes[k].next].next) {
+        size_t l;
+        char *key = json_str_dup(d, k, &l);
+        if (!key) return serve_fail(e, 500, NULL, NULL, "out of memory");
+        int known = 0, dups = 0;
+        for (size_t i = 0; i < sizeof KNOWN / sizeof KNOWN[0] && !known; i++)
+            known = strlen(KNOWN[i]) == l && memcmp(KNOWN[i], key, l) == 0;
+        char shown[48];
+        printable(key, l, shown, sizeof shown);
+        if (known) json_get(d, 0, key, &dups);
+        free(key);
+        if (!known)
+            return serve_fail(e, 400, shown, NULL, "Unrecognized request argument supplied: %s",
+                              shown);
+        if (dups > 1) return serve_fail(e, 400, shown, NULL, "%s: given more than once", shown);
+    }
+    return 0;
+}
+
+int serve_parse_completion(const char *body, size_t len, const serve_limits *lim,
+                           serve_completion_req *r, serve_err *e)
+{
+    memset(r, 0, sizeof *r);
+    r->max_tokens = SERVE_MAX_TOKENS_DEFAULT;
+    json_doc d;
+    char err[CIS2_ERR_LEN];
+    if (json_parse(&d, body, len, "request body", err))
+        return serve_fail(e, 400, NULL, NULL, "%s", err);
+    int rc = 1;
+    if (d.nodes[0].type != JSON_OBJECT) {
+        serve_fail(e, 400, NULL, NULL, "request body: expected a JSON object, got a %s",
+                   type_name(&d, 0));
+        goto out;
+    }
+    if (check_members(&d, e)) goto out;
+    uint32_t v = json_get(&d, 0, "model", NULL);
+    if (is_null(&d, v)) {
+        serve_fail(e, 400, "model", NULL, "model: required (this server serves '%s')",
+                   lim->model_id);
+        goto out;
+    }
+    if (d.nodes[v].type != JSON_STRING) {
+        serve_fail(e, 400, "model", NULL, "model: expected a string, got a %s", type_name(&d, v));
+        goto out;
+    }
+    if (!json_str_eq(&d, v, lim->model_id)) {
+        char shown[48];
+        printable(d.src + d.nodes[v].start, d.nodes[v].len, shown, sizeof shown);
+        serve_fail(e, 404, "model", "model_not_found",
+                   "model: '%s' is not served here (this server serves '%s')", shown,
+                   lim->model_id);
+        goto out;
+    }
+    if (get_prompt(&d, json_get(&d, 0, "prompt", NULL), lim, r, e)) goto out;
+    v = json_get(&d, 0, "max_tokens", NULL);
+    if (!is_null(&d, v) && get_int(&d, v, "max_tokens", 1, lim->ctx, &r->max_tokens, e)) goto out;
+    const char *greedy = "this server decodes greedily, §11.2";
+    if (want_number(&d, json_get(&d, 0, "temperature", NULL), "temperature", 0, greedy, e) ||
+        want_number(&d, json_get(&d, 0, "top_p", NULL), "top_p", 1, greedy, e) ||
+        want_number(&d, json_get(&d, 0, "n", NULL), "n", 1, "one completion per request", e) ||
+        want_number(&d, json_get(&d, 0, "best_of", NULL), "best_of", 1, greedy, e) ||
+        want_number(&d, json_get(&d, 0, "presence_penalty", NULL), "presence_penalty", 0, greedy,
+                    e) ||
+        want_number(&d, json_get(&d, 0, "frequency_penalty", NULL), "frequency_penalty", 0, greedy,
+                    e))
+        goto out;
+    if (get_bool(&d, json_get(&d, 0, "stream", NULL), "stream", &r->stream, e) ||
+        get_bool(&d, json_get(&d, 0, "ignore_eos", NULL), "ignore_eos", &r->ignore_eos, e))
+        goto out;
+    int echo = 0;
+    if (get_bool(&d, json_get(&d, 0, "echo", NULL), "echo", &echo, e)) goto out;
+    if (echo) {
+        serve_fail(e, 400, "echo", NULL, "echo: only false is supported");
+        goto out;
+    }
+    v = json_get(&d, 0, "stream_options", NULL);
+    if (!is_null(&d, v)) {
+        if (d.nodes[v].type != JSON_OBJECT) {
+            serve_fail(e, 400, "stream_options", NULL,
+                       "stream_options: expected an object, got a %s", type_name(&d, v));
+            goto out;
+        }
+        for (uint32_t k = d.nodes[v].first; k != JSON_NONE; k = d.nodes[d.nodes[k].next].next)
+            if (!json_str_eq(&d, k, "include_usage")) {
+                serve_fail(e, 400, "stream_options", NULL,
+                           "stream_options: only include_usage is supported");
+                goto out;
+            }
+        if (get_bool(&d, json_get(&d, v, "include_usage", NULL), "stream_options.include_usage",
+                     &r->include_usage, e))
+            goto out;
+    }
+    if (get_stop(&d, json_get(&d, 0, "stop", NULL), r, e)) goto out;
+    v = json_get(&d, 0, "logprobs", NULL);
+    if (!is_null(&d, v)) {
+        serve_fail(e, 400, "logprobs", NULL, "logprobs: not supported (only null)");
+        goto out;
+    }
+    v = json_get(&d, 0, "logit_bias", NULL);
+    if (!is_null(&d, v) && (d.nodes[v].type != JSON_OBJECT || d.nodes[v].count != 0)) {
+        serve_fail(e, 400, "logit_bias", NULL, "logit_bias: not supported (only null or {})");
+        goto out;
+    }
+    v = json_get(&d, 0, "suffix", NULL);
+    if (!is_null(&d, v) && (d.nodes[v].type != JSON_STRING || d.nodes[v].len != 0)) {
+        serve_fail(e, 400, "suffix", NULL, "suffix: not supported (only null or \"\")");
+        goto out;
+    }
+    v = json_get(&d, 0, "seed", NULL); /* greedy decoding has no randomness to seed */
+    int64_t seed;
+    if (!is_null(&d, v) && json_num_i64(&d, v, &seed)) {
+        serve_fail(e, 400, "seed", NULL, "seed: expected an integer, got a %s", type_name(&d, v));
+        goto out;
+    }
+    v = json_get(&d, 0, "user", NULL);
+    if (!is_null(&d, v) && d.nodes[v].type != JSON_STRING) {
+        serve_fail(e, 400, "user", NULL, "user: expected a string, got a %s", type_name(&d, v));
+        goto out;
+    }
+    if (r->ids && serve_check_context(r->n_ids, r->max_tokens, lim, e)) goto out;
+    rc = 0;
+out:
+    json_free(&d);
+    if (rc) serve_completion_req_free(r);
+    return rc;
+}
+
+int serve_check_context(int n_prompt, int max_tokens, const serve_limits *lim, serve_err *e)
+{
+    /* §3.4: positions 0 .. n_prompt + n_gen - 2 are computed (the last pick is never fed). */
+    if ((long)n_prompt + max_tokens - 1 > lim->ctx)
+        return serve_fail(e, 400, n_prompt > lim->ctx ? "prompt" : "max_tokens",
+                          "context_length_exceeded",
+                          "the prompt (%d tokens) and max_tokens (%d) need %ld positions; this "
+                          "server's context is %d",
+                          n_prompt, max_tokens, (long)n_prompt + max_tokens - 1, lim->ctx);
+    return 0;
+}
+
+void serve_completion_req_free(serve_completion_req *r)
+{
+    free(r->prompt);
+    free(r->ids);
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    memset(r, 0, sizeof *r);
+}
+
+int serve_parse_verify(const char *body, size_t len, char **text, size_t *tlen, serve_err *e)
+{
+    *text = NULL;
+    *tlen = 0;
+    size_t i = 0;
+    while (i < len && (body[i] == ' ' || body[i] == '\n' || body[i] == '\r' || body[i] == '\t'))
+        i++;
+    if (i == len) return serve_fail(e, 400, "receipt", NULL, "receipt: the body is empty");
+    if (body[i] != '{') { /* the receipt text itself */
+        *text = malloc(len + 1);
+        if (!*text) return serve_fail(e, 500, NULL, NULL, "out of memory");
+        memcpy(*text, body, len);
+        (*text)[len] = 0;
+        *tlen = len;
+        return 0;
+    }
+    json_doc d;
+    char err[CIS2_ERR_LEN];
+    if (json_parse(&d, body, len, "request body", err))
+        return serve_fail(e, 400, NULL, NULL, "%s", err);
+    int rc = 1, dups = 0;
+    uint32_t v = json_get(&d, 0, "receipt", &dups);
+    if (d.nodes[0].count != 1 || dups != 1)
+        serve_fail(e, 400, "receipt", NULL,
+                   "request body: expected exactly one member, \"receipt\" (the receipt text)");
+    else if (d.nodes[v].type != JSON_STRING)
+        serve_fail(e, 400, "receipt", NULL, "receipt: expected a string, got a %s",
+                   type_name(&d, v));
+    else if (!(*text = json_str_dup(&d, v, tlen))) serve_fail(e, 500, NULL, NULL, "out of memory");
+    else rc = 0;
+    json_free(&d);
+    return rc;
+}

@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# `cis2 serve` over real HTTP on 127.0.0.1 (ports picked by the kernel, servers
+# started and stopped here): curl against every endpoint, receipts byte-identical
+# to `cis2 run --receipt` of the same prompt alone (plain, streamed, token-id
+# prompts, stop strings, EOS) and verified by `cis2 verify`, /v1/verify, the
+# malformed-request and limit answers (400/401/404/405/413/431/503, idle
+# timeout, oversized chunked bodies), disconnecting clients freeing their slots,
+# shutdown on SIGTERM, the official OpenAI client (tests/serve, npm `openai`),
+# and a short load test (tools/serve_load.mjs; SERVE_LOAD=full for the long one).
+source "$(dirname "$0")/lib.sh"
+T="$TESTTMP/serve"; rm -rf "$T"; mkdir -p "$T"
+MK="python3 tools/make_model.py"
+FX="--arch llama --heads 9 --kv-heads 3 --hidden 72 --inter 100 --layers 3 --theta 100000"
+
+command -v curl >/dev/null || { skip serve "curl is not installed (apt-get install curl)"; exit 0; }
+probe=$("$CIS2" serve --model /nonexistent 2>&1)
+case "$probe" in *"without libmicrohttpd"*) skip serve "$probe"; exit 0;; esac
+
+$MK "$T/fx" $FX >/dev/null || { fail serve.fixture "make_model.py failed"; exit 0; }
+# The same weights whose config says the token "a b c d" runs into (102) is EOS.
+cp -r "$T/fx" "$T/fx-eos"
+sed -i 's/"eos_token_id": 0/"eos_token_id": 102/' "$T/fx-eos/config.json"
+# A bigger one, for requests that take seconds (disconnects, 503s, shutdown).
+$MK "$T/slow" --hidden 256 --inter 512 --layers 4 --heads 4 --kv-heads 2 --vocab 600 \
+    --max-pos 4096 >/dev/null
+
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
+trap cleanup EXIT
+source tools/serve_start.sh
+# start NAME ARGS...: a server on a free port; sets PORT and SPID (or fails the test).
+start() {
+    local name="$1"; shift
+    serve_start "$T/$name.log" "$@"; local rc=$?
+    PIDS+=("$SPID")
+    [ $rc -eq 0 ] || fail "serve.$name.start" "$(tail -3 "$T/$name.log")"
+    return $rc
+}
+C() { curl -sS --max-time 120 "$@"; }
+# jq-like: jget FILE PYTHON-EXPR-over-d
+jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); v=eval(sys.argv[2]); print(v if not isinstance(v,(dict,list,bool)) else json.dumps(v))' "$@"; }
+health() { C "http://127.0.0.1:$1/health"; }
+# wait_idle PORT: until no sequence runs or waits (10 s at most); prints the last /health.
+wait_idle() {
+    local h
+    for _ in $(seq 1 100); do
+        h=$(health "$1"); case "$h" in *'"slots_busy":0,"queued":0'*) break;; esac; sleep 0.1
+    done
+    echo "$h"
+}
+solo() { # solo OUT ARGS...: the receipt of the same prompt run alone
+    local out="$1"; shift
+    "$CIS2" run "$@" --receipt "$out" > /dev/null 2>&1
+}
+
+# ---------------------------------------------------------------- the main server
+start main --model "$T/fx" --max-batch 4 --queue 16 --threads 2 --max-body 65536 --timeout 3 || exit 0
+U="http://127.0.0.1:$PORT"; MAIN_PORT=$PORT; MAIN_PID=$SPID
+P="hello world"
+
+h=$(health "$PORT")
+case "$h" in '{"status":"ok","slots_total":4,'*) pass serve.health;; *) fail serve.health "$h";; esac
+C "$U/v1/models" > "$T/models.json"
+solo "$T/solo6.txt" --model "$T/fx" --prompt "$P" -n 6 --stop-at-eos
+expect_eq serve.models.weights-sha256 "$(jget "$T/models.json" 'd["data"][0]["cis2"]["weights_sha256"]')" \
+    "$(sed -n 's/^weights-sha256 //p' "$T/solo6.txt")"
+expect_eq serve.models.id "$(jget "$T/models.json" 'd["data"][0]["id"]')" fx
+
+# A completion: the receipt is byte-identical to `cis2 run` alone, and verifies.
+C "$U/v1/completions" -d "{\"model\":\"fx\",\"prompt\":\"$P\",\"max_tokens\":6}" > "$T/c1.json"
+jget "$T/c1.json" 'd["cis2"]["receipt"]' | head -c -1 > "$T/c1.receipt"
+if cmp -s "$T/c1.receipt" "$T/solo6.txt"; then pass serve.completion.receipt-equals-solo-run
+else fail serve.completion.receipt-equals-solo-run "$(diff "$T/c1.receipt" "$T/solo6.txt" | head -5)"; fi
+"$CIS2" verify "$T/c1.receipt" --model "$T/fx" > "$T/v1.out" 2>&1 && pass serve.completion.cis2-verify \
+    || fail serve.completion.cis2-verify "$(tail -3 "$T/v1.out")"
+solo_text=$("$CIS2" run --model "$T/fx" --prompt "$P" -n 6 | sed -n 's/^text=//p')
+expect_eq serve.completion.text "$(jget "$T/c1.json" 'json.dumps(d["choices"][0]["text"])')" "$solo_text"
+expect_eq serve.completion.finish-length "$(jget "$T/c1.json" 'd["choices"][0]["finish_reason"]')" length
+expect_eq serve.completion.usage "$(jget "$T/c1.json" '[d["usage"][k] for k in ("prompt_tokens","completion_tokens","total_tokens")]')" "[8, 6, 14]"
+expect_eq serve.completion.cis2-ref "$(jget "$T/c1.json" 'd["cis2"]["cis2_ref"]')" \
+    "$("$CIS2" run --model "$T/fx" --prompt "$P" -n 6 | grep '^CIS2_REF')"
+
+# Token-id prompt: prompt-hex is the ids' text, as `cis2 run --prompt-ids` writes it.
+C "$U/v1/completions" -d '{"model":"fx","prompt":[5,17,42,7,99],"max_tokens":6}' > "$T/c2.json"
+jget "$T/c2.json" 'd["cis2"]["receipt"]' | head -c -1 > "$T/c2.receipt"
+solo "$T/solo-ids.txt" --model "$T/fx" --prompt-ids 5,17,42,7,99 -n 6 --stop-at-eos
+cmp -s "$T/c2.receipt" "$T/solo-ids.txt" && pass serve.ids-prompt.receipt-equals-solo-run \
+    || fail serve.ids-prompt.receipt-equals-solo-run "$(diff "$T/c2.receipt" "$T/solo-ids.txt" | head -4)"
+
+# Streamed: SSE chunks whose text adds up, a final chunk with the same receipt, then [DONE].
+C -N -D "$T/s1.headers" "$U/v1/completions" \
+    -d "{\"model\":\"fx\",\"prompt\":\"$P\",\"max_tokens\":6,\"stream\":true}" > "$T/s1.sse"
+python3 - "$T/s1.sse" "$T/c1.json" "$T/solo6.txt" > "$T/s1.check" <<'EOF'
+import json, sys
+ev = open(sys.argv[1]).read().split('\n\n')
+assert ev[-1] == '' and ev[-2] == 'data: [DONE]', 'does not end with [DONE]'
+chunks = [json.loads(e[6:]) for e in ev[:-2]]
+text = ''.join(c['choices'][0]['text'] for c in chunks)
+plain = json.load(open(sys.argv[2]))
+assert text == plain['choices'][0]['text'], 'streamed text %r != %r' % (text, plain['choices'][0]['text'])
+assert len([c for c in chunks if c['choices'][0]['text']]) == 6, 'not one chunk per token'
+last = chunks[-1]
+assert last['choices'][0]['finish_reason'] == 'length' and last['usage']['completion_tokens'] == 6
+assert last['cis2']['receipt'] == open(sys.argv[3]).read(), 'receipt differs'
+print('ok')
+EOF
+expect_eq serve.stream.chunks-text-receipt "$(cat "$T/s1.check" 2>&1)" ok
+grep -qi '^content-type: text/event-stream' "$T/s1.headers" && pass serve.stream.content-type \
+    || fail serve.stream.content-type "$(cat "$T/s1.headers")"
+
+# A stop string ends the run at the token that completes it: the text stops before it,
+# finish_reason is "stop", and the receipt covers exactly the ids generated (= `cis2 run -n K`).
+C "$U/v1/completions" -d "{\"model\":\"fx\",\"prompt\":\"$P\",\"max_tokens\":12,\"stop\":[\"e' w\"]}" > "$T/stop.json"
+k=$(jget "$T/stop.json" 'len(d["cis2"]["generated_token_ids"])')
+expect_eq serve.stop.text "$(jget "$T/stop.json" 'd["choices"][0]["text"]')" " w"
+expect_eq serve.stop.finish "$(jget "$T/stop.json" 'd["choices"][0]["finish_reason"]')" stop
+expect_eq serve.stop.tokens "$k" 2
+jget "$T/stop.json" 'd["cis2"]["receipt"]' | head -c -1 > "$T/stop.receipt"
+solo "$T/solo-stop.txt" --model "$T/fx" --prompt "$P" -n "$k" --stop-at-eos
+cmp -s "$T/stop.receipt" "$T/solo-stop.txt" && pass serve.stop.receipt-equals-solo-run-of-k-tokens \
+    || fail serve.stop.receipt-equals-solo-run-of-k-tokens "$(diff "$T/stop.receipt" "$T/solo-stop.txt" | head -4)"
+"$CIS2" verify "$T/stop.receipt" --model "$T/fx" > /dev/null 2>&1 && pass serve.stop.cis2-verify \
+    || fail serve.stop.cis2-verify "does not verify"
+# ... and streamed: the stop string is never sent, not even in part.
+C -N "$U/v1/completions" -d "{\"model\":\"fx\",\"prompt\":\"$P\",\"max_tokens\":12,\"stop\":\"e' w\",\"stream\":true}" > "$T/stop.sse"
+st=$(python3 -c 'import json,sys; e=open(sys.argv[1]).read().split("\n\n"); print("".join(json.loads(x[6:])["choices"][0]["text"] for x in e[:-2]))' "$T/stop.sse")
+expect_eq serve.stop.stream-text "$st" " w"
+
+# /v1/verify: the receipt checked field by field on the server (JSON body or the text itself).
+python3 -c 'import json,sys; print(json.dumps({"receipt": open(sys.argv[1]).read()}))' "$T/c1.receipt" > "$T/vreq.json"
+C "$U/v1/verify" -d @"$T/vreq.json" > "$T/v.json"
+expect_eq serve.verify.good "$(jget "$T/v.json" '[d["verified"], d["mismatches"], len(d["fields"])]')" "[true, 0, 9]"
+awk '/^witness-digest /{ c=substr($2,1,1); $2=(c=="0"?"1":"0") substr($2,2) } { print }' "$T/c1.receipt" > "$T/doctored.receipt"
+C "$U/v1/verify" -H 'Content-Type: text/plain' --data-binary @"$T/doctored.receipt" > "$T/vbad.json"
+expect_eq serve.verify.doctored "$(jget "$T/vbad.json" '[d["verified"], [f["field"] for f in d["fields"] if f["status"]=="mismatch"]]')" '[false, ["witness-digest"]]'
+code=$(C -o "$T/vmal.json" -w '%{http_code}' "$U/v1/verify" --data-binary 'CIS-2-RECEIPT v1')
+expect_eq serve.verify.malformed "$code $(jget "$T/vmal.json" 'd["error"]["param"]')" "400 receipt"
+
+# Malformed requests: 400s with one-line messages naming the parameter; nothing crashes.
+bad() { # bad NAME WANT_STATUS WANT_PARAM BODY
+    local code
+    code=$(C -o "$T/bad.json" -w '%{http_code}' "$U/v1/completions" --data-binary "$4")
+    local got; got="$code $(jget "$T/bad.json" 'd["error"]["param"]' 2>&1)"
+    expect_eq "serve.bad.$1" "$got" "$2 $3"
+}
+bad invalid-json 400 None '{"model":'
+bad not-object 400 None '"hello"'
+bad binary 400 None "$(printf '\x01\x02\xff')"
+bad wrong-type 400 max_tokens '{"model":"fx","prompt":"a","max_tokens":"9"}'
+bad temperature 400 temperature '{"model":"fx","prompt":"a","temperature":1}'
+bad top-p 400 top_p '{"model":"fx","prompt":"a","top_p":0.1}'
+bad n 400 n '{"model":"fx","prompt":"a","n":2}'
+bad echo 400 echo '{"model":"fx","prompt":"a","echo":true}'
+bad unknown 400 functions '{"model":"fx","prompt":"a","functions":[]}'
+bad model 404 model '{"model":"gpt-4","prompt":"a"}'
+bad vocab 400 prompt '{"model":"fx","prompt":[1,2,100000]}'
+bad context 400 max_tokens '{"model":"fx","prompt":"a","max_tokens":9000}'
+bad deep 400 None "$(python3 -c 'print("["*60000)')"
+msg=$(jget "$T/bad.json" 'd["error"]["message"]')
+case "$msg" in *$'\n'*) fail serve.bad.one-line "$msg";; *) pass serve.bad.one-line;; esac
+code=$(C -o /dev/null -w '%{http_code}' "$U/v1/completions")
+expect_eq serve.bad.get-is-405 "$code" 405
+code=$(C -o /dev/null -w '%{http_code}' "$U/v1/nope")
+expect_eq serve.bad.unknown-path-404 "$code" 404
+code=$(C -o "$T/chat.json" -w '%{http_code}' "$U/v1/chat/completions" -d '{}')
+expect_eq serve.bad.chat-not-served-yet "$code" 404
+# Limits: body (Content-Length, and chunked), header size, idle connections.
+head -c 70000 /dev/zero | tr '\0' 'a' > "$T/big.txt"
+code=$(C -o "$T/big.json" -w '%{http_code}' "$U/v1/completions" --data-binary @"$T/big.txt")
+expect_eq serve.limit.body-413 "$code" 413
+C -o /dev/null -H 'Transfer-Encoding: chunked' "$U/v1/completions" --data-binary @"$T/big.txt" 2>/dev/null
+rc=$?
+[ $rc -ne 0 ] && pass "serve.limit.chunked-body-dropped (curl rc $rc)" || fail serve.limit.chunked-body-dropped "accepted"
+code=$(C -o /dev/null -w '%{http_code}' -H "X-Big: $(head -c 40000 /dev/zero | tr '\0' 'b')" "$U/health")
+case "$code" in 413|431) pass "serve.limit.headers-$code";; *) fail serve.limit.headers "got $code";; esac
+t0=$(date +%s%N)
+python3 - "$PORT" <<'EOF' && pass serve.limit.idle-timeout || fail serve.limit.idle-timeout "still open"
+import socket, sys
+s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))
+s.settimeout(20)
+sys.exit(0 if s.recv(1) == b'' else 1)  # the server closes an idle connection (--timeout 3)
+EOF
+kill -0 "$SPID" && pass serve.alive-after-bad-input || fail serve.alive-after-bad-input "the server died"
+
+# EOS ends a run (default; ignore_eos: true does not): its receipt is `cis2 run --stop-at-eos`.
+start eos --model "$T/fx-eos" --threads 1 || exit 0
+C "http://127.0.0.1:$PORT/v1/completions" -d '{"model":"fx-eos","prompt":"a b c d","max_tokens":10}' > "$T/eos.json"
+expect_eq serve.eos.finish "$(jget "$T/eos.json" '[d["choices"][0]["finish_reason"], d["choices"][0]["text"], d["cis2"]["stopped_at_eos"], d["usage"]["completion_tokens"]]')" '["stop", "@@@", true, 4]'
+jget "$T/eos.json" 'd["cis2"]["receipt"]' | head -c -1 > "$T/eos.receipt"
+solo "$T/solo-eos.txt" --model "$T/fx-eos" --prompt "a b c d" -n 10 --stop-at-eos
+cmp -s "$T/eos.receipt" "$T/solo-eos.txt" && pass serve.eos.receipt-equals-solo-run \
+    || fail serve.eos.receipt-equals-solo-run "$(diff "$T/eos.receipt" "$T/solo-eos.txt" | head -4)"
+C "http://127.0.0.1:$PORT/v1/completions" -d '{"model":"fx-eos","prompt":"a b c d","max_tokens":10,"ignore_eos":true}' > "$T/noeos.json"
+jget "$T/noeos.json" 'd["cis2"]["receipt"]' | head -c -1 > "$T/noeos.receipt"
+solo "$T/solo-noeos.txt" --model "$T/fx-eos" --prompt "a b c d" -n 10
+cmp -s "$T/noeos.receipt" "$T/solo-noeos.txt" && pass serve.ignore-eos.receipt-equals-solo-run \
+    || fail serve.ignore-eos.receipt-equals-solo-run "differs"
+kill "$SPID"
+
+# API keys: /v1/* needs "Authorization: Bearer KEY"; /health does not.
+printf '# keys\nsecret-one\n\nsecret-two\n' > "$T/keys"
+start auth --model "$T/fx" --threads 1 --api-key-file "$T/keys" || exit 0
+A="http://127.0.0.1:$PORT"
+expect_eq serve.auth.none "$(C -o /dev/null -w '%{http_code}' "$A/v1/models")" 401
+expect_eq serve.auth.wrong "$(C -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer secret-on' "$A/v1/models")" 401
+expect_eq serve.auth.right "$(C -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer secret-two' "$A/v1/models")" 200
+expect_eq serve.auth.health-open "$(C -o /dev/null -w '%{http_code}' "$A/health")" 200
+kill "$SPID"
+: > "$T/empty-keys"
+expect_err serve.auth.empty-key-file "no key" "$CIS2" serve --model "$T/fx" --api-key-file "$T/empty-keys"
+expect_err serve.flag.port "--port must be" "$CIS2" serve --model "$T/fx" --port 70000
+expect_err serve.flag.host "--host" "$CIS2" serve --model "$T/fx" --host 256.1.1.1 --port 0
+
+# Disconnects free slots; a full server answers 503 with Retry-After.
+start slow --model "$T/slow" --max-batch 1 --queue 1 --threads 1 || exit 0
+S="http://127.0.0.1:$PORT"
+LONG='{"model":"slow","prompt":"hello world","max_tokens":3000,"ignore_eos":true'
+C -N --max-time 1 "$S/v1/completions" -d "$LONG,\"stream\":true}" > /dev/null 2>&1
+C --max-time 1 "$S/v1/completions" -d "$LONG}" > /dev/null 2>&1
+h=$(wait_idle "$PORT")
+case "$h" in *'"slots_busy":0,"queued":0,"queue_capacity":1,"completed":0,'*) pass serve.disconnect.frees-slot;;
+    *) fail serve.disconnect.frees-slot "$h";; esac
+C -N "$S/v1/completions" -d "$LONG,\"stream\":true}" > "$T/long1.sse" 2>/dev/null & L1=$!
+C -N "$S/v1/completions" -d "$LONG,\"stream\":true}" > "$T/long2.sse" 2>/dev/null & L2=$!
+for _ in $(seq 1 100); do case "$(health "$PORT")" in *'"slots_busy":1,"queued":1'*) break;; esac; sleep 0.05; done
+code=$(C -o "$T/busy.json" -D "$T/busy.headers" -w '%{http_code}' "$S/v1/completions" -d "$LONG}")
+expect_eq serve.busy.503 "$code $(jget "$T/busy.json" 'd["error"]["code"]')" "503 server_busy"
+grep -qi '^retry-after: 1' "$T/busy.headers" && pass serve.busy.retry-after || fail serve.busy.retry-after "$(cat "$T/busy.headers")"
+# SIGTERM with two streams in flight: both end (an error event), the server exits 0.
+kill -TERM "$SPID"; wait "$SPID"; rc=$?
+wait "$L1" "$L2" 2>/dev/null
+expect_eq serve.shutdown.exit-status "$rc" 0
+grep -q 'shutting down' "$T/long1.sse" && grep -q 'shutting down' "$T/long2.sse" \
+    && pass serve.shutdown.streams-told \
+    || fail serve.shutdown.streams-told "$(tail -c 150 "$T/long1.sse") / $(tail -c 150 "$T/long2.sse")"
+
+# The official OpenAI client library (tests/serve: npm ci there, as .ci/run does).
+if ! command -v node >/dev/null; then skip serve.openai "node is not installed"
+elif [ ! -f tests/serve/node_modules/openai/package.json ]; then
+    skip serve.openai "npm package openai not installed (cd tests/serve && npm ci)"
+else
+    node tests/serve/openai_client.mjs "$U" fx "$P" 6 "$T/solo6.txt" "e' w" 2>&1 \
+        || fail serve.openai.run "exit status $?"
+    h=$(wait_idle "$MAIN_PORT")
+    case "$h" in *'"slots_busy":0,"queued":0'*) pass serve.openai.abandoned-stream-freed;;
+        *) fail serve.openai.abandoned-stream-freed "$h";; esac
+fi
+
+# Load: 8 clients x 4 requests here (SERVE_LOAD=full: 32 x 8 on the bench model, docs/serve.md),
+# mixed prompt lengths, a third streamed, an eighth disconnecting; every receipt = its solo run.
+if ! command -v node >/dev/null; then skip serve.load "node is not installed"; exit 0; fi
+python3 - "$T/fx" "$T/cases.json" "$CIS2" <<'EOF'
+import json, subprocess, sys
+model, out, cis2 = sys.argv[1:4]
+prompts = ["hello world", "Once upon a time", "a b c d", "she was a dog. " * 6, "I'll go", [5, 17, 42, 7, 99],
+           "The quick brown fox jumps over the lazy dog. " * 3, "e"]
+cases = []
+for i, p in enumerate(prompts):
+    n = [4, 16, 8, 24][i % 4]
+    arg = ['--prompt-ids', ','.join(map(str, p))] if isinstance(p, list) else ['--prompt', p]
+    subprocess.run([cis2, 'run', '--model', model, *arg, '-n', str(n), '--stop-at-eos', '--receipt', out + '.r'],
+                   check=True, capture_output=True)
+    cases.append({'prompt': p, 'max_tokens': n, 'receipt': open(out + '.r').read()})
+json.dump(cases, open(out, 'w'))
+EOF
+node tools/serve_load.mjs --url "$U" --model fx --cases "$T/cases.json" --clients 8 --requests 4 \
+    --pid "$MAIN_PID" > "$T/load.out" 2>&1
+grep -E '^(PASS|FAIL)' "$T/load.out"
+grep -q '^requests_per_s=' "$T/load.out" || fail serve.load.ran "$(tail -3 "$T/load.out")"
+h=$(wait_idle "$MAIN_PORT")
+case "$h" in *'"slots_busy":0,"queued":0'*) pass serve.load.idle-after;; *) fail serve.load.idle-after "$h";; esac
+# The main server, after everything above, exits cleanly on SIGTERM (under ASan: no leaks).
+kill -TERM "$MAIN_PID"; wait "$MAIN_PID"; rc=$?
+expect_eq serve.main.clean-exit "$rc" 0

@@ -1,0 +1,458 @@
+/* `cis2 serve` below the HTTP layer: the request parser (accepted bodies and
+ * one-line refusals naming the parameter), stop strings and sendable text,
+ * ids to text across split UTF-8 characters, cis2_seq_finish (a sequence cut
+ * short equals the same prompt run alone for that many tokens), and the
+ * scheduler: concurrent jobs of mixed lengths, stop strings, cancellation,
+ * the busy answer and verification — every result bit-identical to a solo
+ * cis2_generate of the same prompt. */
+#include "unit.h"
+#include "cli/serve.h"
+#include <unistd.h>
+
+static const serve_limits LIM = { "fx", 320, 64 };
+
+/* ------------------------------------------------------------ parser */
+typedef struct {
+    const char *name, *body;
+    int status;        /* 0: accepted */
+    const char *param; /* expected param ("" = null) */
+    const char *msg;   /* substring of the message */
+} bad_case;
+
+static void check_parser(void)
+{
+    static const bad_case cases[] = {
+        { "not-json", "{", 400, "", "invalid JSON" },
+        { "array-root", "[1]", 400, "", "expected a JSON object" },
+        { "no-model", "{\"prompt\":\"a\"}", 400, "model", "required" },
+        { "model-type", "{\"model\":1,\"prompt\":\"a\"}", 400, "model", "expected a string" },
+        { "wrong-model", "{\"model\":\"gpt\",\"prompt\":\"a\"}", 404, "model", "not served" },
+        { "no-prompt", "{\"model\":\"fx\"}", 400, "prompt", "required" },
+        { "prompt-num", "{\"model\":\"fx\",\"prompt\":5}", 400, "prompt", "expected a string" },
+        { "prompt-empty", "{\"model\":\"fx\",\"prompt\":\"\"}", 400, "prompt", "empty" },
+        { "prompt-nul", "{\"model\":\"fx\",\"prompt\":\"a\\u0000b\"}", 400, "prompt", "NUL" },
+        { "ids-empty", "{\"model\":\"fx\",\"prompt\":[]}", 400, "prompt", "empty" },
+        { "ids-vocab", "{\"model\":\"fx\",\"prompt\":[1,320]}", 400, "prompt", "vocabulary" },
+        { "ids-neg", "{\"model\":\"fx\",\"prompt\":[-1]}", 400, "prompt", "vocabulary" },
+        { "ids-float", "{\"model\":\"fx\",\"prompt\":[1.5]}", 400, "prompt", "integer" },
+        { "two-prompts", "{\"model\":\"fx\",\"prompt\":[\"a\",\"b\"]}", 400, "prompt",
+          "one prompt" },
+        { "max-0", "{\"model\":\"fx\",\"prompt\":\"a\",\"max_tokens\":0}", 400, "max_tokens",
+          "outside" },
+        { "max-str", "{\"model\":\"fx\",\"prompt\":\"a\",\"max_tokens\":\"4\"}", 400, "max_tokens",
+          "integer" },
+        { "max-frac", "{\"model\":\"fx\",\"prompt\":\"a\",\"max_tokens\":4.5}", 400, "max_tokens",
+          "integer" },
+        { "max-huge", "{\"model\":\"fx\",\"prompt\":\"a\",\"max_tokens\":1e400}", 400, "max_tokens",
+          "integer" },
+        { "context", "{\"model\":\"fx\",\"prompt\":[1,2,3],\"max_tokens\":63}", 400, "max_tokens",
+          "context" },
+        { "temperature", "{\"model\":\"fx\",\"prompt\":\"a\",\"temperature\":0.7}", 400,
+          "temperature", "greedily" },
+        { "temperature-str", "{\"model\":\"fx\",\"prompt\":\"a\",\"temperature\":\"0\"}", 400,
+          "temperature", "expected a number" },
+        { "top-p", "{\"model\":\"fx\",\"prompt\":\"a\",\"top_p\":0.9}", 400, "top_p", "only 1" },
+        { "n", "{\"model\":\"fx\",\"prompt\":\"a\",\"n\":2}", 400, "n", "only 1" },
+        { "best-of", "{\"model\":\"fx\",\"prompt\":\"a\",\"best_of\":3}", 400, "best_of", "" },
+        { "penalty", "{\"model\":\"fx\",\"prompt\":\"a\",\"presence_penalty\":1}", 400,
+          "presence_penalty", "" },
+        { "echo", "{\"model\":\"fx\",\"prompt\":\"a\",\"echo\":true}", 400, "echo", "false" },
+        { "echo-type", "{\"model\":\"fx\",\"prompt\":\"a\",\"echo\":1}", 400, "echo", "boolean" },
+        { "stream-type", "{\"model\":\"fx\",\"prompt\":\"a\",\"stream\":\"yes\"}", 400, "stream",
+          "boolean" },
+        { "logprobs", "{\"model\":\"fx\",\"prompt\":\"a\",\"logprobs\":2}", 400, "logprobs", "" },
+        { "logit-bias", "{\"model\":\"fx\",\"prompt\":\"a\",\"logit_bias\":{\"5\":1}}", 400,
+          "logit_bias", "" },
+        { "suffix", "{\"model\":\"fx\",\"prompt\":\"a\",\"suffix\":\"x\"}", 400, "suffix", "" },
+        { "stop-type", "{\"model\":\"fx\",\"prompt\":\"a\",\"stop\":3}", 400, "stop", "string" },
+        { "stop-five",
+          "{\"model\":\"fx\",\"prompt\":\"a\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 400,
+          "stop", "at most 4" },
+        { "stop-empty", "{\"model\":\"fx\",\"prompt\":\"a\",\"stop\":[\"\"]}", 400, "stop",
+          "1 to 256" },
+        { "stop-elem", "{\"model\":\"fx\",\"prompt\":\"a\",\"stop\":[\"a\",2]}", 400, "stop",
+          "stop[1]" },
+        { "unknown", "{\"model\":\"fx\",\"prompt\":\"a\",\"tools\":[]}", 400, "tools",
+          "Unrecognized request argument supplied: tools" },
+        { "unknown-ctl", "{\"model\":\"fx\",\"prompt\":\"a\",\"x\\ny\":1}", 400, "x?y",
+          "Unrecognized" },
+        { "duplicate", "{\"model\":\"fx\",\"prompt\":\"a\",\"prompt\":\"b\"}", 400, "prompt",
+          "more than once" },
+        { "stream-options", "{\"model\":\"fx\",\"prompt\":\"a\",\"stream_options\":{\"x\":1}}", 400,
+          "stream_options", "include_usage" },
+        { "seed-type", "{\"model\":\"fx\",\"prompt\":\"a\",\"seed\":\"1\"}", 400, "seed", "" },
+        { "user-type", "{\"model\":\"fx\",\"prompt\":\"a\",\"user\":5}", 400, "user", "" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const bad_case *c = &cases[i];
+        serve_completion_req r;
+        serve_err e;
+        memset(&e, 0, sizeof e);
+        int rc = serve_parse_completion(c->body, strlen(c->body), &LIM, &r, &e);
+        char tn[96];
+        snprintf(tn, sizeof tn, "serve.parse.refuses.%s", c->name);
+        CHECK(tn,
+              rc && e.status == c->status && !strcmp(e.param, c->param) &&
+                  strstr(e.message, c->msg) && !strchr(e.message, '\n') && r.prompt == NULL &&
+                  r.ids == NULL,
+              "rc %d status %d param '%s' message '%s'", rc, e.status, e.param, e.message);
+    }
+    /* Accepted bodies, field by field. */
+    const char *ok =
+        "{\"model\":\"fx\",\"prompt\":\"h\\u00e9llo \\ud83d\\ude00\",\"max_tokens\":7,"
+        "\"temperature\":0,\"top_p\":1,\"n\":1,\"stream\":true,\"stop\":[\"\\n\",\"ab\"],"
+        "\"echo\":false,\"logprobs\":null,\"seed\":42,\"user\":\"u\",\"ignore_eos\":true,"
+        "\"stream_options\":{\"include_usage\":true},\"logit_bias\":{},\"suffix\":null}";
+    serve_completion_req r;
+    serve_err e;
+    int rc = serve_parse_completion(ok, strlen(ok), &LIM, &r, &e);
+    CHECK("serve.parse.accepts-full", rc == 0, "%s", e.message);
+    if (rc == 0) {
+        CHECK("serve.parse.prompt-unescaped",
+              r.prompt_len == 11 && !memcmp(r.prompt, "h\xc3\xa9llo \xf0\x9f\x98\x80", 11),
+              "len %zu", r.prompt_len);
+        CHECK("serve.parse.fields",
+              r.max_tokens == 7 && r.stream && r.include_usage && r.ignore_eos && r.n_stop == 2 &&
+                  r.stop_len[0] == 1 && r.stop[0][0] == '\n' && !strcmp(r.stop[1], "ab"),
+              "max %d stream %d usage %d ignore %d stops %d", r.max_tokens, r.stream,
+              r.include_usage, r.ignore_eos, r.n_stop);
+        serve_completion_req_free(&r);
+    }
+    const char *ids = "{\"model\":\"fx\",\"prompt\":[[5,17,42]],\"stop\":\"x\"}";
+    rc = serve_parse_completion(ids, strlen(ids), &LIM, &r, &e);
+    CHECK("serve.parse.ids-and-defaults",
+          rc == 0 && r.n_ids == 3 && r.ids[2] == 42 && r.max_tokens == SERVE_MAX_TOKENS_DEFAULT &&
+              !r.stream && r.n_stop == 1 && !strcmp(r.stop[0], "x"),
+          "rc %d %s", rc, rc ? e.message : "");
+    if (rc == 0) serve_completion_req_free(&r);
+    /* The edge of the context: P + N - 1 positions, exactly as the engine counts (§3.4). */
+    const char *edge = "{\"model\":\"fx\",\"prompt\":[1,2,3],\"max_tokens\":62}";
+    rc = serve_parse_completion(edge, strlen(edge), &LIM, &r, &e);
+    CHECK("serve.parse.context-edge-accepted", rc == 0, "%s", e.message);
+    if (rc == 0) serve_completion_req_free(&r);
+    /* /v1/verify bodies. */
+    char *t;
+    size_t tl;
+    const char *vj = "{\"receipt\":\"CIS\\n\"}";
+    rc = serve_parse_verify(vj, strlen(vj), &t, &tl, &e);
+    CHECK("serve.parse-verify.json", rc == 0 && tl == 4 && !memcmp(t, "CIS\n", 4), "%s", e.message);
+    if (!rc) free(t);
+    rc = serve_parse_verify("CIS-2-RECEIPT v1\n", 17, &t, &tl, &e);
+    CHECK("serve.parse-verify.text", rc == 0 && tl == 17, "%s", e.message);
+    if (!rc) free(t);
+    rc = serve_parse_verify("{\"receipt\":1}", 13, &t, &tl, &e);
+    CHECK("serve.parse-verify.refuses-number", rc && !strcmp(e.param, "receipt"), "rc %d", rc);
+    rc = serve_parse_verify("{\"receipt\":\"a\",\"x\":1}", 21, &t, &tl, &e);
+    CHECK("serve.parse-verify.refuses-extra", rc && e.status == 400, "rc %d", rc);
+    rc = serve_parse_verify(" \n", 2, &t, &tl, &e);
+    CHECK("serve.parse-verify.refuses-empty", rc && e.status == 400, "rc %d", rc);
+}
+
+/* ------------------------------------------------------------ text */
+static void check_text(void)
+{
+    const char *stops[] = { "\n\n", "END" };
+    const size_t lens[] = { 2, 3 };
+    serve_stops st = { stops, lens, 2 };
+    CHECK("serve.stop.find-earliest", serve_stop_find(&st, "abEND\n\nx", 8) == 2, "mismatch");
+    CHECK("serve.stop.find-none", serve_stop_find(&st, "abEN", 4) == -1, "mismatch");
+    CHECK("serve.sendable.holds-stop-prefix", serve_sendable(&st, "abEN", 4) == 2, "%zu",
+          serve_sendable(&st, "abEN", 4));
+    CHECK("serve.sendable.holds-newline", serve_sendable(&st, "ab\n", 3) == 2, "mismatch");
+    CHECK("serve.sendable.releases", serve_sendable(&st, "abENx", 5) == 5, "mismatch");
+    serve_stops none = { NULL, NULL, 0 };
+    CHECK("serve.sendable.holds-split-utf8-2", serve_sendable(&none, "a\xc3", 2) == 1, "mismatch");
+    CHECK("serve.sendable.holds-split-utf8-4", serve_sendable(&none, "a\xf0\x9f\x98", 4) == 1,
+          "mismatch");
+    CHECK("serve.sendable.complete-utf8", serve_sendable(&none, "a\xf0\x9f\x98\x80", 5) == 5,
+          "mismatch");
+    CHECK("serve.sendable.invalid-passes", serve_sendable(&none, "a\x80", 2) == 2, "mismatch");
+    CHECK("serve.sendable.empty", serve_sendable(&st, "", 0) == 0, "mismatch");
+}
+
+/* Ids to text with the fixture tokenizer: "naïve" has a token 'a'+0xC3 whose
+ * character ends in the next token (tools/make_model.py learns the merge "a Ã"). */
+static void check_detok(const cis2_tokenizer *t)
+{
+    char err[CIS2_ERR_LEN];
+    int32_t *ids = NULL;
+    int n = 0;
+    if (cis2_tokenizer_encode(t, "na\xc3\xafve", 6, &ids, &n, err)) {
+        CHECK("serve.detok.encode", 0, "%s", err);
+        return;
+    }
+    serve_detok d = { { 0 }, 0 };
+    cis2_sb out = { 0 };
+    int split = 0;
+    for (int i = 0; i < n; i++) {
+        size_t before = out.len;
+        serve_detok_feed(&d, t, ids[i], &out);
+        if (out.len == before) split = 1; /* an id that waited for the next one */
+    }
+    serve_detok_feed(&d, t, -1, &out);
+    CHECK("serve.detok.split-character-joined",
+          split && out.len == 6 && !memcmp(out.b, "na\xc3\xafve", 6), "n %d split %d len %zu", n,
+          split, out.len);
+    /* A lone lead byte at the end becomes U+FFFD. */
+    int i_a = -1;
+    for (int i = 0; i < n; i++) {
+        char *b;
+        size_t bl;
+        if (cis2_tokenizer_decode(t, &ids[i], 1, &b, &bl, err)) i_a = i;
+        else free(b);
+    }
+    if (i_a >= 0) {
+        serve_detok d2 = { { 0 }, 0 };
+        cis2_sb o2 = { 0 };
+        serve_detok_feed(&d2, t, ids[i_a], &o2);
+        serve_detok_feed(&d2, t, -1, &o2);
+        CHECK("serve.detok.lone-piece-is-replacement",
+              o2.len == 3 && !memcmp(o2.b, "\xEF\xBF\xBD", 3), "len %zu", o2.len);
+        cis2_sb_free(&o2);
+    } else {
+        CHECK("serve.detok.has-split-token", 0, "no id of 'na\\xc3\\xafve' fails alone");
+    }
+    cis2_sb_free(&out);
+    free(ids);
+}
+
+/* ---------------------------------------------------- engine: finish */
+static int same_run(const cis2_result *a, const cis2_result *b)
+{
+    return a->n_gen == b->n_gen && a->n_prompt == b->n_prompt &&
+           !memcmp(a->gen, b->gen, (size_t)a->n_gen * 4) &&
+           !memcmp(a->prompt, b->prompt, (size_t)a->n_prompt * 4) &&
+           !memcmp(a->witness, b->witness, 32) && !memcmp(a->argmax, b->argmax, 32);
+}
+
+static void check_finish(cis2_engine *e)
+{
+    char err[CIS2_ERR_LEN];
+    const int32_t p1[] = { 5, 17, 42, 7, 99 }, p2[] = { 3, 141, 59 };
+    cis2_gen_opts g = { 12, 0, NULL, NULL, NULL, 0 };
+    int s1, s2;
+    int rc = cis2_seq_submit(e, p1, 5, &g, &s1, err) || cis2_seq_submit(e, p2, 3, &g, &s2, err);
+    int fin_rc = 0;
+    for (int k = 0; !rc && k < 4; k++) rc = cis2_engine_step(e, err);
+    if (!rc) fin_rc = cis2_seq_finish(e, s1, err); /* s1 has 4 tokens; s2 runs on */
+    CHECK("serve.seq-finish.done", !rc && !fin_rc && cis2_seq_done(e, s1) && !cis2_seq_done(e, s2),
+          "%s", err);
+    CHECK("serve.seq-finish.refuses-twice", cis2_seq_finish(e, s1, err) != 0, "accepted");
+    cis2_result a, b, solo_a, solo_b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    rc = cis2_seq_take(e, s1, &a, err);
+    while (!rc && !cis2_seq_done(e, s2)) rc = cis2_engine_step(e, err);
+    if (!rc) rc = cis2_seq_take(e, s2, &b, err);
+    cis2_gen_opts g4 = { 4, 0, NULL, NULL, NULL, 0 };
+    int src = rc || cis2_generate(e, p1, 5, &g4, &solo_a, err) ||
+              cis2_generate(e, p2, 3, &g, &solo_b, err);
+    CHECK("serve.seq-finish.equals-solo-n4", !src && a.n_gen == 4 && same_run(&a, &solo_a), "%s",
+          src ? err : "digests or ids differ");
+    CHECK("serve.seq-finish.neighbour-unchanged", !src && same_run(&b, &solo_b), "differs");
+    if (!src) {
+        cis2_result_free(&solo_a);
+        cis2_result_free(&solo_b);
+    }
+    cis2_result_free(&a);
+    cis2_result_free(&b);
+}
+
+/* ------------------------------------------------------ the scheduler */
+static int utf8_valid(const char *s, size_t n)
+{
+    cis2_sb sb = { 0 }; /* cis2_sb_json_str turns invalid bytes into \ufffd escapes */
+    cis2_sb_json_str(&sb, s, n);
+    int ok = !sb.oom && !strstr(sb.b, "\\ufffd");
+    cis2_sb_free(&sb);
+    return ok;
+}
+
+static void check_sched(cis2_engine *e, const cis2_tokenizer *t)
+{
+    char err[CIS2_ERR_LEN];
+    const cis2_model *m = cis2_engine_model(e);
+    /* Solo runs first, while the engine is ours. */
+    /* [2] is "hello world" (its text: " we' we' ..."); [3]'s ids are not UTF-8 text. */
+    const int32_t pr[4][8] = { { 5, 17, 42, 7, 99 },
+                               { 3, 141, 59 },
+                               { 273, 284, 128, 279, 128, 131, 125, 117 },
+                               { 273, 284, 128, 279 } };
+    const int np[4] = { 5, 3, 8, 4 }, ng[4] = { 9, 17, 12, 5 };
+    cis2_result solo[4];
+    for (int i = 0; i < 4; i++) {
+        cis2_gen_opts g = { ng[i], 0, NULL, NULL, NULL, 0 };
+        if (cis2_generate(e, pr[i], np[i], &g, &solo[i], err)) {
+            CHECK("serve.sched.solo", 0, "%s", err);
+            return;
+        }
+    }
+    /* The text of solo[2] and a stop string inside it (after its first token). */
+    char *full = NULL;
+    size_t fl = 0;
+    int have_text = t && !cis2_tokenizer_decode(t, solo[2].gen, solo[2].n_gen, &full, &fl, err);
+    serve_sched *s;
+    if (serve_sched_new(&s, e, 3, 2, err)) {
+        CHECK("serve.sched.new", 0, "%s", err);
+        return;
+    }
+    serve_job *j[4] = { 0 };
+    for (int i = 0; i < 4; i++) {
+        serve_gen_params p = { pr[i], np[i], "", 0, ng[i], 0, { NULL, NULL, 0 } };
+        if (serve_sched_submit(s, &p, &j[i], err)) CHECK("serve.sched.submit", 0, "%s", err);
+    }
+    int all_same = 1, texts_ok = 1;
+    for (int i = 0; i < 4; i++) {
+        if (!j[i]) continue;
+        cis2_sb text = { 0 };
+        while (!serve_job_wait(s, j[i], 1000, &text)) {}
+        int st;
+        const char *je = serve_job_error(j[i], &st), *jt;
+        size_t jl;
+        int fin;
+        const cis2_result *r = serve_job_result(j[i], &jt, &jl, &fin);
+        all_same &= !je && same_run(r, &solo[i]) && fin == SERVE_FINISH_LENGTH;
+        /* the streamed pieces add up to the final text */
+        texts_ok &= text.len == jl && (jl == 0 || !memcmp(text.b, jt, jl));
+        if (i == 2 && have_text) texts_ok &= jl == fl && !memcmp(jt, full, fl);
+        texts_ok &= utf8_valid(jt, jl); /* [3]: undecodable ids become U+FFFD */
+        cis2_sb_free(&text);
+        serve_job_release(s, j[i]);
+    }
+    CHECK("serve.sched.four-jobs-three-slots-equal-solo", all_same, "a result differs");
+    CHECK("serve.sched.streamed-text-equals-final", texts_ok, "text differs");
+
+    /* A stop string: the text ends before it, the run ends at the token that
+     * completed it, and that run equals the prompt run alone for that many tokens. */
+    if (have_text && fl > 2) {
+        size_t at = 1;
+        while (at < fl - 1 && full[at] == full[0]) at++; /* a stop that starts after byte 0 */
+        char stop[3] = { full[at], full[at + 1], 0 };
+        const char *sp[1] = { stop };
+        size_t sl[1] = { 2 };
+        serve_gen_params p = { pr[2], np[2], "", 0, ng[2], 0, { sp, sl, 1 } };
+        serve_job *js;
+        if (serve_sched_submit(s, &p, &js, err) == 0) {
+            while (!serve_job_wait(s, js, 1000, NULL)) {}
+            const char *jt;
+            size_t jl;
+            int fin;
+            const cis2_result *r = serve_job_result(js, &jt, &jl, &fin);
+            char *pos = memmem(full, fl, stop, 2);
+            cis2_result alone;
+            cis2_gen_opts g = { r->n_gen, 0, NULL, NULL, NULL, 0 };
+            /* the engine is the scheduler's: compare with a second engine on the same files */
+            cis2_model *m2;
+            cis2_engine *e2;
+            int orc = cis2_model_open(&m2, getenv("SERVE_UNIT_MODEL"), NULL, err) ||
+                      cis2_engine_new(&e2, m2, NULL, err) ||
+                      cis2_generate(e2, pr[2], np[2], &g, &alone, err);
+            CHECK("serve.sched.stop-string",
+                  !orc && fin == SERVE_FINISH_STOP && pos && jl == (size_t)(pos - full) &&
+                      !memcmp(jt, full, jl) && r->n_gen <= ng[2] && same_run(r, &alone),
+                  "rc %d finish %d len %zu n_gen %d %s", orc, fin, jl, r->n_gen, orc ? err : "");
+            if (!orc) {
+                cis2_result_free(&alone);
+                cis2_engine_free(e2);
+                cis2_model_free(m2);
+            }
+            serve_job_release(s, js);
+        }
+    } else {
+        SKIP("serve.sched.stop-string", "the fixture's text is too short");
+    }
+
+    /* Busy: 3 slots + 2 queued; the sixth request is refused. The five take seconds each
+     * (8000 tokens), and the sixth goes in once the stats show all five in. */
+    serve_job *lj[6] = { 0 };
+    int accepted = 0;
+    for (int i = 0; i < 5; i++) {
+        serve_gen_params p = { pr[0], np[0], "", 0, 8000, 0, { NULL, NULL, 0 } };
+        accepted += serve_sched_submit(s, &p, &lj[i], err) == 0;
+    }
+    serve_stats st5 = { 0 };
+    for (int k = 0; k < 1000; k++) {
+        serve_sched_stats(s, &st5);
+        if (st5.running == 3 && st5.queued == 2) break;
+        usleep(10000);
+    }
+    serve_gen_params p6 = { pr[0], np[0], "", 0, 8000, 0, { NULL, NULL, 0 } };
+    int rc6 = serve_sched_submit(s, &p6, &lj[5], err);
+    CHECK("serve.sched.busy-beyond-queue",
+          accepted == 5 && st5.running == 3 && st5.queued == 2 && rc6 == SERVE_BUSY && !lj[5],
+          "accepted %d, running %d queued %d, sixth rc %d", accepted, st5.running, st5.queued, rc6);
+    /* Cancel them all: their slots come back. */
+    for (int i = 0; i < 6; i++) serve_job_release(s, lj[i]);
+    serve_stats stt = { 0 };
+    for (int k = 0; k < 200; k++) {
+        serve_sched_stats(s, &stt);
+        if (stt.running == 0 && stt.queued == 0) break;
+        usleep(10000);
+    }
+    CHECK("serve.sched.cancel-frees-slots", stt.running == 0 && stt.queued == 0,
+          "running %d queued %d", stt.running, stt.queued);
+
+    /* Verification through the scheduler: the solo receipt verifies; a doctored one does not. */
+    for (int doctor = 0; doctor < 2; doctor++) {
+        cis2_receipt rc0, rc;
+        cis2_receipt_from_run(&rc0, m, &solo[1], NULL, 0);
+        char *txt;
+        size_t tl;
+        cis2_receipt_format(&rc0, &txt, &tl);
+        if (doctor) txt[strstr(txt, "witness-digest ") - txt + 15] ^= 1;
+        int prc = cis2_receipt_parse(txt, tl, "unit", &rc, err);
+        free(txt);
+        serve_job *jv = NULL;
+        if (prc || serve_sched_verify(s, &rc, &jv, err)) {
+            CHECK("serve.sched.verify", 0, "%s", err);
+            continue;
+        }
+        while (!serve_job_wait(s, jv, 1000, NULL)) {}
+        const cis2_verdict *v = serve_job_verdict(jv);
+        if (doctor)
+            CHECK("serve.sched.verify-doctored", v && v->mismatches == 1, "mismatches %d",
+                  v ? v->mismatches : -1);
+        else CHECK("serve.sched.verify-good", v && v->mismatches == 0, "no verdict or mismatch");
+        serve_job_release(s, jv);
+    }
+    serve_sched_free(s);
+    free(full);
+    for (int i = 0; i < 4; i++) cis2_result_free(&solo[i]);
+}
+
+int main(void)
+{
+    check_parser();
+    check_text();
+    const char *tmp = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
+    char dir[512], cmd[1024], err[CIS2_ERR_LEN];
+    snprintf(dir, sizeof dir, "%s/unit-serve", tmp);
+    snprintf(cmd, sizeof cmd,
+             "python3 tools/make_model.py %s --arch llama --heads 9 --kv-heads 3 --hidden 72 "
+             "--inter 100 --layers 3 --theta 100000 >/dev/null",
+             dir);
+    if (system(cmd)) {
+        CHECK("serve.fixture", 0, "make_model.py failed");
+        UNIT_END();
+    }
+    setenv("SERVE_UNIT_MODEL", dir, 1);
+    cis2_model *m;
+    cis2_engine *e;
+    cis2_engine_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.backend = CIS2_BACKEND_FAST;
+    eo.threads = 2;
+    eo.max_seqs = 3;
+    if (cis2_model_open(&m, dir, NULL, err) || cis2_engine_new(&e, m, &eo, err)) {
+        CHECK("serve.open", 0, "%s", err);
+        UNIT_END();
+    }
+    const cis2_tokenizer *t = cis2_model_tokenizer(m, err);
+    if (t) check_detok(t);
+    else CHECK("serve.tokenizer", 0, "%s", err);
+    check_finish(e);
+    check_sched(e, t);
+    cis2_engine_free(e);
+    cis2_model_free(m);
+    UNIT_END();
+}
