@@ -211,7 +211,7 @@ expect_err trace.tf-and-n "exclude each other" "$CIS2" trace --model "$M" --prom
 expect_err trace.oov "outside the vocabulary" "$CIS2" trace --model "$M" --prompt-ids 5 --teacher-force 320 -o "$T/x.st"
 expect_err trace.unwritable "$T/no/dir/x.st" "$CIS2" trace --model "$M" --prompt-ids 5 -o "$T/no/dir/x.st"
 expect_err trace.bad-model "$T/nomodel/config.json" "$CIS2" trace --model "$T/nomodel" --prompt-ids 5 -o "$T/x.st"
-expect_err trace.unknown-flag "unknown option or argument '--bogus'" "$CIS2" trace --model "$M" --prompt-ids 5 -o "$T/x.st" --bogus
+expect_err trace.unknown-flag "unknown option '--bogus'" "$CIS2" trace --model "$M" --prompt-ids 5 -o "$T/x.st" --bogus
 
 # --- compare
 out=$("$CIS2" compare --model "$M" --against "$T/clean.st" --exact); rc=$?
