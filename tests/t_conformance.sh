@@ -115,6 +115,38 @@ expect_err "suite: missing folder" "cannot open vector folder" "$C" suite --vect
 expect_err "suite: no candidate" "usage" "$C" suite --vectors "$V"
 expect_err "suite: bad timeout" "--timeout" "$C" suite --timeout 0 "$C" op
 
+# ---- the candidate as the public harness calls it: `CANDIDATE OP < vector`
+o=$(CIS2="$C" tools/cis2-op rsqrt < $V/rsqrt_spec.txt | head -n1)
+expect_eq "tools/cis2-op OP < vector" "$o" "$(grep '^out_sha256=' $V/rsqrt_spec.expected)"
+o=$(CIS2="$C" "$C" suite --vectors "$T/one" "$PWD/tools/cis2-op" 2>&1 | tail -n1)
+expect_eq "suite over tools/cis2-op" "$o" "all 2 vector(s) passed"
+if [ "$(head -c 4 "$C" | od -An -c | tr -d ' ')" == '177ELF' ]; then
+    ln -sf "$C" "$T/cis2-op"
+    o=$("$T/cis2-op" rsqrt < $V/rsqrt_spec.txt | head -n1)
+    expect_eq "cis2 run as cis2-op (argv[0])" "$o" "$(grep '^out_sha256=' $V/rsqrt_spec.expected)"
+    o=$("$C" suite --vectors "$T/one" "$T/cis2-op" 2>&1 | tail -n1)
+    expect_eq "suite over the cis2-op link" "$o" "all 2 vector(s) passed"
+else
+    skip "cis2 run as cis2-op (argv[0])" "$C is a wrapper, not the binary (tools/cis2-op covers it)"
+fi
+
+# ---- what a candidate or a vector folder says is printed escaped, one line per vector
+mkdir -p "$T/esc"; cp $V/softmax_tie.txt "$T/esc/x"$'\n'"PASS forged.txt"; cp $V/softmax_tie.expected "$T/esc/x"$'\n'"PASS forged.expected"
+mk evil "echo 'bad'\"\$(printf '\\033[2J\\033]0;t\\007')\" >&2; printf 'out_sha256=\\033[31m\\rverdict=PASS\\n'; exit 0"
+o=$("$C" suite --vectors "$T/esc" "$T/evil" 2>&1); r=$?
+nl=$(printf '%s\n' "$o" | wc -l); ctl=$(printf '%s' "$o" | tr -d '\n' | LC_ALL=C grep -c "$(printf '[\001-\037\177]')")
+[ $r -eq 1 ] && [ "$nl" -eq 2 ] && [ "$ctl" -eq 0 ] && printf '%s\n' "$o" | head -n1 | grep -qF "FAIL x\\nPASS forged: malformed out_sha256= line (want 64 hex digits): '\\x1b[31m\\rverdict=PASS'" \
+    && pass "suite output escaped (names, candidate stdout)" || fail "suite output escaped" "rc=$r lines=$nl control=$ctl: $o"
+mk evil2 "printf 'bad\\033[2J\\n' >&2; exit 4"
+o=$("$C" suite --vectors "$T/one" "$T/evil2" 2>&1)
+printf '%s\n' "$o" | grep -qF 'exited with status 4; stderr: bad\x1b[2J' && ! printf '%s' "$o" | LC_ALL=C grep -q "$(printf '\033')" \
+    && pass "suite output escaped (candidate stderr)" || fail "suite output escaped (candidate stderr)" "$o"
+# a vector or expected file that is a FIFO fails that vector; the checker never waits on it
+mkdir -p "$T/fifo"; cp $V/softmax_tie.txt "$T/fifo/"; mkfifo "$T/fifo/softmax_tie.expected"
+o=$(timeout 20 "$C" suite --vectors "$T/fifo" "$C" op 2>&1); r=$?
+case "$r:$o" in 1:*"FAIL softmax_tie: "*"softmax_tie.expected: not a regular file (a FIFO)"*) pass "suite: FIFO .expected fails, no hang";;
+    *) fail "suite: FIFO .expected" "$r: $o";; esac
+
 # ---- cis2 op: strict input, one error line, nonzero exit
 bad() { # NAME WANT OP INPUT
     printf '%b' "$4" > "$T/in.txt"

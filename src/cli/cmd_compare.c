@@ -61,31 +61,17 @@ out:
 
 int cis2_cmd_compare(int argc, char **argv)
 {
-    const char *model = NULL, *pids = NULL, *tf = NULL, *out = NULL, *layers = NULL, *nodes = NULL,
-               *isa = NULL, *against = NULL, *tolp = NULL;
-    cis2_opt_list be = { { 0 }, 0 };
-    int n = 0, threads = 0, exact = 0, brief = 0;
-    const cis2_opt opts[] = {
-        { "--model", NULL, CIS2_OPT_PATH, &model, 0, 0 },
-        { "--prompt-ids", NULL, CIS2_OPT_STR, &pids, 0, 0 },
-        { "--teacher-force", NULL, CIS2_OPT_STR, &tf, 0, 0 },
-        { "--n", "-n", CIS2_OPT_INT, &n, 1, 1000000 },
-        { "--output", "-o", CIS2_OPT_PATH, &out, 0, 0 },
-        { "--layers", NULL, CIS2_OPT_STR, &layers, 0, 0 },
-        { "--nodes", NULL, CIS2_OPT_STR, &nodes, 0, 0 },
-        { "--backend", NULL, CIS2_OPT_LIST, &be, 0, 0 },
-        { "--isa", NULL, CIS2_OPT_STR, &isa, 0, 0 },
-        { "--threads", NULL, CIS2_OPT_INT, &threads, 1, 1024 },
-        { "--against", NULL, CIS2_OPT_PATH, &against, 0, 0 },
-        { "--exact", NULL, CIS2_OPT_FLAG, &exact, 0, 0 },
-        { "--tol", NULL, CIS2_OPT_PATH, &tolp, 0, 0 },
-        { "--brief", NULL, CIS2_OPT_FLAG, &brief, 0, 0 },
-    };
-    if (cis2_cli_parse("compare", argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0,
-                       NULL, 0))
+    cis2_run_opts o;
+    if (cis2_cli_parse_opts("compare", argc, argv,
+                            " --model --prompt-ids --teacher-force --n --output --layers --nodes "
+                            "--backend --backend+ --isa --threads --against --exact --tol --brief ",
+                            &o, NULL))
         return 2;
+    const char *model = o.model, *pids = o.prompt_ids, *tf = o.teacher_force, *out = o.output,
+               *against = o.against, *tolp = o.tol;
+    const cis2_opt_list be = o.backends;
+    int n = o.n_set ? o.n : 0, exact = o.exact;
     if (!model) return cis2_cli_usage_error("compare", "--model DIR is required");
-    if (be.n > 2) return cis2_cli_usage_error("compare", "--backend given more than twice");
     if (!!against == (be.n == 2))
         return cis2_cli_usage_error(
             "compare",
@@ -101,8 +87,8 @@ int cis2_cmd_compare(int argc, char **argv)
     if (out && cis2_cli_output_ok("compare", "-o", out, 0)) return 2;
     cis2_engine_opts eo[2];
     const char *b1 = be.n ? be.v[0] : "ref";
-    if (cis2_cli_engine_opts("compare", b1, isa, threads, &eo[0])) return 2;
-    if (be.n == 2 && cis2_cli_engine_opts("compare", be.v[1], isa, threads, &eo[1])) return 2;
+    if (cis2_cli_engine_opts("compare", b1, o.isa, o.threads, &eo[0])) return 2;
+    if (be.n == 2 && cis2_cli_engine_opts("compare", be.v[1], o.isa, o.threads, &eo[1])) return 2;
     char err[CIS2_ERR_LEN];
     cis2_tol_table tol;
     cis2_tol_defaults(&tol);
@@ -136,7 +122,7 @@ int cis2_cmd_compare(int argc, char **argv)
         goto out;
     }
     if (cis2_cli_load_model("compare", model, &m)) goto out;
-    cis2_trace_req rq = { NULL, layers, nodes, 0, 0, n };
+    cis2_trace_req rq = { NULL, o.layers, o.nodes, 0, 0, n };
     char lbl[64];
     snprintf(lbl, sizeof lbl, "(our run, backend %s)", b1);
     ours.path = lbl;
@@ -156,10 +142,10 @@ int cis2_cmd_compare(int argc, char **argv)
         }
     }
     if (against) {
-        rc = cis2_trace_diff(stdout, &ours, &theirs, exact, &tol, brief, 1);
+        rc = cis2_trace_diff(stdout, &ours, &theirs, exact, &tol, o.brief, 1);
     } else {
         /* the second backend, teacher-forced with exactly the tokens the first fed */
-        cis2_trace_req rq2 = { NULL, layers, nodes, 0, 0, 0 };
+        cis2_trace_req rq2 = { NULL, o.layers, o.nodes, 0, 0, 0 };
         char lbl2[64];
         snprintf(lbl2, sizeof lbl2, "(our run, backend %s)", be.v[1]);
         ours2.path = lbl2;
@@ -169,7 +155,7 @@ int cis2_cmd_compare(int argc, char **argv)
             goto out;
         }
         /* two CIS-2 backends: bit for bit unless --tol */
-        rc = cis2_trace_diff(stdout, &ours, &ours2, !tolp, &tol, brief, 0);
+        rc = cis2_trace_diff(stdout, &ours, &ours2, !tolp, &tol, o.brief, 0);
     }
 out:
     cis2_trace_run_free(&run1);

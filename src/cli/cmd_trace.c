@@ -10,28 +10,14 @@
 
 int cis2_cmd_trace(int argc, char **argv)
 {
-    const char *model = NULL, *pids = NULL, *tf = NULL, *out = NULL, *arm = NULL, *layers = NULL,
-               *nodes = NULL, *backend = NULL, *isa = NULL, *fault = NULL, *fault_arg = NULL;
-    int n = 0, hash_only = 0, threads = 0;
-    const cis2_opt opts[] = {
-        { "--model", NULL, CIS2_OPT_PATH, &model, 0, 0 },
-        { "--prompt-ids", NULL, CIS2_OPT_STR, &pids, 0, 0 },
-        { "--teacher-force", NULL, CIS2_OPT_STR, &tf, 0, 0 },
-        { "--n", "-n", CIS2_OPT_INT, &n, 1, 1000000 },
-        { "--output", "-o", CIS2_OPT_PATH, &out, 0, 0 },
-        { "--arm", NULL, CIS2_OPT_STR, &arm, 0, 0 },
-        { "--layers", NULL, CIS2_OPT_STR, &layers, 0, 0 },
-        { "--nodes", NULL, CIS2_OPT_STR, &nodes, 0, 0 },
-        { "--hash-only", NULL, CIS2_OPT_FLAG, &hash_only, 0, 0 },
-        { "--backend", NULL, CIS2_OPT_STR, &backend, 0, 0 },
-        { "--isa", NULL, CIS2_OPT_STR, &isa, 0, 0 },
-        { "--threads", NULL, CIS2_OPT_INT, &threads, 1, 1024 },
-        { "--fault", NULL, CIS2_OPT_STR, &fault, 0, 0 },
-        { "--fault-arg", NULL, CIS2_OPT_STR, &fault_arg, 0, 0 },
-    };
-    if (cis2_cli_parse("trace", argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0,
-                       NULL, 0))
+    cis2_run_opts o;
+    if (cis2_cli_parse_opts("trace", argc, argv,
+                            " --model --prompt-ids --teacher-force --n --output --arm --layers "
+                            "--nodes --hash-only --backend --isa --threads --fault --fault-arg ",
+                            &o, NULL))
         return 2;
+    const char *model = o.model, *pids = o.prompt_ids, *tf = o.teacher_force, *out = o.output;
+    int n = o.n_set ? o.n : 0;
     if (!model) return cis2_cli_usage_error("trace", "--model DIR is required");
     if (!pids) return cis2_cli_usage_error("trace", "--prompt-ids IDS is required");
     if (!out) return cis2_cli_usage_error("trace", "-o FILE is required");
@@ -42,9 +28,7 @@ int cis2_cmd_trace(int argc, char **argv)
         return cis2_cli_usage_error("trace",
                                     "-o -: refusing to write a binary trace to a terminal");
     cis2_engine_opts eo;
-    if (cis2_cli_engine_opts("trace", backend, isa, threads, &eo)) return 2;
-    eo.fault = fault;
-    eo.fault_arg = fault_arg;
+    if (cis2_cli_run_engine_opts("trace", &o, &eo)) return 2;
     char err[CIS2_ERR_LEN];
     int32_t *prompt = NULL, *force = NULL;
     int np = 0, nf = 0, rc = 2;
@@ -62,7 +46,7 @@ int cis2_cmd_trace(int argc, char **argv)
         goto out;
     }
     if (cis2_cli_load_model("trace", model, &m)) goto out;
-    cis2_trace_req rq = { arm, layers, nodes, hash_only, n, 0 };
+    cis2_trace_req rq = { o.arm, o.layers, o.nodes, o.hash_only, n, 0 };
     tr.path = out;
     if (cis2_trace_arm(m, &eo, &rq, prompt, np, force, nf, &tr, &run, err)) {
         cis2_cli_usage_error("trace", "%s", err);
@@ -88,7 +72,7 @@ int cis2_cmd_trace(int argc, char **argv)
     fprintf(sf, "trace: wrote ");
     cis2_cli_put_escaped(sf, to_stdout ? "standard output" : out,
                          strlen(to_stdout ? "standard output" : out), CIS2_ESC_TEXT);
-    fprintf(sf, " (%d %s, %d positions, arm ", tr.n, hash_only ? "tensor hashes" : "tensors",
+    fprintf(sf, " (%d %s, %d positions, arm ", tr.n, o.hash_only ? "tensor hashes" : "tensors",
             run.n_tokens);
     const char *a = cis2_trace_meta_get(&tr, "arm");
     cis2_cli_put_escaped(sf, a, strlen(a), CIS2_ESC_TEXT);

@@ -35,8 +35,8 @@ int cis2_cli_fp_ready(const char *cmd);
 /* --backend/--isa/--threads into engine options; prints the error. */
 int cis2_cli_engine_opts(const char *cmd, const char *backend, const char *isa, int threads,
                          cis2_engine_opts *eo);
-/* Load DIR (the weights hashed while the first engine packs them; its
- * cis2_engine_new publishes the hashes); prints "cis2 CMD: error". */
+/* Load DIR (cis2_model_open); prints "cis2 CMD: error". Every command
+ * loads its model here. */
 int cis2_cli_load_model(const char *cmd, const char *dir, cis2_model **m);
 /* Load DIR and make an engine; prints "cis2 CMD: error" on failure. The
  * model is freed with cis2_model_free after the engine. */
@@ -85,13 +85,17 @@ typedef struct {
 int cis2_cli_parse(const char *cmd, int argc, char **argv, const cis2_opt *opts, int nopts,
                    const char **pos, int max_pos, int *npos, int flags);
 
-/* The options of the model-running commands (run, verify, conform). */
+/* The options of the model-running commands (run, verify, conform, trace,
+ * compare), one table: the same flag means the same thing everywhere. */
 typedef struct {
-    const char *model, *prompt, *prompt_ids, *receipt, *backend, *isa, *fault, *fault_arg, *vector;
-    int n, n_set, threads, stop_at_eos, check_det, no_check_det;
+    const char *model, *prompt, *prompt_ids, *teacher_force, *receipt, *output, *backend, *isa,
+        *fault, *fault_arg, *vector, *arm, *layers, *nodes, *against, *tol;
+    cis2_opt_list backends; /* every --backend given; backend is the first */
+    int n, n_set, threads, stop_at_eos, check_det, no_check_det, hash_only, exact, brief;
 } cis2_run_opts;
 /* `allowed` lists the accepted flags: " --model --prompt ... " (a space
- * around each). `positional` (may be NULL) receives one bare argument. */
+ * around each; " --backend+ " also allows a second --backend). `positional`
+ * (may be NULL) receives one bare argument. */
 int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allowed,
                         cis2_run_opts *o, const char **positional);
 int cis2_cli_run_engine_opts(const char *cmd, const cis2_run_opts *o, cis2_engine_opts *eo);

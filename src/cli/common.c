@@ -72,20 +72,7 @@ int cis2_cli_load_model(const char *cmd, const char *dir, cis2_model **mp)
     char err[CIS2_ERR_LEN];
     *mp = NULL;
     if (cis2_cli_fp_ready(cmd)) return 1;
-    cis2_model *m = malloc(sizeof *m);
-    if (!m) {
-        cis2_cli_usage_error(cmd, "out of memory");
-        return 1;
-    }
-    cis2_load_opts lo = {
-        0, CIS2_LOAD_HASH_ASYNC
-    }; /* hash while the backend packs; cis2_engine_new joins */
-    if (cis2_model_load(m, dir, &lo, err)) {
-        cis2_cli_usage_error(cmd, "%s", err);
-        free(m);
-        return 1;
-    }
-    *mp = m;
+    if (cis2_model_open(mp, dir, NULL, err)) return cis2_cli_usage_error(cmd, "%s", err) != 0;
     return 0;
 }
 
@@ -203,17 +190,27 @@ int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allo
         { "--model", NULL, CIS2_OPT_PATH, &o->model, 0, 0 },
         { "--prompt", NULL, CIS2_OPT_STR, &o->prompt, 0, 0 },
         { "--prompt-ids", NULL, CIS2_OPT_STR, &o->prompt_ids, 0, 0 },
+        { "--teacher-force", NULL, CIS2_OPT_STR, &o->teacher_force, 0, 0 },
         { "--receipt", NULL, CIS2_OPT_PATH, &o->receipt, 0, 0 },
-        { "--backend", NULL, CIS2_OPT_STR, &o->backend, 0, 0 },
+        { "--output", "-o", CIS2_OPT_PATH, &o->output, 0, 0 },
+        { "--backend", NULL, CIS2_OPT_LIST, &o->backends, 0, 0 },
         { "--isa", NULL, CIS2_OPT_STR, &o->isa, 0, 0 },
         { "--fault", NULL, CIS2_OPT_STR, &o->fault, 0, 0 },
         { "--fault-arg", NULL, CIS2_OPT_STR, &o->fault_arg, 0, 0 },
         { "--vector", NULL, CIS2_OPT_PATH, &o->vector, 0, 0 },
+        { "--arm", NULL, CIS2_OPT_STR, &o->arm, 0, 0 },
+        { "--layers", NULL, CIS2_OPT_STR, &o->layers, 0, 0 },
+        { "--nodes", NULL, CIS2_OPT_STR, &o->nodes, 0, 0 },
+        { "--against", NULL, CIS2_OPT_PATH, &o->against, 0, 0 },
+        { "--tol", NULL, CIS2_OPT_PATH, &o->tol, 0, 0 },
         { "--threads", NULL, CIS2_OPT_INT, &o->threads, 1, 1024 },
         { "--n", "-n", CIS2_OPT_INT, &o->n, 1, 1000000 },
         { "--stop-at-eos", NULL, CIS2_OPT_FLAG, &o->stop_at_eos, 0, 0 },
         { "--check-determinism", NULL, CIS2_OPT_FLAG, &o->check_det, 0, 0 },
         { "--no-check-determinism", NULL, CIS2_OPT_FLAG, &o->no_check_det, 0, 0 },
+        { "--hash-only", NULL, CIS2_OPT_FLAG, &o->hash_only, 0, 0 },
+        { "--exact", NULL, CIS2_OPT_FLAG, &o->exact, 0, 0 },
+        { "--brief", NULL, CIS2_OPT_FLAG, &o->brief, 0, 0 },
     };
     /* the subset this command accepts: `allowed` is " --model --prompt ... " */
     cis2_opt use[sizeof all / sizeof all[0]];
@@ -226,6 +223,12 @@ int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allo
     const char *pos[1] = { NULL };
     int np = 0;
     if (cis2_cli_parse(cmd, argc, argv, use, nuse, pos, positional ? 1 : 0, &np, 0)) return 2;
+    /* --backend repeats only where the command compares two ("--backend+") */
+    int nb_max = strstr(allowed, " --backend+ ") ? 2 : 1;
+    if (o->backends.n > nb_max)
+        return cis2_cli_usage_error(cmd, "option '--backend' is given more than %s",
+                                    nb_max == 2 ? "twice" : "once");
+    o->backend = o->backends.n ? o->backends.v[0] : NULL;
     if (positional) *positional = np ? pos[0] : NULL;
     o->n_set = o->n != 0; /* the range starts at 1: 0 means not given */
     if (!o->n_set) o->n = 16;

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#define HEADER_MAX (100u << 20) /* the safetensors reader's own bound */
+
 static const char *NODES[CIS2_N_NODES] = { "embed",      "attn_norm",   "q_proj",     "k_proj",
                                            "v_proj",     "q_norm",      "k_norm",     "q_rope",
                                            "k_rope",     "attn_scores", "attn_probs", "attn_out",
@@ -364,6 +366,10 @@ int cis2_trace_load(cis2_trace *tr, const char *path, char *err)
                            "%s: safetensors header length %llu runs past the end of the file "
                            "(%llu bytes)",
                            path, (unsigned long long)hl, (unsigned long long)size) > 0;
+        else if (hl < 2 || hl > HEADER_MAX)
+            bad = snprintf(err, CIS2_ERR_LEN,
+                           "%s: safetensors header length %llu is out of bounds [2, %u]", path,
+                           (unsigned long long)hl, HEADER_MAX) > 0;
     }
     uint8_t *buf = bad ? NULL : malloc((size_t)size ? (size_t)size : 1);
     if (!bad && !buf) {
@@ -373,7 +379,11 @@ int cis2_trace_load(cis2_trace *tr, const char *path, char *err)
     }
     if (!bad) {
         memcpy(buf, len8, 8);
-        bad = cis2_read_fd(fd, buf + 8, (size_t)size - 8, path, err);
+        bad = cis2_read_fd(fd, buf + 8, 1, path, err);
+        if (!bad && buf[8] != '{')
+            bad = snprintf(err, CIS2_ERR_LEN, "%s: safetensors header does not start with '{'",
+                           path) > 0;
+        if (!bad) bad = cis2_read_fd(fd, buf + 9, (size_t)size - 9, path, err);
     }
     close(fd);
     if (!bad) bad = cis2_trace_parse(tr, buf, (size_t)size, path, err);
