@@ -1,8 +1,8 @@
 /* cis2 tokenize / detokenize (spec §3.1; see docs/tokenizer.md).
  *
  *   cis2 tokenize   (--tokenizer FILE | --model DIR) TEXT     -> ids, comma-separated
- *   cis2 detokenize (--tokenizer FILE | --model DIR) IDS      -> the bytes + "\n"
- *        (escaped when stdout is a terminal)
+ *   cis2 detokenize (--tokenizer FILE | --model DIR) IDS      -> text + "\n"
+ *        (valid UTF-8 only; escaped when stdout is a terminal)
  *   cis2 tokenize   (--tokenizer FILE | --model DIR) --bench TEXTFILE
  *        -> load_ms (parse tokenizer.json + build tables), encode MB/s, round trip
  */
@@ -153,9 +153,19 @@ int cis2_cmd_detokenize(int argc, char **argv)
     free(ids);
     cis2_tokenizer_free(t);
     if (rc) return cis2_cli_usage_error("detokenize", "%s", err);
-    /* The decoded bytes as they are (a filter's output, valid UTF-8 or
-     * not), except on a terminal: there control characters, escape
-     * sequences and invalid bytes are shown escaped, never acted on. */
+    /* Text, so valid UTF-8 only (the library's decode is total, for
+     * receipts; this command prints characters). */
+    size_t bad = cis2_utf8_check(text, len);
+    if (bad < len) {
+        cis2_cli_usage_error("detokenize",
+                             "the ids' bytes are not valid UTF-8 (byte 0x%02x at offset %zu)",
+                             (unsigned char)text[bad], bad);
+        free(text);
+        return 2;
+    }
+    /* The decoded text as it is (a filter's output), except on a terminal:
+     * there control characters and escape sequences are shown escaped,
+     * never acted on. */
     if (isatty(STDOUT_FILENO)) cis2_cli_put_escaped(stdout, text, len, CIS2_ESC_TEXT);
     else fwrite(text, 1, len, stdout);
     fputc('\n', stdout);

@@ -146,7 +146,7 @@ int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_rece
             for (int k = 0; k < 13; k++)
                 if (strcmp(key, KEYS[k]) == 0) known = k;
             char kk[64];
-            snprintf(kk, sizeof kk, "%s", key);
+            cis2_escape(key, strlen(key), kk, sizeof kk, CIS2_ESC_TEXT);
             free(line);
             if (known < 0) FAIL("unknown key \"%s\" (expected \"%s\")", kk, KEYS[i]);
             if (known < i) FAIL("duplicate key \"%s\"", kk);

@@ -272,10 +272,16 @@ int cis2_trace_parse(cis2_trace *tr, const uint8_t *buf, size_t len, const char 
             goto out;
         }
         for (uint32_t k = d.nodes[0].first; k != JSON_NONE; k = d.nodes[d.nodes[k].next].next) {
-            char *key = json_str_dup(&d, k, NULL), *val = json_str_dup(&d, d.nodes[k].next, NULL);
-            int bad = !key || !val || cis2_trace_meta_set(tr, key, val);
+            size_t kl = 0, vl = 0;
+            char *key = json_str_dup(&d, k, &kl), *val = json_str_dup(&d, d.nodes[k].next, &vl);
+            int nul = key && val && (strlen(key) != kl || strlen(val) != vl);
+            int bad = !key || !val || nul || cis2_trace_meta_set(tr, key, val);
             free(key);
             free(val);
+            if (nul) {
+                snprintf(err, CIS2_ERR_LEN, "%s: a __metadata__ string holds a NUL byte", path);
+                goto out;
+            }
             if (bad) {
                 snprintf(err, CIS2_ERR_LEN, "%s: out of memory", path);
                 goto out;
