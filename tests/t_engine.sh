@@ -183,6 +183,14 @@ out=$("$CIS2" verify "$T/r-raw.txt" --model "$M"); rc=$?
 "$CIS2" run --model "$M" --prompt-ids 0,5 -n 1 --receipt "$T/r-special.txt" >/dev/null 2>&1
 expect_eq receipt.prompt-hex-special-token-content "$(sed -n 's/^prompt-hex //p' "$T/r-special.txt")" \
     "$(printf '<|endoftext|>%s' "$("$CIS2" detokenize --model "$M" 5)" | hexof)"
+# an id the model has but tokenizer.json names no token for adds no bytes (HF's decode
+# skips it); a prompt of only such ids has no prompt-hex, so no receipt
+$MK "$T/v600" --layers 1 --vocab 600 >/dev/null   # tokenizer.json has 499 tokens
+"$CIS2" run --model "$T/v600" --prompt-ids 150,599,200 -n 1 --receipt "$T/r-pad.txt" >/dev/null 2>&1
+expect_eq receipt.prompt-hex-skips-ids-without-a-token "$(sed -n 's/^prompt-hex //p' "$T/r-pad.txt")" 85b7
+"$CIS2" verify "$T/r-pad.txt" --model "$T/v600" | grep -q '^MATCH prompt-hex' && pass verify.prompt-hex-skips-ids-without-a-token \
+    || fail verify.prompt-hex-skips-ids-without-a-token "$(cat "$T/r-pad.txt")"
+expect_err run.receipt-refused-without-prompt-bytes "prompt-hex may not be empty" "$CIS2" run --model "$T/v600" --prompt-ids 599 -n 1 --receipt "$T/r-none.txt"
 sed 's/^prompt-hex .*/prompt-hex /' "$T/r-raw.txt" > "$T/r-empty.txt"
 out=$("$CIS2" verify "$T/r-empty.txt" --model "$M"); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q '^MISMATCH prompt-hex: receipt (empty)' && pass verify.empty-prompt-hex-is-a-mismatch \

@@ -22,10 +22,10 @@ static int get_prompt(const char *cmd, const cis2_run_opts *o, const cis2_tokeni
     return 0;
 }
 
-/* The receipt's prompt-hex: the bytes the prompt ids decode to (byte-level
- * BPE decoding is total, valid UTF-8 or not), for --prompt and --prompt-ids
- * runs alike, so that verify can check the relation. Never empty: a peer's
- * strict parser rejects a key without a value. */
+/* The receipt's prompt-hex: the bytes the prompt ids decode to
+ * (cis2_receipt_prompt_bytes), for --prompt and --prompt-ids runs alike, so
+ * that verify can check the relation. Never empty: a peer's strict parser
+ * rejects a key without a value. */
 static int prompt_bytes(const char *cmd, const cis2_tokenizer *t, const char *terr,
                         const int32_t *ids, int n, char **bytes, size_t *len)
 {
@@ -35,7 +35,7 @@ static int prompt_bytes(const char *cmd, const cis2_tokenizer *t, const char *te
                                     "--receipt: prompt-hex is the bytes the prompt ids decode to, "
                                     "and the tokenizer is not usable: %s",
                                     terr);
-    if (cis2_tokenizer_decode(t, ids, n, bytes, len, err))
+    if (cis2_receipt_prompt_bytes(t, ids, n, bytes, len, err))
         return cis2_cli_usage_error(cmd, "--receipt: prompt-hex: %s", err);
     if (*len == 0)
         return cis2_cli_usage_error(cmd, "--receipt: the prompt ids decode to no bytes, and a "

@@ -81,7 +81,7 @@ int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_s
         char why[CIS2_ERR_LEN + 64];
         snprintf(why, sizeof why, "tokenizer.json cannot decode ids here: %s", terr);
         oom |= add(v, "prompt-hex", CIS2_FIELD_SKIPPED, dup_str(""), dup_str(why));
-    } else if (cis2_tokenizer_decode(t, r->prompt_ids, r->n_prompt, &dec, &dl, terr)) {
+    } else if (cis2_receipt_prompt_bytes(t, r->prompt_ids, r->n_prompt, &dec, &dl, terr)) {
         oom |= add(v, "prompt-hex", CIS2_FIELD_MISMATCH, describe(r->prompt_bytes, r->prompt_len),
                    dup_str(terr));
     } else {

@@ -9,6 +9,12 @@
 /* Receipts are a few kB; the parser's own line limit (4 MiB) times its 14
  * lines bounds a valid one, and a file over this is refused by its size. */
 #define CIS2_RECEIPT_MAX ((size_t)64 << 20)
+/* A receipt's prompt-hex bytes: what the prompt ids decode to. Byte-level
+ * BPE decoding is total (valid UTF-8 or not; special tokens as their text);
+ * an id below the model's vocab_size that tokenizer.json names no token for
+ * adds no bytes, as Hugging Face's decode skips it. *bytes is malloc'd. */
+int cis2_receipt_prompt_bytes(const cis2_tokenizer *t, const int32_t *ids, int n, char **bytes,
+                              size_t *len, char *err);
 
 /* ------------------------------------------ the §13.1 vector (run_vector.c) */
 /* The fields of a whole-model vector, in file order (§13.1). */
