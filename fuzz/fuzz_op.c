@@ -34,17 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n1, n2;
     int r1, r2;
     run_op(a, size, pick, &o1, &n1, &r1);
-    /* the same text with every LF turned into CRLF */
-    size_t nl = 0;
-    for (size_t i = 0; i < size; i++) nl += data[i] == '\n';
-    char *b = malloc(size + nl + 1);
-    if (!b) abort();
-    size_t m = 0;
-    for (size_t i = 0; i < size; i++) {
-        if (data[i] == '\n') b[m++] = '\r';
-        b[m++] = (char)data[i];
-    }
-    b[m] = 0;
+    size_t m;
+    char *b = fuzz_crlf(data, size, &m);
     run_op(b, m, pick, &o2, &n2, &r2);
     /* a CR already before an LF may make the CRLF copy differ; otherwise equal */
     if (!memchr(data, '\r', size)) {

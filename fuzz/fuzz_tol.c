@@ -7,16 +7,8 @@
 
 static int parse(const uint8_t *data, size_t size, int crlf, cis2_tol_table *t)
 {
-    size_t extra = 0;
-    for (size_t i = 0; crlf && i < size; i++) extra += data[i] == '\n';
-    char *s = malloc(size + extra + 1), err[CIS2_ERR_LEN] = "";
-    if (!s) abort();
-    size_t m = 0;
-    for (size_t i = 0; i < size; i++) {
-        if (crlf && data[i] == '\n') s[m++] = '\r';
-        s[m++] = (char)data[i];
-    }
-    s[m] = 0;
+    size_t m = size;
+    char *s = crlf ? fuzz_crlf(data, size, &m) : fuzz_dup(data, size), err[CIS2_ERR_LEN] = "";
     cis2_tol_defaults(t);
     int rc = cis2_tol_parse(t, s, m, "fuzz.tol", err);
     if (rc) fuzz_check_err(err);

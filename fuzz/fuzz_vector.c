@@ -19,15 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     uint8_t h[32];
     FUZZ_ASSERT(cis2_unhex32(a.v[CIS2_RV_REF], h) == 0);
-    size_t nl = 0;
-    for (size_t i = 0; i < size; i++) nl += data[i] == '\n';
-    char *c = malloc(size + nl + 1);
-    if (!c) abort();
-    size_t m = 0;
-    for (size_t i = 0; i < size; i++) {
-        if (data[i] == '\n') c[m++] = '\r';
-        c[m++] = (char)data[i];
-    }
+    size_t m;
+    char *c = fuzz_crlf(data, size, &m);
     if (!memchr(data, '\r', size)) {
         FUZZ_ASSERT(cis2_run_vector_parse(&b, c, m, "crlf.vector", err) == 0);
         for (int k = 0; k < CIS2_RV_N; k++)

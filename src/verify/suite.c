@@ -456,8 +456,8 @@ static int check_vector(FILE *out, const vec_ent *v, const cis2_suite_opts *o)
     }
     char want_sha[65] = "";
     const char *ws = cis2_kv_get(&ed, "out_sha256");
-    if (ws && strlen(ws) == 64) memcpy(want_sha, ws, 65);
-    if (!ws || strcmp(want_sha, ws) || !sha_hex_fold(want_sha)) {
+    if (ws && strlen(ws) == 64) memcpy(want_sha, ws, 65); /* else stays "" and is refused */
+    if (!sha_hex_fold(want_sha)) {
         char ep[200];
         seterr(why, "bad expected file: %s lacks a 64-hex out_sha256", ESC(epath, ep));
         goto report;
