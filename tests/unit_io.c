@@ -165,6 +165,11 @@ static void test_inputs(void)
     int rc = cis2_open_input(path("fifo"), &fd, &size, err);
     alarm(0);
     CHECK("io.open-input.fifo-refused-without-blocking", rc && strstr(err, "a FIFO"), "%s", err);
+    uint8_t d[32];
+    alarm(10);
+    rc = cis2_sha256_file(path("fifo"), d, err);
+    alarm(0);
+    CHECK("io.sha256-file.fifo-refused-without-blocking", rc && strstr(err, "a FIFO"), "%s", err);
     rc = cis2_open_input(dir, &fd, &size, err);
     CHECK("io.open-input.directory-refused", rc && strstr(err, "a directory"), "%s", err);
     rc = cis2_open_input(path("nope"), &fd, &size, err);
