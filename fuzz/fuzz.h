@@ -17,6 +17,21 @@ static inline char *fuzz_dup(const uint8_t *data, size_t size)
     p[size] = '\0';
     return p;
 }
+/* A NUL-terminated heap copy with every LF turned into CRLF (*len: its length). */
+static inline char *fuzz_crlf(const uint8_t *data, size_t size, size_t *len)
+{
+    size_t nl = 0, m = 0;
+    for (size_t i = 0; i < size; i++) nl += data[i] == '\n';
+    char *p = malloc(size + nl + 1);
+    if (!p) abort();
+    for (size_t i = 0; i < size; i++) {
+        if (data[i] == '\n') p[m++] = '\r';
+        p[m++] = (char)data[i];
+    }
+    p[m] = '\0';
+    *len = m;
+    return p;
+}
 /* The harness found a logic error (not a memory error): make libFuzzer keep the input. */
 #define FUZZ_ASSERT(c)                                                                             \
     do {                                                                                           \

@@ -64,13 +64,31 @@ t1=$(date +%s)
 neg exit3 "$T/exit3" "exited with status 3"
 neg bits_only "$T/bits_only" "no out_sha256= line"
 neg extra_line "$T/extra_line" "unexpected stdout line 'hello'"
-neg upper_sha "$T/upper_sha" "malformed out_sha256"
 neg flip_sha "$T/flip_sha" "(its out_bits are right)"
 neg bad_input "$T/bad_input" "out_bits differ first at index 0"
 neg bits_lie "$T/bits_lie" "out_bits differ first at index 0: got 0x12345678"
 neg missing_binary "$T/no_such_candidate" "exited with status 127"
+# The digest is a value (CONFORMANCE_SUITE.md: the bits are normative, the
+# digest a one-line convenience): its hex case, blanks around it and CRLF
+# line ends are presentation. A wrong or malformed digest still fails.
+mk crlf_sha "\"$C\" op \"\$1\" | sed 's/\$/\r/'"
+mk blank_sha "\"$C\" op \"\$1\" | sed 's/^/  /; s/\$/ \t /; s/=/ = /'"
+mk upper_crlf "\"$C\" op \"\$1\" | awk -F= '\$1 == \"out_sha256\" { printf \"%s=%s \\r\\n\", \$1, toupper(\$2); next } { print }'"
+mk upper_flip "\"$C\" op \"\$1\" | sed '/^out_sha256=/{s/0\$/Z/;s/[1-9a-f]\$/0/;s/Z\$/1/;}' | awk -F= '\$1 == \"out_sha256\" { print \$1 \"=\" toupper(\$2); next } { print }'"
+mk short_sha "\"$C\" op \"\$1\" | sed '/^out_sha256=/s/.\$//'"
+poz() { # NAME CANDIDATE: every vector must pass
+    local o r
+    o=$("$C" suite --vectors "$T/one" "$2" 2>&1); r=$?
+    expect_eq "suite accepts $1" "$r:$(printf '%s\n' "$o" | tail -n1)" "0:all 2 vector(s) passed"
+}
+poz "an upper-case digest" "$T/upper_sha"
+poz "CRLF line ends" "$T/crlf_sha"
+poz "blanks around keys and values" "$T/blank_sha"
+poz "upper case + trailing blank + CRLF" "$T/upper_crlf"
+neg upper_wrong_digest "$T/upper_flip" "out_sha256 mismatch"
+neg short_digest "$T/short_sha" "malformed out_sha256= line (want 64 hex digits)"
 o=$("$C" suite --vectors "$T/one" "$C" op exp_pinned 2>&1); r=$?   # runs `cis2 op exp_pinned OP`
-case "$r:$o" in 1:*"FAIL exp_public_points: exited with status 2; stderr: usage"*"2 of 2 vector(s) failed") pass "suite passes ARGs before OP";;
+case "$r:$o" in 1:*"FAIL exp_public_points: exited with status 2; stderr: cis2 op: unexpected argument 'exp_pinned'"*"2 of 2 vector(s) failed") pass "suite passes ARGs before OP";;
     *) fail "suite passes ARGs before OP" "$r: $o";; esac
 
 # The FAIL line carries the candidate's out_bits.
@@ -96,6 +114,38 @@ expect_err "suite: empty folder" "no vectors" "$C" suite --vectors "$T/empty" "$
 expect_err "suite: missing folder" "cannot open vector folder" "$C" suite --vectors "$T/nope" "$C" op
 expect_err "suite: no candidate" "usage" "$C" suite --vectors "$V"
 expect_err "suite: bad timeout" "--timeout" "$C" suite --timeout 0 "$C" op
+
+# ---- the candidate as the public harness calls it: `CANDIDATE OP < vector`
+o=$(CIS2="$C" tools/cis2-op rsqrt < $V/rsqrt_spec.txt | head -n1)
+expect_eq "tools/cis2-op OP < vector" "$o" "$(grep '^out_sha256=' $V/rsqrt_spec.expected)"
+o=$(CIS2="$C" "$C" suite --vectors "$T/one" "$PWD/tools/cis2-op" 2>&1 | tail -n1)
+expect_eq "suite over tools/cis2-op" "$o" "all 2 vector(s) passed"
+if [ "$(head -c 4 "$C" | od -An -c | tr -d ' ')" == '177ELF' ]; then
+    ln -sf "$C" "$T/cis2-op"
+    o=$("$T/cis2-op" rsqrt < $V/rsqrt_spec.txt | head -n1)
+    expect_eq "cis2 run as cis2-op (argv[0])" "$o" "$(grep '^out_sha256=' $V/rsqrt_spec.expected)"
+    o=$("$C" suite --vectors "$T/one" "$T/cis2-op" 2>&1 | tail -n1)
+    expect_eq "suite over the cis2-op link" "$o" "all 2 vector(s) passed"
+else
+    skip "cis2 run as cis2-op (argv[0])" "$C is a wrapper, not the binary (tools/cis2-op covers it)"
+fi
+
+# ---- what a candidate or a vector folder says is printed escaped, one line per vector
+mkdir -p "$T/esc"; cp $V/softmax_tie.txt "$T/esc/x"$'\n'"PASS forged.txt"; cp $V/softmax_tie.expected "$T/esc/x"$'\n'"PASS forged.expected"
+mk evil "echo 'bad'\"\$(printf '\\033[2J\\033]0;t\\007')\" >&2; printf 'out_sha256=\\033[31m\\rverdict=PASS\\n'; exit 0"
+o=$("$C" suite --vectors "$T/esc" "$T/evil" 2>&1); r=$?
+nl=$(printf '%s\n' "$o" | wc -l); ctl=$(printf '%s' "$o" | tr -d '\n' | LC_ALL=C grep -c "$(printf '[\001-\037\177]')")
+[ $r -eq 1 ] && [ "$nl" -eq 2 ] && [ "$ctl" -eq 0 ] && printf '%s\n' "$o" | head -n1 | grep -qF "FAIL x\\nPASS forged: malformed out_sha256= line (want 64 hex digits): '\\x1b[31m\\rverdict=PASS'" \
+    && pass "suite output escaped (names, candidate stdout)" || fail "suite output escaped" "rc=$r lines=$nl control=$ctl: $o"
+mk evil2 "printf 'bad\\033[2J\\n' >&2; exit 4"
+o=$("$C" suite --vectors "$T/one" "$T/evil2" 2>&1)
+printf '%s\n' "$o" | grep -qF 'exited with status 4; stderr: bad\x1b[2J' && ! printf '%s' "$o" | LC_ALL=C grep -q "$(printf '\033')" \
+    && pass "suite output escaped (candidate stderr)" || fail "suite output escaped (candidate stderr)" "$o"
+# a vector or expected file that is a FIFO fails that vector; the checker never waits on it
+mkdir -p "$T/fifo"; cp $V/softmax_tie.txt "$T/fifo/"; mkfifo "$T/fifo/softmax_tie.expected"
+o=$(timeout 20 "$C" suite --vectors "$T/fifo" "$C" op 2>&1); r=$?
+case "$r:$o" in 1:*"FAIL softmax_tie: "*"softmax_tie.expected: not a regular file (a FIFO)"*) pass "suite: FIFO .expected fails, no hang";;
+    *) fail "suite: FIFO .expected" "$r: $o";; esac
 
 # ---- cis2 op: strict input, one error line, nonzero exit
 bad() { # NAME WANT OP INPUT
@@ -129,9 +179,9 @@ bad "op field disagrees" "vector says op=silu" exp_pinned 'op=silu\nn=1\nx_bits=
 bad "empty input" "missing field 'n'" exp_pinned ''
 bad "NUL byte" "NUL byte" exp_pinned 'n=1\nx_bits=0x0\0\n'
 expect_err "op rejects no argument" "usage" "$C" op
-expect_err "op rejects two arguments" "usage" "$C" op rsqrt extra
+expect_err "op rejects two arguments" "unexpected argument 'extra'" "$C" op rsqrt extra
 head -c 70000000 /dev/zero | tr '\0' '#' > "$T/huge.txt"
-expect_err "op rejects >64 MiB input" "larger than 64 MiB" sh -c '"$1" op rsqrt < "$2"' _ "$C" "$T/huge.txt"
+expect_err "op rejects >64 MiB input" "stdin: more than the 67108864 bytes" sh -c '"$1" op rsqrt < "$2"' _ "$C" "$T/huge.txt"
 rm -f "$T/huge.txt"
 # Comments, blank lines, CRLF and blanks around items are fine.
 printf '# c\r\n\r\nop=rsqrt\r\nn = 2\r\nx_bits= 0x42800000 , 0x3f800000 \r\n' > "$T/in.txt"

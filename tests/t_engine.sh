@@ -171,3 +171,120 @@ expect_eq receipt.prompt-hex "$(sed -n 's/^prompt-hex //p' "$T/rp.txt")" "$(prin
 sed "s/^prompt-hex .*/prompt-hex $(printf 'Once upon a tim' | od -An -tx1 | tr -d ' \n')/" "$T/rp.txt" > "$T/rp-bad.txt"
 "$CIS2" verify "$T/rp-bad.txt" --model "$M" | grep -q '^MISMATCH prompt-hex' && pass verify.prompt-hex-mismatch || fail verify.prompt-hex-mismatch ""
 expect_err bad.prompt-not-utf8 "UTF-8" "$CIS2" run --model "$M" --prompt "$(printf 'ab\xffcd')"
+
+# --- receipts every peer parses: prompt-hex is the bytes the prompt ids decode to
+# (byte-level BPE decoding is total), never empty; verify checks the relation
+hexof() { od -An -tx1 | tr -d ' \n'; }
+"$CIS2" run --model "$M" --prompt-ids 150,200 -n 2 --receipt "$T/r-raw.txt" >/dev/null 2>&1
+expect_eq receipt.prompt-hex-raw-bytes-not-utf8 "$(sed -n 's/^prompt-hex //p' "$T/r-raw.txt")" \
+    "$(printf '\x85\xb7' | hexof)"
+out=$("$CIS2" verify "$T/r-raw.txt" --model "$M"); rc=$?
+[ $rc -eq 0 ] && echo "$out" | grep -q '^MATCH prompt-hex' && pass verify.prompt-hex-raw-bytes || fail verify.prompt-hex-raw-bytes "rc=$rc $out"
+"$CIS2" run --model "$M" --prompt-ids 0,5 -n 1 --receipt "$T/r-special.txt" >/dev/null 2>&1
+expect_eq receipt.prompt-hex-special-token-content "$(sed -n 's/^prompt-hex //p' "$T/r-special.txt")" \
+    "$(printf '<|endoftext|>%s' "$("$CIS2" detokenize --model "$M" 5)" | hexof)"
+# an id the model has but tokenizer.json names no token for adds no bytes (HF's decode
+# skips it); a prompt of only such ids has no prompt-hex, so no receipt
+$MK "$T/v600" --layers 1 --vocab 600 >/dev/null   # tokenizer.json has 499 tokens
+"$CIS2" run --model "$T/v600" --prompt-ids 150,599,200 -n 1 --receipt "$T/r-pad.txt" >/dev/null 2>&1
+expect_eq receipt.prompt-hex-skips-ids-without-a-token "$(sed -n 's/^prompt-hex //p' "$T/r-pad.txt")" 85b7
+"$CIS2" verify "$T/r-pad.txt" --model "$T/v600" | grep -q '^MATCH prompt-hex' && pass verify.prompt-hex-skips-ids-without-a-token \
+    || fail verify.prompt-hex-skips-ids-without-a-token "$(cat "$T/r-pad.txt")"
+expect_err run.receipt-refused-without-prompt-bytes "prompt-hex may not be empty" "$CIS2" run --model "$T/v600" --prompt-ids 599 -n 1 --receipt "$T/r-none.txt"
+sed 's/^prompt-hex .*/prompt-hex /' "$T/r-raw.txt" > "$T/r-empty.txt"
+out=$("$CIS2" verify "$T/r-empty.txt" --model "$M"); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q '^MISMATCH prompt-hex: receipt (empty)' && pass verify.empty-prompt-hex-is-a-mismatch \
+    || fail verify.empty-prompt-hex-is-a-mismatch "rc=$rc $out"
+# no receipt a run writes has a key without a value (a peer's strict parser refuses one)
+bad=""
+for f in r.txt rp.txt eos.txt r-raw.txt r-special.txt; do
+    [ -s "$T/$f" ] && awk 'NR > 1 && (NF != 2 || $2 == "") { bad = 1 } END { exit bad }' "$T/$f" || bad="$bad $f"
+done
+expect_eq receipt.no-empty-values "$bad" ""
+# The receipt as a published peer renders it (its render(): "CIS-2-RECEIPT v1",
+# the 13 keys in order, "key value\n", lowercase hex, ids comma-separated),
+# rebuilt here from the run's own output lines, not from our receipt file: the
+# bytes must be ours, and our parser and verify must take it.
+out=$("$CIS2" run --model "$M" --prompt-ids 150,200,17 -n 3 --receipt "$T/r-ours.txt")
+python3 - "$M" "$T/r-peer.txt" "$out" <<'PY'
+import hashlib, sys
+m, dst, out = sys.argv[1], sys.argv[2], sys.argv[3]
+kv = dict(l.split('=', 1) for l in out.splitlines() if '=' in l and not l.startswith('CIS2_REF'))
+ref = [w.split('=', 1)[1] for w in out.splitlines()[-1].split() if w.startswith('digest=')][0]
+sha = lambda f: hashlib.sha256(open(m + '/' + f, 'rb').read()).hexdigest()
+pids = kv['prompt_token_ids']; gids = kv['generated_token_ids']
+# the prompt's bytes: byte-level BPE decoding of ids 150, 200 (0x85, 0xb7) and 17 (from tokenizer.json)
+import json
+tok = json.load(open(m + '/tokenizer.json'))
+inv = {v: k for k, v in tok['model']['vocab'].items()}
+bs = list(range(ord('!'), ord('~') + 1)) + list(range(ord('¡'), ord('¬') + 1)) + list(range(ord('®'), ord('ÿ') + 1))
+cs = bs[:]; n = 0
+for b in range(256):
+    if b not in bs: bs.append(b); cs.append(256 + n); n += 1
+dec = {chr(c): b for b, c in zip(bs, cs)}
+prompt = b''.join(bytes(dec[ch] for ch in inv[int(i)]) for i in pids.split(','))
+lines = ['CIS-2-RECEIPT v1', 'spec-version 0.3b', 'weights-sha256 ' + sha('model.safetensors'),
+         'config-sha256 ' + sha('config.json'), 'tokenizer-sha256 ' + sha('tokenizer.json'),
+         'prompt-hex ' + prompt.hex(), 'prompt-token-ids ' + pids, 'gen-toks %d' % len(gids.split(',')),
+         'dtype fp32', 'table-digest ' + kv['table_digest'], 'inv-freq-table-digest ' + kv['inv_freq_table_digest'],
+         'generated-token-ids ' + gids, 'argmax-digest ' + kv['argmax_digest'], 'witness-digest ' + ref]
+open(dst, 'w').write('\n'.join(lines) + '\n')
+PY
+cmp -s "$T/r-peer.txt" "$T/r-ours.txt" && pass receipt.byte-identical-to-peer-rendering || fail receipt.byte-identical-to-peer-rendering "$(diff "$T/r-peer.txt" "$T/r-ours.txt")"
+"$CIS2" verify "$T/r-peer.txt" --model "$M" >/dev/null && pass verify.peer-rendered-receipt || fail verify.peer-rendered-receipt ""
+out=$("$CIS2" verify - --model "$M" < "$T/r-peer.txt"); rc=$?
+[ $rc -eq 0 ] && echo "$out" | grep -q '^receipt verified' && pass verify.receipt-on-stdin || fail verify.receipt-on-stdin "rc=$rc $out"
+# ids outside the model's vocabulary: a MISMATCH (exit 1), not an input error
+sed 's/^prompt-token-ids .*/prompt-token-ids 150,999/' "$T/r-raw.txt" > "$T/r-oov.txt"
+out=$("$CIS2" verify "$T/r-oov.txt" --model "$M" 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q '^MISMATCH token-ids-in-vocabulary' && pass verify.ids-outside-vocab-exit-1 \
+    || fail verify.ids-outside-vocab-exit-1 "rc=$rc $out"
+
+# --- §12.4 as written: both runs compared before any result line; a mismatch
+# prints only the failure (CIS2_TEST_HOOK=det-mismatch perturbs the second run)
+out=$(CIS2_TEST_HOOK=det-mismatch "$CIS2" conform --model "$M" --vector "$V" 2>&1); rc=$?
+[ $rc -eq 1 ] && [ "$out" == "FAIL determinism: determinism check failed: two runs in one process differ in their witness digest (§12.4)
+conform: FAIL" ] && pass conform.determinism-failure-prints-only-the-failure || fail conform.determinism-failure-prints-only-the-failure "rc=$rc $out"
+out=$(CIS2_TEST_HOOK=det-mismatch "$CIS2" run --model "$M" --prompt-ids 5,17 -n 2 --check-determinism 2>"$T/det.err"); rc=$?
+[ $rc -eq 1 ] && [ -z "$out" ] && [ "$(wc -l < "$T/det.err")" -eq 1 ] && grep -q '(§12.4)' "$T/det.err" \
+    && pass run.determinism-failure-prints-only-the-failure || fail run.determinism-failure-prints-only-the-failure "rc=$rc out='$out' $(cat "$T/det.err")"
+out=$("$CIS2" conform --model "$M" --vector "$V" 2>&1)
+[ "$(echo "$out" | grep -n '^PASS determinism' | cut -d: -f1)" -lt "$(echo "$out" | grep -n '^CIS2_REF' | cut -d: -f1)" ] \
+    && pass conform.determinism-reported-with-the-results || fail conform.determinism-reported-with-the-results "$out"
+
+# --- CRLF vectors: the same PASS lines as LF, never a FAIL whose values print alike
+sed 's/$/\r/' "$V" > "$T/crlf.vector"
+out=$("$CIS2" conform --model "$M" --vector "$T/crlf.vector" 2>&1); rc=$?
+[ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^PASS')" -eq 9 ] && pass conform.crlf-vector || fail conform.crlf-vector "rc=$rc $(echo "$out" | grep FAIL)"
+sed 's/^cis2_ref=.*/cis2_ref=D82743059D1DB929E710236FE4EC37F89E6F932524801345A006980F7C3CC9DF/' "$V" > "$T/upper.vector"
+expect_err conform.vector-hash-must-be-lowercase-hex "cis2_ref must be 64 lowercase hex digits" "$CIS2" conform --model "$M" --vector "$T/upper.vector"
+
+# --- NaN logits: the witness is not portable, and run/verify/conform say so in one line.
+# Fixture: final norm weight 0 at index 0 (so h[0] = 0) and +inf at lm_head[7][0]:
+# logit 7 = inf * 0 + ... = NaN at every step (the loader refuses NaN/Inf in norms only).
+$MK "$T/nanlogit" --layers 1 --untied --dtype f32 >/dev/null
+python3 - "$T/nanlogit/model.safetensors" <<'PY'
+import sys, struct, json
+p = sys.argv[1]; d = bytearray(open(p, 'rb').read()); n = struct.unpack('<Q', d[:8])[0]
+h = json.loads(d[8:8 + n]); base = 8 + n
+a = h['model.norm.weight']['data_offsets'][0]; d[base + a:base + a + 4] = struct.pack('<f', 0.0)
+hid = h['lm_head.weight']['shape'][1]; a = h['lm_head.weight']['data_offsets'][0] + 7 * hid * 4
+d[base + a:base + a + 4] = struct.pack('<I', 0x7F800000); open(p, 'wb').write(d)
+PY
+NAN_NOTE="the logits of step 0 hold a NaN (first at index 7): NaN bit patterns differ by ISA, so this witness is not portable"
+out=$("$CIS2" run --model "$T/nanlogit" --prompt-ids 5,17 -n 3 --receipt "$T/nan.txt" 2>"$T/nan.err"); rc=$?
+[ $rc -eq 0 ] && [ "$(cat "$T/nan.err")" == "cis2 run: note: $NAN_NOTE (docs/conformance.md)" ] && echo "$out" | grep -q '^CIS2_REF' \
+    && pass run.nan-logit-note || fail run.nan-logit-note "rc=$rc $(cat "$T/nan.err")"
+out=$("$CIS2" run --model "$M" --prompt-ids 5,17 -n 3 2>&1 >/dev/null)
+expect_eq run.no-nan-no-note "$out" ""
+out=$("$CIS2" verify "$T/nan.txt" --model "$T/nanlogit" 2>"$T/nanv.err"); rc=$?
+[ $rc -eq 0 ] && [ "$(cat "$T/nanv.err")" == "cis2 verify: note: $NAN_NOTE (docs/conformance.md)" ] \
+    && pass verify.nan-logit-note || fail verify.nan-logit-note "rc=$rc $(cat "$T/nanv.err") $out"
+{ for k in weights-sha256:weights_sha256 config-sha256:config_sha256 tokenizer-sha256:tokenizer_sha256 \
+           prompt-token-ids:prompt_token_ids gen-toks:gen_toks generated-token-ids:generated_token_ids \
+           table-digest:table_digest inv-freq-table-digest:inv_freq_table_digest argmax-digest:argmax_digest \
+           witness-digest:cis2_ref; do
+      printf '%s=%s\n' "${k#*:}" "$(sed -n "s/^${k%%:*} //p" "$T/nan.txt")"; done; } > "$T/nan.vector"
+out=$("$CIS2" conform --model "$T/nanlogit" --vector "$T/nan.vector" 2>"$T/nanc.err"); rc=$?
+[ $rc -eq 0 ] && [ "$(cat "$T/nanc.err")" == "cis2 conform: note: $NAN_NOTE (docs/conformance.md)" ] \
+    && pass conform.nan-logit-note || fail conform.nan-logit-note "rc=$rc $(cat "$T/nanc.err") $(echo "$out" | grep FAIL)"

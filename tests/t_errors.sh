@@ -16,7 +16,8 @@ $MK "$T/untied" --layers 1 --untied --dtype f32 >/dev/null
 row() {
     local id="$1" what="$2" also="$3"; shift 3
     local out rc n
-    out=$("$@" 2>&1 >/dev/null); rc=$?
+    # a timeout turns a hang (a FIFO opened blocking) into a failure, not a stuck suite
+    out=$(timeout 20 "$@" 2>&1 >/dev/null); rc=$?
     out=$(printf '%s' "$out" | sed "s#$T/[A-Za-z0-9_.-]*#DIR#g")
     if [ -n "${ERRORS_DUMP:-}" ]; then
         printf '| `%s` | %s | %s | `%s` | %s |\n' "$id" "$what" "$rc" "$out" "t_errors.sh${also:+, $also}"; return
@@ -27,7 +28,8 @@ row() {
     if [ -z "$line" ]; then fail "errors.$id" "no row for $id in $DOC"; return; fi
     want_rc=$(printf '%s' "$line" | awk -F' [|] ' '{ print $3 }')
     want_msg=$(printf '%s' "$line" | awk -F' [|] ' '{ print $4 }' | sed 's/^`//; s/`$//')
-    if [ $rc -ge 128 ]; then fail "errors.$id" "killed by signal (rc=$rc): $out"
+    if [ $rc -eq 124 ]; then fail "errors.$id" "hung (killed after 20 s): $out"
+    elif [ $rc -ge 128 ]; then fail "errors.$id" "killed by signal (rc=$rc): $out"
     elif [ "$n" -ne 1 ]; then fail "errors.$id" "wanted one stderr line, got $n: $out"
     elif [ "$rc" != "$want_rc" ]; then fail "errors.$id" "exit $rc, $DOC says $want_rc ($out)"
     elif [ "$out" != "$want_msg" ]; then fail "errors.$id" "message '$out', $DOC says '$want_msg'"
@@ -201,3 +203,93 @@ printf 'op=softmax\nn=2\nscores_bits=0x3F800000,zz\n' > "$T/op3.txt"
 row op-bad-bits "an op vector with malformed bits" "t_conformance.sh" sh -c "\"$CIS2\" op softmax < \"$T/op3.txt\""
 printf 'op=silu\n' > "$T/op4.txt"
 row op-wrong-op "a vector for another op" "t_conformance.sh" sh -c "\"$CIS2\" op rmsnorm < \"$T/op4.txt\""
+
+# ---- a hostile file system: what is not a regular file is never written over
+# nor opened blocking; sizes are checked before reading (docs/errors.md)
+H="$T/hostile"; rm -rf "$H"; mkdir -p "$H/dir"
+mkfifo "$H/fifo"
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$H/sock"
+echo "keep me" > "$H/keep.txt"; ln -s keep.txt "$H/link"
+"$CIS2" run --model "$G" --prompt-ids 5,17 -n 2 --receipt "$H/r.txt" >/dev/null 2>&1
+"$CIS2" trace --model "$G" --prompt-ids 5,17 -o "$H/t.st" >/dev/null 2>&1
+TR=(trace --model "$G" --prompt-ids 5)
+row out-receipt-fifo "--receipt naming a FIFO" "" "$CIS2" "${RUN[@]}" "$G" --receipt "$H/fifo"
+row out-receipt-socket "--receipt naming a socket" "" "$CIS2" "${RUN[@]}" "$G" --receipt "$H/sock"
+row out-receipt-symlink "--receipt naming a symbolic link (its target is not written through)" "" "$CIS2" "${RUN[@]}" "$G" --receipt "$H/link"
+row out-receipt-dash "--receipt - (standard output carries the run's results)" "" "$CIS2" "${RUN[@]}" "$G" --receipt -
+if mknod "$H/null" c 1 3 2>/dev/null; then
+    row out-receipt-device "--receipt naming a character device (as root it would become a file)" "unit_io io.output.device-refused-and-kept" "$CIS2" "${RUN[@]}" "$G" --receipt "$H/null"
+    [ -c "$H/null" ] && pass errors.out-device-still-a-device || fail errors.out-device-still-a-device "replaced"
+elif [ -z "${ERRORS_DUMP:-}" ]; then skip errors.out-receipt-device "mknod needs root"; fi
+row out-trace-fifo "trace -o naming a FIFO" "" "$CIS2" "${TR[@]}" -o "$H/fifo"
+row out-trace-dir "trace -o naming a directory" "" "$CIS2" "${TR[@]}" -o "$H/dir"
+row out-compare-dash "compare -o - (standard output carries the report)" "" "$CIS2" compare --model "$G" --against "$H/t.st" -o -
+if [ -z "${ERRORS_DUMP:-}" ]; then
+    [ -p "$H/fifo" ] && [ -S "$H/sock" ] && [ -d "$H/dir" ] && [ -L "$H/link" ] && [ "$(cat "$H/keep.txt")" == "keep me" ] \
+        && pass errors.out-nothing-replaced || fail errors.out-nothing-replaced "$(ls -la "$H")"
+    # a link planted at the old predictable temporary name PATH.tmp.PID is never
+    # followed (exec keeps the shell's pid, so $$ is cis2's pid)
+    echo "victim" > "$H/victim"
+    sh -c 'ln -s "$1" "$2.tmp.$$"; exec "$3" run --model "$4" --prompt-ids 5,17 -n 2 --receipt "$2"' _ \
+        "$H/victim" "$H/planted.txt" "$CIS2" "$G" >/dev/null 2>&1; prc=$?
+    sh -c 'ln -s "$1" "$2.tmp.$$"; exec "$3" trace --model "$4" --prompt-ids 5 -o "$2"' _ \
+        "$H/victim" "$H/planted.st" "$CIS2" "$G" >/dev/null 2>&1; trc=$?
+    [ $prc -eq 0 ] && [ $trc -eq 0 ] && [ "$(cat "$H/victim")" == victim ] && cmp -s "$H/planted.txt" "$H/r.txt" \
+        && [ -s "$H/planted.st" ] && pass errors.tmp-planted-symlink-not-followed \
+        || fail errors.tmp-planted-symlink-not-followed "rc=$prc/$trc victim=$(cat "$H/victim")"
+    rm -f "$H"/planted.*.tmp.*
+fi
+# the file system refuses the write (a file-size limit): the old file stays, no temporary is left
+echo "old trace" > "$H/big.st"
+row out-write-fails "the file system refuses the write (ulimit -f)" "unit_io io.atomic.failed-write-keeps-file-and-leaves-no-temp" sh -c 'ulimit -f 1; trap "" XFSZ; exec "$@"' _ "$CIS2" "${TR[@]}" -o "$H/big.st"
+if [ -z "${ERRORS_DUMP:-}" ]; then
+    [ "$(cat "$H/big.st")" == "old trace" ] && ! ls -a "$H" | grep -q '\.tmp\.' && pass errors.out-failed-write-leaves-no-temp \
+        || fail errors.out-failed-write-leaves-no-temp "$(ls -a "$H" | grep tmp; cat "$H/big.st" | head -c 20)"
+fi
+
+# inputs: a FIFO is refused before a blocking open, a directory or a missing file by name
+truncate -s 1G "$H/huge"
+cpm in-cfg-fifo; rm "$T/in-cfg-fifo/config.json"; mkfifo "$T/in-cfg-fifo/config.json"
+row in-config-fifo "config.json is a FIFO" "" "$CIS2" "${RUN[@]}" "$T/in-cfg-fifo"
+cpm in-tok-fifo; rm "$T/in-tok-fifo/tokenizer.json"; mkfifo "$T/in-tok-fifo/tokenizer.json"
+row in-tokenizer-fifo "tokenizer.json is a FIFO" "" "$CIS2" "${RUN[@]}" "$T/in-tok-fifo"
+cpm in-st-fifo; rm "$T/in-st-fifo/model.safetensors"; mkfifo "$T/in-st-fifo/model.safetensors"
+row in-weights-fifo "model.safetensors is a FIFO (needs the model loader's non-blocking open)" "" "$CIS2" "${RUN[@]}" "$T/in-st-fifo"
+row in-receipt-fifo "verify a receipt that is a FIFO" "" "$CIS2" verify "$H/fifo" --model "$G"
+row in-receipt-dir "verify a receipt that is a directory" "" "$CIS2" verify "$H/dir" --model "$G"
+row in-receipt-huge "verify a 1 GiB receipt (refused by its size, unread)" "unit_io io.read-max.1GiB-refused-by-size" "$CIS2" verify "$H/huge" --model "$G"
+row in-vector-fifo "conform --vector naming a FIFO" "" "$CIS2" conform --model "$G" --vector "$H/fifo"
+row in-vector-huge "conform --vector of 1 GiB" "" "$CIS2" conform --model "$G" --vector "$H/huge"
+row in-trace-fifo "diff a trace that is a FIFO" "" "$CIS2" diff "$H/t.st" "$H/fifo"
+row in-trace-huge "diff a 1 GiB file of zeros (its header length is refused before the data is read)" "" "$CIS2" diff "$H/t.st" "$H/huge"
+row in-against-fifo "compare --against a FIFO" "" "$CIS2" compare --model "$G" --against "$H/fifo"
+row in-tol-fifo "diff --tol naming a FIFO" "" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$H/fifo"
+row in-tol-huge "diff --tol of 1 GiB" "" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$H/huge"
+row in-tokenizer-arg-fifo "tokenize --tokenizer naming a FIFO" "" "$CIS2" tokenize --tokenizer "$H/fifo" hi
+row in-bench-text-fifo "tokenize --bench naming a FIFO" "" "$CIS2" tokenize --model "$G" --bench "$H/fifo"
+if [ "$(id -u)" != 0 ]; then
+    echo x > "$H/noread"; chmod 000 "$H/noread"
+    row in-unreadable "verify a receipt without read permission (the reason, from strerror)" "" "$CIS2" verify "$H/noread" --model "$G"
+elif [ -z "${ERRORS_DUMP:-}" ]; then skip errors.in-unreadable "root reads every file"; fi
+rm -f "$H/huge"
+
+# ---- receipts stay strict; the CLI is one parser
+sed 's/$/\r/' "$H/r.txt" > "$H/r-crlf.txt"
+row verify-crlf "a receipt with CRLF line ends (receipts are strict: peers reject them too)" "unit_core receipt.rejects.*" "$CIS2" verify "$H/r-crlf.txt" --model "$G"
+row receipt-with-fault "--receipt with --fault (a faulted run must not produce a normal-looking receipt)" "" "$CIS2" "${RUN[@]}" "$G" --fault no-ftz --receipt "$H/f.txt"
+row model-empty "--model ''" "" "$CIS2" run --model "" --prompt-ids 1
+row repeat-run "a flag given twice (run)" "" "$CIS2" run --model "$G" --prompt-ids 1 -n 1 -n 2
+row repeat-trace "a flag given twice (trace: -o and --output are one flag)" "" "$CIS2" "${TR[@]}" -o "$H/a.st" --output "$H/b.st"
+row repeat-diff "a flag given twice (diff)" "" "$CIS2" diff "$H/t.st" "$H/t.st" --brief --brief
+row repeat-bench "a flag given twice (bench)" "" "$CIS2" bench --model "$G" --model "$G"
+row repeat-tokenize "a flag given twice (tokenize)" "" "$CIS2" tokenize --model "$G" --model "$G" hi
+row repeat-suite "a flag given twice (suite)" "" "$CIS2" suite --timeout 1 --timeout 2 "$CIS2" op
+row repeat-op "an extra argument (op)" "" "$CIS2" op rsqrt rsqrt
+
+# ---- strings from files are printed escaped (one line, no terminal control)
+cpm esc-dtype; st_edit "$T/esc-dtype" "h['model.norm.weight']['dtype'] = 'I16\x1b[2J\nverdict=WITHIN-TOLERANCE'"
+row esc-tensor-dtype "a dtype string with an escape sequence and a newline" "unit_io escape.*" "$CIS2" "${RUN[@]}" "$T/esc-dtype"
+mkdir -p "$H/a
+b"
+row esc-path "a path with a newline and an escape sequence" "" "$CIS2" verify "$H/a
+b/"$'\x1b[31m' --model "$G"

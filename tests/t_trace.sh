@@ -211,7 +211,7 @@ expect_err trace.tf-and-n "exclude each other" "$CIS2" trace --model "$M" --prom
 expect_err trace.oov "outside the vocabulary" "$CIS2" trace --model "$M" --prompt-ids 5 --teacher-force 320 -o "$T/x.st"
 expect_err trace.unwritable "$T/no/dir/x.st" "$CIS2" trace --model "$M" --prompt-ids 5 -o "$T/no/dir/x.st"
 expect_err trace.bad-model "$T/nomodel/config.json" "$CIS2" trace --model "$T/nomodel" --prompt-ids 5 -o "$T/x.st"
-expect_err trace.unknown-flag "unknown option or argument '--bogus'" "$CIS2" trace --model "$M" --prompt-ids 5 -o "$T/x.st" --bogus
+expect_err trace.unknown-flag "unknown option '--bogus'" "$CIS2" trace --model "$M" --prompt-ids 5 -o "$T/x.st" --bogus
 
 # --- compare
 out=$("$CIS2" compare --model "$M" --against "$T/clean.st" --exact); rc=$?
@@ -233,6 +233,38 @@ elif [ $rc -eq 2 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -
 else
     fail compare.ref-vs-fast "rc=$rc: $out"
 fi
+
+# --- -o - writes the trace to stdout (the summary goes to stderr), byte for byte the file
+"$CIS2" trace --model "$M" $P -o - > "$T/stdout.st" 2>"$T/stdout.err"; rc=$?
+[ $rc -eq 0 ] && cmp -s "$T/stdout.st" "$T/clean.st" && grep -q '^trace: wrote standard output' "$T/stdout.err" \
+    && pass trace.output-dash-is-stdout || fail trace.output-dash-is-stdout "rc=$rc $(head -c 300 "$T/stdout.err")"
+if command -v script >/dev/null; then
+    o=$(script -qec "\"$CIS2\" trace --model \"$M\" --prompt-ids 5 -o -" /dev/null 2>&1 | tr -d '\r')
+    case "$o" in *"refusing to write a binary trace to a terminal"*) pass trace.output-dash-not-a-terminal;;
+        *) fail trace.output-dash-not-a-terminal "$(echo "$o" | head -c 200)";; esac
+else skip trace.output-dash-not-a-terminal "no script(1) to make a terminal"; fi
+# --- --tol files with CRLF read as with LF
+printf '# stricter than default\r\n* max_rel=0 mean_rel=0\r\nlogits top1=1\r\n' > "$T/zero-crlf.tol"
+"$CIS2" diff "$T/clean.st" "$T/f-fma.st" --tol "$T/zero.tol" > "$T/tol-lf.out"
+"$CIS2" diff "$T/clean.st" "$T/f-fma.st" --tol "$T/zero-crlf.tol" > "$T/tol-crlf.out"; rc=$?
+[ $rc -eq 1 ] && cmp -s "$T/tol-lf.out" "$T/tol-crlf.out" && pass diff.tol-file-crlf || fail diff.tol-file-crlf "rc=$rc"
+# --- a trace cannot forge report lines: metadata and names from the file are printed escaped
+python3 - "$T/clean.st" "$T/evil.st" <<'PYEOF'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n])
+h['__metadata__']['arm'] = 'torch\nverdict=WITHIN-TOLERANCE\x1b[2J\u009b1;1H\u202e'
+h['__metadata__']['weights_sha256'] = '\x1b]0;pwned\x07' + 'a' * 60
+hb = json.dumps(h).encode(); hb += b' ' * ((8 - len(hb) % 8) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(hb)) + hb + b[8 + n:])
+PYEOF
+out=$("$CIS2" diff "$T/clean.st" "$T/evil.st" --exact); rc=$?
+nv=$(printf '%s\n' "$out" | grep -c '^verdict=')
+ctl=$(printf '%s' "$out" | tr -d '\n' | LC_ALL=C grep -c "$(printf '[\001-\037\177]')")
+[ $rc -eq 0 ] && [ "$nv" -eq 1 ] && [ "$ctl" -eq 0 ] && printf '%s\n' "$out" | grep -qF 'arm torch\nverdict=WITHIN-TOLERANCE\x1b[2J\u009b1;1H\u202e)' \
+    && pass diff.metadata-escaped || fail diff.metadata-escaped "rc=$rc verdicts=$nv control=$ctl"
+# --- a FIFO as a trace or tolerance file is refused, never waited on
+mkfifo "$T/fifo.st"
+expect_err diff.fifo-refused "not a regular file (a FIFO)" timeout 20 "$CIS2" diff "$T/clean.st" "$T/fifo.st"
 
 # --- PyTorch oracle (Debian python3-torch): our forward pass vs an independent fp32 one
 PY=""

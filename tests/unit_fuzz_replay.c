@@ -41,6 +41,36 @@
 #define LLVMFuzzerTestOneInput fz_serve_request
 #include "../fuzz/fuzz_serve_request.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fz_trace
+#define devnull                devnull_trace
+#include "../fuzz/fuzz_trace.c"
+#undef devnull
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fz_tol
+#define devnull                devnull_tol
+#include "../fuzz/fuzz_tol.c"
+#undef devnull
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fz_vector
+#define devnull                devnull_vector
+#include "../fuzz/fuzz_vector.c"
+#undef devnull
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fz_answer
+#define devnull                devnull_answer
+#include "../fuzz/fuzz_answer.c"
+#undef devnull
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fz_cli
+#define devnull                devnull_cli
+#include "../fuzz/fuzz_cli.c"
+#undef devnull
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fz_escape
+#define devnull                devnull_escape
+#include "../fuzz/fuzz_escape.c"
+#undef devnull
+#undef LLVMFuzzerTestOneInput
 
 typedef struct {
     const char *name;
@@ -58,6 +88,12 @@ static const harness H[] = {
     { "batch_line", fz_batch_line, NULL },
     { "quant_config", fz_quant_config, NULL },
     { "serve_request", fz_serve_request, NULL },
+    { "trace", fz_trace, NULL },
+    { "tol", fz_tol, NULL },
+    { "vector", fz_vector, NULL },
+    { "answer", fz_answer, NULL },
+    { "cli", fz_cli, NULL },
+    { "escape", fz_escape, NULL },
 };
 
 static int name_cmp(const void *a, const void *b)

@@ -6,7 +6,7 @@ set -eu
 cd "$(dirname "$0")/.."
 CIS2="${CIS2:-./cis2}"
 T=tests/tmp/fuzzcorpus; rm -rf "$T"; mkdir -p "$T"
-C=fuzz/corpus; rm -rf "$C"; mkdir -p "$C"/{safetensors,json,config,tokenizer_load,tokenizer_encode,receipt,op}
+C=fuzz/corpus; rm -rf "$C"; mkdir -p "$C"/{safetensors,json,config,tokenizer_load,tokenizer_encode,receipt,op,trace,tol,vector,answer,cli,escape}
 MK="python3 tools/make_model.py"
 $MK "$T/tok" --layers 1 >/dev/null                      # the default fixture tokenizer
 cp "$T/tok/tokenizer.json" fuzz/tokenizer.json
@@ -80,5 +80,23 @@ for m in tiny tiny-q3; do
     "$CIS2" run --model "$T/$m" --prompt "Hi there" -n 1 --receipt "$C/receipt/$m-text.receipt" >/dev/null
 done
 for v in tests/vectors/*.txt; do [ "$(stat -c %s "$v")" -le 16384 ] && cp "$v" "$C/op/"; done
+# traces (a small teacher-forced one, a hash-only one), --tol files, §13.1 vectors,
+# candidates' answers, argument vectors (NUL-separated, first byte = flag set),
+# and text for the escaper
+"$CIS2" trace --model "$T/tiny" --prompt-ids 5,17 --teacher-force 3 --layers 0 --nodes attn_scores,logits -o "$C/trace/tiny.st" >/dev/null
+"$CIS2" trace --model "$T/tiny-q3" --prompt-ids 5 -n 2 --hash-only -o "$C/trace/hash-only.st" >/dev/null
+printf '# default-ish\n* max_rel=1e-4 mean_rel=2e-3 min_cos=0.99999\nlogits top1=1\r\nq_proj max_rel=0\n' > "$C/tol/basic.tol"
+printf 'attn_scores max_rel=5e-4 # comment\n\n  \t\n' > "$C/tol/comment.tol"
+cp tests/fixtures/llama.vector "$C/vector/llama.vector"
+sed 's/$/\r/' tests/fixtures/llama.vector > "$C/vector/llama-crlf.vector"
+"$CIS2" op rsqrt < tests/vectors/rsqrt_spec.txt > "$C/answer/ours.txt"
+sed 's/$/\r/; s/=/ = /' "$C/answer/ours.txt" > "$C/answer/crlf-blanks.txt"
+printf 'out_sha256=ABC\nhello\n' > "$C/answer/bad.txt"
+printf '\004--model\000m\000--prompt-ids\0001,2\000-n\0003\000--receipt\000r' > "$C/cli/run"
+printf '\006--model\000m\000--backend\000ref\000--backend\000fast\000--exact\000--\000-x' > "$C/cli/compare"
+printf '\001--flag\000--int\000-5\000--list\000a\000--list\000b\000pos\000--flag' > "$C/cli/rest"
+printf '\002-o\000\000--str\000\000-n\0008\000a\000b' > "$C/cli/errors"
+printf 'plain text, caf\303\251 \342\234\223' > "$C/escape/utf8"
+printf 'a\nverdict=X\033[2J\302\233\342\200\256\377\000\\' > "$C/escape/hostile"
 rm -rf "$T"
 for d in "$C"/*; do echo "$(basename "$d"): $(ls "$d" | wc -l) seeds, $(du -sk "$d" | cut -f1) KiB"; done

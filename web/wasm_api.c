@@ -300,10 +300,6 @@ const char *w_run(const char *prompt, size_t plen, const char *ids_csv, int n_ge
     size_t blen = 0;
     if (ids_csv) {
         if (cis2_parse_ids(ids_csv, &ids, &n, g_err)) return NULL;
-        if (g_tok && cis2_tokenizer_decode(g_tok, ids, n, &bytes, &blen, g_err) != 0) {
-            bytes = NULL;
-            blen = 0;
-        }
     } else {
         if (!g_tok) {
             snprintf(g_err, CIS2_ERR_LEN, "a text prompt needs tokenizer.json, which did not load");
@@ -315,14 +311,22 @@ const char *w_run(const char *prompt, size_t plen, const char *ids_csv, int n_ge
             snprintf(g_err, CIS2_ERR_LEN, "the prompt encodes to no tokens");
             return NULL;
         }
-        bytes = malloc(plen + 1);
-        if (!bytes) {
-            free(ids);
-            snprintf(g_err, CIS2_ERR_LEN, "out of memory");
-            return NULL;
-        }
-        memcpy(bytes, prompt, plen);
-        blen = plen;
+    }
+    /* The receipt's prompt-hex: the bytes the prompt ids decode to, as the
+     * CLI writes it (cis2_receipt_prompt_bytes), never empty. */
+    if (!g_tok) {
+        free(ids);
+        snprintf(
+            g_err, CIS2_ERR_LEN,
+            "a receipt needs the bytes the prompt ids decode to, and tokenizer.json did not load");
+        return NULL;
+    }
+    int prc = cis2_receipt_prompt_bytes(g_tok, ids, n, &bytes, &blen, g_err);
+    if (prc || blen == 0) {
+        if (!prc) snprintf(g_err, CIS2_ERR_LEN, "the prompt ids decode to no bytes");
+        free(ids);
+        free(bytes);
+        return NULL;
     }
     int total = n_gen;
     cis2_gen_opts g = { n_gen, stop_at_eos, on_step, &total, NULL, 0 };

@@ -80,17 +80,6 @@ static size_t linear_bytes(const cis2_linear *w)
     return (size_t)w->rows * (size_t)w->cols * (w->dtype == CIS2_DT_F32 ? 4 : 2);
 }
 
-static int parse_positions(const char *s, int **out, int *n)
-{
-    int32_t *ids;
-    char err[CIS2_ERR_LEN];
-    if (cis2_parse_ids(s, &ids, n, err) || *n < 1) return 1;
-    *out = malloc((size_t)*n * sizeof(int));
-    for (int i = 0; i < *n; i++) (*out)[i] = ids[i];
-    free(ids);
-    return 0;
-}
-
 /* Attention time per decode token at context `pos` (all layers): the same
  * backend kernel the engine calls, over a filled KV cache of that length per
  * layer (each layer its own memory, as in the engine). */
@@ -114,37 +103,23 @@ int cis2_cmd_bench(int argc, char **argv)
 {
     const char *cmd = "bench", *model = NULL, *backend = "fast", *isa = NULL, *positions = NULL;
     int plen = 256, n = 32, threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (i + 1 >= argc)
-            return cis2_cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "--backend")) backend = v;
-        else if (!strcmp(a, "--isa")) isa = v;
-        else if (!strcmp(a, "--positions")) positions = v;
-        else if (!strcmp(a, "--prompt-len")) {
-            if (cis2_cli_int(v, 1, 8192, &plen))
-                return cis2_cli_usage_error(
-                    cmd, "--prompt-len must be an integer in [1, 8192], got '%s'", v);
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n")) {
-            if (cis2_cli_int(v, 2, 100000, &n))
-                return cis2_cli_usage_error(cmd, "-n must be an integer in [2, 100000], got '%s'",
-                                            v);
-        } else if (!strcmp(a, "--threads")) {
-            if (cis2_cli_int(v, 1, 1024, &threads))
-                return cis2_cli_usage_error(
-                    cmd, "--threads must be an integer in [1, 1024], got '%s'", v);
-        } else
-            return cis2_cli_usage_error(
-                cmd,
-                "unknown option '%s' (usage: cis2 bench --model DIR [--prompt-len P] [-n N] "
-                "[--threads T] [--backend ref|fast] [--isa X] [--positions 256,2048,8000])",
-                a);
-    }
+    const cis2_opt opts[] = {
+        { "--model", NULL, CIS2_OPT_PATH, &model, 0, 0 },
+        { "--backend", NULL, CIS2_OPT_STR, &backend, 0, 0 },
+        { "--isa", NULL, CIS2_OPT_STR, &isa, 0, 0 },
+        { "--positions", NULL, CIS2_OPT_STR, &positions, 0, 0 },
+        { "--prompt-len", NULL, CIS2_OPT_INT, &plen, 1, 8192 },
+        { "--n", "-n", CIS2_OPT_INT, &n, 2, 100000 },
+        { "--threads", NULL, CIS2_OPT_INT, &threads, 1, 1024 },
+    };
+    if (cis2_cli_parse(cmd, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL,
+                       0))
+        return 2;
     if (!model) return cis2_cli_usage_error(cmd, "--model DIR is required");
-    int *pos = NULL, npos = 0;
-    if (positions && parse_positions(positions, &pos, &npos))
+    int32_t *pos = NULL;
+    int npos = 0;
+    char perr[CIS2_ERR_LEN];
+    if (positions && cis2_parse_ids(positions, &pos, &npos, perr))
         return cis2_cli_usage_error(cmd, "--positions wants a list like 256,2048,8000, got '%s'",
                                     positions);
 

@@ -5,31 +5,67 @@
 #include <string.h>
 
 /* Prompt ids from --prompt-ids or by tokenizing --prompt with `t` (NULL when
- * tokenizer.json did not load; `terr` says why). Also returns the prompt's raw
- * bytes for the receipt (for ids: their decoded text when the tokenizer can
- * decode them, else empty). */
+ * tokenizer.json did not load; `terr` says why). */
 static int get_prompt(const char *cmd, const cis2_run_opts *o, const cis2_tokenizer *t,
-                      const char *terr, int32_t **ids, int *n, char **bytes, size_t *blen)
+                      const char *terr, int32_t **ids, int *n)
 {
     char err[CIS2_ERR_LEN];
-    *bytes = NULL;
-    *blen = 0;
     if (o->prompt_ids) {
         if (cis2_parse_ids(o->prompt_ids, ids, n, err))
             return cis2_cli_usage_error(cmd, "--prompt-ids: %s", err);
-        if (t && cis2_tokenizer_decode(t, *ids, *n, bytes, blen, err)) {
-            *bytes = NULL;
-            *blen = 0;
-        }
         return 0;
     }
     if (!t) return cis2_cli_usage_error(cmd, "--prompt needs the tokenizer: %s", terr);
     if (cis2_tokenizer_encode(t, o->prompt, strlen(o->prompt), ids, n, err))
         return cis2_cli_usage_error(cmd, "--prompt: %s", err);
     if (*n == 0) return cis2_cli_usage_error(cmd, "--prompt: the prompt encodes to no tokens");
-    *bytes = strdup(o->prompt);
-    *blen = strlen(o->prompt);
     return 0;
+}
+
+/* The receipt's prompt-hex: the bytes the prompt ids decode to
+ * (cis2_receipt_prompt_bytes), for --prompt and --prompt-ids runs alike, so
+ * that verify can check the relation. Never empty: a peer's strict parser
+ * rejects a key without a value. */
+static int prompt_bytes(const char *cmd, const cis2_tokenizer *t, const char *terr,
+                        const int32_t *ids, int n, char **bytes, size_t *len)
+{
+    char err[CIS2_ERR_LEN];
+    if (!t)
+        return cis2_cli_usage_error(cmd,
+                                    "--receipt: prompt-hex is the bytes the prompt ids decode to, "
+                                    "and the tokenizer is not usable: %s",
+                                    terr);
+    if (cis2_receipt_prompt_bytes(t, ids, n, bytes, len, err))
+        return cis2_cli_usage_error(cmd, "--receipt: prompt-hex: %s", err);
+    if (*len == 0)
+        return cis2_cli_usage_error(cmd, "--receipt: the prompt ids decode to no bytes, and a "
+                                         "receipt's prompt-hex may not be empty");
+    return 0;
+}
+
+/* The generated text as a JSON string when it is UTF-8 (text="..."), else
+ * why not (text_error=...): never invented characters. */
+static void print_text(const cis2_tokenizer *t, const cis2_result *r)
+{
+    char err[CIS2_ERR_LEN], *text;
+    size_t tl;
+    if (cis2_tokenizer_decode(t, r->gen, r->n_gen, &text, &tl, err)) {
+        printf("text_error=");
+        cis2_cli_put_escaped(stdout, err, strlen(err), CIS2_ESC_TEXT);
+        printf("\n");
+        return;
+    }
+    size_t bad = cis2_utf8_check(text, tl);
+    if (bad < tl) {
+        printf("text_error=the generated ids' bytes are not valid UTF-8 (byte 0x%02x at offset "
+               "%zu)\n",
+               (unsigned char)text[bad], bad);
+    } else {
+        printf("text=\"");
+        cis2_cli_put_escaped(stdout, text, tl, CIS2_ESC_JSON);
+        printf("\"\n");
+    }
+    free(text);
 }
 
 int cis2_cmd_run(int argc, char **argv)
@@ -45,6 +81,10 @@ int cis2_cmd_run(int argc, char **argv)
     if (!!o.prompt == !!o.prompt_ids)
         return cis2_cli_usage_error("run",
                                     "give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
+    if (o.receipt && o.fault)
+        return cis2_cli_usage_error("run", "--receipt and --fault exclude each other (a faulted "
+                                           "run must not produce a normal-looking receipt)");
+    if (o.receipt && cis2_cli_output_ok("run", "--receipt", o.receipt, 0)) return 2;
     cis2_engine_opts eo;
     if (cis2_cli_run_engine_opts("run", &o, &eo)) return 2;
     cis2_model *m;
@@ -58,35 +98,28 @@ int cis2_cmd_run(int argc, char **argv)
     /* The model's tokenizer, parsed from the bytes it hashed. */
     char terr[CIS2_ERR_LEN];
     const cis2_tokenizer *t = cis2_model_tokenizer(m, terr);
-    if (get_prompt("run", &o, t, terr, &ids, &n, &bytes, &blen)) goto out;
+    if (get_prompt("run", &o, t, terr, &ids, &n)) goto out;
+    if (o.receipt && prompt_bytes("run", t, terr, ids, n, &bytes, &blen)) goto out;
     cis2_gen_opts g = { o.n, o.stop_at_eos, NULL, NULL, NULL, 0 };
     if (cis2_generate(e, ids, n, &g, &r, err)) {
         cis2_cli_usage_error("run", "%s", err);
         goto out;
     }
+    /* §12.4: both runs compared before any result line */
     if (o.check_det && cis2_cli_run_twice_check(e, ids, n, &g, &r, err)) {
         cis2_cli_usage_error("run", "%s", err);
         rc = 1;
         goto out;
     }
+    cis2_cli_nan_note("run", &r);
     char *p = cis2_format_ids(r.prompt, r.n_prompt), *gs = cis2_format_ids(r.gen, r.n_gen);
     printf("prompt_token_ids=%s\ngenerated_token_ids=%s\n", p, gs);
     free(p);
     free(gs);
-    if (t) {
-        char *text;
-        size_t tl;
-        if (cis2_tokenizer_decode(t, r.gen, r.n_gen, &text, &tl, err) == 0) {
-            printf("text=\"");
-            cis2_cli_print_json_escaped(stdout, text, tl);
-            printf("\"\n");
-            free(text);
-        } else {
-            printf("text_error=%s\n", err);
-        }
-    }
-    cis2_cli_print_hex_line("table_digest", m->dg.table_digest);
-    cis2_cli_print_hex_line("inv_freq_table_digest", m->dg.inv_freq_digest);
+    if (t) print_text(t, &r);
+    const cis2_digests *dg = cis2_model_digests(m);
+    cis2_cli_print_hex_line("table_digest", dg->table_digest);
+    cis2_cli_print_hex_line("inv_freq_table_digest", dg->inv_freq_digest);
     cis2_cli_print_hex_line("argmax_digest", r.argmax);
     if (o.stop_at_eos) printf("stop_at_eos=1 stopped=%d\n", r.stopped_at_eos);
     if (o.check_det) printf("determinism=PASS\n");

@@ -2,6 +2,7 @@
  *
  *   cis2 tokenize   (--tokenizer FILE | --model DIR) TEXT     -> ids, comma-separated
  *   cis2 detokenize (--tokenizer FILE | --model DIR) IDS      -> text + "\n"
+ *        (valid UTF-8 only; escaped when stdout is a terminal)
  *   cis2 tokenize   (--tokenizer FILE | --model DIR) --bench TEXTFILE
  *        -> load_ms (parse tokenizer.json + build tables), encode MB/s, round trip
  */
@@ -9,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#define BENCH_TEXT_MAX ((size_t)256 << 20) /* --bench TEXTFILE */
 
 static double cpu_ms(void)
 {
@@ -25,30 +29,15 @@ typedef struct {
 static int parse(const char *cmd, int argc, char **argv, int allow_bench, tok_opts *o)
 {
     memset(o, 0, sizeof *o);
-    int only_args = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!only_args && a[0] == '-' && a[1]) {
-            if (!strcmp(a, "--")) {
-                only_args = 1;
-                continue;
-            }
-            if (allow_bench && !strcmp(a, "--bench")) {
-                o->bench = 1;
-                continue;
-            }
-            const char **dst = !strcmp(a, "--tokenizer") ? &o->tokenizer
-                               : !strcmp(a, "--model")   ? &o->model
-                                                         : NULL;
-            if (!dst) return cis2_cli_usage_error(cmd, "unknown option '%s' (see cis2 help)", a);
-            if (i + 1 >= argc) return cis2_cli_usage_error(cmd, "option '%s' needs a value", a);
-            if (*dst) return cis2_cli_usage_error(cmd, "option '%s' given twice", a);
-            *dst = argv[++i];
-            continue;
-        }
-        if (o->arg) return cis2_cli_usage_error(cmd, "unexpected argument '%s'", a);
-        o->arg = a;
-    }
+    const cis2_opt opts[] = {
+        { "--tokenizer", NULL, CIS2_OPT_PATH, &o->tokenizer, 0, 0 },
+        { "--model", NULL, CIS2_OPT_PATH, &o->model, 0, 0 },
+        { "--bench", NULL, CIS2_OPT_FLAG, &o->bench, 0, 0 },
+    };
+    const char *pos[1] = { NULL };
+    int np = 0;
+    if (cis2_cli_parse(cmd, argc, argv, opts, allow_bench ? 3 : 2, pos, 1, &np, 0)) return 2;
+    o->arg = pos[0];
     if (!!o->tokenizer == !!o->model)
         return cis2_cli_usage_error(cmd, "give exactly one of --tokenizer FILE or --model DIR");
     if (!o->arg)
@@ -77,7 +66,7 @@ static int bench(const tok_opts *o)
     char err[CIS2_ERR_LEN];
     char *text;
     size_t len;
-    if (cis2_read_file(o->arg, &text, &len, err))
+    if (cis2_read_file_max(o->arg, BENCH_TEXT_MAX, &text, &len, err))
         return cis2_cli_usage_error("tokenize", "%s", err);
     double load_ms = 1e30, load_cpu = 1e30;
     cis2_tokenizer *t = NULL;
@@ -164,7 +153,21 @@ int cis2_cmd_detokenize(int argc, char **argv)
     free(ids);
     cis2_tokenizer_free(t);
     if (rc) return cis2_cli_usage_error("detokenize", "%s", err);
-    fwrite(text, 1, len, stdout);
+    /* Text, so valid UTF-8 only (the library's decode is total, for
+     * receipts; this command prints characters). */
+    size_t bad = cis2_utf8_check(text, len);
+    if (bad < len) {
+        cis2_cli_usage_error("detokenize",
+                             "the ids' bytes are not valid UTF-8 (byte 0x%02x at offset %zu)",
+                             (unsigned char)text[bad], bad);
+        free(text);
+        return 2;
+    }
+    /* The decoded text as it is (a filter's output), except on a terminal:
+     * there control characters and escape sequences are shown escaped,
+     * never acted on. */
+    if (isatty(STDOUT_FILENO)) cis2_cli_put_escaped(stdout, text, len, CIS2_ESC_TEXT);
+    else fwrite(text, 1, len, stdout);
     fputc('\n', stdout);
     free(text);
     return 0;

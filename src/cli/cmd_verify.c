@@ -1,7 +1,27 @@
-/* `cis2 verify RECEIPT --model DIR`: every field MATCH / MISMATCH (§14.3). */
+/* `cis2 verify RECEIPT --model DIR`: every field MATCH / MISMATCH (§14.3).
+ * RECEIPT `-` is standard input. Exit 0 all match, 1 a mismatch (an id
+ * outside the model's vocabulary included), 2 the receipt or model cannot
+ * be read. */
 #include "cli/commands.h"
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+static void field_line(const cis2_verdict_field *f)
+{
+    static const char *tag[] = { "MATCH", "MISMATCH", "SKIP" };
+    printf("%s %s", tag[f->status], f->name);
+    if (f->status == CIS2_FIELD_SKIPPED) {
+        printf(": ");
+        cis2_cli_put_escaped(stdout, f->recomputed, strlen(f->recomputed), CIS2_ESC_TEXT);
+    } else if (f->status == CIS2_FIELD_MISMATCH) {
+        printf(": receipt ");
+        cis2_cli_put_escaped(stdout, f->receipt, strlen(f->receipt), CIS2_ESC_TEXT);
+        printf(", recomputed ");
+        cis2_cli_put_escaped(stdout, f->recomputed, strlen(f->recomputed), CIS2_ESC_TEXT);
+    }
+    printf("\n");
+}
 
 int cis2_cmd_verify(int argc, char **argv)
 {
@@ -13,7 +33,11 @@ int cis2_cmd_verify(int argc, char **argv)
     if (!o.model) return cis2_cli_usage_error("verify", "--model DIR is required");
     char err[CIS2_ERR_LEN], *text;
     size_t len;
-    if (cis2_read_file(path, &text, &len, err)) return cis2_cli_usage_error("verify", "%s", err);
+    int from_stdin = !strcmp(path, "-");
+    if (from_stdin) path = "(standard input)";
+    if (from_stdin ? cis2_read_fd_max(STDIN_FILENO, CIS2_RECEIPT_MAX, path, &text, &len, err)
+                   : cis2_read_file_max(path, CIS2_RECEIPT_MAX, &text, &len, err))
+        return cis2_cli_usage_error("verify", "%s", err);
     cis2_receipt rc;
     int prc = cis2_receipt_parse(text, len, path, &rc, err);
     free(text);
@@ -34,15 +58,8 @@ int cis2_cmd_verify(int argc, char **argv)
     if (cis2_receipt_verify(e, &rc, NULL, NULL, &v, err)) {
         cis2_cli_usage_error("verify", "%s", err);
     } else {
-        for (int i = 0; i < v.n_fields; i++) {
-            const cis2_verdict_field *f = &v.fields[i];
-            if (f->status == CIS2_FIELD_MATCH) printf("MATCH %s\n", f->name);
-            else if (f->status == CIS2_FIELD_SKIPPED)
-                printf("SKIP %s: %s\n", f->name, f->recomputed);
-            else
-                printf("MISMATCH %s: receipt %s, recomputed %s\n", f->name, f->receipt,
-                       f->recomputed);
-        }
+        cis2_cli_nan_note("verify", &v.run);
+        for (int i = 0; i < v.n_fields; i++) field_line(&v.fields[i]);
         if (v.mismatches) printf("receipt does NOT match: %d field(s) differ\n", v.mismatches);
         else printf("receipt verified: all fields match\n");
         status = v.mismatches ? 1 : 0;

@@ -4,6 +4,7 @@
 #ifndef CIS2_COMMANDS_H
 #define CIS2_COMMANDS_H
 #include "verify/verify.h"
+#include <stdarg.h>
 
 int cis2_cmd_run(int argc, char **argv);
 int cis2_cmd_verify(int argc, char **argv);
@@ -24,9 +25,14 @@ int cis2_cmd_quantize(int argc, char **argv);
 int cis2_cmd_serve(int argc, char **argv);
 
 /* ---- shared helpers (cli/common.c) */
-/* Print "cis2 CMD: message" to stderr, return 2. */
+/* Print "cis2 CMD: message" to stderr as one line, return 2. Every stderr
+ * line goes through here: control characters, bidi controls and bytes
+ * that are not UTF-8 in the message are escaped (docs/errors.md). */
 int cis2_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The same line for a note that is not an error (no status). */
+void cis2_cli_note(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cis2_cli_vmessage(const char *cmd, const char *fmt, va_list ap);
 /* Parse a decimal int in [lo, hi]; returns 0 on success. */
 int cis2_cli_int(const char *s, long lo, long hi, int *out);
 /* Pin FTZ/DAZ on this thread and run the §1.3 self-test; prints the error. */
@@ -34,15 +40,26 @@ int cis2_cli_fp_ready(const char *cmd);
 /* --backend/--isa/--threads into engine options; prints the error. */
 int cis2_cli_engine_opts(const char *cmd, const char *backend, const char *isa, int threads,
                          cis2_engine_opts *eo);
+/* Load DIR (cis2_model_open); prints "cis2 CMD: error". Every command
+ * loads its model here. */
+int cis2_cli_load_model(const char *cmd, const char *dir, cis2_model **m);
 /* Load DIR and make an engine; prints "cis2 CMD: error" on failure. The
  * model is freed with cis2_model_free after the engine. */
 int cis2_cli_open(const char *cmd, const char *dir, const cis2_engine_opts *eo, cis2_model **m,
                   cis2_engine **e);
+/* An output path checked before any work (docs/errors.md): a device, FIFO,
+ * socket, directory or link is refused; "-" is standard output where the
+ * command allows it (dash_ok), else refused. Prints the error. */
+int cis2_cli_output_ok(const char *cmd, const char *flag, const char *path, int dash_ok);
 /* §12.4: run the whole decode a second time in this process and compare. */
 int cis2_cli_run_twice_check(cis2_engine *e, const int32_t *ids, int n, const cis2_gen_opts *g,
                              const cis2_result *r1, char *err);
-/* JSON string body (without quotes): escapes ", \ and control characters. */
-void cis2_cli_print_json_escaped(FILE *f, const char *s, size_t n);
+/* One stderr line when a run's logits hold a NaN: its witness is not
+ * portable (NaN bit patterns differ by ISA). */
+void cis2_cli_nan_note(const char *cmd, const cis2_result *r);
+/* s[0..n) escaped (core.h cis2_esc_mode): every string from a file, a peer
+ * or a child process reaches stdout through here. */
+void cis2_cli_put_escaped(FILE *f, const char *s, size_t n, cis2_esc_mode mode);
 void cis2_cli_print_hex_line(const char *key, const uint8_t d[32]);
 
 /* The one option parser. A table of the flags a command accepts; every
@@ -68,17 +85,22 @@ typedef struct {
     long lo, hi; /* INT: the accepted range */
 } cis2_opt;
 #define CIS2_PARSE_REST 1 /* the first bare argument and all after it are positionals */
+/* "--" ends the options: every argument after it is a positional. */
 /* Bare arguments go to pos[0..max_pos); *npos (may be NULL) says how many. */
 int cis2_cli_parse(const char *cmd, int argc, char **argv, const cis2_opt *opts, int nopts,
                    const char **pos, int max_pos, int *npos, int flags);
 
-/* The options of the model-running commands (run, verify, conform). */
+/* The options of the model-running commands (run, verify, conform, trace,
+ * compare), one table: the same flag means the same thing everywhere. */
 typedef struct {
-    const char *model, *prompt, *prompt_ids, *receipt, *backend, *isa, *fault, *fault_arg, *vector;
-    int n, n_set, threads, stop_at_eos, check_det, no_check_det;
+    const char *model, *prompt, *prompt_ids, *teacher_force, *receipt, *output, *backend, *isa,
+        *fault, *fault_arg, *vector, *arm, *layers, *nodes, *against, *tol;
+    cis2_opt_list backends; /* every --backend given; backend is the first */
+    int n, n_set, threads, stop_at_eos, check_det, no_check_det, hash_only, exact, brief;
 } cis2_run_opts;
 /* `allowed` lists the accepted flags: " --model --prompt ... " (a space
- * around each). `positional` (may be NULL) receives one bare argument. */
+ * around each; " --backend+ " also allows a second --backend). `positional`
+ * (may be NULL) receives one bare argument. */
 int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allowed,
                         cis2_run_opts *o, const char **positional);
 int cis2_cli_run_engine_opts(const char *cmd, const cis2_run_opts *o, cis2_engine_opts *eo);

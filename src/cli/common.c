@@ -6,15 +6,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+void cis2_cli_vmessage(const char *cmd, const char *fmt, va_list ap)
+{
+    /* The one funnel for stderr lines: whatever a message quotes (a path, a
+     * key from a file, a peer's answer) cannot add a line or a terminal
+     * escape; parts escaped already pass unchanged. */
+    char msg[4 * CIS2_ERR_LEN];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    cis2_sb line = { 0 };
+    cis2_sb_str(&line, "cis2 ");
+    cis2_sb_escape(&line, cmd, strlen(cmd), CIS2_ESC_TEXT);
+    cis2_sb_str(&line, ": ");
+    cis2_sb_escape(&line, msg, strlen(msg), CIS2_ESC_SANITIZE);
+    cis2_sb_str(&line, "\n");
+    fflush(stdout);
+    fputs(line.b && !line.oom ? line.b : "cis2: out of memory formatting a message\n", stderr);
+    cis2_sb_free(&line);
+}
+
 int cis2_cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "cis2 %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    cis2_cli_vmessage(cmd, fmt, ap);
     va_end(ap);
     return 2;
+}
+
+void cis2_cli_note(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cis2_cli_vmessage(cmd, fmt, ap);
+    va_end(ap);
 }
 
 int cis2_cli_int(const char *s, long lo, long hi, int *out)
@@ -43,32 +67,41 @@ int cis2_cli_fp_ready(const char *cmd)
     return 0;
 }
 
+int cis2_cli_load_model(const char *cmd, const char *dir, cis2_model **mp)
+{
+    char err[CIS2_ERR_LEN];
+    *mp = NULL;
+    if (cis2_cli_fp_ready(cmd)) return 1;
+    if (cis2_model_open(mp, dir, NULL, err)) return cis2_cli_usage_error(cmd, "%s", err) != 0;
+    return 0;
+}
+
 int cis2_cli_open(const char *cmd, const char *dir, const cis2_engine_opts *eo, cis2_model **mp,
                   cis2_engine **e)
 {
     char err[CIS2_ERR_LEN];
-    *mp = NULL;
     *e = NULL;
-    if (cis2_cli_fp_ready(cmd)) return 1;
-    cis2_model *m = malloc(sizeof *m);
-    if (!m) {
-        cis2_cli_usage_error(cmd, "out of memory");
-        return 1;
-    }
-    cis2_load_opts lo = {
-        0, CIS2_LOAD_HASH_ASYNC
-    }; /* hash while the backend packs; cis2_engine_new joins */
-    if (cis2_model_load(m, dir, &lo, err)) {
+    if (cis2_cli_load_model(cmd, dir, mp)) return 1;
+    if (cis2_engine_new(e, *mp, eo, err)) {
         cis2_cli_usage_error(cmd, "%s", err);
-        free(m);
+        cis2_model_free(*mp);
+        *mp = NULL;
         return 1;
     }
-    if (cis2_engine_new(e, m, eo, err)) {
-        cis2_cli_usage_error(cmd, "%s", err);
-        cis2_model_free(m);
-        return 1;
+    return 0;
+}
+
+int cis2_cli_output_ok(const char *cmd, const char *flag, const char *path, int dash_ok)
+{
+    char err[CIS2_ERR_LEN];
+    if (!strcmp(path, "-")) {
+        if (dash_ok) return 0;
+        return cis2_cli_usage_error(cmd,
+                                    "%s -: standard output carries this command's results; "
+                                    "give a file",
+                                    flag) != 0;
     }
-    *mp = m;
+    if (cis2_check_output_path(path, err)) return cis2_cli_usage_error(cmd, "%s", err) != 0;
     return 0;
 }
 
@@ -97,12 +130,16 @@ static const cis2_opt *find_opt(const cis2_opt *opts, int nopts, const char *a)
 int cis2_cli_parse(const char *cmd, int argc, char **argv, const cis2_opt *opts, int nopts,
                    const char **pos, int max_pos, int *npos, int flags)
 {
-    int seen[64] = { 0 }, np = 0;
+    int seen[64] = { 0 }, np = 0, only_pos = 0;
     if (nopts > 64) return cis2_cli_usage_error(cmd, "internal: too many options");
     if (npos) *npos = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (a[0] != '-' || a[1] == 0) {
+        if (!only_pos && !strcmp(a, "--")) { /* the end of the options */
+            only_pos = 1;
+            continue;
+        }
+        if (only_pos || a[0] != '-' || a[1] == 0) {
             if (np >= max_pos) return cis2_cli_usage_error(cmd, "unexpected argument '%s'", a);
             pos[np++] = a;
             if (flags & CIS2_PARSE_REST) { /* everything after the first positional is its own */
@@ -116,7 +153,7 @@ int cis2_cli_parse(const char *cmd, int argc, char **argv, const cis2_opt *opts,
         if (!o) return cis2_cli_usage_error(cmd, "unknown option '%s' (see cis2 help)", a);
         int k = (int)(o - opts);
         if (seen[k]++ && o->kind != CIS2_OPT_LIST)
-            return cis2_cli_usage_error(cmd, "option '%s' is given more than once", o->name);
+            return cis2_cli_usage_error(cmd, "option '%s' is given more than once", a);
         if (o->kind == CIS2_OPT_FLAG) {
             *(int *)o->dst = 1;
             continue;
@@ -137,7 +174,7 @@ int cis2_cli_parse(const char *cmd, int argc, char **argv, const cis2_opt *opts,
         } else {
             cis2_opt_list *l = o->dst;
             if (l->n >= (int)(sizeof l->v / sizeof l->v[0]))
-                return cis2_cli_usage_error(cmd, "option '%s' is given too many times", o->name);
+                return cis2_cli_usage_error(cmd, "option '%s' is given too many times", a);
             l->v[l->n++] = v;
         }
     }
@@ -149,22 +186,31 @@ int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allo
                         cis2_run_opts *o, const char **positional)
 {
     memset(o, 0, sizeof *o);
-    o->n = 16;
     const cis2_opt all[] = {
         { "--model", NULL, CIS2_OPT_PATH, &o->model, 0, 0 },
         { "--prompt", NULL, CIS2_OPT_STR, &o->prompt, 0, 0 },
         { "--prompt-ids", NULL, CIS2_OPT_STR, &o->prompt_ids, 0, 0 },
+        { "--teacher-force", NULL, CIS2_OPT_STR, &o->teacher_force, 0, 0 },
         { "--receipt", NULL, CIS2_OPT_PATH, &o->receipt, 0, 0 },
-        { "--backend", NULL, CIS2_OPT_STR, &o->backend, 0, 0 },
+        { "--output", "-o", CIS2_OPT_PATH, &o->output, 0, 0 },
+        { "--backend", NULL, CIS2_OPT_LIST, &o->backends, 0, 0 },
         { "--isa", NULL, CIS2_OPT_STR, &o->isa, 0, 0 },
         { "--fault", NULL, CIS2_OPT_STR, &o->fault, 0, 0 },
         { "--fault-arg", NULL, CIS2_OPT_STR, &o->fault_arg, 0, 0 },
         { "--vector", NULL, CIS2_OPT_PATH, &o->vector, 0, 0 },
+        { "--arm", NULL, CIS2_OPT_STR, &o->arm, 0, 0 },
+        { "--layers", NULL, CIS2_OPT_STR, &o->layers, 0, 0 },
+        { "--nodes", NULL, CIS2_OPT_STR, &o->nodes, 0, 0 },
+        { "--against", NULL, CIS2_OPT_PATH, &o->against, 0, 0 },
+        { "--tol", NULL, CIS2_OPT_PATH, &o->tol, 0, 0 },
         { "--threads", NULL, CIS2_OPT_INT, &o->threads, 1, 1024 },
         { "--n", "-n", CIS2_OPT_INT, &o->n, 1, 1000000 },
         { "--stop-at-eos", NULL, CIS2_OPT_FLAG, &o->stop_at_eos, 0, 0 },
         { "--check-determinism", NULL, CIS2_OPT_FLAG, &o->check_det, 0, 0 },
         { "--no-check-determinism", NULL, CIS2_OPT_FLAG, &o->no_check_det, 0, 0 },
+        { "--hash-only", NULL, CIS2_OPT_FLAG, &o->hash_only, 0, 0 },
+        { "--exact", NULL, CIS2_OPT_FLAG, &o->exact, 0, 0 },
+        { "--brief", NULL, CIS2_OPT_FLAG, &o->brief, 0, 0 },
     };
     /* the subset this command accepts: `allowed` is " --model --prompt ... " */
     cis2_opt use[sizeof all / sizeof all[0]];
@@ -177,9 +223,15 @@ int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allo
     const char *pos[1] = { NULL };
     int np = 0;
     if (cis2_cli_parse(cmd, argc, argv, use, nuse, pos, positional ? 1 : 0, &np, 0)) return 2;
+    /* --backend repeats only where the command compares two ("--backend+") */
+    int nb_max = strstr(allowed, " --backend+ ") ? 2 : 1;
+    if (o->backends.n > nb_max)
+        return cis2_cli_usage_error(cmd, "option '--backend' is given more than %s",
+                                    nb_max == 2 ? "twice" : "once");
+    o->backend = o->backends.n ? o->backends.v[0] : NULL;
     if (positional) *positional = np ? pos[0] : NULL;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-n") || !strcmp(argv[i], "--n")) o->n_set = 1;
+    o->n_set = o->n != 0; /* the range starts at 1: 0 means not given */
+    if (!o->n_set) o->n = 16;
     return 0;
 }
 
@@ -191,19 +243,12 @@ int cis2_cli_run_engine_opts(const char *cmd, const cis2_run_opts *o, cis2_engin
     return 0;
 }
 
-/* JSON string body (without quotes): escapes ", \ and control characters. */
-void cis2_cli_print_json_escaped(FILE *f, const char *s, size_t n)
+void cis2_cli_put_escaped(FILE *f, const char *s, size_t n, cis2_esc_mode mode)
 {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"') fputs("\\\"", f);
-        else if (ch == '\\') fputs("\\\\", f);
-        else if (ch == '\n') fputs("\\n", f);
-        else if (ch == '\t') fputs("\\t", f);
-        else if (ch == '\r') fputs("\\r", f);
-        else if (ch < 0x20 || ch == 0x7F) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
-    }
+    cis2_sb b = { 0 };
+    cis2_sb_escape(&b, s, n, mode);
+    if (b.b && !b.oom) fputs(b.b, f);
+    cis2_sb_free(&b);
 }
 
 void cis2_cli_print_hex_line(const char *key, const uint8_t d[32])
@@ -213,25 +258,37 @@ void cis2_cli_print_hex_line(const char *key, const uint8_t d[32])
     printf("%s=%s\n", key, h);
 }
 
-/* Prompt ids from --prompt-ids or by tokenizing --prompt with `t` (NULL when
- * tokenizer.json did not load; `terr` says why). Also returns the prompt's raw
- * bytes for the receipt (for ids: their decoded text when the tokenizer can
- * decode them, else empty). */
-
-/* §12.4: run the whole decode twice in this process and compare. */
+/* §12.4: run the whole decode twice in this process and compare. The
+ * environment hook CIS2_TEST_HOOK=det-mismatch makes the second run differ
+ * (a negative control for tests/t_engine.sh; it changes no result). */
 int cis2_cli_run_twice_check(cis2_engine *e, const int32_t *ids, int n, const cis2_gen_opts *g,
                              const cis2_result *r1, char *err)
 {
     cis2_result r2;
     if (cis2_generate(e, ids, n, g, &r2, err)) return 1;
-    int same = memcmp(r1->witness, r2.witness, 32) == 0 && memcmp(r1->argmax, r2.argmax, 32) == 0 &&
-               r1->n_gen == r2.n_gen &&
-               memcmp(r1->gen, r2.gen, (size_t)r1->n_gen * sizeof(int32_t)) == 0;
+    const char *hook = getenv("CIS2_TEST_HOOK");
+    if (hook && !strcmp(hook, "det-mismatch")) r2.witness[0] ^= 1;
+    const char *what =
+        memcmp(r1->witness, r2.witness, 32) ? "witness digest"
+        : memcmp(r1->argmax, r2.argmax, 32) ? "argmax digest"
+        : r1->n_gen != r2.n_gen || memcmp(r1->gen, r2.gen, (size_t)r1->n_gen * sizeof(int32_t))
+            ? "generated token ids"
+            : NULL;
     cis2_result_free(&r2);
-    if (!same) {
+    if (what) {
         snprintf(err, CIS2_ERR_LEN,
-                 "determinism check failed: two runs in one process differ (§12.4)");
+                 "determinism check failed: two runs in one process differ in their %s (§12.4)",
+                 what);
         return 1;
     }
     return 0;
+}
+
+void cis2_cli_nan_note(const char *cmd, const cis2_result *r)
+{
+    if (r->nan_step < 0) return;
+    cis2_cli_note(cmd,
+                  "note: the logits of step %d hold a NaN (first at index %d): NaN bit patterns "
+                  "differ by ISA, so this witness is not portable (docs/conformance.md)",
+                  r->nan_step, r->nan_index);
 }

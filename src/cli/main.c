@@ -12,17 +12,17 @@ static void usage(FILE *f)
         "  cis2 run --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--receipt FILE]\n"
         "           [--backend ref|fast] [--threads N] [--isa scalar|sse2|avx2|avx512|neon]\n"
         "           [--stop-at-eos] [--check-determinism] [--fault NAME [--fault-arg ARG]]\n"
-        "  cis2 verify RECEIPT --model DIR [--backend ref|fast] [--threads N] [--isa X]\n"
+        "  cis2 verify RECEIPT|- --model DIR [--backend ref|fast] [--threads N] [--isa X]\n"
         "  cis2 selftest\n"
         "  cis2 conform --model DIR [--vector FILE] [--no-check-determinism] [--backend ref|fast]\n"
         "  cis2 tokenize (--tokenizer FILE | --model DIR) TEXT   [--bench TEXTFILE]\n"
         "  cis2 detokenize (--tokenizer FILE | --model DIR) IDS\n"
-        "  cis2 op OP < vector.txt\n"
+        "  cis2 op OP < vector.txt          (also as cis2-op OP, through a link named cis2-op)\n"
         "  cis2 suite [--vectors DIR]... [--timeout SECONDS] CANDIDATE [ARG...]\n"
         "  cis2 bench --model DIR [--prompt-len P] [-n N] [--threads T] [--backend ref|fast] "
         "[--isa X]\n"
         "             [--positions 256,2048,8000]\n"
-        "  cis2 trace --model DIR --prompt-ids IDS [--teacher-force IDS | -n N] -o FILE\n"
+        "  cis2 trace --model DIR --prompt-ids IDS [--teacher-force IDS | -n N] -o FILE|-\n"
         "             [--arm NAME] [--layers 0-2,29] [--nodes a,b] [--hash-only] [--backend "
         "ref|fast]\n"
         "             [--fault NAME [--fault-arg ARG]]\n"
@@ -49,6 +49,11 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* Called as `cis2-op` (a link): the conformance candidate the public
+     * harness runs as `CANDIDATE OP < vector` (docs/conformance.md). */
+    const char *base = argc > 0 ? strrchr(argv[0], '/') : NULL;
+    base = base ? base + 1 : argc > 0 ? argv[0] : "";
+    if (!strcmp(base, "cis2-op")) return cis2_cmd_op(argc, argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

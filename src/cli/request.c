@@ -125,14 +125,17 @@ int cis2_request_from_json(const json_doc *d, uint32_t obj, const cis2_model *m,
     const cis2_config *c = cis2_model_config(m);
     if (f[2] != JSON_NONE) {
         if (get_ids(d, f[2], c->vocab, rq, err)) return 1;
-        /* the receipt's prompt-hex: the bytes the ids decode to (empty when
-         * this tokenizer cannot decode them) */
+        /* the receipt's prompt-hex: the bytes the ids decode to, never empty
+         * (cis2_receipt_prompt_bytes, as `cis2 run --receipt` writes it) */
         char e[CIS2_ERR_LEN];
         const cis2_tokenizer *t = cis2_model_tokenizer(m, e);
-        if (t && cis2_tokenizer_decode(t, rq->ids, rq->n_ids, &rq->prompt, &rq->prompt_len, e)) {
-            rq->prompt = NULL;
-            rq->prompt_len = 0;
-        }
+        if (!t) FAIL("field \"prompt_ids\": a receipt needs the bytes the ids decode to: %s", e);
+        if (cis2_receipt_prompt_bytes(t, rq->ids, rq->n_ids, &rq->prompt, &rq->prompt_len, e))
+            FAIL("field \"prompt_ids\": %s", e);
+        if (rq->prompt_len == 0)
+            FAIL("field \"prompt_ids\": the ids decode to no bytes (a receipt's prompt-hex may not "
+                 "be "
+                 "empty)");
     } else if (encode(d, f[1], m, rq, err)) {
         return 1;
     }

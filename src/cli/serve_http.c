@@ -253,10 +253,17 @@ static int prompt_ids(serve_http *h, serve_completion_req *q, int32_t **ids, int
         *ids = q->ids;
         *n = q->n_ids;
         q->ids = NULL;
-        if (h->t && cis2_tokenizer_decode(h->t, *ids, *n, bytes, blen, err)) {
-            *bytes = NULL;
-            *blen = 0;
-        }
+        /* the receipt's prompt-hex, never empty (cis2_receipt_prompt_bytes) */
+        if (!h->t)
+            return serve_fail(e, 400, "prompt", NULL,
+                              "prompt: this model's tokenizer.json cannot be used here, and a "
+                              "receipt needs the bytes the ids decode to");
+        if (cis2_receipt_prompt_bytes(h->t, *ids, *n, bytes, blen, err))
+            return serve_fail(e, 400, "prompt", NULL, "prompt: %s", err);
+        if (*blen == 0)
+            return serve_fail(e, 400, "prompt", NULL,
+                              "prompt: the token ids decode to no bytes (a receipt's prompt-hex "
+                              "may not be empty)");
         return 0;
     }
     if (!h->t)

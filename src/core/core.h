@@ -71,6 +71,11 @@ int cis2_read_fd(int fd, void *buf, size_t n, const char *path, char *err);
  * than max bytes (max 0 = no limit) is refused by its size, unread. */
 int cis2_read_file_max(const char *path, size_t max, char **buf, size_t *len, char *err);
 int cis2_read_file(const char *path, char **buf, size_t *len, char *err);
+/* A stream (stdin, a pipe) to its end into a malloc'd NUL-terminated buffer;
+ * more than max bytes is refused (after reading max + 1). `what` names it. */
+int cis2_read_fd_max(int fd, size_t max, const char *what, char **buf, size_t *len, char *err);
+/* All of buf to fd (EINTR retried); `what` names the destination in err. */
+int cis2_write_fd(int fd, const void *buf, size_t len, const char *what, char *err);
 /* 0 when `path` may be written: it does not exist or is a regular file
  * (a device, FIFO, socket, directory or symbolic link is refused). */
 int cis2_check_output_path(const char *path, char *err);
@@ -92,6 +97,28 @@ void cis2_sb_printf(cis2_sb *s, const char *fmt, ...) __attribute__((format(prin
  * bytes that are not valid UTF-8 become \ufffd. */
 void cis2_sb_json_str(cis2_sb *s, const char *str, size_t n);
 void cis2_sb_hex(cis2_sb *s, const uint8_t *b, size_t n); /* lowercase */
+/* The one escaper for strings that came from a file, a peer or a child
+ * process on their way to a terminal or a text line: nothing it produces
+ * can start a new line, move the cursor, recolour or reorder the text. */
+typedef enum {
+    /* Reversible terminal-safe text: \\ \n \r \t, \xHH for other C0 bytes, DEL
+     * and bytes that are not UTF-8, \uHHHH for C1 controls, U+2028/2029, the
+     * bidi controls and U+FEFF. Valid printable UTF-8 passes unchanged. */
+    CIS2_ESC_TEXT = 0,
+    /* A JSON string body (RFC 8259): \" \\ \n \r \t, \u00HH / \uHHHH for the
+     * same code points; bytes that are not UTF-8 become \ufffd. */
+    CIS2_ESC_JSON,
+    /* TEXT but the backslash passes: for a whole message line whose parts
+     * from files are escaped already (idempotent on escaped text). */
+    CIS2_ESC_SANITIZE
+} cis2_esc_mode;
+void cis2_sb_escape(cis2_sb *s, const char *str, size_t n, cis2_esc_mode mode);
+/* The same into out[cap] (NUL-terminated). Text that does not fit is cut
+ * between escapes and ends in "..."; returns out (for "%s" arguments). */
+const char *cis2_escape(const char *str, size_t n, char *out, size_t cap, cis2_esc_mode mode);
+/* Offset of the first byte that does not start a valid UTF-8 sequence (n
+ * when all of s[0..n) is valid UTF-8). */
+size_t cis2_utf8_check(const char *s, size_t n);
 /* The NUL-terminated text (malloc'd; the builder is reset), or NULL if an
  * allocation failed. */
 char *cis2_sb_take(cis2_sb *s, size_t *len);

@@ -105,6 +105,67 @@ int cis2_read_file_max(const char *path, size_t max, char **buf, size_t *len, ch
     return 0;
 }
 
+int cis2_read_fd_max(int fd, size_t max, const char *what, char **buf, size_t *len, char *err)
+{
+    *buf = NULL;
+    *len = 0;
+    size_t cap = 65536, n = 0;
+    char *b = malloc(cap + 1);
+    if (!b) {
+        snprintf(err, CIS2_ERR_LEN, "%s: out of memory", what);
+        return 1;
+    }
+    for (;;) {
+        if (n == cap) {
+            if (cap > max) break; /* read one byte past max at most: then refuse */
+            size_t nc = cap * 2;
+            char *nb = realloc(b, nc + 1);
+            if (!nb) {
+                free(b);
+                snprintf(err, CIS2_ERR_LEN, "%s: out of memory", what);
+                return 1;
+            }
+            b = nb;
+            cap = nc;
+        }
+        ssize_t r = read(fd, b + n, cap - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            snprintf(err, CIS2_ERR_LEN, "%s: read failed: %s", what, strerror(errno));
+            free(b);
+            return 1;
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+    }
+    if (n > max) {
+        snprintf(err, CIS2_ERR_LEN, "%s: more than the %zu bytes this input may have", what, max);
+        free(b);
+        return 1;
+    }
+    b[n] = 0;
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+int cis2_write_fd(int fd, const void *buf, size_t len, const char *what, char *err)
+{
+    const char *p = buf;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(fd, p + done, len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            snprintf(err, CIS2_ERR_LEN, "%s: write failed: %s", what,
+                     w < 0 ? strerror(errno) : "no progress");
+            return 1;
+        }
+        done += (size_t)w;
+    }
+    return 0;
+}
+
 int cis2_read_file(const char *path, char **buf, size_t *len, char *err)
 {
     return cis2_read_file_max(path, 0, buf, len, err);
@@ -163,21 +224,13 @@ int cis2_write_file_atomic(const char *path, const void *buf, size_t len, char *
         free(tmp);
         return 1;
     }
-    const char *p = buf;
-    size_t done = 0;
-    const char *what = NULL;
-    while (done < len) {
-        ssize_t w = write(fd, p + done, len - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            what = "write failed";
-            break;
-        }
-        done += (size_t)w;
-    }
+    const char *what = cis2_write_fd(fd, buf, len, path, err) ? "" : NULL; /* "": err says it */
     if (!what && fsync(fd) != 0 && errno != EINVAL) what = "fsync failed";
     int saved = errno;
-    close(fd);
+    if (close(fd) != 0 && !what) { /* NFS and friends report a failed write here */
+        what = "close failed";
+        saved = errno;
+    }
     if (!what && cis2_check_output_path(path, err)) { /* replaced by a non-file meanwhile */
         unlink(tmp);
         free(tmp);
@@ -188,7 +241,7 @@ int cis2_write_file_atomic(const char *path, const void *buf, size_t len, char *
         saved = errno;
     }
     if (what) {
-        snprintf(err, CIS2_ERR_LEN, "%s: %s: %s", path, what, strerror(saved));
+        if (*what) snprintf(err, CIS2_ERR_LEN, "%s: %s: %s", path, what, strerror(saved));
         unlink(tmp);
         free(tmp);
         return 1;

@@ -221,28 +221,20 @@ void cis2_sha256_buf(const void *data, size_t len, uint8_t out[32])
 
 int cis2_sha256_file(const char *path, uint8_t out[32], char *err)
 {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        snprintf(err, CIS2_ERR_LEN, "%s: cannot open: %s", path, strerror(errno));
-        return 1;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        snprintf(err, CIS2_ERR_LEN, "%s: not a regular file", path);
-        close(fd);
-        return 1;
-    }
+    int fd;
+    uint64_t size;
+    if (cis2_open_input(path, &fd, &size, err)) return 1; /* never blocks on a FIFO */
     cis2_sha256 s;
     cis2_sha256_init(&s);
-    if (sb.st_size > 0) {
-        void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (size > 0) {
+        void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
             snprintf(err, CIS2_ERR_LEN, "%s: mmap failed: %s", path, strerror(errno));
             close(fd);
             return 1;
         }
-        cis2_sha256_update(&s, m, (size_t)sb.st_size);
-        munmap(m, (size_t)sb.st_size);
+        cis2_sha256_update(&s, m, (size_t)size);
+        munmap(m, (size_t)size);
     }
     close(fd);
     cis2_sha256_final(&s, out);

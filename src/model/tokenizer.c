@@ -1052,15 +1052,7 @@ int cis2_tokenizer_decode(const cis2_tokenizer *t, const int32_t *ids, int n, ch
         memcpy(o + p, t->tok_bytes + a, b - a);
         p += b - a;
     }
-    o[p] = 0;
-    size_t bad = utf8_check((const uint8_t *)o, p);
-    if (bad < p) {
-        snprintf(err, CIS2_ERR_LEN,
-                 "detokenize: the ids' bytes are not valid UTF-8 (byte 0x%02x at offset %zu)",
-                 (uint8_t)o[bad], bad);
-        free(o);
-        return 1;
-    }
+    o[p] = 0; /* byte-level BPE decoding is total: the bytes need not be UTF-8 (cis2.h) */
     *text = o;
     *len = p;
     return 0;

@@ -45,6 +45,38 @@ void cis2_receipt_from_run(cis2_receipt *rc, const cis2_model *m, const cis2_res
     memcpy(rc->witness_digest, r->witness, 32);
 }
 
+int cis2_receipt_prompt_bytes(const cis2_tokenizer *t, const int32_t *ids, int n, char **bytes,
+                              size_t *len, char *err)
+{
+    cis2_sb b = { 0 };
+    int vocab = cis2_tokenizer_vocab_size(t);
+    for (int i = 0, j; i < n; i = j) {
+        if (ids[i] < 0) {
+            snprintf(err, CIS2_ERR_LEN, "prompt id %d is negative", (int)ids[i]);
+            cis2_sb_free(&b);
+            return 1;
+        }
+        for (j = i; j < n && ids[j] >= 0 && ids[j] < vocab;) j++;
+        if (j == i) { /* an id the model has but tokenizer.json names no token for */
+            j++;
+            continue;
+        }
+        char *s;
+        size_t l;
+        if (cis2_tokenizer_decode(t, ids + i, j - i, &s, &l, err)) {
+            cis2_sb_free(&b);
+            return 1;
+        }
+        cis2_sb_put(&b, s, l);
+        free(s);
+    }
+    if (!(*bytes = cis2_sb_take(&b, len))) {
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        return 1;
+    }
+    return 0;
+}
+
 int cis2_receipt_format(const cis2_receipt *r, char **out, size_t *len)
 {
     char *pids = cis2_format_ids(r->prompt_ids, r->n_prompt),
@@ -146,7 +178,7 @@ int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_rece
             for (int k = 0; k < 13; k++)
                 if (strcmp(key, KEYS[k]) == 0) known = k;
             char kk[64];
-            snprintf(kk, sizeof kk, "%s", key);
+            cis2_escape(key, strlen(key), kk, sizeof kk, CIS2_ESC_TEXT);
             free(line);
             if (known < 0) FAIL("unknown key \"%s\" (expected \"%s\")", kk, KEYS[i]);
             if (known < i) FAIL("duplicate key \"%s\"", kk);

@@ -39,6 +39,17 @@ static int add_hash(cis2_verdict *v, const char *name, const uint8_t receipt[32]
                dup_str(a), dup_str(b));
 }
 
+/* A byte string as a verdict value: its hex (the first 32 bytes) and length. */
+static char *describe(const uint8_t *b, size_t n)
+{
+    cis2_sb s = { 0 };
+    if (!n) cis2_sb_str(&s, "(empty)");
+    cis2_sb_hex(&s, b, n < 32 ? n : 32);
+    if (n > 32) cis2_sb_str(&s, "...");
+    if (n) cis2_sb_printf(&s, " (%zu bytes)", n);
+    return cis2_sb_take(&s, NULL);
+}
+
 static int ids_in_vocab(const int32_t *ids, int n, int vocab)
 {
     for (int i = 0; i < n; i++)
@@ -61,22 +72,25 @@ int cis2_receipt_verify_begin(const cis2_model *m, const cis2_receipt *r, cis2_v
     oom |= add_hash(v, "tokenizer-sha256", r->tokenizer_sha, d->tokenizer_sha256);
     oom |= add_hash(v, "table-digest", r->table_digest, d->table_digest);
     oom |= add_hash(v, "inv-freq-table-digest", r->inv_freq_digest, d->inv_freq_digest);
-    /* prompt-hex must be the bytes the prompt ids decode to. */
-    if (r->prompt_len) {
-        char terr[CIS2_ERR_LEN];
-        const cis2_tokenizer *t = cis2_model_tokenizer(m, terr);
-        char *dec = NULL;
-        size_t dl = 0;
-        int ok = t && cis2_tokenizer_decode(t, r->prompt_ids, r->n_prompt, &dec, &dl, terr) == 0;
-        ok = ok && dl == r->prompt_len && memcmp(dec, r->prompt_bytes, dl) == 0;
-        free(dec);
-        oom |= add(v, "prompt-hex", ok ? CIS2_FIELD_MATCH : CIS2_FIELD_MISMATCH,
-                   dup_str("prompt-token-ids' text"),
-                   dup_str(ok ? "the same text" : "different text (or undecodable ids)"));
+    /* prompt-hex is the bytes the prompt ids decode to (byte-level BPE
+     * decoding is total: valid UTF-8 or not), so it is never empty. */
+    char terr[CIS2_ERR_LEN];
+    const cis2_tokenizer *t = cis2_model_tokenizer(m, terr);
+    char *dec = NULL;
+    size_t dl = 0;
+    if (!t) {
+        char why[CIS2_ERR_LEN + 64];
+        snprintf(why, sizeof why, "tokenizer.json cannot decode ids here: %s", terr);
+        oom |= add(v, "prompt-hex", CIS2_FIELD_SKIPPED, dup_str(""), dup_str(why));
+    } else if (cis2_receipt_prompt_bytes(t, r->prompt_ids, r->n_prompt, &dec, &dl, terr)) {
+        oom |= add(v, "prompt-hex", CIS2_FIELD_MISMATCH, describe(r->prompt_bytes, r->prompt_len),
+                   dup_str(terr));
     } else {
-        oom |=
-            add(v, "prompt-hex", CIS2_FIELD_SKIPPED, dup_str(""), dup_str("empty in the receipt"));
+        int ok = r->prompt_len > 0 && dl == r->prompt_len && !memcmp(dec, r->prompt_bytes, dl);
+        oom |= add(v, "prompt-hex", ok ? CIS2_FIELD_MATCH : CIS2_FIELD_MISMATCH,
+                   describe(r->prompt_bytes, r->prompt_len), describe((const uint8_t *)dec, dl));
     }
+    free(dec);
     if (!ids_in_vocab(r->prompt_ids, r->n_prompt, c->vocab) ||
         !ids_in_vocab(r->gen_ids, r->n_gen, c->vocab)) {
         /* Not this model's ids: a mismatch, not an input error. */

@@ -1,5 +1,7 @@
-/* The verify layer's internal interface: receipts (public API in cis2.h)
- * and their shared helpers. */
+/* The verify layer's internal interface: receipts (public API in cis2.h),
+ * the whole-model test vector that `cis2 conform` reads, and what the
+ * verify files share. Traces: verify/trace.h; op-level conformance:
+ * verify/conformance.h. */
 #ifndef CIS2_VERIFY_H
 #define CIS2_VERIFY_H
 #include "engine/backend.h"
@@ -13,4 +15,44 @@
 int cis2_receipt_verify_begin(const cis2_model *m, const cis2_receipt *r, cis2_verdict *v,
                               cis2_gen_opts *g, int *run, char *err);
 int cis2_receipt_verify_finish(const cis2_receipt *r, cis2_result *run, cis2_verdict *v, char *err);
+/* Receipts are a few kB; the parser's own line limit (4 MiB) times its 14
+ * lines bounds a valid one, and a file over this is refused by its size. */
+#define CIS2_RECEIPT_MAX ((size_t)64 << 20)
+/* A receipt's prompt-hex bytes: what the prompt ids decode to. Byte-level
+ * BPE decoding is total (valid UTF-8 or not; special tokens as their text);
+ * an id below the model's vocab_size that tokenizer.json names no token for
+ * adds no bytes, as Hugging Face's decode skips it. *bytes is malloc'd. */
+int cis2_receipt_prompt_bytes(const cis2_tokenizer *t, const int32_t *ids, int n, char **bytes,
+                              size_t *len, char *err);
+
+/* ------------------------------------------ the §13.1 vector (run_vector.c) */
+/* The fields of a whole-model vector, in file order (§13.1). */
+typedef enum {
+    CIS2_RV_WEIGHTS = 0, /* weights_sha256 */
+    CIS2_RV_CONFIG,      /* config_sha256 */
+    CIS2_RV_TOKENIZER,   /* tokenizer_sha256 */
+    CIS2_RV_PROMPT,      /* prompt (optional: the ids are fed as given) */
+    CIS2_RV_PROMPT_IDS,  /* prompt_token_ids */
+    CIS2_RV_GEN_TOKS,    /* gen_toks */
+    CIS2_RV_GEN_IDS,     /* generated_token_ids */
+    CIS2_RV_TABLE,       /* table_digest */
+    CIS2_RV_INV_FREQ,    /* inv_freq_table_digest */
+    CIS2_RV_ARGMAX,      /* argmax_digest */
+    CIS2_RV_REF,         /* cis2_ref */
+    CIS2_RV_N
+} cis2_rv_key;
+#define CIS2_RUN_VECTOR_MAX ((size_t)16 << 20)
+typedef struct {
+    char *text; /* owns the values */
+    const char *v[CIS2_RV_N];
+    int gen_toks;
+} cis2_run_vector;
+extern const char cis2_spec_13_1[]; /* §13.1 itself, in this form */
+const char *cis2_rv_key_name(cis2_rv_key k);
+/* Strict key=value parse (CRLF or LF line ends, # comments; values kept
+ * byte for byte): every key known and once, all but prompt present, hashes
+ * 64 lowercase hex digits, ids and gen_toks well-formed. */
+int cis2_run_vector_parse(cis2_run_vector *rv, const char *text, size_t len, const char *path,
+                          char *err);
+void cis2_run_vector_free(cis2_run_vector *rv);
 #endif
