@@ -132,7 +132,10 @@ static void verify_halves(void)
     char err[CIS2_ERR_LEN];
     int ok = cis2_generate(e, ids, 3, &g, &r, err) == 0;
     cis2_receipt rc;
-    cis2_receipt_from_run(&rc, m, &r, NULL, 0);
+    char *pb = NULL;
+    size_t pl = 0; /* prompt-hex: the bytes the prompt ids decode to */
+    ok &= cis2_receipt_prompt_bytes(cis2_model_tokenizer(m, NULL), ids, 3, &pb, &pl, err) == 0;
+    cis2_receipt_from_run(&rc, m, &r, (const uint8_t *)pb, pl);
     for (int flip = 0; flip < 2 && ok; flip++) {
         rc.witness_digest[31] ^= (uint8_t)flip;
         cis2_verdict whole, half;
@@ -155,6 +158,7 @@ static void verify_halves(void)
         cis2_verdict_free(&half);
     }
     CHECK("verify.halves-equal-whole", ok, "%s", err);
+    free(pb);
     cis2_result_free(&r);
     cis2_engine_free(e);
     cis2_model_free(m);

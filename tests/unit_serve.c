@@ -198,8 +198,9 @@ static void check_detok(const cis2_tokenizer *t)
     for (int i = 0; i < n; i++) {
         char *b;
         size_t bl;
-        if (cis2_tokenizer_decode(t, &ids[i], 1, &b, &bl, err)) i_a = i;
-        else free(b);
+        if (cis2_tokenizer_decode(t, &ids[i], 1, &b, &bl, err)) continue;
+        if (cis2_utf8_check(b, bl) != bl) i_a = i; /* half a character alone */
+        free(b);
     }
     if (i_a >= 0) {
         serve_detok d2 = { { 0 }, 0 };
@@ -395,10 +396,14 @@ static void check_sched(cis2_engine *e, const cis2_tokenizer *t)
     /* Verification through the scheduler: the solo receipt verifies; a doctored one does not. */
     for (int doctor = 0; doctor < 2; doctor++) {
         cis2_receipt rc0, rc;
-        cis2_receipt_from_run(&rc0, m, &solo[1], NULL, 0);
-        char *txt;
-        size_t tl;
+        char *pb = NULL, *txt;
+        size_t pl = 0, tl;
+        /* prompt-hex: the bytes the prompt ids decode to, as every writer records it */
+        cis2_receipt_prompt_bytes(cis2_model_tokenizer(m, NULL), solo[1].prompt, solo[1].n_prompt,
+                                  &pb, &pl, err);
+        cis2_receipt_from_run(&rc0, m, &solo[1], (const uint8_t *)pb, pl);
         cis2_receipt_format(&rc0, &txt, &tl);
+        free(pb);
         if (doctor) txt[strstr(txt, "witness-digest ") - txt + 15] ^= 1;
         int prc = cis2_receipt_parse(txt, tl, "unit", &rc, err);
         free(txt);

@@ -35,14 +35,15 @@ char *cis2_result_line(const cis2_model *m, int line, int lines, const char *id,
     head(&sb, line, lines, id, id_len);
     ids(&sb, "prompt_token_ids", r->prompt, r->n_prompt);
     ids(&sb, "generated_token_ids", r->gen, r->n_gen);
-    /* "text": the generated ids' bytes as JSON text; a byte that is not
-     * UTF-8 (ids ending inside a character) becomes U+FFFD, and null when
-     * the tokenizer cannot decode them. The ids are the exact record. */
+    /* "text": the generated ids' bytes as JSON text when they are valid
+     * UTF-8, else null (as `cis2 run` prints text_error=: never invented
+     * characters). The ids are the exact record. */
     char terr[CIS2_ERR_LEN], *text = NULL;
     size_t tl = 0;
     const cis2_tokenizer *t = cis2_model_tokenizer(m, terr);
     cis2_sb_str(&sb, ",\"text\":");
-    if (t && cis2_tokenizer_decode(t, r->gen, r->n_gen, &text, &tl, terr) == 0)
+    if (t && cis2_tokenizer_decode(t, r->gen, r->n_gen, &text, &tl, terr) == 0 &&
+        cis2_utf8_check(text, tl) == tl)
         cis2_sb_json_str(&sb, text, tl);
     else cis2_sb_str(&sb, "null");
     free(text);

@@ -66,9 +66,9 @@ typedef struct {
     int n_stop;
 } serve_stops;
 /* Ids to text, one at a time: byte-level BPE text is the concatenation of the
- * tokens' bytes (§3.1.5), but one character's bytes may span several tokens,
- * and cis2_tokenizer_decode refuses bytes that are not valid UTF-8. So ids
- * wait until they decode together; SERVE_DETOK_MAX ids that still do not
+ * tokens' bytes (§3.1.5), but one character's bytes may span several tokens.
+ * So ids wait until they decode to valid UTF-8 together; SERVE_DETOK_MAX ids
+ * that still do not
  * (or any left at the end, id < 0) give U+FFFD for the first of them. */
 #define SERVE_DETOK_MAX 4
 typedef struct {

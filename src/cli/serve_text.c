@@ -57,10 +57,13 @@ void serve_detok_feed(serve_detok *d, const cis2_tokenizer *t, int32_t id, cis2_
         char *b;
         size_t bl;
         if (cis2_tokenizer_decode(t, d->pending, d->n, &b, &bl, err) == 0) {
-            cis2_sb_put(out, b, bl);
+            if (cis2_utf8_check(b, bl) == bl) { /* whole characters only */
+                cis2_sb_put(out, b, bl);
+                free(b);
+                d->n = 0;
+                return;
+            }
             free(b);
-            d->n = 0;
-            return;
         }
         if (d->n < SERVE_DETOK_MAX && !at_end) return; /* may complete with the next id */
         cis2_sb_str(out, "\xEF\xBF\xBD");              /* U+FFFD for the first id */
