@@ -278,6 +278,15 @@ int cis2_tokenizer_decode(const cis2_tokenizer *t, const int32_t *ids, int n, ch
                           size_t *len, char *err);
 int cis2_tokenizer_vocab_size(const cis2_tokenizer *t);
 
+/* ------------------------------------ tokenizer normalization and chat prompts */
+/* The text encode actually tokenizes: the tokenizer's normalizer (NFC for
+ * Qwen2/Qwen3; none for SmolLM2) applied to each piece between the added
+ * tokens matched un-normalized (§3.1.6). decode(encode(x)) returns exactly
+ * this (unless a normalized=true added token's content is itself not in NFC).
+ * *out is malloc'd and NUL-terminated. */
+int cis2_tokenizer_normalize(const cis2_tokenizer *t, const char *text, size_t len, char **out,
+                             size_t *out_len, char *err);
+
 /* -------------------------------------------------------------- utilities */
 /* Parse "1,2,3" (decimal, no spaces, no leading zeros except "0"). */
 int cis2_parse_ids(const char *s, int32_t **ids, int *n, char *err);

@@ -269,15 +269,38 @@ static void test_synthetic(void)
         /* name, from, to, expected error substring */
         { "truncated file", "\"merges\"", "", "invalid JSON" },
         { "top level not an object", "{\"version\"", "[{\"version\"", "invalid JSON" },
-        { "NFC normalizer (Qwen2)", "\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}",
-          "normalizer: unsupported" },
-        { "Split pre_tokenizer (Qwen2)", "{\"type\": \"Digits\", \"individual_digits\": true}",
-          "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"x\"}, \"behavior\": \"Isolated\", "
+        { "NFKC normalizer", "\"normalizer\": null", "\"normalizer\": {\"type\": \"NFKC\"}",
+          "normalizer: unsupported type \"NFKC\" (only null and NFC are implemented)" },
+        { "(legal) NFC normalizer (Qwen2)", "\"normalizer\": null",
+          "\"normalizer\": {\"type\": \"NFC\"}", NULL },
+        { "NFC normalizer with an unknown key", "\"normalizer\": null",
+          "\"normalizer\": {\"type\": \"NFC\", \"x\": 1}", "normalizer: unsupported key \"x\"" },
+        { "Split with a regex we have no matcher for",
+          "{\"type\": \"Digits\", \"individual_digits\": true}",
+          "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"x\\\\d\\n\"}, \"behavior\": "
+          "\"Isolated\", \"invert\": false}",
+          "pre_tokenizer.pretokenizers[0].pattern.Regex \"x\\x5cd\\x0a\" is not one this tokenizer "
+          "implements exactly" },
+        { "Split with a String pattern", "{\"type\": \"Digits\", \"individual_digits\": true}",
+          "{\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, \"behavior\": \"Isolated\", "
           "\"invert\": false}",
-          "pre_tokenizer.pretokenizers[0]: unsupported type \"Split\"" },
-        { "ByteLevel-only pre_tokenizer", PRETOK,
-          "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false}",
-          "pre_tokenizer: unsupported type \"ByteLevel\"" },
+          "pretokenizers[0].pattern: unsupported" },
+        { "Split with behavior Removed", "{\"type\": \"Digits\", \"individual_digits\": true}",
+          "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"behavior\": "
+          "\"Removed\", \"invert\": false}",
+          "pretokenizers[0].behavior: unsupported" },
+        { "Split inverted", "{\"type\": \"Digits\", \"individual_digits\": true}",
+          "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"behavior\": "
+          "\"Isolated\", \"invert\": true}",
+          "pretokenizers[0].invert = true is unsupported" },
+        { "Metaspace pre_tokenizer step", "{\"type\": \"Digits\", \"individual_digits\": true}",
+          "{\"type\": \"Metaspace\"}",
+          "pretokenizers[0]: unsupported type \"Metaspace\" (only Digits, Split and ByteLevel" },
+        { "Digits alone (no ByteLevel)", PRETOK,
+          "\"pre_tokenizer\": {\"type\": \"Digits\", \"individual_digits\": true}",
+          "byte-level BPE needs a ByteLevel step" },
+        { "(legal) ByteLevel-only pre_tokenizer (GPT-2)", PRETOK,
+          "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false}", NULL },
         { "null pre_tokenizer", PRETOK, "\"pre_tokenizer\": null",
           "pre_tokenizer: null is unsupported" },
         { "three pre_tokenizers", "\"use_regex\": true}]}",
@@ -290,8 +313,14 @@ static void test_synthetic(void)
           "\"individual_digits\": true, \"x\": 1", "pretokenizers[0]: unsupported key \"x\"" },
         { "add_prefix_space true", "\"add_prefix_space\": false", "\"add_prefix_space\": true",
           "add_prefix_space = true is unsupported" },
-        { "use_regex false", "\"use_regex\": true}]", "\"use_regex\": false}]",
-          "use_regex = false is unsupported" },
+        { "(legal) Digits then ByteLevel without its regex", "\"use_regex\": true}]",
+          "\"use_regex\": false}]", NULL },
+        { "(legal) ByteLevel post_processor (ids unchanged)", "\"post_processor\": null",
+          "\"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+          "\"trim_offsets\": false, \"use_regex\": false}",
+          NULL },
+        { "(legal) empty continuing_subword_prefix (Qwen2)", "\"continuing_subword_prefix\": null",
+          "\"continuing_subword_prefix\": \"\"", NULL },
         { "model type WordPiece", "\"type\": \"BPE\"", "\"type\": \"WordPiece\"",
           "model: unsupported type \"WordPiece\"" },
         { "dropout set", "\"dropout\": null", "\"dropout\": 0.1", "model.dropout: unsupported" },
@@ -412,18 +441,23 @@ static void test_synthetic(void)
         if (!rc) cis2_tokenizer_free(tb);
         free(j);
     }
-    /* order where tokenizers would renumber: a special outside the vocab after a non-special one */
+    /* A special token outside the vocab after a non-special one: tokenizers
+     * numbers added tokens in file order, special or not (Qwen2.5's
+     * <tool_call> comes before its special <|fim_prefix|>). */
     {
         char *j1 = subst(js, "{\"id\": 269, \"content\": \"<extra>\", \"special\": true",
                          "{\"id\": 269, \"content\": \"<extra>\", \"special\": false");
         char *j2 = subst(j1, "\"content\": \"hello\", \"special\": false",
                          "\"content\": \"hello\", \"special\": true");
         cis2_tokenizer *tb = NULL;
-        rc = cis2_tokenizer_parse(&tb, j2, strlen(j2), "bad.json", err);
-        CHECK("malformed tokenizer.json: special added token after a non-special one outside the "
-              "vocab",
-              rc != 0 && strstr(err, "unsupported id order"), "rc=%d %s", rc, err);
-        if (!rc) cis2_tokenizer_free(tb);
+        rc = cis2_tokenizer_parse(&tb, j2, strlen(j2), "ok.json", err);
+        CHECK("added tokens: a special one after a non-special one keeps file-order ids", rc == 0,
+              "%s", err);
+        if (!rc) {
+            check_enc("added tokens in file order: <extra> 269, hello 270", tb, "<extra>hello", 12,
+                      "269,270");
+            cis2_tokenizer_free(tb);
+        }
         free(j1);
         free(j2);
     }
