@@ -185,6 +185,7 @@ static int split_qwen(const chain *ch, const uint8_t *s, size_t n, int nmax)
                 else e = last;                       /* 6 */
             }
         }
+        if (e <= st) e = st + l0; /* every alternative consumes; never loop */
         int rc = emit(ch, s + st, e - st);
         if (rc) return rc;
         i = e;
