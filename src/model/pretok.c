@@ -229,34 +229,37 @@ int cis2_pretok_run(const cis2_pretok *p, const uint8_t *s, size_t n, cis2_piece
 
 /* ------------------------------------------------- leftmost-longest search */
 
+typedef struct {
+    uint32_t key, val; /* key = state << 8 | byte (never 0: the root is not here) */
+} edge;
+
 struct cis2_strmatch {
-    uint32_t n_states;   /* state 0 is the root */
-    uint32_t root[256];  /* root's child by byte, 0 = none */
-    uint32_t *key, *val; /* edges of non-root states: key = state << 8 | byte (never 0) */
-    uint32_t mask;
+    uint32_t n_states;  /* state 0 is the root */
+    uint32_t root[256]; /* root's child by byte, 0 = none */
+    edge *edge;         /* the other states' edges, open addressing */
+    uint32_t mask, bits;
     uint32_t *fail;
     int32_t *out; /* longest pattern that is a suffix of the state's string, -1 */
 };
 
 static uint32_t edge_slot(const cis2_strmatch *m, uint32_t key)
 {
-    uint32_t i = (key * 2654435761u) & m->mask;
-    while (m->key[i] && m->key[i] != key) i = (i + 1) & m->mask;
+    uint32_t i = (uint32_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> (64 - m->bits));
+    while (m->edge[i].key && m->edge[i].key != key) i = (i + 1) & m->mask;
     return i;
 }
 
 static uint32_t child(const cis2_strmatch *m, uint32_t st, uint8_t c)
 {
     if (!st) return m->root[c];
-    uint32_t i = edge_slot(m, st << 8 | c);
-    return m->key[i] ? m->val[i] : 0;
+    const edge *e = &m->edge[edge_slot(m, st << 8 | c)];
+    return e->key ? e->val : 0;
 }
 
 void cis2_strmatch_free(cis2_strmatch *m)
 {
     if (!m) return;
-    free(m->key);
-    free(m->val);
+    free(m->edge);
     free(m->fail);
     free(m->out);
     free(m);
@@ -270,11 +273,11 @@ int cis2_strmatch_build(cis2_strmatch **mp, const char *const *pat, const uint32
     if (total >= (1u << 24)) return 2;
     cis2_strmatch *m = calloc(1, sizeof *m);
     if (!m) return 1;
-    uint32_t cap = 16;
-    while (cap < 2 * total) cap <<= 1;
+    uint32_t cap = 16; /* load factor <= 3/4 */
+    m->bits = 4;
+    while (3 * (uint64_t)cap < 4 * total) cap <<= 1, m->bits++;
     m->mask = cap - 1;
-    m->key = calloc(cap, sizeof *m->key);
-    m->val = calloc(cap, sizeof *m->val);
+    m->edge = calloc(cap, sizeof *m->edge);
     m->fail = calloc(total, sizeof *m->fail);
     m->out = malloc(total * sizeof *m->out);
     /* BFS needs each state's children: first child / next sibling / edge byte */
@@ -282,7 +285,7 @@ int cis2_strmatch_build(cis2_strmatch **mp, const char *const *pat, const uint32
     uint8_t *byte = calloc(total, 1);
     uint32_t *queue = malloc(total * sizeof *queue);
     int rc = 1;
-    if (!m->key || !m->val || !m->fail || !m->out || !first || !sib || !byte || !queue) goto out;
+    if (!m->edge || !m->fail || !m->out || !first || !sib || !byte || !queue) goto out;
     for (uint64_t i = 0; i < total; i++) m->out[i] = -1;
     m->n_states = 1;
     for (uint32_t k = 0; k < n; k++) { /* the trie of the reversed patterns */
@@ -297,9 +300,9 @@ int cis2_strmatch_build(cis2_strmatch **mp, const char *const *pat, const uint32
                 first[st] = nx;
                 if (!st) m->root[c] = nx;
                 else {
-                    uint32_t i = edge_slot(m, st << 8 | c);
-                    m->key[i] = st << 8 | c;
-                    m->val[i] = nx;
+                    edge *e = &m->edge[edge_slot(m, st << 8 | c)];
+                    e->key = st << 8 | c;
+                    e->val = nx;
                 }
             }
             st = nx;

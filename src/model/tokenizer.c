@@ -171,25 +171,47 @@ static const merge_slot *merge_find(const cis2_tokenizer *t, int32_t a, int32_t 
 
 /* --------------------------------------------------------- shape checks */
 
+/* One pass over obj's members: vals[i] = the value of key allowed[i]
+ * (NULL-terminated list, at most 16), JSON_NONE when absent; a key not in
+ * `allowed`, or given twice, is an error naming it. */
+static int members(const json_doc *d, uint32_t obj, const char *const *allowed, uint32_t *vals,
+                   const char *where, const char *path, char *err)
+{
+    char buf[200];
+    size_t alen[16];
+    int na = 0;
+    for (; allowed[na]; na++) {
+        alen[na] = strlen(allowed[na]);
+        vals[na] = JSON_NONE;
+    }
+    for (uint32_t k = d->nodes[obj].first; k != JSON_NONE; k = d->nodes[d->nodes[k].next].next) {
+        const json_node *kn = &d->nodes[k];
+        int hit = -1;
+        for (int a = 0; a < na && hit < 0; a++)
+            if (kn->has_escape
+                    ? json_str_eq(d, k, allowed[a])
+                    : kn->len == alen[a] && memcmp(d->src + kn->start, allowed[a], alen[a]) == 0)
+                hit = a;
+        if (hit < 0 || vals[hit] != JSON_NONE) {
+            size_t kl;
+            char *key = json_str_dup(d, k, &kl);
+            if (!key) return ferr(err, path, "out of memory");
+            ferr(err, path, "%s: %s key %s", where, hit >= 0 ? "duplicate" : "unsupported",
+                 show(key, kl, buf));
+            free(key);
+            return 1;
+        }
+        vals[hit] = kn->next;
+    }
+    return 0;
+}
+
 /* Every key of obj must be in `allowed` (NULL-terminated) and appear once. */
 static int check_keys(const json_doc *d, uint32_t obj, const char *const *allowed,
                       const char *where, const char *path, char *err)
 {
-    char buf[200];
-    for (uint32_t k = d->nodes[obj].first; k != JSON_NONE; k = d->nodes[d->nodes[k].next].next) {
-        size_t kl;
-        char *key = json_str_dup(d, k, &kl);
-        if (!key) return ferr(err, path, "out of memory");
-        int ok = 0, dups = 0;
-        for (const char *const *a = allowed; *a && !ok; a++) ok = json_str_eq(d, k, *a);
-        if (ok) json_get(d, obj, key, &dups);
-        if (!ok || dups > 1)
-            ferr(err, path, "%s: %s key %s", where, ok ? "duplicate" : "unsupported",
-                 show(key, kl, buf));
-        free(key);
-        if (!ok || dups > 1) return 1;
-    }
-    return 0;
+    uint32_t vals[16];
+    return members(d, obj, allowed, vals, where, path, err);
 }
 
 static int is_null(const json_doc *d, uint32_t n)
@@ -198,10 +220,9 @@ static int is_null(const json_doc *d, uint32_t n)
 }
 
 /* Optional boolean member: *out = def when absent; type error otherwise. */
-static int get_bool(const json_doc *d, uint32_t obj, const char *key, int def, int *out,
-                    const char *where, const char *path, char *err)
+static int node_bool(const json_doc *d, uint32_t v, const char *key, int def, int *out,
+                     const char *where, const char *path, char *err)
 {
-    uint32_t v = json_get(d, obj, key, NULL);
     if (v == JSON_NONE) {
         *out = def;
         return 0;
@@ -217,16 +238,29 @@ static int get_bool(const json_doc *d, uint32_t obj, const char *key, int def, i
     return ferr(err, path, "%s.%s: expected true or false", where, key);
 }
 
+static int get_bool(const json_doc *d, uint32_t obj, const char *key, int def, int *out,
+                    const char *where, const char *path, char *err)
+{
+    return node_bool(d, json_get(d, obj, key, NULL), key, def, out, where, path, err);
+}
+
+/* node_bool, and the value must be `want`. */
+static int node_want(const json_doc *d, uint32_t v, const char *key, int def, int want,
+                     const char *where, const char *path, char *err)
+{
+    int b = def;
+    if (node_bool(d, v, key, def, &b, where, path, err)) return 1;
+    if (b != want)
+        return ferr(err, path, "%s.%s = %s is unsupported (only %s is implemented exactly)", where,
+                    key, b ? "true" : "false", want ? "true" : "false");
+    return 0;
+}
+
 /* Require obj.key == want (default `def` when absent). */
 static int want_bool(const json_doc *d, uint32_t obj, const char *key, int def, int want,
                      const char *where, const char *path, char *err)
 {
-    int v = def;
-    if (get_bool(d, obj, key, def, &v, where, path, err)) return 1;
-    if (v != want)
-        return ferr(err, path, "%s.%s = %s is unsupported (only %s is implemented exactly)", where,
-                    key, v ? "true" : "false", want ? "true" : "false");
-    return 0;
+    return node_want(d, json_get(d, obj, key, NULL), key, def, want, where, path, err);
 }
 
 static int want_null(const json_doc *d, uint32_t obj, const char *key, const char *where,
@@ -785,8 +819,9 @@ static int load_added(cis2_tokenizer *t, const json_doc *d, const vocab_tmp *v, 
             ferr(err, path, "%s: expected an object", where);
             goto out;
         }
-        if (check_keys(d, k, keys, where, path, err)) goto out;
-        uint32_t c = json_get(d, k, "content", NULL), idn = json_get(d, k, "id", NULL);
+        uint32_t val[8];
+        if (members(d, k, keys, val, where, path, err)) goto out;
+        uint32_t c = val[1], idn = val[0];
         int64_t id;
         if (c == JSON_NONE || d->nodes[c].type != JSON_STRING) {
             ferr(err, path, "%s.content: missing or not a string", where);
@@ -797,11 +832,11 @@ static int load_added(cis2_tokenizer *t, const json_doc *d, const vocab_tmp *v, 
             goto out;
         }
         int special = 0, normalized = 1;
-        if (want_bool(d, k, "single_word", 0, 0, where, path, err) ||
-            want_bool(d, k, "lstrip", 0, 0, where, path, err) ||
-            want_bool(d, k, "rstrip", 0, 0, where, path, err) ||
-            get_bool(d, k, "normalized", 1, &normalized, where, path, err) ||
-            get_bool(d, k, "special", 0, &special, where, path, err))
+        if (node_want(d, val[2], "single_word", 0, 0, where, path, err) ||
+            node_want(d, val[3], "lstrip", 0, 0, where, path, err) ||
+            node_want(d, val[4], "rstrip", 0, 0, where, path, err) ||
+            node_bool(d, val[5], "normalized", 1, &normalized, where, path, err) ||
+            node_bool(d, val[6], "special", 0, &special, where, path, err))
             goto out;
         added_tok *a = &t->added[i];
         a->s = t->added_text + used;
@@ -969,7 +1004,19 @@ typedef struct {
     size_t bad;          /* offset in base of a byte without a vocab symbol */
     uint8_t bad_byte;
     uint32_t bad_cp;
+    /* words already encoded in this call (BPE is a function of the word's
+     * bytes): open addressing by hash; the arena holds bytes, then ids */
+    struct wc_slot {
+        uint64_t h;
+        uint32_t at, len, n_ids; /* arena offset, word bytes, ids after them */
+    } * wc;
+    uint8_t *wc_arena;
+    size_t wc_used, wc_n;
 } enc;
+
+#define WC_BITS  15         /* 32768 slots, at most half filled */
+#define WC_WORD  48         /* longer words are not cached */
+#define WC_ARENA (4u << 20) /* bytes of words and ids */
 
 static int emit_id(enc *e, int32_t id)
 {
@@ -1083,6 +1130,50 @@ static int bpe_word(void *ctx, const uint8_t *w, size_t n)
     return 0;
 }
 
+/* bpe_word through the per-call cache of short words. */
+static int word(void *ctx, const uint8_t *w, size_t n)
+{
+    enc *e = ctx;
+    if (n > WC_WORD || n < 2) return bpe_word(e, w, n);
+    if (!e->wc) {
+        e->wc = calloc((size_t)1 << WC_BITS, sizeof *e->wc);
+        e->wc_arena = malloc(WC_ARENA);
+        if (!e->wc || !e->wc_arena) return 1;
+    }
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ w[i]) * 1099511628211ull;
+    h |= 1; /* 0 marks an empty slot */
+    size_t mask = ((size_t)1 << WC_BITS) - 1, i = (size_t)(h >> 20) & mask;
+    while (e->wc[i].h) {
+        struct wc_slot *c = &e->wc[i];
+        if (c->h == h && c->len == n && !memcmp(e->wc_arena + c->at, w, n)) {
+            const uint8_t *ids = e->wc_arena + c->at + c->len;
+            for (uint32_t k = 0; k < c->n_ids; k++) {
+                int32_t id;
+                memcpy(&id, ids + 4 * k, 4);
+                if (emit_id(e, id)) return 1;
+            }
+            return 0;
+        }
+        i = (i + 1) & mask;
+    }
+    size_t before = e->n;
+    int rc = bpe_word(e, w, n);
+    size_t nid = e->n - before, need = n + 4 * nid;
+    if (!rc && e->wc_n < mask / 2 && e->wc_used + need <= WC_ARENA) {
+        struct wc_slot *c = &e->wc[i];
+        c->h = h;
+        c->at = (uint32_t)e->wc_used;
+        c->len = (uint32_t)n;
+        c->n_ids = (uint32_t)nid;
+        memcpy(e->wc_arena + e->wc_used, w, n);
+        memcpy(e->wc_arena + e->wc_used + n, e->out + before, 4 * nid);
+        e->wc_used += need;
+        e->wc_n++;
+    }
+    return rc;
+}
+
 /* What a pass does with the text between its matches: pass 0 normalizes it
  * and runs pass 1 on it; pass 1 pre-tokenizes it into BPE words. */
 typedef int (*gap_fn)(enc *e, const uint8_t *s, size_t n, size_t off);
@@ -1120,7 +1211,7 @@ static int split_added(enc *e, int pass, const uint8_t *s, size_t n, size_t off,
 static int gap_words(enc *e, const uint8_t *s, size_t n, size_t off)
 {
     (void)off;
-    return cis2_pretok_run(&e->t->pt, s, n, bpe_word, e);
+    return cis2_pretok_run(&e->t->pt, s, n, word, e);
 }
 
 static int gap_normalize(enc *e, const uint8_t *s, size_t n, size_t off)
@@ -1168,6 +1259,8 @@ int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
     free(e.heap);
     free(e.best[0]);
     free(e.best[1]);
+    free(e.wc);
+    free(e.wc_arena);
     cis2_nfc_buf_free(&e.nfc);
     if (rc == 2) {
         /* tokenizers v0.23.1 (unk_token null) would silently drop this
