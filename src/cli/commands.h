@@ -71,6 +71,7 @@ int cis2_cli_parse(const char *cmd, int argc, char **argv, const cis2_opt *opts,
 typedef struct {
     const char *model, *prompt, *prompt_ids, *receipt, *backend, *isa, *fault, *fault_arg, *vector;
     int n, n_set, threads, stop_at_eos, check_det, no_check_det;
+    const char *chat, *chat_format; /* run --chat FILE [--chat-format chatml] */
 } cis2_run_opts;
 /* `allowed` lists the accepted flags: " --model --prompt ... " (a space
  * around each). `positional` (may be NULL) receives one bare argument. */

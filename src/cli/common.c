@@ -165,6 +165,8 @@ int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allo
         { "--stop-at-eos", NULL, CIS2_OPT_FLAG, &o->stop_at_eos, 0, 0 },
         { "--check-determinism", NULL, CIS2_OPT_FLAG, &o->check_det, 0, 0 },
         { "--no-check-determinism", NULL, CIS2_OPT_FLAG, &o->no_check_det, 0, 0 },
+        { "--chat", NULL, CIS2_OPT_PATH, &o->chat, 0, 0 },
+        { "--chat-format", NULL, CIS2_OPT_PATH, &o->chat_format, 0, 0 },
     };
     /* the subset this command accepts: `allowed` is " --model --prompt ... " */
     cis2_opt use[sizeof all / sizeof all[0]];

@@ -1,8 +1,10 @@
-/* The tokenizer's pre-tokenizer (spec §3.1.4) and added-token matcher
- * (§3.1.6): hand-written matchers for the regexes we can prove we implement
- * exactly, and a leftmost-longest multi-pattern search in linear time. */
+/* The tokenizer's internals shared between model/ files: the pre-tokenizer
+ * (spec §3.1.4) and added-token matcher (§3.1.6): hand-written matchers for
+ * the regexes we can prove we implement exactly, a leftmost-longest
+ * multi-pattern search in linear time; and what chat.c asks the tokenizer. */
 #ifndef CIS2_PRETOK_H
 #define CIS2_PRETOK_H
+#include "cis2.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,4 +48,13 @@ int cis2_strmatch_build(cis2_strmatch **m, const char *const *pat, const uint32_
 /* best[i] = index of the longest pattern equal to s[i..], or -1; i < n. */
 void cis2_strmatch_longest(const cis2_strmatch *m, const uint8_t *s, size_t n, int32_t *best);
 void cis2_strmatch_free(cis2_strmatch *m);
+
+/* --------------------------------------- tokenizer queries (tokenizer.c) */
+/* Every added token encode would match in valid UTF-8 text[0..n), in order:
+ * fn(ctx, its content (NUL-terminated), special?, start, end), [start, end)
+ * being the match in text, or for a normalized=true token the piece whose NFC
+ * form held it. Returns 0, fn's first non-zero result, or -1 (no memory). */
+typedef int (*cis2_added_fn)(void *ctx, const char *content, int special, size_t start, size_t end);
+int cis2_tokenizer_scan_added(const cis2_tokenizer *t, const char *text, size_t n, cis2_added_fn fn,
+                              void *ctx);
 #endif

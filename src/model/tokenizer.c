@@ -31,10 +31,10 @@ typedef struct {
 #define MERGE_EMPTY UINT64_MAX
 
 typedef struct {
-    const char *s; /* content, as in the file */
+    const char *s; /* content, as in the file (NUL-terminated in added_text) */
     uint32_t len;
     int32_t id;
-    int normalized;
+    int normalized, special;
 } added_tok;
 
 struct cis2_tokenizer {
@@ -797,7 +797,7 @@ static int load_added(cis2_tokenizer *t, const json_doc *d, const vocab_tmp *v, 
     size_t total = 0;
     for (uint32_t k = d->nodes[at].first; k != JSON_NONE; k = d->nodes[k].next) {
         uint32_t c = d->nodes[k].type == JSON_OBJECT ? json_get(d, k, "content", NULL) : JSON_NONE;
-        if (c != JSON_NONE && d->nodes[c].type == JSON_STRING) total += d->nodes[c].len;
+        if (c != JSON_NONE && d->nodes[c].type == JSON_STRING) total += d->nodes[c].len + 1;
     }
     t->added = calloc(n ? n : 1, sizeof *t->added);
     t->added_text = malloc(total + 1);
@@ -844,8 +844,10 @@ static int load_added(cis2_tokenizer *t, const json_doc *d, const vocab_tmp *v, 
         a->len = (uint32_t)json_str_len(d, c);
         off[i] = (uint32_t)used;
         len[i] = a->len;
-        used += a->len;
+        t->added_text[used + a->len] = 0;
+        used += a->len + 1;
         a->normalized = normalized;
+        a->special = special;
         if (a->len == 0) {
             ferr(err, path, "%s.content: empty", where);
             goto out;
@@ -985,6 +987,51 @@ void cis2_tokenizer_free(cis2_tokenizer *t)
 }
 
 int cis2_tokenizer_vocab_size(const cis2_tokenizer *t) { return t->n_ids; }
+
+int cis2_tokenizer_scan_added(const cis2_tokenizer *t, const char *text, size_t n, cis2_added_fn fn,
+                              void *ctx)
+{
+    const uint8_t *s = (const uint8_t *)text;
+    int32_t *best = n ? malloc(n * sizeof *best) : NULL;
+    cis2_nfc_buf nb = { 0 };
+    int rc = n && !best ? -1 : 0;
+    if (t->match[0] && best) cis2_strmatch_longest(t->match[0], s, n, best);
+    size_t start = 0, i = 0;
+    while (!rc && start < n) {
+        while (i < n && !(t->match[0] && best[i] >= 0)) i++;
+        /* the gap [start, i): normalized=true tokens in its NFC form */
+        if (i > start && t->match[1]) {
+            const uint8_t *g = s + start;
+            size_t gl = i - start;
+            if (t->nfc && cis2_nfc_quick(g, gl) < gl) {
+                if (cis2_nfc(g, gl, &nb, &gl)) rc = -1;
+                else g = nb.out;
+            }
+            int32_t *b2 = rc ? NULL : malloc(gl * sizeof *b2);
+            if (!rc && !b2) rc = -1;
+            if (!rc) cis2_strmatch_longest(t->match[1], g, gl, b2);
+            for (size_t k = 0; !rc && k < gl;) {
+                if (b2[k] < 0) {
+                    k++;
+                    continue;
+                }
+                const added_tok *a = &t->added[t->pat_tok[1][b2[k]]];
+                rc = fn(ctx, a->s, a->special, start, i);
+                k += t->pat_len[1][b2[k]];
+            }
+            free(b2);
+        }
+        if (!rc && i < n) {
+            const added_tok *a = &t->added[t->pat_tok[0][best[i]]];
+            rc = fn(ctx, a->s, a->special, i, i + a->len);
+            i += a->len;
+        }
+        start = i;
+    }
+    cis2_nfc_buf_free(&nb);
+    free(best);
+    return rc;
+}
 
 /* ---------------------------------------------------------------- encode */
 
