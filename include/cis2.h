@@ -303,8 +303,8 @@ typedef struct {
 /* DIR/tokenizer_config.json (read size-limited, regular files only). */
 int cis2_chat_template_load(cis2_chat_template **t, const char *model_dir, char *err);
 /* tokenizer_config.json's bytes; `path` names them in messages. */
-int cis2_chat_template_parse(cis2_chat_template **t, const char *json, size_t len,
-                             const char *path, char *err);
+int cis2_chat_template_parse(cis2_chat_template **t, const char *json, size_t len, const char *path,
+                             char *err);
 /* A template's Jinja source itself (e.g. a chat_template.jinja file). */
 int cis2_chat_template_from_text(cis2_chat_template **t, const char *src, size_t len,
                                  const char *path, char *err);
