@@ -32,6 +32,9 @@
 #define LLVMFuzzerTestOneInput fz_op
 #include "../fuzz/fuzz_op.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fz_chat
+#include "../fuzz/fuzz_chat.c"
+#undef LLVMFuzzerTestOneInput
 
 typedef struct {
     const char *name;
@@ -46,6 +49,7 @@ static const harness H[] = {
     { "tokenizer_encode", fz_tokenizer_encode, fz_tokenizer_encode_init },
     { "receipt", fz_receipt, NULL },
     { "op", fz_op, NULL },
+    { "chat", fz_chat, NULL },
 };
 
 static int name_cmp(const void *a, const void *b)
