@@ -98,6 +98,11 @@ static void test_recognise(void)
     }
     char err[CIS2_ERR_LEN];
     cis2_chat_template *t = NULL;
+    static const char bad[] = "{% for message in messages %}{{ '\xff' }}{% endfor %}";
+    CHECK("a template that is not UTF-8 is refused (found by fuzz_chat: it hung)",
+          cis2_chat_template_from_text(&t, bad, sizeof bad - 1, "t.jinja", err) &&
+              strstr(err, "not valid UTF-8"),
+          "%s", err);
     CHECK("built-in chat format other than chatml refused",
           cis2_chat_template_builtin(&t, "llama3", err) && strstr(err, "only chatml"), "%s", err);
     CHECK("missing tokenizer_config.json is an error naming it",

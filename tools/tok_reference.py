@@ -391,6 +391,8 @@ EDGE = ["", " ", "  ", "\n", "\r\n", " \r\n ", "x  ", "  x", "\t\tx", "'s", "'S"
         "x\u00a0\u00a0y", "x\u3000y", "\u00a0", " \u00a0x", "$100", " $x", "\r", "a\rb",
         "?\n\n", " ?\r\n", "..\n", "<norm x><norm x>", "\u304b\u3099\u304b\u3099",
         "Hello World 12 it's 'Twas", "x" * 200, "\u4f60\u597d\u4e16\u754c" * 10]
+# one text over 4 kB of repeated words: cis2 caches word ids on texts that long
+EDGE.append(' '.join(FRAGMENTS) * 6 + CORPUS * 2)
 
 
 def cases(path, seed, n):

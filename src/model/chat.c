@@ -360,6 +360,10 @@ int cis2_chat_template_from_text(cis2_chat_template **out, const char *src, size
     *out = NULL;
     cis2_sb c = { 0 }, k = { 0 };
     int rc = 1;
+    if (cis2_utf8_check((const uint8_t *)src, len) < len) {
+        cerr(err, "%s: chat_template is not valid UTF-8", path);
+        goto out;
+    }
     if (canon_template(src, len, &c) || !c.b) {
         cerr(err, "%s: chat_template: not a Jinja template this library can read", path);
         goto out;

@@ -1059,9 +1059,11 @@ typedef struct {
     } * wc;
     uint8_t *wc_arena;
     size_t wc_used, wc_n;
+    int wc_bits; /* table size, scaled to the text; 0: no cache (short text) */
+    size_t wc_arena_cap;
 } enc;
 
-#define WC_BITS  15         /* 32768 slots, at most half filled */
+#define WC_BITS  15         /* at most 32768 slots, at most half filled */
 #define WC_WORD  48         /* longer words are not cached */
 #define WC_ARENA (4u << 20) /* bytes of words and ids */
 
@@ -1181,16 +1183,16 @@ static int bpe_word(void *ctx, const uint8_t *w, size_t n)
 static int word(void *ctx, const uint8_t *w, size_t n)
 {
     enc *e = ctx;
-    if (n > WC_WORD || n < 2) return bpe_word(e, w, n);
+    if (n > WC_WORD || n < 2 || !e->wc_bits) return bpe_word(e, w, n);
     if (!e->wc) {
-        e->wc = calloc((size_t)1 << WC_BITS, sizeof *e->wc);
-        e->wc_arena = malloc(WC_ARENA);
+        e->wc = calloc((size_t)1 << e->wc_bits, sizeof *e->wc);
+        e->wc_arena = malloc(e->wc_arena_cap);
         if (!e->wc || !e->wc_arena) return 1;
     }
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < n; i++) h = (h ^ w[i]) * 1099511628211ull;
     h |= 1; /* 0 marks an empty slot */
-    size_t mask = ((size_t)1 << WC_BITS) - 1, i = (size_t)(h >> 20) & mask;
+    size_t mask = ((size_t)1 << e->wc_bits) - 1, i = (size_t)(h >> 20) & mask;
     while (e->wc[i].h) {
         struct wc_slot *c = &e->wc[i];
         if (c->h == h && c->len == n && !memcmp(e->wc_arena + c->at, w, n)) {
@@ -1207,7 +1209,7 @@ static int word(void *ctx, const uint8_t *w, size_t n)
     size_t before = e->n;
     int rc = bpe_word(e, w, n);
     size_t nid = e->n - before, need = n + 4 * nid;
-    if (!rc && e->wc_n < mask / 2 && e->wc_used + need <= WC_ARENA) {
+    if (!rc && e->wc_n < mask / 2 && e->wc_used + need <= e->wc_arena_cap) {
         struct wc_slot *c = &e->wc[i];
         c->h = h;
         c->at = (uint32_t)e->wc_used;
@@ -1298,6 +1300,11 @@ int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
     memset(&e, 0, sizeof e);
     e.t = t;
     e.out_cap = len + 1; /* every token covers >= 1 byte (more only if NFC grows the text) */
+    if (len >= 4096) {   /* the word cache pays off on longer texts; sized to them */
+        e.wc_bits = 8;
+        while (e.wc_bits < WC_BITS && ((size_t)1 << e.wc_bits) < len / 16) e.wc_bits++;
+        e.wc_arena_cap = len < WC_ARENA / 2 ? 2 * len : WC_ARENA;
+    }
     e.out = malloc(e.out_cap * sizeof *e.out);
     int rc = e.out ? split_added(&e, 0, s, len, 0, gap_normalize) : 1;
     free(e.sym);

@@ -154,6 +154,7 @@ size_t cis2_nfc_quick(const uint8_t *s, size_t n)
         }
         uint32_t cp;
         size_t l = cis2_utf8_dec(s + i, n - i, &cp);
+        if (!l) return boundary; /* not UTF-8: the caller's bug; never loop */
         if (nfc_active(cp)) return boundary;
         boundary = i;
         i += l;
@@ -278,8 +279,9 @@ static int segment(const uint8_t *s, size_t n, cis2_nfc_buf *b, size_t *len)
 {
     size_t m = 0, i = 0;
     while (i < n) {
-        uint32_t cp;
-        i += cis2_utf8_dec(s + i, n - i, &cp);
+        uint32_t cp = 0xFFFD;
+        size_t l = cis2_utf8_dec(s + i, n - i, &cp);
+        i += l ? l : 1; /* not UTF-8: the caller's bug; never loop */
         if (decompose(b, &m, cp)) return 1;
     }
     reorder(b, m);
@@ -301,11 +303,11 @@ int cis2_nfc(const uint8_t *s, size_t n, cis2_nfc_buf *b, size_t *len)
         *len += q - i;
         if (q == n) break;
         /* the segment: one code point, then every active one after it */
-        uint32_t cp;
-        size_t e = q + cis2_utf8_dec(s + q, n - q, &cp);
+        uint32_t cp = 0;
+        size_t l0 = cis2_utf8_dec(s + q, n - q, &cp), e = q + (l0 ? l0 : 1);
         while (e < n) {
             size_t l = cis2_utf8_dec(s + e, n - e, &cp);
-            if (!nfc_active(cp)) break;
+            if (!l || !nfc_active(cp)) break;
             e += l;
         }
         if (segment(s + q, e - q, b, len)) return 1;
