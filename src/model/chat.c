@@ -400,8 +400,11 @@ out:
 int cis2_chat_template_builtin(cis2_chat_template **out, const char *name, char *err)
 {
     *out = NULL;
-    if (strcmp(name, "chatml") != 0)
-        return cerr(err, "unknown chat format \"%.40s\" (only chatml is built in)", name);
+    if (strcmp(name, "chatml") != 0) {
+        char q[200];
+        return cerr(err, "unknown chat format %s (only chatml is built in)",
+                    cis2_utf8_quote(name, strlen(name), q));
+    }
     cis2_chat_template *t = calloc(1, sizeof *t);
     if (!t) return cerr(err, "out of memory");
     t->name = "chatml";
@@ -484,9 +487,10 @@ int cis2_chat_parse_messages(const char *json, size_t len, const char *path, cis
     if (d.nodes[0].type == JSON_OBJECT) {
         for (uint32_t k = d.nodes[0].first; k != JSON_NONE; k = d.nodes[d.nodes[k].next].next)
             if (!json_str_eq(&d, k, "messages")) {
-                char *key = json_str_dup(&d, k, NULL);
-                cerr(err, "%s: key \"%.40s\" is not used here (only \"messages\")", path,
-                     key ? key : "?");
+                size_t kl = 0;
+                char *key = json_str_dup(&d, k, &kl), q[200];
+                cerr(err, "%s: key %s is not used here (only \"messages\")", path,
+                     key ? cis2_utf8_quote(key, kl, q) : "?");
                 free(key);
                 goto out;
             }
@@ -525,10 +529,11 @@ int cis2_chat_parse_messages(const char *json, size_t len, const char *path, cis
                              : json_str_eq(&d, k, "content") ? &content
                                                              : NULL;
             if (!slot || *slot != JSON_NONE) {
-                char *key = json_str_dup(&d, k, NULL);
-                cerr(err,
-                     "%s: messages[%u]: %s key \"%.40s\" (a message is {\"role\", \"content\"})",
-                     path, i, slot ? "duplicate" : "unsupported", key ? key : "?");
+                size_t kl = 0;
+                char *key = json_str_dup(&d, k, &kl), q[200];
+                cerr(err, "%s: messages[%u]: %s key %s (a message is {\"role\", \"content\"})",
+                     path, i, slot ? "duplicate" : "unsupported",
+                     key ? cis2_utf8_quote(key, kl, q) : "?");
                 free(key);
                 bad = 1;
             } else *slot = d.nodes[k].next;
@@ -670,11 +675,12 @@ int cis2_chat_render(const cis2_chat_template *t, const cis2_chat_msg *m, int n,
     int rc = !text ? -1 : tok ? cis2_tokenizer_scan_added(tok, text, len, check_special, &sp) : 0;
     if (rc > 0) {
         int i = 0;
+        char q[200];
         while (i + 1 < n && sp.content[i + 1] <= sp.bad_at) i++;
         cerr(err,
-             "chat: messages[%d].content holds the special token \"%.60s\" (the template "
-             "would not escape it; refusing)",
-             i, sp.bad);
+             "chat: messages[%d].content holds the special token %s (the template would not "
+             "escape it; refusing)",
+             i, cis2_utf8_quote(sp.bad, strlen(sp.bad), q));
     } else if (rc) cerr(err, "out of memory");
     free(sp.ctl);
     free(sp.content);

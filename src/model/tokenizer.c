@@ -86,33 +86,9 @@ static int ferr(char *err, const char *path, const char *fmt, ...)
     return 1;
 }
 
-/* Quote a (valid UTF-8) token for an error line: control characters escaped,
- * cut at 40 bytes on a character boundary. */
 static const char *show(const char *s, size_t n, char out[200])
 {
-    size_t o = 0, i = 0;
-    out[o++] = '"';
-    while (i < n && o < 190) {
-        uint8_t c = (uint8_t)s[i];
-        if (i >= 40) {
-            memcpy(out + o, "...", 3);
-            o += 3;
-            break;
-        }
-        if (c < 0x20 || c == 0x7F || c == '"' || c == '\\') {
-            o += (size_t)snprintf(out + o, 8, "\\x%02x", c);
-            i++;
-            continue;
-        }
-        size_t l = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-        if (i + l > n) l = n - i;
-        memcpy(out + o, s + i, l);
-        o += l;
-        i += l;
-    }
-    out[o++] = '"';
-    out[o] = 0;
-    return out;
+    return cis2_utf8_quote(s, n, out);
 }
 
 /* ----------------------------------------------------- string -> id table */

@@ -2,6 +2,7 @@
  * 15.1 tables: what Qwen2/Qwen3's `normalizer: NFC` does to the text before
  * pre-tokenization. Never the host's locale or C library. */
 #include "model/unicode_tables.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +78,34 @@ size_t cis2_utf8_enc(uint32_t v, uint8_t *b)
     b[2] = (uint8_t)(0x80 | ((v >> 6) & 0x3F));
     b[3] = (uint8_t)(0x80 | (v & 0x3F));
     return 4;
+}
+
+const char *cis2_utf8_quote(const char *s, size_t n, char out[200])
+{
+    size_t o = 0, i = 0;
+    out[o++] = '"';
+    while (i < n) {
+        if (i >= 40 || o > 180) {
+            memcpy(out + o, "...", 3);
+            o += 3;
+            break;
+        }
+        uint32_t cp = 0;
+        size_t l = cis2_utf8_dec((const uint8_t *)s + i, n - i, &cp);
+        if (!l || cp < 0x20 || cp == '"' || cp == '\\' || (cp >= 0x7F && cp < 0xA0) ||
+            cp == 0x2028 || cp == 0x2029) {
+            for (size_t k = 0; k < (l ? l : 1); k++)
+                o += (size_t)snprintf(out + o, 8, "\\x%02x", (uint8_t)s[i + k]);
+            i += l ? l : 1;
+            continue;
+        }
+        memcpy(out + o, s + i, l);
+        o += l;
+        i += l;
+    }
+    out[o++] = '"';
+    out[o] = 0;
+    return out;
 }
 
 /* -------------------------------------------------------------- NFC data */

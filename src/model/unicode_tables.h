@@ -59,6 +59,10 @@ size_t cis2_utf8_dec(const uint8_t *s, size_t n, uint32_t *cp);
 size_t cis2_utf8_check(const uint8_t *s, size_t n);
 /* Encode cp (<= U+10FFFF, not a surrogate) into b[0..4); returns the length. */
 size_t cis2_utf8_enc(uint32_t cp, uint8_t *b);
+/* s[0..n) quoted for a one-line error message: at most 40 input bytes, and
+ * control characters (C0, DEL, C1, U+2028/9), quotes, backslashes and bytes
+ * that are not UTF-8 as \xNN; returns out. */
+const char *cis2_utf8_quote(const char *s, size_t n, char out[200]);
 
 /* --------------------------------------------------------- NFC (unicode.c) */
 /* Scratch space of cis2_nfc, reusable across calls; zero-initialise it. */
