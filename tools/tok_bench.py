@@ -19,33 +19,20 @@ Needs ../shared/models/SmolLM2-135M/tokenizer.json (or CIS2_SMOLLM2_DIR).
 """
 import argparse, json, os, random, statistics, subprocess, sys
 
-B2U = {}
-
-
-def byte_map():
-    bs = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
-
-QWEN_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
-           r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tok_reference import B2U, REGEX  # noqa: E402  (GPT-2's byte map; the regexes)
 
 
 def make_inputs(out, smol):
-    b2u = byte_map()
+    b2u = B2U
     src = json.load(open(smol, encoding='utf-8'))
     q = json.loads(json.dumps(src))
     q['normalizer'] = {'type': 'NFC'}
     bl = {'type': 'ByteLevel', 'add_prefix_space': False, 'trim_offsets': False,
           'use_regex': False}
     q['pre_tokenizer'] = {'type': 'Sequence', 'pretokenizers': [
-        {'type': 'Split', 'pattern': {'Regex': QWEN_RE}, 'behavior': 'Isolated', 'invert': False},
+        {'type': 'Split', 'pattern': {'Regex': REGEX['qwen']}, 'behavior': 'Isolated',
+         'invert': False},
         bl]}
     q['post_processor'] = bl
     m = q['model']

@@ -591,9 +591,11 @@ typedef struct {
     const char *bad;
 } spans;
 
-static int check_special(void *ctx, const char *content, int special, size_t start, size_t end)
+static int check_special(void *ctx, const char *content, int special, int pass, size_t start,
+                         size_t end)
 {
     spans *sp = ctx;
+    (void)pass;
     if (!special) return 0;
     int lo = 0, hi = sp->n_ctl; /* ctl is sorted */
     while (lo < hi) {

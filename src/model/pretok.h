@@ -51,10 +51,13 @@ void cis2_strmatch_free(cis2_strmatch *m);
 
 /* --------------------------------------- tokenizer queries (tokenizer.c) */
 /* Every added token encode would match in valid UTF-8 text[0..n), in order:
- * fn(ctx, its content (NUL-terminated), special?, start, end), [start, end)
- * being the match in text, or for a normalized=true token the piece whose NFC
- * form held it. Returns 0, fn's first non-zero result, or -1 (no memory). */
-typedef int (*cis2_added_fn)(void *ctx, const char *content, int special, size_t start, size_t end);
+ * fn(ctx, its content (NUL-terminated), special?, pass, start, end). Pass 0
+ * tokens (normalized=false) matched text[start, end); pass 1 tokens
+ * (normalized=true) were found in the NFC form of the piece [start, end)
+ * between pass 0 matches. Returns 0, fn's first non-zero result, or -1 (no
+ * memory). */
+typedef int (*cis2_added_fn)(void *ctx, const char *content, int special, int pass, size_t start,
+                             size_t end);
 int cis2_tokenizer_scan_added(const cis2_tokenizer *t, const char *text, size_t n, cis2_added_fn fn,
                               void *ctx);
 #endif

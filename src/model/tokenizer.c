@@ -992,14 +992,14 @@ int cis2_tokenizer_scan_added(const cis2_tokenizer *t, const char *text, size_t 
                     continue;
                 }
                 const added_tok *a = &t->added[t->pat_tok[1][b2[k]]];
-                rc = fn(ctx, a->s, a->special, start, i);
+                rc = fn(ctx, a->s, a->special, 1, start, i);
                 k += t->pat_len[1][b2[k]];
             }
             free(b2);
         }
         if (!rc && i < n) {
             const added_tok *a = &t->added[t->pat_tok[0][best[i]]];
-            rc = fn(ctx, a->s, a->special, i, i + a->len);
+            rc = fn(ctx, a->s, a->special, 0, i, i + a->len);
             i += a->len;
         }
         start = i;
@@ -1010,6 +1010,22 @@ int cis2_tokenizer_scan_added(const cis2_tokenizer *t, const char *text, size_t 
 }
 
 /* ---------------------------------------------------------------- encode */
+
+/* What every text input gets first: a size bound and a UTF-8 check. */
+static int check_input(const char *what, const uint8_t *s, size_t len, char *err)
+{
+    if (len > INT32_MAX / 4) {
+        snprintf(err, CIS2_ERR_LEN, "%s: input text too long (%zu bytes)", what, len);
+        return 1;
+    }
+    size_t bad = cis2_utf8_check(s, len);
+    if (bad < len) {
+        snprintf(err, CIS2_ERR_LEN, "%s: input text is not valid UTF-8 (byte 0x%02x at offset %zu)",
+                 what, s[bad], bad);
+        return 1;
+    }
+    return 0;
+}
 
 typedef struct {
     const cis2_tokenizer *t;
@@ -1261,17 +1277,7 @@ int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
     *ids = NULL;
     *n = 0;
     const uint8_t *s = (const uint8_t *)text;
-    if (len > INT32_MAX / 4) {
-        snprintf(err, CIS2_ERR_LEN, "tokenize: input text too long (%zu bytes)", len);
-        return 1;
-    }
-    size_t bad = cis2_utf8_check(s, len);
-    if (bad < len) {
-        snprintf(err, CIS2_ERR_LEN,
-                 "tokenize: input text is not valid UTF-8 (byte 0x%02x at offset %zu)", s[bad],
-                 bad);
-        return 1;
-    }
+    if (check_input("tokenize", s, len, err)) return 1;
     enc e;
     memset(&e, 0, sizeof e);
     e.t = t;
@@ -1311,56 +1317,57 @@ int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
     return 0;
 }
 
+/* normalize: the text between raw-matched added tokens in its normalized
+ * form, the tokens as they are. */
+typedef struct {
+    const cis2_tokenizer *t;
+    const uint8_t *s;
+    size_t last; /* end of the previous raw match */
+    cis2_nfc_buf nb;
+    cis2_sb o;
+} norm_ctx;
+
+static int norm_gap(norm_ctx *c, size_t end)
+{
+    const uint8_t *g = c->s + c->last;
+    size_t l = end - c->last;
+    if (l && c->t->nfc && cis2_nfc_quick(g, l) < l) {
+        if (cis2_nfc(g, l, &c->nb, &l)) return -1;
+        g = c->nb.out;
+    }
+    cis2_sb_put(&c->o, g, l);
+    return c->o.oom ? -1 : 0;
+}
+
+static int norm_match(void *ctx, const char *content, int special, int pass, size_t start,
+                      size_t end)
+{
+    norm_ctx *c = ctx;
+    (void)special;
+    if (pass) return 0; /* inside a gap, which is normalized as a whole */
+    if (norm_gap(c, start)) return -1;
+    cis2_sb_str(&c->o, content);
+    c->last = end;
+    return c->o.oom ? -1 : 0;
+}
+
 int cis2_tokenizer_normalize(const cis2_tokenizer *t, const char *text, size_t len, char **out,
                              size_t *out_len, char *err)
 {
     *out = NULL;
     *out_len = 0;
-    const uint8_t *s = (const uint8_t *)text;
-    size_t bad = cis2_utf8_check(s, len);
-    if (bad < len) {
-        snprintf(err, CIS2_ERR_LEN,
-                 "normalize: input text is not valid UTF-8 (byte 0x%02x at offset %zu)", s[bad],
-                 bad);
-        return 1;
-    }
-    if (len > SIZE_MAX / 4 - 1) {
-        snprintf(err, CIS2_ERR_LEN, "normalize: input text too long");
-        return 1;
-    }
-    char *o = malloc(3 * len + 1); /* NFC grows text by at most 3x (UAX #15 §9) */
-    int32_t *best = t->match[0] && len ? malloc(len * sizeof *best) : NULL;
-    cis2_nfc_buf nb = { 0 };
-    int rc = !o || (t->match[0] && len && !best);
-    if (best) cis2_strmatch_longest(t->match[0], s, len, best);
-    size_t p = 0, start = 0, i = 0;
-    while (!rc && start < len) {
-        const added_tok *a = NULL;
-        while (i < len && !(best && best[i] >= 0)) i++;
-        if (i < len) a = &t->added[t->pat_tok[0][best[i]]];
-        size_t l = i - start; /* the gap [start, i) */
-        if (l && t->nfc) {
-            rc = cis2_nfc(s + start, l, &nb, &l);
-            if (!rc) memcpy(o + p, nb.out, l);
-        } else if (l) memcpy(o + p, s + start, l);
-        p += l;
-        if (a) {
-            memcpy(o + p, a->s, a->len);
-            p += a->len;
-            i += a->len;
-        }
-        start = i;
-    }
-    cis2_nfc_buf_free(&nb);
-    free(best);
-    if (rc) {
-        free(o);
+    norm_ctx c = { t, (const uint8_t *)text, 0, { 0 }, { 0 } };
+    if (check_input("normalize", c.s, len, err)) return 1;
+    int rc = cis2_tokenizer_scan_added(t, text, len, norm_match, &c);
+    if (!rc) rc = norm_gap(&c, len);
+    char *o = rc ? NULL : cis2_sb_take(&c.o, out_len);
+    cis2_sb_free(&c.o);
+    cis2_nfc_buf_free(&c.nb);
+    if (!o) {
         snprintf(err, CIS2_ERR_LEN, "normalize: out of memory");
         return 1;
     }
-    o[p] = 0;
     *out = o;
-    *out_len = p;
     return 0;
 }
 
