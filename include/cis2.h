@@ -300,7 +300,8 @@ typedef struct {
     const char *content;
     size_t content_len;
 } cis2_chat_msg;
-/* DIR/tokenizer_config.json (read size-limited, regular files only). */
+/* DIR/tokenizer_config.json's chat_template, or DIR/chat_template.jinja when
+ * it has none (read size-limited, regular files only). */
 int cis2_chat_template_load(cis2_chat_template **t, const char *model_dir, char *err);
 /* tokenizer_config.json's bytes; `path` names them in messages. */
 int cis2_chat_template_parse(cis2_chat_template **t, const char *json, size_t len, const char *path,

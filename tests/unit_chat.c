@@ -6,6 +6,7 @@
  * tokens in content refused. */
 #include "unit.h"
 #include "model/pretok.h"
+#include <unistd.h>
 
 static char *slurp(const char *path, size_t *len)
 {
@@ -105,6 +106,26 @@ static void test_recognise(void)
           "%s", err);
     CHECK("built-in chat format other than chatml refused",
           cis2_chat_template_builtin(&t, "llama3", err) && strstr(err, "only chatml"), "%s", err);
+    /* a model dir whose template is in chat_template.jinja (recent transformers) */
+    {
+        char dir[64], cmd[300];
+        snprintf(dir, sizeof dir, "tests/tmp/unit_chat.%d", (int)getpid());
+        snprintf(cmd, sizeof cmd,
+                 "mkdir -p %s && printf '{\"bos_token\": null}' > %s/tokenizer_config.json && "
+                 "cp tests/fixtures/chat/qwen2.jinja %s/chat_template.jinja",
+                 dir, dir, dir);
+        int got = system(cmd) == 0 && cis2_chat_template_load(&t, dir, err) == 0;
+        CHECK("chat template from DIR/chat_template.jinja when tokenizer_config.json has none",
+              got && !strcmp(cis2_chat_template_name(t), "chatml+default-system"), "%s", err);
+        cis2_chat_template_free(t);
+        t = NULL;
+        snprintf(cmd, sizeof cmd, "rm -f %s/chat_template.jinja", dir);
+        got = system(cmd) == 0 && cis2_chat_template_load(&t, dir, err) != 0 &&
+              strstr(err, "has no \"chat_template\" and there is no") && !t;
+        CHECK("no template in either file: one line naming both", got, "%s", err);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        if (system(cmd)) printf("  (could not remove %s)\n", dir);
+    }
     CHECK("missing tokenizer_config.json is an error naming it",
           cis2_chat_template_load(&t, "/nonexistent", err) &&
               strstr(err, "/nonexistent/tokenizer_config.json"),

@@ -413,9 +413,10 @@ int cis2_chat_template_builtin(cis2_chat_template **out, const char *name, char 
 }
 
 /* tokenizer_config.json: its "chat_template", a string or a list of
- * {"name", "template"} (the one named "default"). */
-int cis2_chat_template_parse(cis2_chat_template **out, const char *json, size_t len,
-                             const char *path, char *err)
+ * {"name", "template"} (the one named "default"). Returns 2 (err set) when it
+ * has none. */
+static int parse_config(cis2_chat_template **out, const char *json, size_t len, const char *path,
+                        char *err)
 {
     *out = NULL;
     json_doc d;
@@ -435,6 +436,7 @@ int cis2_chat_template_parse(cis2_chat_template **out, const char *json, size_t 
     }
     if (ct == JSON_NONE || d.nodes[ct].type != JSON_STRING) {
         cerr(err, "%s: no \"chat_template\" string (give --chat-format chatml)", path);
+        rc = 2;
         goto out;
     }
     size_t l;
@@ -450,15 +452,35 @@ out:
     return rc;
 }
 
+int cis2_chat_template_parse(cis2_chat_template **out, const char *json, size_t len,
+                             const char *path, char *err)
+{
+    return parse_config(out, json, len, path, err) ? 1 : 0;
+}
+
+/* DIR/tokenizer_config.json's template, or (when it has none, as files saved
+ * by recent transformers) DIR/chat_template.jinja. */
 int cis2_chat_template_load(cis2_chat_template **out, const char *dir, char *err)
 {
-    char path[1100];
+    char cfg[1100], jin[1100], err2[CIS2_ERR_LEN];
     char *buf;
     size_t len;
     *out = NULL;
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    if (cis2_read_file_max(path, (size_t)64 << 20, &buf, &len, err)) return 1;
-    int rc = cis2_chat_template_parse(out, buf, len, path, err);
+    snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", dir);
+    snprintf(jin, sizeof jin, "%s/chat_template.jinja", dir);
+    int rc = cis2_read_file_max(cfg, (size_t)64 << 20, &buf, &len, err);
+    if (!rc) {
+        rc = parse_config(out, buf, len, cfg, err);
+        free(buf);
+        if (rc != 2) return rc;
+    }
+    if (cis2_read_file_max(jin, (size_t)16 << 20, &buf, &len, err2)) {
+        if (rc == 2)
+            cerr(err, "%s has no \"chat_template\" and there is no %s (give --chat-format chatml)",
+                 cfg, jin);
+        return 1; /* err: tokenizer_config.json's own problem */
+    }
+    rc = cis2_chat_template_from_text(out, buf, len, jin, err);
     free(buf);
     return rc;
 }
