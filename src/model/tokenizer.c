@@ -697,33 +697,22 @@ static int build_pass(cis2_tokenizer *t, int pass, const char *path, char *err)
         goto out;
     }
     int norm = pass == 1 && t->nfc;
-    if (norm) {
-        size_t cap = 3 * total + 1, used = 0; /* NFC grows text by at most 3x (UAX #15 §9) */
-        arena = t->pat_text = malloc(cap);
-        if (!arena) {
-            ferr(err, path, "out of memory");
-            goto out;
-        }
-        for (int i = 0; i < t->n_added; i++) {
-            const added_tok *a = &t->added[i];
-            if (a->normalized != 1) continue;
-            size_t l;
-            if (cis2_nfc((const uint8_t *)a->s, a->len, &nb, &l) || used + l > cap) {
-                ferr(err, path, "out of memory");
-                goto out;
-            }
-            memcpy(arena + used, nb.out, l);
-            used += l;
-        }
+    size_t cap = 3 * total + 1, used = 0; /* NFC grows text by at most 3x (UAX #15 §9) */
+    if (norm && !(arena = t->pat_text = malloc(cap))) {
+        ferr(err, path, "out of memory");
+        goto out;
     }
-    size_t used = 0;
     uint32_t k = 0;
     for (int i = 0; i < t->n_added; i++) {
         const added_tok *a = &t->added[i];
         if (a->normalized != pass) continue;
         size_t l = a->len;
-        if (norm) {
-            if (cis2_nfc((const uint8_t *)a->s, a->len, &nb, &l)) goto out; /* as above */
+        if (norm) { /* the pattern is the content's NFC, in the arena */
+            if (cis2_nfc((const uint8_t *)a->s, a->len, &nb, &l) || used + l > cap) {
+                ferr(err, path, "out of memory");
+                goto out;
+            }
+            memcpy(arena + used, nb.out, l);
         }
         pat[k] = norm ? arena + used : a->s;
         off[k] = norm ? (uint32_t)used : (uint32_t)(a->s - t->added_text);
