@@ -1,5 +1,6 @@
 /* tokenizer.json loading: cis2_tokenizer_parse over arbitrary bytes; a loaded
- * tokenizer must then encode and decode a fixed text without crashing. */
+ * tokenizer must then encode, decode and normalize a fixed text without
+ * crashing. Seeds include the four shapes of tests/fixtures/tokenizer/. */
 #include "fuzz.h"
 #include <stdio.h>
 
@@ -12,7 +13,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_ASSERT(t != NULL);
         int v = cis2_tokenizer_vocab_size(t);
         FUZZ_ASSERT(v > 0);
-        static const char text[] = "Hello, world! 123 <|endoftext|> \xc3\xa9\xe2\x9c\x93  \n\tx";
+        static const char text[] = "Hello, world! 123 <|endoftext|> \xc3\xa9\xe2\x9c\x93  \n\tx"
+                                   " e\xcc\x81 it'S <|im_start|>\xe1\x84\x80\xe1\x85\xa1\r\n";
         int32_t *ids = NULL;
         int n = 0;
         if (cis2_tokenizer_encode(t, text, sizeof text - 1, &ids, &n, err) == 0) {
@@ -22,6 +24,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (cis2_tokenizer_decode(t, ids, n, &s, &l, err) == 0) free(s);
             free(ids);
         }
+        char *norm = NULL;
+        size_t nl = 0;
+        if (cis2_tokenizer_normalize(t, text, sizeof text - 1, &norm, &nl, err) == 0) free(norm);
         int32_t some[4] = { 0, v - 1, v / 2, 1 % v };
         char *s = NULL;
         size_t l = 0;

@@ -292,6 +292,57 @@ int cis2_tokenizer_decode(const cis2_tokenizer *t, const int32_t *ids, int n, ch
                           size_t *len, char *err);
 int cis2_tokenizer_vocab_size(const cis2_tokenizer *t);
 
+/* ------------------------------------ tokenizer normalization and chat prompts */
+/* The text encode actually tokenizes: the tokenizer's normalizer (NFC for
+ * Qwen2/Qwen3; none for SmolLM2) applied to each piece between the added
+ * tokens matched un-normalized (§3.1.6). decode(encode(x)) returns exactly
+ * this (unless a normalized=true added token's content is itself not in NFC).
+ * *out is malloc'd and NUL-terminated. */
+int cis2_tokenizer_normalize(const cis2_tokenizer *t, const char *text, size_t len, char **out,
+                             size_t *out_len, char *err);
+
+/* Chat prompts (ChatML). A template comes from the model's tokenizer_config.json
+ * (its "chat_template", recognised by structure: plain ChatML, SmolLM2/Qwen2's
+ * ChatML with a default system turn, Qwen2.5's; anything else is refused, as
+ * there is no general Jinja engine) or is built in ("chatml"). Rendering gives
+ * exactly the bytes the template renders under HF transformers; those bytes
+ * are the prompt (and a receipt's prompt-hex). Templates are immutable: render
+ * from any number of threads. */
+typedef struct cis2_chat_template cis2_chat_template;
+typedef struct {
+    const char *role; /* "system", "user" or "assistant" */
+    const char *content;
+    size_t content_len;
+} cis2_chat_msg;
+/* DIR/tokenizer_config.json's chat_template, or DIR/chat_template.jinja when
+ * it has none (read size-limited, regular files only). */
+int cis2_chat_template_load(cis2_chat_template **t, const char *model_dir, char *err);
+/* tokenizer_config.json's bytes; `path` names them in messages. */
+int cis2_chat_template_parse(cis2_chat_template **t, const char *json, size_t len, const char *path,
+                             char *err);
+/* A template's Jinja source itself (e.g. a chat_template.jinja file). */
+int cis2_chat_template_from_text(cis2_chat_template **t, const char *src, size_t len,
+                                 const char *path, char *err);
+/* A built-in format: "chatml" (no default system turn). */
+int cis2_chat_template_builtin(cis2_chat_template **t, const char *name, char *err);
+/* "chatml", "chatml+default-system" or "qwen2.5"; the default system prompt
+ * added when the first message is not a system one, or NULL. */
+const char *cis2_chat_template_name(const cis2_chat_template *t);
+const char *cis2_chat_template_system(const cis2_chat_template *t);
+void cis2_chat_template_free(cis2_chat_template *t);
+/* OpenAI-style messages: a JSON array of {"role", "content"} or an object
+ * {"messages": [...]} (other keys, other roles and non-string content are
+ * refused). *msgs is one malloc'd block (strings inside it): cis2_free it. */
+int cis2_chat_parse_messages(const char *json, size_t len, const char *path, cis2_chat_msg **msgs,
+                             int *n, char *err);
+/* Render n >= 1 messages, then "<|im_start|>assistant\n" when
+ * add_generation_prompt. Content holding a ChatML control token, or (with
+ * `tok`, which may be NULL) text the tokenizer would read as a special token,
+ * is refused: the templates paste content unescaped. *out is malloc'd. */
+int cis2_chat_render(const cis2_chat_template *t, const cis2_chat_msg *msgs, int n,
+                     int add_generation_prompt, const cis2_tokenizer *tok, char **out,
+                     size_t *out_len, char *err);
+
 /* -------------------------------------------------------------- utilities */
 /* Parse "1,2,3" (decimal, no spaces, no leading zeros except "0"). */
 int cis2_parse_ids(const char *s, int32_t **ids, int *n, char *err);

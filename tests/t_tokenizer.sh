@@ -16,10 +16,10 @@ expect_err "tokenize: missing file" "/nonexistent/tokenizer.json: cannot open" "
 expect_err "detokenize: bad id list" "bad token id list" "$CIS2" detokenize --tokenizer /nonexistent 1,,2
 "$CIS2" tokenize --frob x >/dev/null 2>&1; expect_eq "tokenize: bad flag exits 2" "$?" "2"
 
-# a malformed tokenizer.json (Qwen2-style normalizer) is refused with one line
+# an unsupported normalizer (NFKC; NFC is Qwen2's and supported) is refused with one line
 bad="$TESTTMP/tok_bad.json"
-printf '{"normalizer": {"type": "NFC"}, "model": {"type": "BPE", "vocab": {}, "merges": []}}' > "$bad"
-expect_err "tokenize: unsupported normalizer named" "normalizer: unsupported" "$CIS2" tokenize --tokenizer "$bad" x
+printf '{"normalizer": {"type": "NFKC"}, "model": {"type": "BPE", "vocab": {}, "merges": []}}' > "$bad"
+expect_err "tokenize: unsupported normalizer named" 'normalizer: unsupported type "NFKC"' "$CIS2" tokenize --tokenizer "$bad" x
 printf '{"model": {"type": "BPE", "vocab": {' > "$bad"
 expect_err "tokenize: truncated tokenizer.json" "invalid JSON" "$CIS2" tokenize --tokenizer "$bad" x
 

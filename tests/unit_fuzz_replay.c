@@ -71,6 +71,9 @@
 #include "../fuzz/fuzz_escape.c"
 #undef devnull
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fz_chat
+#include "../fuzz/fuzz_chat.c"
+#undef LLVMFuzzerTestOneInput
 
 typedef struct {
     const char *name;
@@ -94,6 +97,7 @@ static const harness H[] = {
     { "answer", fz_answer, NULL },
     { "cli", fz_cli, NULL },
     { "escape", fz_escape, NULL },
+    { "chat", fz_chat, NULL },
 };
 
 static int name_cmp(const void *a, const void *b)

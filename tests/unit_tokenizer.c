@@ -3,6 +3,7 @@
  * reported so, when absent). Golden ids are from the spec (§3.1.7) or were
  * cross-checked against ../shared/tools/bpe_oracle.py on the real file. */
 #include "unit.h"
+#include "model/pretok.h"
 #include "model/unicode_tables.h"
 #include <stdint.h>
 
@@ -269,15 +270,38 @@ static void test_synthetic(void)
         /* name, from, to, expected error substring */
         { "truncated file", "\"merges\"", "", "invalid JSON" },
         { "top level not an object", "{\"version\"", "[{\"version\"", "invalid JSON" },
-        { "NFC normalizer (Qwen2)", "\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}",
-          "normalizer: unsupported" },
-        { "Split pre_tokenizer (Qwen2)", "{\"type\": \"Digits\", \"individual_digits\": true}",
-          "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"x\"}, \"behavior\": \"Isolated\", "
+        { "NFKC normalizer", "\"normalizer\": null", "\"normalizer\": {\"type\": \"NFKC\"}",
+          "normalizer: unsupported type \"NFKC\" (only null and NFC are implemented)" },
+        { "(legal) NFC normalizer (Qwen2)", "\"normalizer\": null",
+          "\"normalizer\": {\"type\": \"NFC\"}", NULL },
+        { "NFC normalizer with an unknown key", "\"normalizer\": null",
+          "\"normalizer\": {\"type\": \"NFC\", \"x\": 1}", "normalizer: unsupported key \"x\"" },
+        { "Split with a regex we have no matcher for",
+          "{\"type\": \"Digits\", \"individual_digits\": true}",
+          "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"x\\\\d\\n\"}, \"behavior\": "
+          "\"Isolated\", \"invert\": false}",
+          "pre_tokenizer.pretokenizers[0].pattern.Regex \"x\\x5cd\\x0a\" is not one this tokenizer "
+          "implements exactly" },
+        { "Split with a String pattern", "{\"type\": \"Digits\", \"individual_digits\": true}",
+          "{\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, \"behavior\": \"Isolated\", "
           "\"invert\": false}",
-          "pre_tokenizer.pretokenizers[0]: unsupported type \"Split\"" },
-        { "ByteLevel-only pre_tokenizer", PRETOK,
-          "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false}",
-          "pre_tokenizer: unsupported type \"ByteLevel\"" },
+          "pretokenizers[0].pattern: unsupported" },
+        { "Split with behavior Removed", "{\"type\": \"Digits\", \"individual_digits\": true}",
+          "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"behavior\": "
+          "\"Removed\", \"invert\": false}",
+          "pretokenizers[0].behavior: unsupported" },
+        { "Split inverted", "{\"type\": \"Digits\", \"individual_digits\": true}",
+          "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"behavior\": "
+          "\"Isolated\", \"invert\": true}",
+          "pretokenizers[0].invert = true is unsupported" },
+        { "Metaspace pre_tokenizer step", "{\"type\": \"Digits\", \"individual_digits\": true}",
+          "{\"type\": \"Metaspace\"}",
+          "pretokenizers[0]: unsupported type \"Metaspace\" (only Digits, Split and ByteLevel" },
+        { "Digits alone (no ByteLevel)", PRETOK,
+          "\"pre_tokenizer\": {\"type\": \"Digits\", \"individual_digits\": true}",
+          "byte-level BPE needs a ByteLevel step" },
+        { "(legal) ByteLevel-only pre_tokenizer (GPT-2)", PRETOK,
+          "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false}", NULL },
         { "null pre_tokenizer", PRETOK, "\"pre_tokenizer\": null",
           "pre_tokenizer: null is unsupported" },
         { "three pre_tokenizers", "\"use_regex\": true}]}",
@@ -290,8 +314,14 @@ static void test_synthetic(void)
           "\"individual_digits\": true, \"x\": 1", "pretokenizers[0]: unsupported key \"x\"" },
         { "add_prefix_space true", "\"add_prefix_space\": false", "\"add_prefix_space\": true",
           "add_prefix_space = true is unsupported" },
-        { "use_regex false", "\"use_regex\": true}]", "\"use_regex\": false}]",
-          "use_regex = false is unsupported" },
+        { "(legal) Digits then ByteLevel without its regex", "\"use_regex\": true}]",
+          "\"use_regex\": false}]", NULL },
+        { "(legal) ByteLevel post_processor (ids unchanged)", "\"post_processor\": null",
+          "\"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+          "\"trim_offsets\": false, \"use_regex\": false}",
+          NULL },
+        { "(legal) empty continuing_subword_prefix (Qwen2)", "\"continuing_subword_prefix\": null",
+          "\"continuing_subword_prefix\": \"\"", NULL },
         { "model type WordPiece", "\"type\": \"BPE\"", "\"type\": \"WordPiece\"",
           "model: unsupported type \"WordPiece\"" },
         { "dropout set", "\"dropout\": null", "\"dropout\": 0.1", "model.dropout: unsupported" },
@@ -412,18 +442,23 @@ static void test_synthetic(void)
         if (!rc) cis2_tokenizer_free(tb);
         free(j);
     }
-    /* order where tokenizers would renumber: a special outside the vocab after a non-special one */
+    /* A special token outside the vocab after a non-special one: tokenizers
+     * numbers added tokens in file order, special or not (Qwen2.5's
+     * <tool_call> comes before its special <|fim_prefix|>). */
     {
         char *j1 = subst(js, "{\"id\": 269, \"content\": \"<extra>\", \"special\": true",
                          "{\"id\": 269, \"content\": \"<extra>\", \"special\": false");
         char *j2 = subst(j1, "\"content\": \"hello\", \"special\": false",
                          "\"content\": \"hello\", \"special\": true");
         cis2_tokenizer *tb = NULL;
-        rc = cis2_tokenizer_parse(&tb, j2, strlen(j2), "bad.json", err);
-        CHECK("malformed tokenizer.json: special added token after a non-special one outside the "
-              "vocab",
-              rc != 0 && strstr(err, "unsupported id order"), "rc=%d %s", rc, err);
-        if (!rc) cis2_tokenizer_free(tb);
+        rc = cis2_tokenizer_parse(&tb, j2, strlen(j2), "ok.json", err);
+        CHECK("added tokens: a special one after a non-special one keeps file-order ids", rc == 0,
+              "%s", err);
+        if (!rc) {
+            check_enc("added tokens in file order: <extra> 269, hello 270", tb, "<extra>hello", 12,
+                      "269,270");
+            cis2_tokenizer_free(tb);
+        }
         free(j1);
         free(j2);
     }
@@ -513,6 +548,138 @@ static void test_unicode(void)
     for (uint32_t cp = 0; cp < 0x110000; cp++) nws += cis2_uc_class(cp) == CIS2_UC_WS;
     CHECK("unicode classes (UCD 15.1: L, N, White_Space)", bad == 0, "%d wrong", bad);
     CHECK("exactly 25 White_Space code points", nws == 25, "%d", nws);
+}
+
+/* ------------------------------------------------------------------- NFC */
+
+static size_t cps_utf8(const char *f, uint8_t *out)
+{
+    size_t n = 0;
+    char *e;
+    for (;;) {
+        while (*f == ' ') f++;
+        if (!*f) break;
+        unsigned long v = strtoul(f, &e, 16);
+        if (e == f) break;
+        n += cis2_utf8_enc((uint32_t)v, out + n);
+        f = e;
+    }
+    return n;
+}
+
+/* UAX #15's conformance file, NormalizationTest.txt (UCD 15.0, Debian
+ * unicode-data): for every line c1..c5, NFC(c1) = NFC(c2) = NFC(c3) = c2 and
+ * NFC(c4) = NFC(c5) = c4; every code point not in part 1 is its own NFC. */
+static void test_nfc(void)
+{
+    static const struct {
+        const char *in, *want, *what;
+    } c[] = {
+        { "e\xcc\x81", "\xc3\xa9", "e + U+0301 composes" },
+        { "a\xcc\x82\xcc\xa3", "\xe1\xba\xad", "marks reordered by ccc, then composed" },
+        { "\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81", "Hangul L V T" },
+        { "\xe0\xa5\x98", "\xe0\xa4\x95\xe0\xa4\xbc", "U+0958 is a composition exclusion" },
+        { "\xe2\x84\xa6", "\xce\xa9", "U+2126 OHM is a singleton" },
+        { "\xf0\x9d\x85\xa0", "\xf0\x9d\x85\x98\xf0\x9d\x85\xa5\xf0\x9d\x85\xae",
+          "U+1D160 decomposes to three" },
+        { "\xcc\x81"
+          "e",
+          "\xcc\x81"
+          "e",
+          "a leading mark stays" },
+        { "\xe3\x81\x8b\xe3\x82\x99", "\xe3\x81\x8c", "kana + dakuten" },
+    };
+    cis2_nfc_buf b = { 0 };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        size_t l;
+        if (cis2_nfc((const uint8_t *)c[i].in, strlen(c[i].in), &b, &l) || l != strlen(c[i].want) ||
+            memcmp(b.out, c[i].want, l)) {
+            printf("  NFC: %s\n", c[i].what);
+            bad++;
+        }
+    }
+    CHECK("NFC: composition, reordering, Hangul, exclusions, singletons", bad == 0, "%d wrong",
+          bad);
+    /* 20000 combining marks after a base: linear (counting sort), right order */
+    {
+        size_t n = 20000, l;
+        uint8_t *s = malloc(1 + 2 * n);
+        s[0] = 'a';
+        for (size_t i = 0; i < n; i++) {
+            s[1 + 2 * i] = 0xCC;
+            s[2 + 2 * i] = i % 2 ? 0x81 /* U+0301, 230 */ : 0xA3; /* U+0323, 220 */
+        }
+        int rc = cis2_nfc(s, 1 + 2 * n, &b, &l);
+        /* a + U+0323 -> U+1EA1, then 9999 x U+0323, then 10000 x U+0301 */
+        int ok = rc == 0 && l == 3 + 2 * (n - 1) && !memcmp(b.out, "\xe1\xba\xa1", 3) &&
+                 b.out[3] == 0xCC && b.out[4] == 0xA3 && b.out[l - 1] == 0x81 &&
+                 b.out[3 + 2 * (n / 2 - 2) + 1] == 0xA3 && b.out[3 + 2 * (n / 2 - 1) + 1] == 0x81;
+        CHECK("NFC: a long run of marks is sorted stably by combining class", ok, "rc=%d l=%zu", rc,
+              l);
+        free(s);
+    }
+    FILE *p = NULL;
+    const char *f = "/usr/share/unicode/NormalizationTest.txt.bz2";
+    FILE *probe = fopen(f, "rb");
+    if (probe) {
+        fclose(probe);
+        p = popen("bzcat /usr/share/unicode/NormalizationTest.txt.bz2 2>/dev/null", "r");
+    }
+    if (!p) {
+        SKIP("NFC conformance (NormalizationTest.txt)",
+             "no " /**/
+             "/usr/share/unicode/NormalizationTest.txt.bz2 "
+             "(apt-get install unicode-data)");
+        cis2_nfc_buf_free(&b);
+        return;
+    }
+    static uint8_t part1[0x110000];
+    char line[2048];
+    int part = 0, lines = 0, fails = 0;
+    while (fgets(line, sizeof line, p)) {
+        if (line[0] == '#' || line[0] == '\n') continue;
+        if (line[0] == '@') {
+            part = atoi(line + 5);
+            continue;
+        }
+        char *col[5], *q = line;
+        int ok = 1;
+        for (int i = 0; i < 5; i++) {
+            col[i] = q;
+            q = q ? strchr(q, ';') : NULL;
+            if (!q) {
+                ok = 0;
+                break;
+            }
+            *q++ = 0;
+        }
+        if (!ok) continue;
+        if (part == 1) part1[strtoul(col[0], NULL, 16) & 0x1FFFFF] = 1;
+        uint8_t x[5][256];
+        size_t xl[5];
+        for (int i = 0; i < 5; i++) xl[i] = cps_utf8(col[i], x[i]);
+        for (int i = 0; i < 5; i++) {
+            int w = i < 3 ? 1 : 3;
+            size_t l;
+            if (cis2_nfc(x[i], xl[i], &b, &l) || l != xl[w] || memcmp(b.out, x[w], l)) {
+                if (fails++ < 3) printf("  NormalizationTest: %s column %d\n", col[0], i + 1);
+            }
+        }
+        lines++;
+    }
+    pclose(p);
+    int inv = 0;
+    for (uint32_t cp = 0; cp < 0x110000; cp++) {
+        if (part1[cp] || (cp >= 0xD800 && cp < 0xE000)) continue;
+        uint8_t u[4];
+        size_t n = cis2_utf8_enc(cp, u), l;
+        if (cis2_nfc(u, n, &b, &l) || l != n || memcmp(u, b.out, n)) inv++;
+    }
+    CHECK("NFC conformance: NormalizationTest.txt, every line and column",
+          fails == 0 && lines > 1e4, "%d failures in %d lines", fails, lines);
+    CHECK("NFC conformance: every other code point is its own NFC", inv == 0, "%d changed", inv);
+    cis2_nfc_buf_free(&b);
 }
 
 /* ---------------------------------------------------------- real SmolLM2 */
@@ -707,10 +874,169 @@ static void test_real(void)
     cis2_tokenizer_free(t);
 }
 
+/* ------------------------------------- the second reading's fixtures */
+
+static size_t unhex(const char *h, size_t n, uint8_t *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i + 2 <= n; i += 2) {
+        unsigned v;
+        if (sscanf(h + i, "%2x", &v) != 1) return (size_t)-1;
+        out[o++] = (uint8_t)v;
+    }
+    return o;
+}
+
+static char *read_text(const char *path, size_t *len)
+{
+    char *buf = NULL, err[CIS2_ERR_LEN];
+    if (cis2_read_file(path, &buf, len, err)) return NULL;
+    return buf;
+}
+
+/* tests/fixtures/tokenizer/NAME.{json,cases}: written by tools/tok_reference.py
+ * (an independent reading: Python's re with explicit classes, unicodedata's
+ * NFC, a naive merge loop); each line is hex(text), the reference's ids and
+ * hex(the reference's decode of them). encode must give those ids, decode
+ * those bytes. */
+static void test_reference_cases(const char *name)
+{
+    char jp[200], cp[200], label[300], err[CIS2_ERR_LEN] = "";
+    snprintf(jp, sizeof jp, "tests/fixtures/tokenizer/%s.json", name);
+    snprintf(cp, sizeof cp, "tests/fixtures/tokenizer/%s.cases", name);
+    cis2_tokenizer *t = NULL;
+    size_t clen;
+    char *cases = read_text(cp, &clen);
+    int rc = cis2_tokenizer_load(&t, jp, err);
+    snprintf(label, sizeof label, "reference: %s loads", jp);
+    CHECK(label, rc == 0 && cases, "%s", cases ? err : "no cases file");
+    if (rc || !cases) {
+        cis2_tokenizer_free(t);
+        free(cases);
+        return;
+    }
+    int n = 0, bad_enc = 0, bad_dec = 0, bad_norm = 0;
+    uint8_t *text = malloc(clen), *want = malloc(clen);
+    for (char *line = cases; line < cases + clen;) {
+        char *eol = strchr(line, '\n'), *t1 = strchr(line, '\t');
+        char *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+        if (!eol || !t2 || t2 > eol) {
+            printf("  bad line %d in %s\n", n + 1, cp);
+            bad_enc++;
+            break;
+        }
+        *eol = *t2 = 0;
+        size_t tl = unhex(line, (size_t)(t1 - line), text);
+        size_t wl = unhex(t2 + 1, (size_t)(eol - t2 - 1), want);
+        *t1 = 0;
+        int32_t *ids = NULL;
+        int ni = 0;
+        char *got = NULL, *back = NULL;
+        size_t bl = 0;
+        if (cis2_tokenizer_encode(t, (const char *)text, tl, &ids, &ni, err) ||
+            !(got = cis2_format_ids(ids, ni)) || strcmp(got, t1 + 1)) {
+            if (bad_enc++ < 3)
+                printf("  %s line %d: text %s: got %s want %s (%s)\n", name, n + 1, line,
+                       got ? got : "-", t1 + 1, err);
+        } else if (cis2_tokenizer_decode(t, ids, ni, &back, &bl, err) || bl != wl ||
+                   memcmp(back, want, wl)) {
+            if (bad_dec++ < 3) printf("  %s line %d: decode differs (%s)\n", name, n + 1, err);
+        } else if (!memmem(text, tl, "au lait", 7)) { /* the one non-NFC added token */
+            char *norm = NULL;
+            size_t nl = 0;
+            if (cis2_tokenizer_normalize(t, (const char *)text, tl, &norm, &nl, err) || nl != bl ||
+                memcmp(norm, back, bl)) {
+                if (bad_norm++ < 3) printf("  %s line %d: normalize differs\n", name, n + 1);
+            }
+            free(norm);
+        }
+        free(ids);
+        free(got);
+        free(back);
+        n++;
+        line = eol + 1;
+    }
+    snprintf(label, sizeof label, "reference: %s: %d strings encode to the reference's ids", name,
+             n);
+    CHECK(label, bad_enc == 0 && n >= 200, "%d of %d differ", bad_enc, n);
+    snprintf(label, sizeof label, "reference: %s: decode gives the reference's bytes", name);
+    CHECK(label, bad_dec == 0, "%d of %d differ", bad_dec, n);
+    snprintf(label, sizeof label, "reference: %s: normalize gives what decode(encode()) gives",
+             name);
+    CHECK(label, bad_norm == 0, "%d of %d differ", bad_norm, n);
+    free(text);
+    free(want);
+    free(cases);
+    cis2_tokenizer_free(t);
+}
+
+typedef struct {
+    size_t lens[4096];
+    int n;
+} pieces;
+
+static int collect(void *ctx, const uint8_t *s, size_t n)
+{
+    (void)s;
+    pieces *p = ctx;
+    if (p->n < 4096) p->lens[p->n++] = n;
+    return 0;
+}
+
+/* splits-KIND.txt: hex(text) and the byte lengths of the pieces Python's re
+ * cuts it into with that regex (tools/tok_reference.py `check` compares the
+ * same regexes with Oniguruma, tokenizers' engine, where libonig exists). */
+static void test_reference_splits(const char *kind_name, cis2_pt_kind kind)
+{
+    char path[200], label[200];
+    snprintf(path, sizeof path, "tests/fixtures/tokenizer/splits-%s.txt", kind_name);
+    size_t len;
+    char *buf = read_text(path, &len);
+    if (!buf) {
+        CHECK(path, 0, "cannot read");
+        return;
+    }
+    cis2_pretok pt = { 1, { (uint8_t)kind } };
+    uint8_t *text = malloc(len);
+    static pieces got;
+    int n = 0, bad = 0;
+    for (char *line = buf; line < buf + len; n++) {
+        char *eol = strchr(line, '\n'), *tab = strchr(line, '\t');
+        if (!eol || !tab || tab > eol) break;
+        *eol = 0;
+        size_t tl = unhex(line, (size_t)(tab - line), text);
+        got.n = 0;
+        cis2_pretok_run(&pt, text, tl, collect, &got);
+        char want[8192] = "", g[8192] = "";
+        snprintf(want, sizeof want, "%s", tab + 1);
+        size_t o = 0;
+        for (int i = 0; i < got.n && o < sizeof g - 24; i++)
+            o += (size_t)snprintf(g + o, sizeof g - o, "%s%zu", i ? "," : "", got.lens[i]);
+        if (strcmp(g, want)) {
+            if (bad++ < 3)
+                printf("  %s: %.*s: got %s want %s\n", kind_name, (int)(tab - line), line, g, want);
+        }
+        line = eol + 1;
+    }
+    snprintf(label, sizeof label, "reference: %s regex: %d texts split as Python's re splits them",
+             kind_name, n);
+    CHECK(label, bad == 0 && n > 500, "%d differ", bad);
+    free(text);
+    free(buf);
+}
+
 int main(void)
 {
     test_unicode();
+    test_nfc();
     test_synthetic();
+    test_reference_splits("gpt2", CIS2_PT_GPT2);
+    test_reference_splits("qwen", CIS2_PT_QWEN);
+    test_reference_splits("llama3", CIS2_PT_LLAMA3);
+    test_reference_cases("qwen");
+    test_reference_cases("llama3");
+    test_reference_cases("gpt2split");
+    test_reference_cases("smollm2");
     test_real();
     UNIT_END();
 }

@@ -4,12 +4,49 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* --chat FILE: OpenAI-style messages rendered with the model's chat template
+ * (DIR/tokenizer_config.json) or --chat-format, plus the generation prompt;
+ * the rendered bytes are the prompt and the receipt's prompt-hex. */
+static int chat_prompt(const char *cmd, const cis2_run_opts *o, const cis2_tokenizer *t,
+                       char **bytes, size_t *blen)
+{
+    char err[CIS2_ERR_LEN], *json = NULL;
+    size_t len;
+    cis2_chat_template *tpl = NULL;
+    cis2_chat_msg *msgs = NULL;
+    int n = 0, rc = 2;
+    if (o->chat_format ? cis2_chat_template_builtin(&tpl, o->chat_format, err)
+                       : cis2_chat_template_load(&tpl, o->model, err))
+        cis2_cli_usage_error(cmd, "%s", err);
+    else if (cis2_read_file_max(o->chat, (size_t)64 << 20, &json, &len, err) ||
+             cis2_chat_parse_messages(json, len, o->chat, &msgs, &n, err) ||
+             cis2_chat_render(tpl, msgs, n, 1, t, bytes, blen, err))
+        cis2_cli_usage_error(cmd, "--chat: %s", err);
+    else rc = 0;
+    free(json);
+    free(msgs);
+    cis2_chat_template_free(tpl);
+    return rc;
+}
+
 /* Prompt ids from --prompt-ids or by tokenizing --prompt with `t` (NULL when
- * tokenizer.json did not load; `terr` says why). */
+ * tokenizer.json did not load; `terr` says why), or from --chat. */
 static int get_prompt(const char *cmd, const cis2_run_opts *o, const cis2_tokenizer *t,
                       const char *terr, int32_t **ids, int *n)
 {
     char err[CIS2_ERR_LEN];
+    if (o->chat) {
+        /* the rendered bytes are the prompt; the receipt's prompt-hex is what
+         * its ids decode to, the same bytes (cis2_receipt_prompt_bytes) */
+        char *bytes = NULL;
+        size_t blen = 0;
+        if (!t) return cis2_cli_usage_error(cmd, "--chat needs the tokenizer: %s", terr);
+        if (chat_prompt(cmd, o, t, &bytes, &blen)) return 2;
+        int erc = cis2_tokenizer_encode(t, bytes, blen, ids, n, err);
+        free(bytes);
+        if (erc) return cis2_cli_usage_error(cmd, "--chat: %s", err);
+        return 0;
+    }
     if (o->prompt_ids) {
         if (cis2_parse_ids(o->prompt_ids, ids, n, err))
             return cis2_cli_usage_error(cmd, "--prompt-ids: %s", err);
@@ -74,13 +111,15 @@ int cis2_cmd_run(int argc, char **argv)
     if (cis2_cli_parse_opts(
             "run", argc, argv,
             " --model --prompt --prompt-ids --n --receipt --backend --isa --threads --stop-at-eos"
-            " --check-determinism --fault --fault-arg ",
+            " --check-determinism --fault --fault-arg --chat --chat-format ",
             &o, NULL))
         return 2;
     if (!o.model) return cis2_cli_usage_error("run", "--model DIR is required");
-    if (!!o.prompt == !!o.prompt_ids)
-        return cis2_cli_usage_error("run",
-                                    "give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
+    if (!!o.prompt + !!o.prompt_ids + !!o.chat != 1)
+        return cis2_cli_usage_error(
+            "run", "give exactly one of --prompt TEXT, --prompt-ids 1,2,3 or --chat FILE.json");
+    if (o.chat_format && !o.chat)
+        return cis2_cli_usage_error("run", "--chat-format needs --chat FILE.json");
     if (o.receipt && o.fault)
         return cis2_cli_usage_error("run", "--receipt and --fault exclude each other (a faulted "
                                            "run must not produce a normal-looking receipt)");

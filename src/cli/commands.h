@@ -97,6 +97,7 @@ typedef struct {
         *fault, *fault_arg, *vector, *arm, *layers, *nodes, *against, *tol;
     cis2_opt_list backends; /* every --backend given; backend is the first */
     int n, n_set, threads, stop_at_eos, check_det, no_check_det, hash_only, exact, brief;
+    const char *chat, *chat_format; /* run --chat FILE [--chat-format chatml] */
 } cis2_run_opts;
 /* `allowed` lists the accepted flags: " --model --prompt ... " (a space
  * around each; " --backend+ " also allows a second --backend). `positional`

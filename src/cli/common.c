@@ -211,6 +211,8 @@ int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allo
         { "--hash-only", NULL, CIS2_OPT_FLAG, &o->hash_only, 0, 0 },
         { "--exact", NULL, CIS2_OPT_FLAG, &o->exact, 0, 0 },
         { "--brief", NULL, CIS2_OPT_FLAG, &o->brief, 0, 0 },
+        { "--chat", NULL, CIS2_OPT_PATH, &o->chat, 0, 0 },
+        { "--chat-format", NULL, CIS2_OPT_PATH, &o->chat_format, 0, 0 },
     };
     /* the subset this command accepts: `allowed` is " --model --prompt ... " */
     cis2_opt use[sizeof all / sizeof all[0]];

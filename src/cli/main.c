@@ -9,7 +9,8 @@ static void usage(FILE *f)
     fputs(
         "cis2 — bit-exact CIS-2 v0.3b inference\n"
         "usage:\n"
-        "  cis2 run --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--receipt FILE]\n"
+        "  cis2 run --model DIR (--prompt TEXT | --prompt-ids 1,2,3 | --chat MESSAGES.json\n"
+        "           [--chat-format chatml]) [-n N] [--receipt FILE]\n"
         "           [--backend ref|fast] [--threads N] [--isa scalar|sse2|avx2|avx512|neon]\n"
         "           [--stop-at-eos] [--check-determinism] [--fault NAME [--fault-arg ARG]]\n"
         "  cis2 verify RECEIPT|- --model DIR [--backend ref|fast] [--threads N] [--isa X]\n"

@@ -228,7 +228,11 @@ int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, cha
     if (cis2_tokenizer_parse(&m->tokenizer, tbuf, tlen, tpath, m->tokenizer_err))
         m->tokenizer = NULL;
     free(tbuf);
-    if (cis2_st_open(&m->st, wpath, err)) return 1;
+    if (cis2_st_open(&m->st, wpath, err)) {
+        cis2_tokenizer_free(m->tokenizer); /* parsed above; a bad model.safetensors leaked it */
+        m->tokenizer = NULL;
+        return 1;
+    }
 
     double th = cis2_now_ms();
 #if CIS2_ASYNC_HASH

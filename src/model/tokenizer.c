@@ -1,18 +1,23 @@
 /* Byte-level BPE tokenizer from a HuggingFace tokenizer.json (spec §3.1).
  *
- * Only the exact shape of SmolLM2's tokenizer.json is accepted (§3.1.3-§3.1.6):
- * null normalizer; Sequence[Digits(individual_digits=true),
- * ByteLevel(add_prefix_space=false, use_regex=true)]; a plain BPE model.
- * Anything else is refused with an error naming the field, never approximated.
- * Where the spec is silent, HF `tokenizers` v0.23.1 is the tie-breaker (§3.1.2).
+ * Accepted are the pipelines we reproduce exactly (§3.1.3-§3.1.6): normalizer
+ * null or NFC; a pre-tokenizer of Digits(individual_digits=true), Split
+ * steps whose regex has a hand-written matcher (GPT-2's, Qwen2's, Llama-3's;
+ * behavior Isolated) and a final ByteLevel(add_prefix_space=false); a plain
+ * BPE model. Anything else is refused with an error naming the field, never
+ * approximated. Where the spec is silent, HF `tokenizers` v0.23.1 is the
+ * tie-breaker (§3.1.2).
  *
- * encode: added tokens (raw text, leftmost-longest) -> Digits -> GPT-2 regex
- *         -> byte->unicode symbols -> rank-ordered merges (heap, §3.1.5.c)
+ * encode: added tokens with normalized=false (raw text, leftmost-longest)
+ *         -> NFC of each piece between them -> added tokens with
+ *         normalized=true -> pre-tokenizer steps -> byte->unicode symbols
+ *         -> rank-ordered merges (heap, §3.1.5.c)
  * decode: token bytes (inverse byte map; added tokens: their content),
  *         then one UTF-8 validation over the whole result.
  */
 #include "model/model.h"
 #include "core/json.h"
+#include "model/pretok.h"
 #include "model/unicode_tables.h"
 #include <stdarg.h>
 #include <stdlib.h>
@@ -26,10 +31,10 @@ typedef struct {
 #define MERGE_EMPTY UINT64_MAX
 
 typedef struct {
-    const char *s;
+    const char *s; /* content, as in the file (NUL-terminated in added_text) */
     uint32_t len;
     int32_t id;
-    int normalized;
+    int normalized, special;
 } added_tok;
 
 struct cis2_tokenizer {
@@ -41,81 +46,18 @@ struct cis2_tokenizer {
     int32_t byte_id[256]; /* §3.1.5.b: vocab id of each byte's one-symbol token */
     merge_slot *merges;   /* open addressing, (a,b) -> (rank, merged id) */
     int merge_bits;
-    added_tok *added; /* sorted longest first */
+    int nfc;          /* normalizer: NFC */
+    cis2_pretok pt;   /* pre-tokenizer steps before the ByteLevel mapping */
+    added_tok *added; /* in file order */
     int n_added;
     char *added_text;
-    uint8_t added_first[2][256]; /* [pass][byte]: an added token of that pass starts so */
+    /* [0]: normalized=false tokens, on the raw text; [1]: normalized=true
+     * ones, on the normalized pieces. Pattern k is added[pat_tok[p][k]]. */
+    cis2_strmatch *match[2];
+    int32_t *pat_tok[2];
+    uint32_t *pat_len[2];
+    char *pat_text; /* NFC of normalized=true contents */
 };
-
-/* ------------------------------------------------------------------ UTF-8 */
-
-/* Length of the valid UTF-8 sequence at s (RFC 3629: no overlongs, no
- * surrogates, <= U+10FFFF), 0 when invalid. Stores the code point. */
-static size_t utf8_dec(const uint8_t *s, size_t n, uint32_t *cp)
-{
-    uint8_t c = s[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    size_t l;
-    uint32_t v, min;
-    if (c >= 0xC2 && c <= 0xDF) {
-        l = 2;
-        v = c & 0x1F;
-        min = 0x80;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        l = 3;
-        v = c & 0x0F;
-        min = 0x800;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        l = 4;
-        v = c & 0x07;
-        min = 0x10000;
-    } else return 0;
-    if (n < l) return 0;
-    for (size_t i = 1; i < l; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        v = v << 6 | (s[i] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-    *cp = v;
-    return l;
-}
-
-/* Offset of the first invalid byte, or n when all of s is valid UTF-8. */
-static size_t utf8_check(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    uint32_t cp;
-    while (i < n) {
-        if (s[i] < 0x80) {
-            i++;
-            continue;
-        }
-        size_t l = utf8_dec(s + i, n - i, &cp);
-        if (!l) return i;
-        i += l;
-    }
-    return n;
-}
-
-static size_t utf8_enc(uint32_t v, char *b)
-{
-    if (v < 0x80) {
-        b[0] = (char)v;
-        return 1;
-    }
-    if (v < 0x800) {
-        b[0] = (char)(0xC0 | v >> 6);
-        b[1] = (char)(0x80 | (v & 0x3F));
-        return 2;
-    }
-    b[0] = (char)(0xE0 | v >> 12);
-    b[1] = (char)(0x80 | ((v >> 6) & 0x3F));
-    b[2] = (char)(0x80 | (v & 0x3F));
-    return 3; /* the byte map only needs code points < 0x10000 */
-}
 
 /* §3.1.5.a: GPT-2's bytes_to_unicode(). b2u[byte] = code point; u2b is its
  * inverse over code points 0..323 (-1 where no byte maps there). */
@@ -144,33 +86,9 @@ static int ferr(char *err, const char *path, const char *fmt, ...)
     return 1;
 }
 
-/* Quote a (valid UTF-8) token for an error line: control characters escaped,
- * cut at 40 bytes on a character boundary. */
 static const char *show(const char *s, size_t n, char out[200])
 {
-    size_t o = 0, i = 0;
-    out[o++] = '"';
-    while (i < n && o < 190) {
-        uint8_t c = (uint8_t)s[i];
-        if (i >= 40) {
-            memcpy(out + o, "...", 3);
-            o += 3;
-            break;
-        }
-        if (c < 0x20 || c == 0x7F || c == '"' || c == '\\') {
-            o += (size_t)snprintf(out + o, 8, "\\x%02x", c);
-            i++;
-            continue;
-        }
-        size_t l = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-        if (i + l > n) l = n - i;
-        memcpy(out + o, s + i, l);
-        o += l;
-        i += l;
-    }
-    out[o++] = '"';
-    out[o] = 0;
-    return out;
+    return cis2_utf8_quote(s, n, out);
 }
 
 /* ----------------------------------------------------- string -> id table */
@@ -229,25 +147,47 @@ static const merge_slot *merge_find(const cis2_tokenizer *t, int32_t a, int32_t 
 
 /* --------------------------------------------------------- shape checks */
 
+/* One pass over obj's members: vals[i] = the value of key allowed[i]
+ * (NULL-terminated list, at most 16), JSON_NONE when absent; a key not in
+ * `allowed`, or given twice, is an error naming it. */
+static int members(const json_doc *d, uint32_t obj, const char *const *allowed, uint32_t *vals,
+                   const char *where, const char *path, char *err)
+{
+    char buf[200];
+    size_t alen[16];
+    int na = 0;
+    for (; allowed[na]; na++) {
+        alen[na] = strlen(allowed[na]);
+        vals[na] = JSON_NONE;
+    }
+    for (uint32_t k = d->nodes[obj].first; k != JSON_NONE; k = d->nodes[d->nodes[k].next].next) {
+        const json_node *kn = &d->nodes[k];
+        int hit = -1;
+        for (int a = 0; a < na && hit < 0; a++)
+            if (kn->has_escape
+                    ? json_str_eq(d, k, allowed[a])
+                    : kn->len == alen[a] && memcmp(d->src + kn->start, allowed[a], alen[a]) == 0)
+                hit = a;
+        if (hit < 0 || vals[hit] != JSON_NONE) {
+            size_t kl;
+            char *key = json_str_dup(d, k, &kl);
+            if (!key) return ferr(err, path, "out of memory");
+            ferr(err, path, "%s: %s key %s", where, hit >= 0 ? "duplicate" : "unsupported",
+                 show(key, kl, buf));
+            free(key);
+            return 1;
+        }
+        vals[hit] = kn->next;
+    }
+    return 0;
+}
+
 /* Every key of obj must be in `allowed` (NULL-terminated) and appear once. */
 static int check_keys(const json_doc *d, uint32_t obj, const char *const *allowed,
                       const char *where, const char *path, char *err)
 {
-    char buf[200];
-    for (uint32_t k = d->nodes[obj].first; k != JSON_NONE; k = d->nodes[d->nodes[k].next].next) {
-        size_t kl;
-        char *key = json_str_dup(d, k, &kl);
-        if (!key) return ferr(err, path, "out of memory");
-        int ok = 0, dups = 0;
-        for (const char *const *a = allowed; *a && !ok; a++) ok = json_str_eq(d, k, *a);
-        if (ok) json_get(d, obj, key, &dups);
-        if (!ok || dups > 1)
-            ferr(err, path, "%s: %s key %s", where, ok ? "duplicate" : "unsupported",
-                 show(key, kl, buf));
-        free(key);
-        if (!ok || dups > 1) return 1;
-    }
-    return 0;
+    uint32_t vals[16];
+    return members(d, obj, allowed, vals, where, path, err);
 }
 
 static int is_null(const json_doc *d, uint32_t n)
@@ -256,10 +196,9 @@ static int is_null(const json_doc *d, uint32_t n)
 }
 
 /* Optional boolean member: *out = def when absent; type error otherwise. */
-static int get_bool(const json_doc *d, uint32_t obj, const char *key, int def, int *out,
-                    const char *where, const char *path, char *err)
+static int node_bool(const json_doc *d, uint32_t v, const char *key, int def, int *out,
+                     const char *where, const char *path, char *err)
 {
-    uint32_t v = json_get(d, obj, key, NULL);
     if (v == JSON_NONE) {
         *out = def;
         return 0;
@@ -275,16 +214,29 @@ static int get_bool(const json_doc *d, uint32_t obj, const char *key, int def, i
     return ferr(err, path, "%s.%s: expected true or false", where, key);
 }
 
+static int get_bool(const json_doc *d, uint32_t obj, const char *key, int def, int *out,
+                    const char *where, const char *path, char *err)
+{
+    return node_bool(d, json_get(d, obj, key, NULL), key, def, out, where, path, err);
+}
+
+/* node_bool, and the value must be `want`. */
+static int node_want(const json_doc *d, uint32_t v, const char *key, int def, int want,
+                     const char *where, const char *path, char *err)
+{
+    int b = def;
+    if (node_bool(d, v, key, def, &b, where, path, err)) return 1;
+    if (b != want)
+        return ferr(err, path, "%s.%s = %s is unsupported (only %s is implemented exactly)", where,
+                    key, b ? "true" : "false", want ? "true" : "false");
+    return 0;
+}
+
 /* Require obj.key == want (default `def` when absent). */
 static int want_bool(const json_doc *d, uint32_t obj, const char *key, int def, int want,
                      const char *where, const char *path, char *err)
 {
-    int v = def;
-    if (get_bool(d, obj, key, def, &v, where, path, err)) return 1;
-    if (v != want)
-        return ferr(err, path, "%s.%s = %s is unsupported (only %s is implemented exactly)", where,
-                    key, v ? "true" : "false", want ? "true" : "false");
-    return 0;
+    return node_want(d, json_get(d, obj, key, NULL), key, def, want, where, path, err);
 }
 
 static int want_null(const json_doc *d, uint32_t obj, const char *key, const char *where,
@@ -316,9 +268,134 @@ static int want_type(const json_doc *d, uint32_t obj, const char *type, const ch
     return 0;
 }
 
-/* §3.1.3, §3.1.4: the one supported pipeline shape. */
-static int check_pipeline(const json_doc *d, const char *path, char *err)
+/* A string member that must be null (or absent) or "" (no prefix/suffix). */
+static int want_null_or_empty(const json_doc *d, uint32_t obj, const char *key, const char *where,
+                              const char *path, char *err)
 {
+    uint32_t v = json_get(d, obj, key, NULL);
+    if (is_null(d, v) || (d->nodes[v].type == JSON_STRING && d->nodes[v].len == 0)) return 0;
+    return ferr(err, path, "%s.%s: unsupported (only null or \"\" is implemented)", where, key);
+}
+
+/* One pre-tokenizer step (§3.1.4) into t->pt; *bytelevel set for the final
+ * ByteLevel step. `where` names the step in messages. */
+static int load_pretok_step(cis2_tokenizer *t, const json_doc *d, uint32_t st, int *bytelevel,
+                            const char *where, const char *path, char *err)
+{
+    char buf[200];
+    uint32_t ty = d->nodes[st].type == JSON_OBJECT ? json_get(d, st, "type", NULL) : JSON_NONE;
+    if (ty == JSON_NONE || d->nodes[ty].type != JSON_STRING)
+        return ferr(err, path, "%s: expected an object with a string \"type\"", where);
+    int kind = -1;
+    if (json_str_eq(d, ty, "Digits")) {
+        static const char *const keys[] = { "type", "individual_digits", NULL };
+        if (check_keys(d, st, keys, where, path, err) ||
+            want_bool(d, st, "individual_digits", 0, 1, where, path, err))
+            return 1;
+        kind = CIS2_PT_DIGITS;
+    } else if (json_str_eq(d, ty, "ByteLevel")) {
+        static const char *const keys[] = { "type", "add_prefix_space", "trim_offsets", "use_regex",
+                                            NULL };
+        int regex = 1, dummy;
+        if (check_keys(d, st, keys, where, path, err) ||
+            want_bool(d, st, "add_prefix_space", 1, 0, where, path, err) ||
+            get_bool(d, st, "use_regex", 1, &regex, where, path, err) ||
+            get_bool(d, st, "trim_offsets", 1, &dummy, where, path, err)) /* offsets only */
+            return 1;
+        *bytelevel = 1;
+        if (!regex) return 0;
+        kind = CIS2_PT_GPT2; /* ByteLevel's own regex is GPT-2's */
+    } else if (json_str_eq(d, ty, "Split")) {
+        static const char *const keys[] = { "type", "pattern", "behavior", "invert", NULL };
+        if (check_keys(d, st, keys, where, path, err) ||
+            want_bool(d, st, "invert", 0, 0, where, path, err))
+            return 1;
+        uint32_t be = json_get(d, st, "behavior", NULL);
+        if (be == JSON_NONE || d->nodes[be].type != JSON_STRING || !json_str_eq(d, be, "Isolated"))
+            return ferr(err, path, "%s.behavior: unsupported (only \"Isolated\" is implemented)",
+                        where);
+        uint32_t pa = json_get(d, st, "pattern", NULL);
+        uint32_t re = pa != JSON_NONE && d->nodes[pa].type == JSON_OBJECT && d->nodes[pa].count == 1
+                          ? json_get(d, pa, "Regex", NULL)
+                          : JSON_NONE;
+        if (re == JSON_NONE || d->nodes[re].type != JSON_STRING)
+            return ferr(err, path,
+                        "%s.pattern: unsupported (only {\"Regex\": \"...\"} is implemented)",
+                        where);
+        size_t l;
+        char *rx = json_str_dup(d, re, &l);
+        if (!rx) return ferr(err, path, "out of memory");
+        kind = cis2_pt_regex_kind(rx, l);
+        if (kind < 0)
+            ferr(err, path,
+                 "%s.pattern.Regex %s is not one this tokenizer implements exactly (known: "
+                 "GPT-2's, Qwen2's, Llama-3's)",
+                 where, show(rx, l, buf));
+        free(rx);
+        if (kind < 0) return 1;
+    } else {
+        size_t l;
+        char *s = json_str_dup(d, ty, &l);
+        if (!s) return ferr(err, path, "out of memory");
+        ferr(err, path,
+             "%s: unsupported type %s (only Digits, Split and ByteLevel are implemented)", where,
+             show(s, l, buf));
+        free(s);
+        return 1;
+    }
+    if (t->pt.n == CIS2_PT_MAX) return ferr(err, path, "%s: too many steps", where);
+    t->pt.kind[t->pt.n++] = (uint8_t)kind;
+    return 0;
+}
+
+/* §3.1.4: a ByteLevel step, or a Sequence of steps ending with one. */
+static int load_pretok(cis2_tokenizer *t, const json_doc *d, const char *path, char *err)
+{
+    uint32_t pt = json_get(d, 0, "pre_tokenizer", NULL);
+    if (is_null(d, pt))
+        return ferr(err, path,
+                    "pre_tokenizer: null is unsupported (byte-level BPE needs a ByteLevel step)");
+    if (d->nodes[pt].type != JSON_OBJECT)
+        return ferr(err, path, "pre_tokenizer: expected an object");
+    int bytelevel = 0;
+    uint32_t ty = json_get(d, pt, "type", NULL);
+    if (ty == JSON_NONE || !json_str_eq(d, ty, "Sequence")) {
+        if (load_pretok_step(t, d, pt, &bytelevel, "pre_tokenizer", path, err)) return 1;
+        if (!bytelevel)
+            return ferr(err, path,
+                        "pre_tokenizer: unsupported type (byte-level BPE needs a "
+                        "ByteLevel step, alone or last in a Sequence)");
+        return 0;
+    }
+    static const char *const seq_keys[] = { "type", "pretokenizers", NULL };
+    if (check_keys(d, pt, seq_keys, "pre_tokenizer", path, err)) return 1;
+    uint32_t arr = json_get(d, pt, "pretokenizers", NULL);
+    if (arr == JSON_NONE || d->nodes[arr].type != JSON_ARRAY || d->nodes[arr].count < 1 ||
+        d->nodes[arr].count > CIS2_PT_MAX)
+        return ferr(err, path,
+                    "pre_tokenizer.pretokenizers: unsupported (an array of 1 to %d steps)",
+                    CIS2_PT_MAX);
+    uint32_t i = 0;
+    for (uint32_t k = d->nodes[arr].first; k != JSON_NONE; k = d->nodes[k].next, i++) {
+        char where[48];
+        snprintf(where, sizeof where, "pre_tokenizer.pretokenizers[%u]", i);
+        if (bytelevel)
+            return ferr(err, path,
+                        "pre_tokenizer.pretokenizers: unsupported order (ByteLevel must be the "
+                        "last step)");
+        if (load_pretok_step(t, d, k, &bytelevel, where, path, err)) return 1;
+    }
+    if (!bytelevel)
+        return ferr(err, path,
+                    "pre_tokenizer.pretokenizers: unsupported (byte-level BPE needs a final "
+                    "ByteLevel step)");
+    return 0;
+}
+
+/* §3.1.3: the pipeline around the pre-tokenizer and the BPE model's options. */
+static int check_pipeline(cis2_tokenizer *t, const json_doc *d, const char *path, char *err)
+{
+    char buf[200];
     static const char *const top[] = {
         "version",       "truncation",     "padding", "added_tokens", "normalizer",
         "pre_tokenizer", "post_processor", "decoder", "model",        NULL
@@ -327,40 +404,39 @@ static int check_pipeline(const json_doc *d, const char *path, char *err)
         return ferr(err, path, "expected a JSON object at top level");
     if (check_keys(d, 0, top, "tokenizer.json", path, err)) return 1;
     if (json_get(d, 0, "model", NULL) == JSON_NONE) return ferr(err, path, "missing \"model\"");
-    /* truncation/padding would change the ids; the post-processor only adds
-     * tokens when add_special_tokens=true (§3.3), but only null is accepted. */
+    /* truncation/padding would change the ids. */
     if (want_null(d, 0, "truncation", "tokenizer", path, err) ||
-        want_null(d, 0, "padding", "tokenizer", path, err) ||
-        want_null(d, 0, "normalizer", "tokenizer", path, err) ||
-        want_null(d, 0, "post_processor", "tokenizer", path, err))
+        want_null(d, 0, "padding", "tokenizer", path, err))
         return 1;
 
-    uint32_t pt = json_get(d, 0, "pre_tokenizer", NULL);
-    if (is_null(d, pt))
-        return ferr(err, path,
-                    "pre_tokenizer: null is unsupported (only Sequence[Digits, ByteLevel])");
-    if (want_type(d, pt, "Sequence", "pre_tokenizer", path, err)) return 1;
-    static const char *const seq_keys[] = { "type", "pretokenizers", NULL };
-    if (check_keys(d, pt, seq_keys, "pre_tokenizer", path, err)) return 1;
-    uint32_t arr = json_get(d, pt, "pretokenizers", NULL);
-    if (arr == JSON_NONE || d->nodes[arr].type != JSON_ARRAY || d->nodes[arr].count != 2)
-        return ferr(err, path,
-                    "pre_tokenizer.pretokenizers: unsupported (only [Digits, ByteLevel])");
-    uint32_t dg = d->nodes[arr].first, bl = d->nodes[dg].next;
-    static const char *const dg_keys[] = { "type", "individual_digits", NULL };
+    uint32_t no = json_get(d, 0, "normalizer", NULL);
+    if (!is_null(d, no)) {
+        static const char *const nfc_keys[] = { "type", NULL };
+        uint32_t ty = d->nodes[no].type == JSON_OBJECT ? json_get(d, no, "type", NULL) : JSON_NONE;
+        if (ty == JSON_NONE || d->nodes[ty].type != JSON_STRING || !json_str_eq(d, ty, "NFC")) {
+            size_t l = 0;
+            char *s = ty != JSON_NONE && d->nodes[ty].type == JSON_STRING ? json_str_dup(d, ty, &l)
+                                                                          : NULL;
+            ferr(err, path, "normalizer: unsupported type %s (only null and NFC are implemented)",
+                 s ? show(s, l, buf) : "(none)");
+            free(s);
+            return 1;
+        }
+        if (check_keys(d, no, nfc_keys, "normalizer", path, err)) return 1;
+        t->nfc = 1;
+    }
+    if (load_pretok(t, d, path, err)) return 1;
+
+    /* The ByteLevel post-processor only adjusts offsets: it changes no ids. */
     static const char *const bl_keys[] = { "type", "add_prefix_space", "trim_offsets", "use_regex",
                                            NULL };
-    const char *w0 = "pre_tokenizer.pretokenizers[0]", *w1 = "pre_tokenizer.pretokenizers[1]";
-    int dummy;
-    if (want_type(d, dg, "Digits", w0, path, err) || check_keys(d, dg, dg_keys, w0, path, err) ||
-        want_bool(d, dg, "individual_digits", 0, 1, w0, path, err) ||
-        want_type(d, bl, "ByteLevel", w1, path, err) || check_keys(d, bl, bl_keys, w1, path, err) ||
-        want_bool(d, bl, "add_prefix_space", 1, 0, w1, path, err) ||
-        want_bool(d, bl, "use_regex", 1, 1, w1, path, err) ||
-        get_bool(d, bl, "trim_offsets", 1, &dummy, w1, path, err)) /* offsets only */
+    uint32_t pp = json_get(d, 0, "post_processor", NULL);
+    if (!is_null(d, pp) && (want_type(d, pp, "ByteLevel", "post_processor", path, err) ||
+                            check_keys(d, pp, bl_keys, "post_processor", path, err)))
         return 1;
 
-    /* decode (§3.1.5.a inverse map) is what the ByteLevel decoder does. */
+    /* decode (§3.1.5.a inverse map) is what the ByteLevel decoder does; its
+     * options play no part in decoding. */
     uint32_t dec = json_get(d, 0, "decoder", NULL);
     if (is_null(d, dec)) return ferr(err, path, "decoder: null is unsupported (only ByteLevel)");
     if (want_type(d, dec, "ByteLevel", "decoder", path, err) ||
@@ -383,13 +459,13 @@ static int check_pipeline(const json_doc *d, const char *path, char *err)
     if (want_type(d, m, "BPE", "model", path, err) ||
         check_keys(d, m, m_keys, "model", path, err) ||
         want_null(d, m, "dropout", "model", path, err) ||
-        want_null(d, m, "continuing_subword_prefix", "model", path, err) ||
-        want_null(d, m, "end_of_word_suffix", "model", path, err) ||
+        want_null_or_empty(d, m, "continuing_subword_prefix", "model", path, err) ||
+        want_null_or_empty(d, m, "end_of_word_suffix", "model", path, err) ||
         want_bool(d, m, "fuse_unk", 0, 0, "model", path, err) ||
         want_bool(d, m, "byte_fallback", 0, 0, "model", path, err) ||
         want_bool(d, m, "ignore_merges", 0, 0, "model", path, err))
         return 1;
-    /* unk_token is moot: every byte has a vocab symbol (checked in load_vocab). */
+    /* unk_token is moot: a byte without a vocab symbol is refused at encode. */
     uint32_t unk = json_get(d, m, "unk_token", NULL);
     if (!is_null(d, unk) && d->nodes[unk].type != JSON_STRING)
         return ferr(err, path, "model.unk_token: expected a string or null");
@@ -475,7 +551,7 @@ static int load_vocab(cis2_tokenizer *t, const json_doc *d, uint32_t m, vocab_tm
     int have = 0;
     for (int b = 0; b < 256; b++) {
         char s[4];
-        size_t l = utf8_enc(b2u[b], s);
+        size_t l = cis2_utf8_enc(b2u[b], (uint8_t *)s);
         t->byte_id[b] = str_find(&v->st, s, l, NULL);
         have += t->byte_id[b] >= 0;
     }
@@ -578,15 +654,101 @@ out:
     return rc;
 }
 
-static int cmp_added(const void *a, const void *b)
+/* A hash set over strings arena[off[i] .. +len[i]) for i < n: *dup = the
+ * first j < i equal to i, else -1, for every i in turn (one pass, O(total)). */
+static int first_dups(const char *arena, const uint32_t *off, const uint32_t *len, uint32_t n,
+                      int32_t *dup)
 {
-    const added_tok *x = a, *y = b;
-    if (x->len != y->len) return x->len > y->len ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
+    uint32_t cap = 16;
+    while (cap < 2 * n) cap <<= 1;
+    str_table st = { arena, off, len, calloc(cap, sizeof(int32_t)), cap - 1 };
+    if (!st.slot) return 1;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t slot;
+        dup[i] = str_find(&st, arena + off[i], len[i], &slot);
+        if (dup[i] < 0) st.slot[slot] = (int32_t)i + 1;
+    }
+    free(st.slot);
+    return 0;
+}
+
+/* The matcher of one pass over the patterns of the tokens with
+ * normalized == pass; pass 1 patterns are their content's NFC under an NFC
+ * normalizer (as tokenizers normalizes them when it adds them). */
+static int build_pass(cis2_tokenizer *t, int pass, const char *path, char *err)
+{
+    char buf[200];
+    uint32_t n = 0;
+    size_t total = 0;
+    for (int i = 0; i < t->n_added; i++)
+        if (t->added[i].normalized == pass) n++, total += t->added[i].len;
+    if (!n) return 0;
+    const char **pat = malloc(n * sizeof *pat);
+    uint32_t *off = malloc(n * sizeof *off), *len = malloc(n * sizeof *len);
+    int32_t *dup = malloc(n * sizeof *dup);
+    t->pat_tok[pass] = malloc(n * sizeof *t->pat_tok[pass]);
+    t->pat_len[pass] = len;
+    cis2_nfc_buf nb = { 0 };
+    char *arena = NULL;
+    int rc = 1;
+    if (!pat || !off || !len || !dup || !t->pat_tok[pass]) {
+        if (!len) t->pat_len[pass] = NULL;
+        ferr(err, path, "out of memory");
+        goto out;
+    }
+    int norm = pass == 1 && t->nfc;
+    size_t cap = 3 * total + 1, used = 0; /* NFC grows text by at most 3x (UAX #15 §9) */
+    if (norm && !(arena = t->pat_text = malloc(cap))) {
+        ferr(err, path, "out of memory");
+        goto out;
+    }
+    uint32_t k = 0;
+    for (int i = 0; i < t->n_added; i++) {
+        const added_tok *a = &t->added[i];
+        if (a->normalized != pass) continue;
+        size_t l = a->len;
+        if (norm) { /* the pattern is the content's NFC, in the arena */
+            if (cis2_nfc((const uint8_t *)a->s, a->len, &nb, &l) || used + l > cap) {
+                ferr(err, path, "out of memory");
+                goto out;
+            }
+            memcpy(arena + used, nb.out, l);
+        }
+        pat[k] = norm ? arena + used : a->s;
+        off[k] = norm ? (uint32_t)used : (uint32_t)(a->s - t->added_text);
+        len[k] = (uint32_t)l;
+        t->pat_tok[pass][k] = i;
+        used += l;
+        k++;
+    }
+    if (first_dups(norm ? arena : t->added_text, off, len, n, dup)) {
+        ferr(err, path, "out of memory");
+        goto out;
+    }
+    for (uint32_t j = 0; j < n; j++)
+        if (dup[j] >= 0) { /* only NFC can make two distinct contents equal */
+            ferr(err, path, "added_tokens[%d]: its NFC form %s is also that of added_tokens[%d]",
+                 t->pat_tok[pass][j], show(pat[j], len[j], buf), t->pat_tok[pass][dup[j]]);
+            goto out;
+        }
+    int mrc = cis2_strmatch_build(&t->match[pass], pat, len, n);
+    if (mrc) {
+        ferr(err, path,
+             mrc == 2 ? "added_tokens: too much text (16 MiB at most)" : "out of memory");
+        goto out;
+    }
+    rc = 0;
+out:
+    cis2_nfc_buf_free(&nb);
+    free(pat);
+    free(off);
+    free(dup);
+    return rc;
 }
 
 /* §3.1.6: added_tokens. Ids follow tokenizers v0.23.1: a token whose content
- * is in the vocab has that id; the others get n_vocab, n_vocab+1, ... */
+ * is in the vocab has that id; the others get n_vocab, n_vocab+1, ... in file
+ * order (special or not). Linear in the number of tokens. */
 static int load_added(cis2_tokenizer *t, const json_doc *d, const vocab_tmp *v, const char *path,
                       char *err)
 {
@@ -596,73 +758,92 @@ static int load_added(cis2_tokenizer *t, const json_doc *d, const vocab_tmp *v, 
     if (is_null(d, at)) return 0;
     if (d->nodes[at].type != JSON_ARRAY) return ferr(err, path, "added_tokens: expected an array");
     uint32_t n = d->nodes[at].count;
+    if (n > (1u << 24)) return ferr(err, path, "added_tokens: too many tokens");
     size_t total = 0;
     for (uint32_t k = d->nodes[at].first; k != JSON_NONE; k = d->nodes[k].next) {
-        uint32_t c = json_get(d, k, "content", NULL);
-        if (c != JSON_NONE && d->nodes[c].type == JSON_STRING) total += d->nodes[c].len;
+        uint32_t c = d->nodes[k].type == JSON_OBJECT ? json_get(d, k, "content", NULL) : JSON_NONE;
+        if (c != JSON_NONE && d->nodes[c].type == JSON_STRING) total += d->nodes[c].len + 1;
     }
     t->added = calloc(n ? n : 1, sizeof *t->added);
     t->added_text = malloc(total + 1);
-    if (!t->added || !t->added_text) return ferr(err, path, "out of memory");
+    uint32_t *off = malloc((n ? n : 1) * sizeof *off), *len = malloc((n ? n : 1) * sizeof *len);
+    int32_t *dup = malloc((n ? n : 1) * sizeof *dup);
+    int rc = 1;
+    if (!t->added || !t->added_text || !off || !len || !dup) {
+        ferr(err, path, "out of memory");
+        goto out;
+    }
     static const char *const keys[] = { "id",     "content",    "single_word", "lstrip",
                                         "rstrip", "normalized", "special",     NULL };
     size_t used = 0;
-    int seen_plain_new = 0;
     uint32_t i = 0;
     for (uint32_t k = d->nodes[at].first; k != JSON_NONE; k = d->nodes[k].next, i++) {
         char where[48];
         snprintf(where, sizeof where, "added_tokens[%u]", i);
-        if (d->nodes[k].type != JSON_OBJECT)
-            return ferr(err, path, "%s: expected an object", where);
-        if (check_keys(d, k, keys, where, path, err)) return 1;
-        uint32_t c = json_get(d, k, "content", NULL), idn = json_get(d, k, "id", NULL);
+        if (d->nodes[k].type != JSON_OBJECT) {
+            ferr(err, path, "%s: expected an object", where);
+            goto out;
+        }
+        uint32_t val[8];
+        if (members(d, k, keys, val, where, path, err)) goto out;
+        uint32_t c = val[1], idn = val[0];
         int64_t id;
-        if (c == JSON_NONE || d->nodes[c].type != JSON_STRING)
-            return ferr(err, path, "%s.content: missing or not a string", where);
-        if (idn == JSON_NONE || json_num_i64(d, idn, &id))
-            return ferr(err, path, "%s.id: missing or not an integer", where);
+        if (c == JSON_NONE || d->nodes[c].type != JSON_STRING) {
+            ferr(err, path, "%s.content: missing or not a string", where);
+            goto out;
+        }
+        if (idn == JSON_NONE || json_num_i64(d, idn, &id)) {
+            ferr(err, path, "%s.id: missing or not an integer", where);
+            goto out;
+        }
         int special = 0, normalized = 1;
-        if (want_bool(d, k, "single_word", 0, 0, where, path, err) ||
-            want_bool(d, k, "lstrip", 0, 0, where, path, err) ||
-            want_bool(d, k, "rstrip", 0, 0, where, path, err) ||
-            get_bool(d, k, "normalized", 1, &normalized, where, path, err) ||
-            get_bool(d, k, "special", 0, &special, where, path, err))
-            return 1;
+        if (node_want(d, val[2], "single_word", 0, 0, where, path, err) ||
+            node_want(d, val[3], "lstrip", 0, 0, where, path, err) ||
+            node_want(d, val[4], "rstrip", 0, 0, where, path, err) ||
+            node_bool(d, val[5], "normalized", 1, &normalized, where, path, err) ||
+            node_bool(d, val[6], "special", 0, &special, where, path, err))
+            goto out;
         added_tok *a = &t->added[i];
         a->s = t->added_text + used;
         json_str_decode(d, c, t->added_text + used);
         a->len = (uint32_t)json_str_len(d, c);
-        used += a->len;
+        off[i] = (uint32_t)used;
+        len[i] = a->len;
+        t->added_text[used + a->len] = 0;
+        used += a->len + 1;
         a->normalized = normalized;
-        if (a->len == 0) return ferr(err, path, "%s.content: empty", where);
-        for (uint32_t j = 0; j < i; j++)
-            if (t->added[j].len == a->len && memcmp(t->added[j].s, a->s, a->len) == 0)
-                return ferr(err, path, "%s: content %s repeats added_tokens[%u]", where,
-                            show(a->s, a->len, buf), j);
+        a->special = special;
+        if (a->len == 0) {
+            ferr(err, path, "%s.content: empty", where);
+            goto out;
+        }
         int32_t vid = str_find(&v->st, a->s, a->len, NULL);
         int64_t want = vid >= 0 ? vid : t->n_ids;
-        if (id != want)
-            return ferr(err, path,
-                        "%s: id %lld for %s, but tokenizers v0.23.1 would give it id %lld", where,
-                        (long long)id, show(a->s, a->len, buf), (long long)want);
-        if (vid < 0) {
-            /* tokenizers adds special tokens before the others; refuse an
-             * order where that would renumber them. */
-            if (special && seen_plain_new)
-                return ferr(err, path,
-                            "%s: special token %s outside model.vocab follows a non-special one "
-                            "(unsupported id order)",
-                            where, show(a->s, a->len, buf));
-            if (!special) seen_plain_new = 1;
-            if (t->n_ids >= (1 << 30)) return ferr(err, path, "%s: too many tokens", where);
-            t->n_ids++;
+        if (id != want) {
+            ferr(err, path, "%s: id %lld for %s, but tokenizers v0.23.1 would give it id %lld",
+                 where, (long long)id, show(a->s, a->len, buf), (long long)want);
+            goto out;
         }
+        if (vid < 0) t->n_ids++;
         a->id = (int32_t)id;
-        t->added_first[normalized][(uint8_t)a->s[0]] = 1;
     }
     t->n_added = (int)n;
-    qsort(t->added, n, sizeof *t->added, cmp_added);
-    return 0;
+    if (first_dups(t->added_text, off, len, n, dup)) {
+        ferr(err, path, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < n; i++)
+        if (dup[i] >= 0) {
+            ferr(err, path, "added_tokens[%u]: content %s repeats added_tokens[%d]", i,
+                 show(t->added[i].s, t->added[i].len, buf), dup[i]);
+            goto out;
+        }
+    rc = build_pass(t, 0, path, err) || build_pass(t, 1, path, err);
+out:
+    free(off);
+    free(len);
+    free(dup);
+    return rc;
 }
 
 /* §3.1.5.a inverse map per token; added tokens contribute their content. A
@@ -698,7 +879,7 @@ static int build_decode(cis2_tokenizer *t, const vocab_tmp *v, const char *path,
         size_t n = v->len[id], i = 0, o0 = o;
         while (i < n) {
             uint32_t cp;
-            size_t l = utf8_dec(s + i, n - i, &cp);
+            size_t l = cis2_utf8_dec(s + i, n - i, &cp);
             if (!l || cp >= 324 || u2b[cp] < 0) break;
             t->tok_bytes[o++] = (uint8_t)u2b[cp];
             i += l;
@@ -728,7 +909,7 @@ int cis2_tokenizer_parse(cis2_tokenizer **out, const char *json, size_t len, con
         goto out;
     }
     snprintf(t->path, sizeof t->path, "%s", path);
-    if (check_pipeline(&d, path, err)) goto out;
+    if (check_pipeline(t, &d, path, err)) goto out;
     uint32_t m = json_get(&d, 0, "model", NULL);
     if (load_vocab(t, &d, m, &v, path, err) || load_merges(t, &d, m, &v, path, err) ||
         load_added(t, &d, &v, path, err) || build_decode(t, &v, path, err))
@@ -761,23 +942,124 @@ void cis2_tokenizer_free(cis2_tokenizer *t)
     free(t->merges);
     free(t->added);
     free(t->added_text);
+    for (int p = 0; p < 2; p++) {
+        cis2_strmatch_free(t->match[p]);
+        free(t->pat_tok[p]);
+        free(t->pat_len[p]);
+    }
+    free(t->pat_text);
     free(t);
 }
 
 int cis2_tokenizer_vocab_size(const cis2_tokenizer *t) { return t->n_ids; }
 
+int cis2_tokenizer_scan_added(const cis2_tokenizer *t, const char *text, size_t n, cis2_added_fn fn,
+                              void *ctx)
+{
+    const uint8_t *s = (const uint8_t *)text;
+    int32_t *best = n ? malloc(n * sizeof *best) : NULL;
+    cis2_nfc_buf nb = { 0 };
+    int rc = n && !best ? -1 : 0;
+    if (t->match[0] && best) cis2_strmatch_longest(t->match[0], s, n, best);
+    size_t start = 0, i = 0;
+    while (!rc && start < n) {
+        while (i < n && !(t->match[0] && best[i] >= 0)) i++;
+        /* the gap [start, i): normalized=true tokens in its NFC form */
+        if (i > start && t->match[1]) {
+            const uint8_t *g = s + start;
+            size_t gl = i - start;
+            if (t->nfc && cis2_nfc_quick(g, gl) < gl) {
+                if (cis2_nfc(g, gl, &nb, &gl)) rc = -1;
+                else g = nb.out;
+            }
+            int32_t *b2 = rc ? NULL : malloc(gl * sizeof *b2);
+            if (!rc && !b2) rc = -1;
+            if (!rc) cis2_strmatch_longest(t->match[1], g, gl, b2);
+            for (size_t k = 0; !rc && k < gl;) {
+                if (b2[k] < 0) {
+                    k++;
+                    continue;
+                }
+                const added_tok *a = &t->added[t->pat_tok[1][b2[k]]];
+                rc = fn(ctx, a->s, a->special, 1, start, i);
+                k += t->pat_len[1][b2[k]];
+            }
+            free(b2);
+        }
+        if (!rc && i < n) {
+            const added_tok *a = &t->added[t->pat_tok[0][best[i]]];
+            rc = fn(ctx, a->s, a->special, 0, i, i + a->len);
+            i += a->len;
+        }
+        start = i;
+    }
+    cis2_nfc_buf_free(&nb);
+    free(best);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- encode */
+
+/* What every text input gets first: a size bound and a UTF-8 check. */
+static int check_input(const char *what, const uint8_t *s, size_t len, char *err)
+{
+    if (len > INT32_MAX / 4) {
+        snprintf(err, CIS2_ERR_LEN, "%s: input text too long (%zu bytes)", what, len);
+        return 1;
+    }
+    size_t bad = cis2_utf8_check((const char *)s, len);
+    if (bad < len) {
+        snprintf(err, CIS2_ERR_LEN, "%s: input text is not valid UTF-8 (byte 0x%02x at offset %zu)",
+                 what, s[bad], bad);
+        return 1;
+    }
+    return 0;
+}
 
 typedef struct {
     const cis2_tokenizer *t;
     int32_t *out;
-    int n;
+    size_t n, out_cap;
     size_t cap; /* scratch capacity in symbols */
     int32_t *sym, *next, *prev;
-    uint64_t *heap;      /* (rank << 32 | position), min-heap */
-    const uint8_t *base; /* the input text, for error offsets */
-    size_t bad;          /* offset of a byte without a vocab symbol */
+    uint64_t *heap;   /* (rank << 32 | position), min-heap */
+    int32_t *best[2]; /* per pass: longest added token at each position */
+    size_t best_cap[2];
+    cis2_nfc_buf nfc;
+    const uint8_t *base; /* the text being tokenized (the NFC form of a piece) */
+    size_t base_off;     /* where that text starts in the input */
+    int base_changed;    /* it differs from the input (NFC changed it) */
+    size_t bad;          /* offset in base of a byte without a vocab symbol */
+    uint8_t bad_byte;
+    uint32_t bad_cp;
+    /* words already encoded in this call (BPE is a function of the word's
+     * bytes): open addressing by hash; the arena holds bytes, then ids */
+    struct wc_slot {
+        uint64_t h;
+        uint32_t at, len, n_ids; /* arena offset, word bytes, ids after them */
+    } * wc;
+    uint8_t *wc_arena;
+    size_t wc_used, wc_n;
+    int wc_bits; /* table size, scaled to the text; 0: no cache (short text) */
+    size_t wc_arena_cap;
 } enc;
+
+#define WC_BITS  15         /* at most 32768 slots, at most half filled */
+#define WC_WORD  48         /* longer words are not cached */
+#define WC_ARENA (4u << 20) /* bytes of words and ids */
+
+static int emit_id(enc *e, int32_t id)
+{
+    if (e->n == e->out_cap) {
+        size_t c = e->out_cap ? 2 * e->out_cap : 64;
+        int32_t *o = realloc(e->out, c * sizeof *o);
+        if (!o) return 1;
+        e->out = o;
+        e->out_cap = c;
+    }
+    e->out[e->n++] = id;
+    return 0;
+}
 
 static int enc_reserve(enc *e, size_t n)
 {
@@ -836,18 +1118,21 @@ static void push_pair(enc *e, size_t *hn, int32_t pos)
 
 /* §3.1.5.b-c: one word's bytes -> symbols -> rank-ordered merges.
  * A popped entry is applied only if its pair is still there (iii). */
-static int bpe_word(enc *e, const uint8_t *w, size_t n)
+static int bpe_word(void *ctx, const uint8_t *w, size_t n)
 {
+    enc *e = ctx;
     const cis2_tokenizer *t = e->t;
     for (size_t i = 0; i < n; i++)
         if (t->byte_id[w[i]] < 0) {
-            e->bad = (size_t)(w + i - e->base);
+            size_t at = i;
+            while (at > 0 && (w[at] & 0xC0) == 0x80) at--;
+            e->bad = (size_t)(w + at - e->base);
+            e->bad_byte = w[i];
+            e->bad_cp = 0;
+            cis2_utf8_dec(w + at, n - at, &e->bad_cp);
             return 2;
         }
-    if (n == 1) {
-        e->out[e->n++] = t->byte_id[w[0]];
-        return 0;
-    }
+    if (n == 1) return emit_id(e, t->byte_id[w[0]]);
     if (enc_reserve(e, n)) return 1;
     for (size_t i = 0; i < n; i++) {
         e->sym[i] = t->byte_id[w[i]];
@@ -870,110 +1155,109 @@ static int bpe_word(enc *e, const uint8_t *w, size_t n)
         if (e->prev[pos] >= 0) push_pair(e, &hn, e->prev[pos]);
         push_pair(e, &hn, pos);
     }
-    for (int32_t i = 0; i >= 0; i = e->next[i]) e->out[e->n++] = e->sym[i];
+    for (int32_t i = 0; i >= 0; i = e->next[i])
+        if (emit_id(e, e->sym[i])) return 1;
     return 0;
 }
 
-static int cls_at(const uint8_t *s, size_t n, size_t i, size_t *len)
+/* bpe_word through the per-call cache of short words. */
+static int word(void *ctx, const uint8_t *w, size_t n)
 {
-    if (s[i] < 0x80) {
-        *len = 1;
-        return cis2_uc_latin1[s[i]];
+    enc *e = ctx;
+    if (n > WC_WORD || n < 2 || !e->wc_bits) return bpe_word(e, w, n);
+    if (!e->wc) {
+        e->wc = calloc((size_t)1 << e->wc_bits, sizeof *e->wc);
+        e->wc_arena = malloc(e->wc_arena_cap);
+        if (!e->wc || !e->wc_arena) return 1;
     }
-    uint32_t cp;
-    *len = utf8_dec(s + i, n - i, &cp); /* input was validated */
-    return cis2_uc_class(cp);
-}
-
-/* End of the run of class `c` starting at i; *last = start of its last char. */
-static size_t run_end(const uint8_t *s, size_t n, size_t i, int c, size_t *last)
-{
-    size_t l;
-    *last = i;
-    while (i < n && cls_at(s, n, i, &l) == c) {
-        *last = i;
-        i += l;
-    }
-    return i;
-}
-
-/* §3.1.4.b: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * over one Digits segment; each match is a word. */
-static int regex_split(enc *e, const uint8_t *s, size_t n)
-{
-    size_t i = 0, l, last;
-    while (i < n) {
-        size_t st = i;
-        if (s[i] == '\'' && i + 1 < n) {
-            uint8_t a = s[i + 1], b = i + 2 < n ? s[i + 2] : 0;
-            size_t m =
-                (a == 's' || a == 't' || a == 'm' || a == 'd')                                 ? 1
-                : ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) ? 2
-                                                                                               : 0;
-            if (m) {
-                int rc = bpe_word(e, s + st, 1 + m);
-                if (rc) return rc;
-                i += 1 + m;
-                continue;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ w[i]) * 1099511628211ull;
+    h |= 1; /* 0 marks an empty slot */
+    size_t mask = ((size_t)1 << e->wc_bits) - 1, i = (size_t)(h >> 20) & mask;
+    while (e->wc[i].h) {
+        struct wc_slot *c = &e->wc[i];
+        if (c->h == h && c->len == n && !memcmp(e->wc_arena + c->at, w, n)) {
+            const uint8_t *ids = e->wc_arena + c->at + c->len;
+            for (uint32_t k = 0; k < c->n_ids; k++) {
+                int32_t id;
+                memcpy(&id, ids + 4 * k, 4);
+                if (emit_id(e, id)) return 1;
             }
+            return 0;
         }
-        size_t j = i;
-        if (s[i] == ' ' && i + 1 < n) j = i + 1; /* the optional leading space */
-        int c = cls_at(s, n, j, &l);
-        if (c != CIS2_UC_WS) {
-            i = run_end(s, n, j, c, &last); /* \p{L}+, \p{N}+ or [^\s\p{L}\p{N}]+ */
-        } else {
-            i = run_end(s, n, st, CIS2_UC_WS, &last);
-            if (i < n && last > st) i = last; /* \s+(?!\S): leave one for the next word */
-        }
-        int rc = bpe_word(e, s + st, i - st);
-        if (rc) return rc;
+        i = (i + 1) & mask;
     }
-    return 0;
+    size_t before = e->n;
+    int rc = bpe_word(e, w, n);
+    size_t nid = e->n - before, need = n + 4 * nid;
+    if (!rc && e->wc_n < mask / 2 && e->wc_used + need <= e->wc_arena_cap) {
+        struct wc_slot *c = &e->wc[i];
+        c->h = h;
+        c->at = (uint32_t)e->wc_used;
+        c->len = (uint32_t)n;
+        c->n_ids = (uint32_t)nid;
+        memcpy(e->wc_arena + e->wc_used, w, n);
+        memcpy(e->wc_arena + e->wc_used + n, e->out + before, 4 * nid);
+        e->wc_used += need;
+        e->wc_n++;
+    }
+    return rc;
 }
 
-/* §3.1.4.a: Digits(individual_digits=true): each \p{N} char is its own segment. */
-static int pretokenize(enc *e, const uint8_t *s, size_t n)
-{
-    size_t i = 0, l = 0;
-    while (i < n) {
-        size_t j = i;
-        while (j < n && cls_at(s, n, j, &l) != CIS2_UC_N) j += l;
-        int rc = j > i ? regex_split(e, s + i, j - i) : 0;
-        if (!rc && j < n) rc = bpe_word(e, s + j, l);
-        if (rc) return rc;
-        i = j < n ? j + l : j;
-    }
-    return 0;
-}
+/* What a pass does with the text between its matches: pass 0 normalizes it
+ * and runs pass 1 on it; pass 1 pre-tokenizes it into BPE words. */
+typedef int (*gap_fn)(enc *e, const uint8_t *s, size_t n, size_t off);
 
-/* §3.1.6: added tokens, leftmost then longest. As in tokenizers v0.23.1,
- * tokens with normalized=false are split out first (pass 0), then those
- * with normalized=true in the remaining text (pass 1; no normalizer). */
-static int split_added(enc *e, const uint8_t *s, size_t n, int pass)
+/* §3.1.6: split s at the leftmost-longest matches of the pass's added tokens
+ * (as tokenizers' aho-corasick LeftmostLongest), emitting their ids; `gap`
+ * gets the text between them. `off` is where s starts in the input. */
+static int split_added(enc *e, int pass, const uint8_t *s, size_t n, size_t off, gap_fn gap)
 {
     const cis2_tokenizer *t = e->t;
-    if (pass == 2) return pretokenize(e, s, n);
+    if (!t->match[pass] || !n) return gap(e, s, n, off);
+    if (n > e->best_cap[pass]) {
+        int32_t *b = realloc(e->best[pass], n * sizeof *b);
+        if (!b) return 1;
+        e->best[pass] = b;
+        e->best_cap[pass] = n;
+    }
+    int32_t *best = e->best[pass];
+    cis2_strmatch_longest(t->match[pass], s, n, best);
     size_t start = 0, i = 0;
     while (i < n) {
-        const added_tok *hit = NULL;
-        if (t->added_first[pass][s[i]])
-            for (int k = 0; k < t->n_added && !hit; k++) {
-                const added_tok *a = &t->added[k];
-                if (a->normalized == pass && a->len <= n - i && memcmp(s + i, a->s, a->len) == 0)
-                    hit = a;
-            }
-        if (!hit) {
+        if (best[i] < 0) {
             i++;
             continue;
         }
-        int rc = split_added(e, s + start, i - start, pass + 1);
-        if (rc) return rc;
-        e->out[e->n++] = hit->id;
-        i += hit->len;
+        int32_t k = best[i];
+        int rc = gap(e, s + start, i - start, off + start);
+        if (rc || (rc = emit_id(e, t->added[t->pat_tok[pass][k]].id))) return rc;
+        i += t->pat_len[pass][k]; /* pass 1: the length of the content's NFC form */
         start = i;
     }
-    return split_added(e, s + start, n - start, pass + 1);
+    return gap(e, s + start, n - start, off + start);
+}
+
+static int gap_words(enc *e, const uint8_t *s, size_t n, size_t off)
+{
+    (void)off;
+    return cis2_pretok_run(&e->t->pt, s, n, word, e);
+}
+
+static int gap_normalize(enc *e, const uint8_t *s, size_t n, size_t off)
+{
+    if (!n) return 0;
+    const uint8_t *text = s;
+    size_t len = n;
+    e->base_changed = 0;
+    if (e->t->nfc && cis2_nfc_quick(s, n) < n) {
+        if (cis2_nfc(s, n, &e->nfc, &len)) return 1;
+        text = e->nfc.out;
+        e->base_changed = len != n || memcmp(text, s, n) != 0;
+    }
+    e->base = text;
+    e->base_off = off;
+    return split_added(e, 1, text, len, off, gap_words);
 }
 
 int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len, int32_t **ids,
@@ -982,45 +1266,97 @@ int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
     *ids = NULL;
     *n = 0;
     const uint8_t *s = (const uint8_t *)text;
-    if (len > INT32_MAX / 2) {
-        snprintf(err, CIS2_ERR_LEN, "tokenize: input text too long (%zu bytes)", len);
-        return 1;
-    }
-    size_t bad = utf8_check(s, len);
-    if (bad < len) {
-        snprintf(err, CIS2_ERR_LEN,
-                 "tokenize: input text is not valid UTF-8 (byte 0x%02x at offset %zu)", s[bad],
-                 bad);
-        return 1;
-    }
+    if (check_input("tokenize", s, len, err)) return 1;
     enc e;
     memset(&e, 0, sizeof e);
     e.t = t;
-    e.base = s;
-    e.out = malloc((len ? len : 1) * sizeof *e.out); /* every token covers >= 1 byte */
-    int rc = e.out ? split_added(&e, s, len, 0) : 1;
+    e.out_cap = len + 1; /* every token covers >= 1 byte (more only if NFC grows the text) */
+    if (len >= 4096) {   /* the word cache pays off on longer texts; sized to them */
+        e.wc_bits = 8;
+        while (e.wc_bits < WC_BITS && ((size_t)1 << e.wc_bits) < len / 16) e.wc_bits++;
+        e.wc_arena_cap = len < WC_ARENA / 2 ? 2 * len : WC_ARENA;
+    }
+    e.out = malloc(e.out_cap * sizeof *e.out);
+    int rc = e.out ? split_added(&e, 0, s, len, 0, gap_normalize) : 1;
     free(e.sym);
     free(e.next);
     free(e.prev);
     free(e.heap);
+    free(e.best[0]);
+    free(e.best[1]);
+    free(e.wc);
+    free(e.wc_arena);
+    cis2_nfc_buf_free(&e.nfc);
     if (rc == 2) {
         /* tokenizers v0.23.1 (unk_token null) would silently drop this
          * character; dropping breaks decode(encode(x)) == x, so refuse. */
-        size_t at = e.bad;
-        while (at > 0 && (s[at] & 0xC0) == 0x80) at--;
-        uint32_t cp = 0;
-        utf8_dec(s + at, len - at, &cp);
         snprintf(err, CIS2_ERR_LEN,
-                 "tokenize: %s has no symbol for byte 0x%02x, needed by U+%04X at byte offset %zu "
-                 "(the reference would silently drop it; refusing)",
-                 t->path, s[e.bad], (unsigned)cp, at);
+                 "tokenize: %s has no symbol for byte 0x%02x, needed by U+%04X at byte offset "
+                 "%zu%s (the reference would silently drop it; refusing)",
+                 t->path, e.bad_byte, (unsigned)e.bad_cp,
+                 e.base_changed ? e.base_off : e.base_off + e.bad,
+                 e.base_changed ? " (in the NFC form of the text from there)" : "");
     } else if (rc) snprintf(err, CIS2_ERR_LEN, "tokenize: out of memory");
     if (rc) {
         free(e.out);
         return 1;
     }
     *ids = e.out;
-    *n = e.n;
+    *n = (int)e.n;
+    return 0;
+}
+
+/* normalize: the text between raw-matched added tokens in its normalized
+ * form, the tokens as they are. */
+typedef struct {
+    const cis2_tokenizer *t;
+    const uint8_t *s;
+    size_t last; /* end of the previous raw match */
+    cis2_nfc_buf nb;
+    cis2_sb o;
+} norm_ctx;
+
+static int norm_gap(norm_ctx *c, size_t end)
+{
+    const uint8_t *g = c->s + c->last;
+    size_t l = end - c->last;
+    if (l && c->t->nfc && cis2_nfc_quick(g, l) < l) {
+        if (cis2_nfc(g, l, &c->nb, &l)) return -1;
+        g = c->nb.out;
+    }
+    cis2_sb_put(&c->o, g, l);
+    return c->o.oom ? -1 : 0;
+}
+
+static int norm_match(void *ctx, const char *content, int special, int pass, size_t start,
+                      size_t end)
+{
+    norm_ctx *c = ctx;
+    (void)special;
+    if (pass) return 0; /* inside a gap, which is normalized as a whole */
+    if (norm_gap(c, start)) return -1;
+    cis2_sb_str(&c->o, content);
+    c->last = end;
+    return c->o.oom ? -1 : 0;
+}
+
+int cis2_tokenizer_normalize(const cis2_tokenizer *t, const char *text, size_t len, char **out,
+                             size_t *out_len, char *err)
+{
+    *out = NULL;
+    *out_len = 0;
+    norm_ctx c = { t, (const uint8_t *)text, 0, { 0 }, { 0 } };
+    if (check_input("normalize", c.s, len, err)) return 1;
+    int rc = cis2_tokenizer_scan_added(t, text, len, norm_match, &c);
+    if (!rc) rc = norm_gap(&c, len);
+    char *o = rc ? NULL : cis2_sb_take(&c.o, out_len);
+    cis2_sb_free(&c.o);
+    cis2_nfc_buf_free(&c.nb);
+    if (!o) {
+        snprintf(err, CIS2_ERR_LEN, "normalize: out of memory");
+        return 1;
+    }
+    *out = o;
     return 0;
 }
 

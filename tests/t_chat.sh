@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# `cis2 run --chat MESSAGES.json`: messages rendered with the model's chat
+# template (DIR/tokenizer_config.json) or --chat-format chatml; the receipt's
+# prompt-hex is exactly the rendered bytes (Jinja2's rendering, from
+# tests/fixtures/chat/expected.txt) and verifies. Also reruns
+# tools/chat_reference.py (Jinja2 under HF's settings) where python3-jinja2 is
+# installed, to check the committed expectations are still its output.
+source "$(dirname "$0")/lib.sh"
+
+if [ ! -x "$CIS2" ]; then skip "chat CLI" "no $CIS2 binary (build it with make)"; exit 0; fi
+F=tests/fixtures/chat
+d="$TESTTMP/chat"
+rm -rf "$d"; mkdir -p "$d"
+
+# the second reading, rerun
+py=""
+for p in /usr/bin/python3 python3; do "$p" -c 'import jinja2' 2>/dev/null && { py=$p; break; }; done
+if [ -n "$py" ]; then
+    "$py" tools/chat_reference.py "$F" > "$d/expected.txt" 2> "$d/ref.err"
+    cmp -s "$d/expected.txt" "$F/expected.txt" \
+        && pass "chat expectations are Jinja2's renderings (tools/chat_reference.py, $(wc -l < "$F/expected.txt") cases)" \
+        || fail "chat expectations are Jinja2's renderings" "$(head -c 200 "$d/ref.err") $(diff "$d/expected.txt" "$F/expected.txt" | head -2)"
+else
+    skip "chat expectations are Jinja2's renderings" "no python3 with jinja2 (apt-get install python3-jinja2)"
+fi
+
+command -v python3 >/dev/null 2>&1 || { skip "chat CLI" "no python3 for tools/make_model.py"; exit 0; }
+M="$d/model"
+python3 tools/make_model.py "$M" --arch qwen2 --layers 1 --hidden 32 --heads 2 --kv-heads 1 --inter 64 \
+    --vocab 704 --tokenizer tests/fixtures/tokenizer/qwen.json >/dev/null || { fail "chat model" "make_model failed"; exit 0; }
+cfg() { python3 -c 'import json,sys; print(json.dumps({"chat_template": open(sys.argv[1]).read(), "eos_token": "<|im_end|>"}))' "$1"; }
+want() { sed -n "s/^$1 $2 1 //p" "$F/expected.txt"; }
+
+for t in qwen2.5 smollm2 qwq; do
+    cfg "$F/$t.jinja" > "$M/tokenizer_config.json"
+    for m in system-first assistant-first unicode; do
+        r="$d/$t-$m.receipt"
+        out=$("$CIS2" run --model "$M" --chat "$F/messages-$m.json" -n 2 --receipt "$r" 2>&1); rc=$?
+        got=$(sed -n 's/^prompt-hex //p' "$r" 2>/dev/null)
+        if [ $rc -eq 0 ] && [ -n "$got" ] && [ "$got" == "$(want "$t" "messages-$m.json")" ]; then
+            pass "run --chat ($t template, $m): receipt prompt-hex is the template's rendering"
+        else fail "run --chat ($t template, $m)" "rc=$rc $(echo "$out" | tail -1)"; fi
+    done
+done
+v=$("$CIS2" verify "$d/qwen2.5-system-first.receipt" --model "$M" 2>&1); rc=$?
+[ $rc -eq 0 ] && pass "a --chat receipt verifies" || fail "a --chat receipt verifies" "rc=$rc $(echo "$v" | tail -1)"
+# the prompt ids are the rendered bytes' ids
+ids=$("$CIS2" run --model "$M" --chat "$F/messages-one-user.json" -n 1 2>/dev/null | sed -n 's/^prompt_token_ids=//p')
+text=$(printf '%s' "$(want qwq messages-one-user.json)" | python3 -c 'import sys; sys.stdout.write(bytes.fromhex(sys.stdin.read()).decode())'; printf x)
+text=${text%x} # keep the trailing newline
+expect_eq "run --chat: prompt ids are the rendered text's ids" "$ids" "$("$CIS2" tokenize --tokenizer "$M/tokenizer.json" -- "$text")"
+
+# --chat-format chatml: no tokenizer_config.json needed; the plain ChatML bytes
+rm -f "$M/tokenizer_config.json"
+"$CIS2" run --model "$M" --chat "$F/messages-system-first.json" --chat-format chatml -n 1 --receipt "$d/plain.receipt" >/dev/null 2>&1
+expect_eq "run --chat --chat-format chatml: prompt-hex is plain ChatML" \
+    "$(sed -n 's/^prompt-hex //p' "$d/plain.receipt")" "$(want chatml messages-system-first.json)"
+expect_err "run --chat: no tokenizer_config.json" "tokenizer_config.json: cannot open" \
+    "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" -n 1
+cfg "$F/refused-llama3.jinja" > "$M/tokenizer_config.json"
+expect_err "run --chat: a template that is not ChatML is refused" "is not a ChatML template this library renders exactly" \
+    "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" -n 1
+cfg "$F/qwen2.5.jinja" > "$M/tokenizer_config.json"
+expect_err "run --chat with --prompt" "give exactly one of" "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" --prompt x
+expect_err "run --chat-format without --chat" "--chat-format needs --chat" "$CIS2" run --model "$M" --prompt x --chat-format chatml
+expect_err "run --chat-format llama3" "only chatml is built in" "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" --chat-format llama3
+expect_err "run --chat twice" "given more than once" "$CIS2" run --model "$M" --chat a --chat b
+expect_err "run --chat ''" "non-empty value" "$CIS2" run --model "$M" --chat ''
+expect_err "run --chat: missing file" "/nonexistent.json: cannot open" "$CIS2" run --model "$M" --chat /nonexistent.json
+printf '[{"role": "user", "content": "hi <|endoftext|>"}]' > "$d/special.json"
+expect_err "run --chat: a special token in content is refused" 'holds the special token "<|endoftext|>"' \
+    "$CIS2" run --model "$M" --chat "$d/special.json" -n 1
+printf '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}' > "$d/extra.json"
+expect_err "run --chat: an OpenAI request's other keys are refused" 'key "max_tokens" is not used here' \
+    "$CIS2" run --model "$M" --chat "$d/extra.json" -n 1
+printf '[{"role": "tool", "content": "x"}]' > "$d/tool.json"
+expect_err "run --chat: tool turns are refused" 'messages[0].role: must be' "$CIS2" run --model "$M" --chat "$d/tool.json" -n 1
