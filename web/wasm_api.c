@@ -187,13 +187,12 @@ EXPORT("cis2w_load") const char *w_load(void)
                  "the §1.3 denormal self-test failed; refusing to run (see the self-test)");
         return NULL;
     }
-    cis2_load_opts lo = {
-        1, CIS2_LOAD_HASH_SKIP
-    }; /* f32 for the reference backend; hashes come from the slots */
+    /* the hashes come from the slots: the glue hashed the bytes as it wrote them */
+    cis2_load_opts lo = { .skip_hash = CIS2_LOAD_HASH_SKIP,
+                          .weights_sha256 = g_digest[SLOT_WEIGHTS],
+                          .tokenizer_sha256 = g_digest[SLOT_TOKENIZER] };
     if (cis2_model_load(&g_m, MODEL_DIR, &lo, g_err)) return NULL;
     g_loaded = 1;
-    memcpy(g_m.dg.weights_sha256, g_digest[SLOT_WEIGHTS], 32);
-    memcpy(g_m.dg.tokenizer_sha256, g_digest[SLOT_TOKENIZER], 32);
     cis2_engine_opts eo;
     memset(&eo, 0, sizeof eo);
     eo.backend = CIS2_BACKEND_REF;

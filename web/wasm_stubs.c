@@ -16,9 +16,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-int cis2_backend_fast_new(cis2_backend **b, cis2_model *m, const cis2_engine_opts *o, char *err)
+int cis2_backend_fast_new(cis2_backend **b, const cis2_engine_opts *o, char *err)
 {
-    (void)m;
     (void)o;
     *b = NULL;
     snprintf(err, CIS2_ERR_LEN, "backend fast is not built for wasm32 (use the reference backend)");

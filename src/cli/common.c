@@ -50,19 +50,13 @@ int cis2_cli_open(const char *cmd, const char *dir, const cis2_engine_opts *eo, 
     *mp = NULL;
     *e = NULL;
     if (cis2_cli_fp_ready(cmd)) return 1;
-    cis2_model *m = malloc(sizeof *m);
-    if (!m) {
-        cis2_cli_usage_error(cmd, "out of memory");
-        return 1;
-    }
-    cis2_load_opts lo = {
-        0, CIS2_LOAD_HASH_ASYNC
-    }; /* hash while the backend packs; cis2_engine_new joins */
-    if (cis2_model_load(m, dir, &lo, err)) {
+    cis2_model *m;
+    if (cis2_model_open(&m, dir, NULL, err)) {
         cis2_cli_usage_error(cmd, "%s", err);
-        free(m);
         return 1;
     }
+    for (int i = 0; i < cis2_model_warning_count(m); i++)
+        fprintf(stderr, "cis2 %s: warning: %s\n", cmd, cis2_model_warning(m, i));
     if (cis2_engine_new(e, m, eo, err)) {
         cis2_cli_usage_error(cmd, "%s", err);
         cis2_model_free(m);

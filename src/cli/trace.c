@@ -1222,16 +1222,16 @@ int cis2_cmd_diff(int argc, char **argv)
 }
 
 /* ------------------------------------------------------------- trace cmd */
-static int open_model(const char *cmd, const char *dir, int need_f32, cis2_model *m)
+static int open_model(const char *cmd, const char *dir, cis2_model *m)
 {
     char err[CIS2_ERR_LEN];
     if (cis2_cli_fp_ready(cmd)) return 1;
-    cis2_load_opts lo = { need_f32,
-                          0 }; /* hashed synchronously: the trace's metadata holds the hashes */
-    if (cis2_model_load(m, dir, &lo, err)) {
+    if (cis2_model_load(m, dir, NULL, err)) {
         cis2_cli_usage_error(cmd, "%s", err);
         return 1;
     }
+    for (int i = 0; i < m->n_warnings; i++)
+        fprintf(stderr, "cis2 %s: warning: %s\n", cmd, m->warnings[i]);
     return 0;
 }
 
@@ -1319,7 +1319,7 @@ int cis2_cmd_trace(int argc, char **argv)
     }
     const char *backend = o.nb ? o.backends[0] : "ref";
     cis2_model m;
-    if (open_model("trace", o.model, strcmp(backend, "ref") == 0, &m)) {
+    if (open_model("trace", o.model, &m)) {
         free(prompt);
         free(force);
         return 2;
@@ -1496,8 +1496,7 @@ int cis2_cmd_compare(int argc, char **argv)
         goto out;
     }
     const char *b1 = o.against ? (o.nb ? o.backends[0] : "ref") : o.backends[0];
-    int need_f32 = !strcmp(b1, "ref") || (o.nb == 2 && !strcmp(o.backends[1], "ref"));
-    if (open_model("compare", o.model, need_f32, &m)) goto out;
+    if (open_model("compare", o.model, &m)) goto out;
     have_model = 1;
     for (int i = 0; i < np + nf; i++) {
         int32_t t = i < np ? prompt[i] : force[i - np];
