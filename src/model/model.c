@@ -177,7 +177,7 @@ static uint64_t hasher_feed(hasher *h, uint64_t pos)
     return pos;
 }
 
-/* All read (ok) or abandoned (!ok): waits for the hash; 0 when it is final. */
+/* All read (ok) or abandoned (!ok): waits for the hash thread; the digest goes to out when ok. */
 static void hasher_finish(hasher *h, int ok, uint8_t out[32])
 {
 #if CIS2_LOAD_THREADS
@@ -385,38 +385,26 @@ static void phase(const cis2_load_opts *o, cis2_load_phase ph, const char *dir)
 static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o, char *err)
 {
     int fd, rc = 1;
-    uint64_t size, hlen;
-    uint8_t first8[8] = { 0 };
     cis2_safetensors st;
-    memset(&st, 0, sizeof st);
     plan p = { m, &st, path, err, NULL, NULL, 0, 0, 0 };
-    uint8_t *image = NULL, *header = NULL;
+    uint8_t *image = NULL, *head;
     size_t image_len = 0;
-    if (cis2_open_input(path, &fd, &size, err)) return 1;
+    /* Cheap checks first: the length, the header, the tensors against
+     * config.json — all before a byte of tensor data is read. */
+    if (cis2_st_open_header(&st, path, &fd, &head, err)) return 1;
+    uint64_t size = st.file_len;
     m->file_bytes = size;
     if (size > (uint64_t)SIZE_MAX / 2) {
         snprintf(err, CIS2_ERR_LEN, "%s: too large", path);
         goto out;
     }
-    /* Cheap checks first: the length, the header, the tensors against
-     * config.json — all before a byte of tensor data is read. */
-    if ((size >= 8 && cis2_read_fd(fd, first8, 8, path, err)) ||
-        cis2_st_header_len(first8, size, path, &hlen, err))
-        goto out;
-    if (!(header = malloc((size_t)hlen))) {
-        snprintf(err, CIS2_ERR_LEN, "%s: out of memory", path);
-        goto out;
-    }
-    if (cis2_read_fd(fd, header, (size_t)hlen, path, err) ||
-        cis2_st_parse_header(&st, header, hlen, size, path, err) || make_plan(&p))
-        goto out;
+    if (make_plan(&p)) goto out;
     if (!(image = big_alloc((size_t)size, &image_len))) {
         snprintf(err, CIS2_ERR_LEN, "%s: out of memory (%llu bytes)", path,
                  (unsigned long long)size);
         goto out;
     }
-    memcpy(image, first8, 8);
-    memcpy(image + 8, header, (size_t)hlen);
+    memcpy(image, head, (size_t)st.data_start);
     if (!(m->arena = big_alloc(p.arena_len, &m->arena_len))) {
         snprintf(err, CIS2_ERR_LEN, "%s: out of memory (%zu bytes of weights)", path, p.arena_len);
         goto out;
@@ -426,8 +414,8 @@ static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o
 
     int hashing = o->skip_hash != CIS2_LOAD_HASH_SKIP;
     hasher h;
-    if (hashing && hasher_start(&h, image, 8 + hlen, err)) goto out;
-    uint64_t pos = 8 + hlen, hashed = 0, released = 0;
+    if (hashing && hasher_start(&h, image, st.data_start, err)) goto out;
+    uint64_t pos = st.data_start, hashed = 0, released = 0;
     int next = 0, ok = 1;
     while (ok && pos < size) {
         uint64_t n = size - pos < CHUNK ? size - pos : CHUNK;
@@ -455,7 +443,7 @@ static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o
     rc = !ok;
 out:
     close(fd);
-    free(header);
+    free(head);
     big_free(image, image_len);
     cis2_st_close(&st);
     free(p.used);

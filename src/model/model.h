@@ -50,6 +50,10 @@ void cis2_st_bind(cis2_safetensors *st, const uint8_t *file);
 /* Validate and bind an in-memory image (the fuzzers). `buf` must outlive st. */
 int cis2_st_parse(cis2_safetensors *st, const uint8_t *buf, size_t len, const char *path,
                   char *err);
+/* Open a safetensors file and validate its length prefix and header against
+ * the file's size, before any tensor data is read: *head gets the first
+ * st->data_start bytes (the caller frees it), *fd is left at the data. */
+int cis2_st_open_header(cis2_safetensors *st, const char *path, int *fd, uint8_t **head, char *err);
 /* Read a whole file into memory st owns (the header is validated before the
  * rest is read) and bind it. */
 int cis2_st_open(cis2_safetensors *st, const char *path, char *err);

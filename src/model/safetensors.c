@@ -204,42 +204,56 @@ int cis2_st_parse(cis2_safetensors *st, const uint8_t *buf, size_t len, const ch
     return 0;
 }
 
-int cis2_st_open(cis2_safetensors *st, const char *path, char *err)
+int cis2_st_open_header(cis2_safetensors *st, const char *path, int *fd, uint8_t **head, char *err)
 {
     memset(st, 0, sizeof *st);
-    int fd;
+    *head = NULL;
     uint64_t size, hlen;
     uint8_t first8[8] = { 0 };
-    if (cis2_open_input(path, &fd, &size, err)) return 1;
-    uint8_t *img = NULL;
-    if (size > (uint64_t)SIZE_MAX) {
-        snprintf(err, CIS2_ERR_LEN, "%s: too large", path);
-        goto fail;
-    }
-    /* The header first: a bad file is refused before its data is read. */
-    if ((size >= 8 && cis2_read_fd(fd, first8, 8, path, err)) ||
+    if (cis2_open_input(path, fd, &size, err)) return 1;
+    if ((size >= 8 && cis2_read_fd(*fd, first8, 8, path, err)) ||
         cis2_st_header_len(first8, size, path, &hlen, err))
         goto fail;
-    if (!(img = malloc((size_t)size))) {
+    if (!(*head = malloc((size_t)(8 + hlen)))) {
+        snprintf(err, CIS2_ERR_LEN, "%s: out of memory", path);
+        goto fail;
+    }
+    memcpy(*head, first8, 8);
+    if (cis2_read_fd(*fd, *head + 8, (size_t)hlen, path, err) ||
+        cis2_st_parse_header(st, *head + 8, hlen, size, path, err))
+        goto fail;
+    return 0;
+fail:
+    free(*head);
+    *head = NULL;
+    close(*fd);
+    *fd = -1;
+    return 1;
+}
+
+int cis2_st_open(cis2_safetensors *st, const char *path, char *err)
+{
+    int fd;
+    uint8_t *head, *img = NULL;
+    if (cis2_st_open_header(st, path, &fd, &head, err)) return 1;
+    if (st->file_len > (uint64_t)SIZE_MAX || !(img = malloc((size_t)st->file_len))) {
         snprintf(err, CIS2_ERR_LEN, "%s: out of memory (%llu bytes)", path,
-                 (unsigned long long)size);
+                 (unsigned long long)st->file_len);
         goto fail;
     }
-    memcpy(img, first8, 8);
-    if (cis2_read_fd(fd, img + 8, (size_t)hlen, path, err) ||
-        cis2_st_parse_header(st, img + 8, hlen, size, path, err))
+    memcpy(img, head, (size_t)st->data_start);
+    if (cis2_read_fd(fd, img + st->data_start, (size_t)(st->file_len - st->data_start), path, err))
         goto fail;
-    if (cis2_read_fd(fd, img + 8 + hlen, (size_t)(size - 8 - hlen), path, err)) {
-        cis2_st_close(st);
-        goto fail;
-    }
     close(fd);
+    free(head);
     cis2_st_bind(st, img);
     st->image = img;
     return 0;
 fail:
     free(img);
+    free(head);
     close(fd);
+    cis2_st_close(st);
     return 1;
 }
 
