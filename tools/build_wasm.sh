@@ -39,7 +39,7 @@ fi
 OUT="${WASM_BUILD:-build-wasm}"
 WASM_OUT="${WASM_OUT:-web/cis2.wasm}"
 mkdir -p "$OUT" "$(dirname "$WASM_OUT")"
-SRC="engine/backend_ref model/config engine/decode engine/fault model/weights core/fpenv core/json kernels/kernels_ref kernels/pick model/model core/pinned_math verify/receipt verify/receipt_verify model/safetensors core/selftest core/sha256 model/tokenizer model/unicode_tables core/util core/io core/strbuf"
+SRC="engine/backend_ref model/config engine/decode engine/fault model/weights model/bigmem core/fpenv core/json kernels/kernels_ref kernels/pick model/model core/pinned_math verify/receipt verify/receipt_verify model/safetensors core/selftest core/sha256 model/tokenizer model/unicode_tables core/util core/io core/strbuf"
 CFLAGS=(--target=wasm32-wasi "${SYSFLAGS[@]}" -std=c11 -D_GNU_SOURCE -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID
         -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
         -ffp-contract=off -fno-math-errno -fno-strict-aliasing -O2 -Iinclude -Isrc)

@@ -7,8 +7,9 @@
 #include <string.h>
 
 typedef struct {
-    float **f32; /* per weight id: [rows][cols] */
-    int n;
+    float **f32; /* per weight id: [rows][cols], in `arena` */
+    void *arena;
+    size_t arena_len;
     float *scores;
     int cap;
     int fma_layer; /* FAULT INJECTION fma (docs/divergence.md): -1 = none */
@@ -59,12 +60,18 @@ static void ref_destroy(cis2_backend *b)
 {
     ref_state *s = b->impl;
     if (s) {
-        for (int i = 0; s->f32 && i < s->n; i++) free(s->f32[i]);
+        cis2_big_free(s->arena, s->arena_len);
         free(s->f32);
         free(s->scores);
         free(s);
     }
     free(b);
+}
+
+/* A row-major f32 copy of w, rounded up to 64 bytes. */
+static size_t f32_bytes(const cis2_weight *w)
+{
+    return ((size_t)w->rows * (size_t)w->cols * sizeof(float) + 63) & ~(size_t)63;
 }
 
 int cis2_backend_ref_new(cis2_backend **out, const cis2_weights *w, const cis2_fault *f, char *err)
@@ -88,14 +95,17 @@ int cis2_backend_ref_new(cis2_backend **out, const cis2_weights *w, const cis2_f
     if (w) {
         all = calloc((size_t)w->n_linear + 1, sizeof *all);
         s->f32 = calloc((size_t)w->n_linear + 1, sizeof *s->f32);
-        s->n = w->n_linear;
         if (!all || !s->f32) goto oom;
         cis2_weights_linears(w, all);
+        size_t total = 0;
+        for (int i = 0; i < w->n_linear; i++) total += f32_bytes(all[i]);
+        if (!(s->arena = cis2_big_alloc(total, &s->arena_len))) goto oom;
+        char *at = s->arena;
         for (int i = 0; i < w->n_linear; i++) {
             /* §4.2: widened once, exactly, into this backend's own memory. */
-            s->f32[i] = malloc((size_t)all[i]->rows * (size_t)all[i]->cols * sizeof(float));
-            if (!s->f32[i]) goto oom;
+            s->f32[i] = (float *)at;
             cis2_weight_widen(all[i], s->f32[i]);
+            at += f32_bytes(all[i]);
         }
         free((void *)all);
     }

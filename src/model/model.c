@@ -18,78 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#if !defined(__wasi__) /* wasm32: no threads and no mmap; the same pipeline, serially */
+#if !defined(__wasi__) /* wasm32: no threads; the same pipeline, serially */
 #define CIS2_LOAD_THREADS 1
 #include <pthread.h>
-#include <sys/mman.h>
 #endif
 
 #define CONFIG_MAX    ((size_t)16 << 20)
 #define TOKENIZER_MAX ((size_t)256 << 20)
 #define CHUNK         ((uint64_t)8 << 20)  /* read (and hash) step */
 #define WINDOW        ((uint64_t)48 << 20) /* how far reading may run ahead of hashing */
-#define HUGE_PAGE     ((size_t)2 << 20)
-
-/* ------------------------------------------------------- big allocations */
-/* A 2 MiB-aligned anonymous mapping with transparent huge pages (page faults
- * are expensive on a VM; 2 MiB pages cut them 512x); malloc on wasm32. */
-static void *big_alloc(size_t bytes, size_t *len)
-{
-    size_t n = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-    if (!n) n = HUGE_PAGE;
-#if CIS2_LOAD_THREADS
-    void *m = mmap(NULL, n + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return NULL;
-    uintptr_t a = ((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-    if (a > (uintptr_t)m) munmap(m, a - (uintptr_t)m);
-    uintptr_t end = (uintptr_t)m + n + HUGE_PAGE;
-    if (end > a + n) munmap((void *)(a + n), end - (a + n));
-#ifdef MADV_HUGEPAGE
-    madvise((void *)a, n, MADV_HUGEPAGE);
-#endif
-    *len = n;
-    return (void *)a;
-#else
-    *len = n;
-    return aligned_alloc(64, n);
-#endif
-}
-
-/* From now on the allocation is read-only: a stray write faults at once. */
-static void big_protect(void *p, size_t len)
-{
-#if CIS2_LOAD_THREADS
-    mprotect(p, len, PROT_READ);
-#else
-    (void)p;
-    (void)len;
-#endif
-}
-
-static void big_free(void *p, size_t len)
-{
-    if (!p) return;
-#if CIS2_LOAD_THREADS
-    munmap(p, len);
-#else
-    (void)len;
-    free(p);
-#endif
-}
-
-/* Give the whole huge pages of [a, b) of a big allocation back to the
- * system (a is page aligned); returns the new, page-aligned, watermark. */
-static uint64_t big_release(uint8_t *base, uint64_t a, uint64_t b)
-{
-    b &= ~(uint64_t)(HUGE_PAGE - 1);
-    if (b <= a) return a;
-#if CIS2_LOAD_THREADS && defined(MADV_DONTNEED)
-    madvise(base + a, (size_t)(b - a), MADV_DONTNEED);
-#else
-    (void)base;
-#endif
-    return b;
-}
 
 /* ------------------------------------------------------------- the hasher */
 /* SHA-256 over the image as it is read: on its own thread where there are
@@ -399,13 +336,13 @@ static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o
         goto out;
     }
     if (make_plan(&p)) goto out;
-    if (!(image = big_alloc((size_t)size, &image_len))) {
+    if (!(image = cis2_big_alloc((size_t)size, &image_len))) {
         snprintf(err, CIS2_ERR_LEN, "%s: out of memory (%llu bytes)", path,
                  (unsigned long long)size);
         goto out;
     }
     memcpy(image, head, (size_t)st.data_start);
-    if (!(m->arena = big_alloc(p.arena_len, &m->arena_len))) {
+    if (!(m->arena = cis2_big_alloc(p.arena_len, &m->arena_len))) {
         snprintf(err, CIS2_ERR_LEN, "%s: out of memory (%zu bytes of weights)", path, p.arena_len);
         goto out;
     }
@@ -431,7 +368,7 @@ static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o
         /* Both the hash and the packing are past these bytes. */
         uint64_t low = next < p.n_jobs ? st.data_start + p.jobs[next].t->offset : pos;
         if (hashed < low) low = hashed;
-        released = big_release(image, released, low);
+        released = cis2_big_release(image, released, low);
     }
     if (ok) phase(o, CIS2_LOAD_WEIGHTS_READ, m->dir);
     if (hashing) {
@@ -444,7 +381,7 @@ static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o
 out:
     close(fd);
     free(head);
-    big_free(image, image_len);
+    cis2_big_free(image, image_len);
     cis2_st_close(&st);
     free(p.used);
     free(p.jobs);
@@ -504,7 +441,7 @@ int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, cha
     phase(o, CIS2_LOAD_TOKENIZER_READ, m->dir);
 
     if (load_weights(m, wpath, o, err)) goto fail;
-    big_protect(m->arena, m->arena_len); /* the loaded model is never written again */
+    cis2_big_protect(m->arena, m->arena_len); /* the loaded model is never written again */
 
     const cis2_config *c = &m->cfg;
     m->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(float));
@@ -525,7 +462,7 @@ fail:
 
 void cis2_model_unload(cis2_model *m)
 {
-    big_free(m->arena, m->arena_len);
+    cis2_big_free(m->arena, m->arena_len);
     free(m->inv_freq);
     cis2_tokenizer_free(m->tokenizer);
     memset(m, 0, sizeof *m);

@@ -179,10 +179,16 @@ void cis2_weight_widen(const cis2_weight *w, float *out)
     for (int t = 0; t < w->ntiles; t++) {
         int nr = w->rows - t * CIS2_TILE < CIS2_TILE ? w->rows - t * CIS2_TILE : CIS2_TILE;
         size_t base = (size_t)t * K * CIS2_TILE;
-        for (size_t k = 0; k < K; k++)
-            for (int l = 0; l < nr; l++)
-                out[((size_t)t * CIS2_TILE + (size_t)l) * K + k] =
-                    cis2_u2f(tile_bits(w, base + k * CIS2_TILE + (size_t)l));
+        uint32_t *o = (uint32_t *)out + (size_t)t * CIS2_TILE * K;
+        if (w->fmt == CIS2_WF_BF16) {
+            const uint16_t *src = (const uint16_t *)w->tiles + base;
+            for (size_t k = 0; k < K; k++, src += CIS2_TILE)
+                for (int l = 0; l < nr; l++) o[(size_t)l * K + k] = (uint32_t)src[l] << 16;
+        } else {
+            const uint32_t *src = (const uint32_t *)w->tiles + base;
+            for (size_t k = 0; k < K; k++, src += CIS2_TILE)
+                for (int l = 0; l < nr; l++) o[(size_t)l * K + k] = src[l];
+        }
     }
 }
 
