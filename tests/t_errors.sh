@@ -108,6 +108,8 @@ row st-unexpected-tensor "a tensor CIS-2 does not define (an o_proj bias: Huggin
 # ---- config.json
 cpm cfg-missing; rm "$T/cfg-missing/config.json"
 row cfg-missing "config.json does not exist" "" "$CIS2" "${RUN[@]}" "$T/cfg-missing"
+cpm cfg-huge; truncate -s 17M "$T/cfg-huge/config.json"
+row cfg-too-large "config.json over 16 MiB (refused by its size, unread)" "" "$CIS2" "${RUN[@]}" "$T/cfg-huge"
 cpm cfg-json; echo '{"model_type": "llama",' > "$T/cfg-json/config.json"
 row cfg-invalid-json "config.json is not valid JSON" "t_engine.sh bad.config-json" "$CIS2" "${RUN[@]}" "$T/cfg-json"
 cpm cfg-dup; sed -i 's/"model_type": "llama",/"model_type": "llama", "model_type": "qwen2",/' "$T/cfg-dup/config.json"

@@ -355,8 +355,7 @@ static void test_pack(void)
                 cis2_weight_pack(&w2, t2, tw.raw + 1, D[di], w->rows, w->cols);
                 int ok = w->fmt == (D[di] == CIS2_DT_BF16 ? CIS2_WF_BF16 : CIS2_WF_F32) &&
                          memcmp(t2, tw.tiles, nb) == 0;
-                size_t es = w->fmt == CIS2_WF_BF16 ? 2 : 4,
-                       used = (size_t)w->ntiles * CIS2_TILE * K * es;
+                size_t es = cis2_wfmt_size(w->fmt), used = (size_t)w->ntiles * CIS2_TILE * K * es;
                 for (size_t i = used; ok && i < nb; i++) ok = t2[i] == 0;
                 for (int t = 0; ok && t < w->ntiles; t++)
                     for (size_t k = 0; ok && k < K; k++)

@@ -71,12 +71,12 @@ cis2_wfmt cis2_wfmt_of(cis2_dtype stored)
     return stored == CIS2_DT_BF16 ? CIS2_WF_BF16 : CIS2_WF_F32;
 }
 
-static size_t wfmt_size(cis2_wfmt f) { return f == CIS2_WF_BF16 ? 2 : 4; }
+size_t cis2_wfmt_size(cis2_wfmt f) { return f == CIS2_WF_BF16 ? 2 : 4; }
 
 size_t cis2_weight_bytes(int rows, int cols, cis2_wfmt fmt)
 {
     size_t ntiles = ((size_t)rows + CIS2_TILE - 1) / CIS2_TILE;
-    size_t b = ntiles * CIS2_TILE * (size_t)cols * wfmt_size(fmt);
+    size_t b = ntiles * CIS2_TILE * (size_t)cols * cis2_wfmt_size(fmt);
     b = (b + 63) & ~(size_t)63;
     return b ? b : 64;
 }
@@ -156,7 +156,7 @@ void cis2_weight_pack(cis2_weight *w, void *dst, const uint8_t *src, cis2_dtype 
         }
     }
     /* the padding after the last tile (up to the 64-byte multiple) */
-    size_t used = (size_t)w->ntiles * CIS2_TILE * K * wfmt_size(w->fmt),
+    size_t used = (size_t)w->ntiles * CIS2_TILE * K * cis2_wfmt_size(w->fmt),
            all = cis2_weight_bytes(rows, cols, w->fmt);
     memset((uint8_t *)dst + used, 0, all - used);
 }

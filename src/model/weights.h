@@ -56,6 +56,7 @@ typedef struct {
 } cis2_weight;
 
 cis2_wfmt cis2_wfmt_of(cis2_dtype stored); /* BF16 -> BF16; F16, F32 -> F32 */
+size_t cis2_wfmt_size(cis2_wfmt f);        /* bytes per resident element */
 /* Bytes of a packed [rows, cols] weight (a multiple of 64, at least 64). */
 size_t cis2_weight_bytes(int rows, int cols, cis2_wfmt fmt);
 /* Pack `rows` x `cols` stored elements (row-major, any alignment) into dst
