@@ -98,7 +98,7 @@ const char *cis2_isa_name(void);
 typedef struct {
     cis2_arch arch;
     int hidden, inter, n_layers, n_heads, n_kv_heads, head_dim, vocab, max_pos;
-    float eps;        /* §2.3: (float)(double)rms_norm_eps */
+    float eps;        /* §2.3: (float)(double)rms_norm_eps, one RNE cast (0/subnormal kept) */
     float rope_theta; /* (float)(double)rope_theta */
     int tied;         /* the LM head is the embedding (§11.1; the checkpoint decides
                        * when config.json has no tie_word_embeddings) */
