@@ -247,14 +247,17 @@ static int make_plan(plan *p)
         return 1;
     }
     p->arena_len = align64((size_t)c->n_layers * sizeof(cis2_layer)); /* m->w.layers first */
-    for (int i = 0; i < cis2_tensor_count; i++) {
-        const cis2_tensor_def *d = &cis2_tensor_table[i];
-        if (d->need == CIS2_NEED_HEAD) {
-            if (plan_head(p, d)) return 1;
-            continue;
-        }
-        cis2_use use = cis2_tensor_use(c, d);
-        for (int l = cis2_tensor_first(d); l < cis2_tensor_end(d, c->n_layers); l++) {
+    /* The global rows, then layer by layer: a layer's weights lie together in
+     * the arena, in the order a forward step reads them. */
+    for (int l = -1; l < c->n_layers; l++)
+        for (int i = 0; i < cis2_tensor_count; i++) {
+            const cis2_tensor_def *d = &cis2_tensor_table[i];
+            if ((l >= 0) != d->per_layer) continue;
+            if (d->need == CIS2_NEED_HEAD) {
+                if (plan_head(p, d)) return 1;
+                continue;
+            }
+            cis2_use use = cis2_tensor_use(c, d);
             cis2_tensor_name(d, l, name, sizeof name);
             const cis2_st_tensor *t = cis2_st_find(st, name);
             if (!t && use == CIS2_TENSOR_REQUIRED) {
@@ -265,7 +268,6 @@ static int make_plan(plan *p)
             if (t && use != CIS2_TENSOR_UNUSED && want(p, t, d, l, name)) return 1;
             if (t && d->need == CIS2_NEED_BIAS) m->cfg.qkv_bias = 1;
         }
-    }
     for (int i = 0; i < st->n; i++) {
         if (p->used[i]) continue;
         /* A cached RoPE buffer some exporters keep; CIS-2 recomputes it (§7.1). */
