@@ -16,7 +16,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_ASSERT(c.n_eos >= 0 && c.n_eos <= 8);
         for (int i = 0; i < c.n_eos; i++) FUZZ_ASSERT(c.eos_ids[i] >= 0 && c.eos_ids[i] < c.vocab);
         FUZZ_ASSERT(c.bos_id >= -1 && c.bos_id < c.vocab);
-        FUZZ_ASSERT(c.eps > 0.0f && c.rope_theta > 0.0f);
+        /* §2.3: eps may be 0 or subnormal (computed as written), never negative or Inf */
+        FUZZ_ASSERT(c.eps >= 0.0f && c.eps <= 3.4028235e38f && c.rope_theta > 0.0f);
+        FUZZ_ASSERT(c.tied >= -1 && c.tied <= 1); /* -1: the checkpoint decides (§11.1) */
     } else {
         fuzz_check_err(err);
     }

@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_ASSERT(t->name != NULL);
         FUZZ_ASSERT(t->data >= buf && t->data <= buf + size);
         FUZZ_ASSERT(t->nbytes <= (uint64_t)(buf + size - t->data));
-        uint64_t es = t->dtype == CIS2_DT_F32 ? 4 : 2;
+        uint64_t es = cis2_dtype_size(t->dtype);
         FUZZ_ASSERT(t->numel >= 0 && (uint64_t)t->numel * es == t->nbytes);
         int64_t numel = 1;
         for (int d = 0; d < t->ndim; d++) {

@@ -17,8 +17,11 @@
  *    their whole life. Callers never need to touch MXCSR/FPCR.
  *
  * Thread safety
- *  - A cis2_model is read-only once cis2_model_open returns: any number of
- *    engines, on any threads, may share it. Free it after its last engine.
+ *  - A cis2_model is read-only once cis2_model_open returns (it holds the
+ *    weights packed for every backend; engines keep their own scratch,
+ *    caches and, for the reference backend, their own f32 copies): any
+ *    number of engines, on any threads, may share it, and freeing one
+ *    engine never disturbs another. Free the model after its last engine.
  *  - A cis2_engine is used by one thread at a time (it holds the KV caches
  *    and scratch memory); different engines run concurrently.
  *  - A cis2_tokenizer is read-only after loading: encode/decode may run on
@@ -103,10 +106,11 @@ const char *cis2_isa_name(void);
 typedef struct {
     cis2_arch arch;
     int hidden, inter, n_layers, n_heads, n_kv_heads, head_dim, vocab, max_pos;
-    float eps;        /* §2.3: (float)(double)rms_norm_eps */
+    float eps;        /* §2.3: (float)(double)rms_norm_eps, one RNE cast (0/subnormal kept) */
     float rope_theta; /* (float)(double)rope_theta */
-    int tied;         /* the LM head is the embedding (§11.1) */
-    int qkv_bias;     /* q/k/v biases applied after the matvec (§9.1) */
+    int tied;         /* the LM head is the embedding (§11.1; the checkpoint decides
+                       * when config.json has no tie_word_embeddings) */
+    int qkv_bias;     /* the checkpoint carries q/k/v biases, applied after the matvec (§9.1) */
     int qk_norm;      /* Qwen3 per-head q_norm/k_norm */
     int bos_id;       /* -1 when absent */
     int n_eos;        /* eos_token_id: an int or a list in config.json */
@@ -126,13 +130,22 @@ typedef struct {
 
 /* Load DIR/{config.json, model.safetensors, tokenizer.json}: each file is
  * read once into memory the library owns, hashed, and computed from; nothing
- * reads the files again. `o` may be NULL (defaults). */
+ * reads the files again (renaming or overwriting them during or after the
+ * load cannot change what a receipt says). model.safetensors' header is
+ * validated before its data is read. `o` may be NULL (defaults). */
 int cis2_model_open(cis2_model **m, const char *dir, const cis2_model_opts *o, char *err);
 void cis2_model_free(cis2_model *m);
 const cis2_config *cis2_model_config(const cis2_model *m);
 const cis2_digests *cis2_model_digests(const cis2_model *m);
 /* "fp32" for the canonical model; the receipt's and CIS2_REF's dtype. */
 const char *cis2_model_dtype(const cis2_model *m);
+/* What the loader has to say about a checkpoint it accepted but read
+ * differently than its config.json alone suggests (e.g. an lm_head.weight
+ * ignored because the config ties the head to the embedding, §11.1): each
+ * warning is one line (no newline) naming the file. The library never
+ * prints; a CLI prints them on stderr. i in [0, cis2_model_warning_count). */
+int cis2_model_warning_count(const cis2_model *m);
+const char *cis2_model_warning(const cis2_model *m, int i);
 /* The tokenizer parsed from the same tokenizer.json bytes that were hashed,
  * or NULL (with the reason in err) when that file's structure is one this
  * library cannot reproduce exactly; id-only runs still work then. */

@@ -101,13 +101,17 @@ d[8 + n + a: 8 + n + a + 2] = struct.pack('<H', 0x7FC0); open(p, 'wb').write(d)
 PY
 row st-nan-norm "NaN in a norm weight" "t_engine.sh bad.nan-norm-weight" "$CIS2" "${RUN[@]}" "$T/st-nan"
 rm -rf "$T/st-tied"; cp -r "$T/untied" "$T/st-tied"; cfg_edit "$T/st-tied" "c['tie_word_embeddings'] = True"
-row st-tied-with-lm-head "tie_word_embeddings=true but the file carries lm_head.weight" "t_engine.sh bad.tied-with-lm-head" "$CIS2" "${RUN[@]}" "$T/st-tied"
+row st-tied-with-lm-head "tie_word_embeddings=true but the file carries lm_head.weight: accepted, the embedding is the head (§11.1), one warning" "t_model.sh head.tied-with-lm_head-uses-the-embedding" "$CIS2" "${RUN[@]}" "$T/st-tied"
 rm -rf "$T/st-untied-nohead"; cp -r "$G" "$T/st-untied-nohead"; cfg_edit "$T/st-untied-nohead" "c['tie_word_embeddings'] = False"
-row st-untied-without-lm-head "tie_word_embeddings=false but no lm_head.weight" "" "$CIS2" "${RUN[@]}" "$T/st-untied-nohead"
+row st-untied-without-lm-head "tie_word_embeddings=false but no lm_head.weight: accepted, the embedding is the head (§11.1), one warning" "t_model.sh head.untied-without-lm_head-uses-the-embedding" "$CIS2" "${RUN[@]}" "$T/st-untied-nohead"
+cpm st-o-bias; st_edit "$T/st-o-bias" "h['model.layers.0.self_attn.o_proj.bias'] = {'dtype': 'BF16', 'shape': [0], 'data_offsets': [len(data), len(data)]}"
+row st-unexpected-tensor "a tensor CIS-2 does not define (an o_proj bias: Hugging Face's attention_bias=true on Llama)" "t_model.sh bias.o_proj-bias-refused" "$CIS2" "${RUN[@]}" "$T/st-o-bias"
 
 # ---- config.json
 cpm cfg-missing; rm "$T/cfg-missing/config.json"
 row cfg-missing "config.json does not exist" "" "$CIS2" "${RUN[@]}" "$T/cfg-missing"
+cpm cfg-huge; truncate -s 17M "$T/cfg-huge/config.json"
+row cfg-too-large "config.json over 16 MiB (refused by its size, unread)" "" "$CIS2" "${RUN[@]}" "$T/cfg-huge"
 cpm cfg-json; echo '{"model_type": "llama",' > "$T/cfg-json/config.json"
 row cfg-invalid-json "config.json is not valid JSON" "t_engine.sh bad.config-json" "$CIS2" "${RUN[@]}" "$T/cfg-json"
 cpm cfg-dup; sed -i 's/"model_type": "llama",/"model_type": "llama", "model_type": "qwen2",/' "$T/cfg-dup/config.json"
@@ -126,8 +130,8 @@ cpm cfg-heads; cfg_edit "$T/cfg-heads" "c['num_attention_heads'] = 3; c['num_key
 row cfg-hidden-vs-heads "hidden_size not a multiple of the heads (no head_dim)" "" "$CIS2" "${RUN[@]}" "$T/cfg-heads"
 cpm cfg-hd; cfg_edit "$T/cfg-hd" "c['head_dim'] = 15"
 row cfg-head-dim-odd "odd head_dim" "unit_core config.rejects.4-head_dim" "$CIS2" "${RUN[@]}" "$T/cfg-hd"
-cpm cfg-eps; sed -i 's/"rms_norm_eps": 1e-05/"rms_norm_eps": 1e-50/' "$T/cfg-eps/config.json"
-row cfg-eps-underflow "rms_norm_eps not a positive normal binary32" "unit_core config.rejects-eps-underflow" "$CIS2" "${RUN[@]}" "$T/cfg-eps"
+cpm cfg-eps; sed -i 's/"rms_norm_eps": 1e-05/"rms_norm_eps": -1e-05/' "$T/cfg-eps/config.json"
+row cfg-eps-negative "rms_norm_eps negative (0 and subnormal values are computed as written, §2.3)" "unit_core config.rejects-negative-eps; t_model.sh eps.*" "$CIS2" "${RUN[@]}" "$T/cfg-eps"
 cpm cfg-theta; cfg_edit "$T/cfg-theta" "c['rope_theta'] = -1"
 row cfg-theta-negative "rope_theta not positive" "unit_core config.rejects.3-rope_theta" "$CIS2" "${RUN[@]}" "$T/cfg-theta"
 cpm cfg-eos; cfg_edit "$T/cfg-eos" "c['eos_token_id'] = c['vocab_size']"
@@ -140,8 +144,6 @@ cpm cfg-scaling; cfg_edit "$T/cfg-scaling" "c['rope_scaling'] = {'type': 'linear
 row cfg-rope-scaling "RoPE scaling" "unit_core config.rejects.2-rope_scaling" "$CIS2" "${RUN[@]}" "$T/cfg-scaling"
 cpm cfg-swa; cfg_edit "$T/cfg-swa" "c['use_sliding_window'] = True"
 row cfg-sliding-window "sliding-window attention" "" "$CIS2" "${RUN[@]}" "$T/cfg-swa"
-cpm cfg-bias; cfg_edit "$T/cfg-bias" "c['attention_bias'] = True"
-row cfg-attention-bias "attention_bias=true on llama" "unit_core config.rejects.7-attention_bias" "$CIS2" "${RUN[@]}" "$T/cfg-bias"
 
 # ---- tokenizer.json
 cpm tok-missing; rm "$T/tok-missing/tokenizer.json"

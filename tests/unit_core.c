@@ -216,7 +216,7 @@ static void test_config(void)
     int rc = cfg("{" BASECFG ",\"rope_theta\":100000}", &c, err);
     CHECK("config.basic",
           rc == 0 && c.head_dim == 16 && c.n_kv_heads == 2 && cis2_f2u(c.eps) == 0x3727C5ACu &&
-              c.rope_theta == 100000.0f && c.max_pos == 2048 && !c.tied,
+              c.rope_theta == 100000.0f && c.max_pos == 2048 && c.tied == -1 /* the file decides */,
           "%s", rc ? err : "wrong values");
     rc = cfg("{" BASECFG ",\"rope_theta\":1000000.0,\"head_dim\":32,\"tie_word_embeddings\":true}",
              &c, err);
@@ -234,7 +234,7 @@ static void test_config(void)
         { "{" BASECFG ",\"head_dim\":15}", "head_dim" },
         { "{" BASECFG ",\"num_key_value_heads\":3}", "num_key_value_heads" },
         { "{" BASECFG ",\"max_position_embeddings\":0}", "max_position_embeddings" },
-        { "{" BASECFG ",\"attention_bias\":true}", "attention_bias" },
+        { "{" BASECFG ",\"attention_bias\":1}", "attention_bias" },
         { "{\"model_type\":\"llama\",\"hidden_size\":64.0}", "hidden_size" },
         { "{\"model_type\":\"llama\",\"hidden_size\":64}", "intermediate_size" },
         { "{" BASECFG ",\"rope_interleaved\":true}", "rope_interleaved" },
@@ -248,11 +248,85 @@ static void test_config(void)
         CHECK(name, rc != 0 && strstr(err, bad[i].want) && strstr(err, "config.json"),
               "rc=%d err=%s", rc, err);
     }
-    const char *eps_tiny = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,"
-                           "\"num_hidden_layers\":2,"
-                           "\"num_attention_heads\":4,\"vocab_size\":320,\"rms_norm_eps\":1e-50}";
-    CHECK("config.rejects-eps-underflow",
-          cfg(eps_tiny, &c, err) != 0 && strstr(err, "rms_norm_eps"), "%s", err);
+    /* §2.2 names no model_type: absent is the Llama family, `architectures`
+     * may name Qwen2/Qwen3; a present model_type decides, and an unknown one
+     * is refused by name. */
+#define NOTYPE                                                                                     \
+    "\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":2,"                        \
+    "\"num_attention_heads\":4,\"vocab_size\":320,\"rms_norm_eps\":1e-05"
+    struct {
+        const char *body;
+        cis2_arch arch;
+    } types[] = {
+        { "{" NOTYPE "}", CIS2_ARCH_LLAMA },
+        { "{" NOTYPE ",\"architectures\":[\"LlamaForCausalLM\"]}", CIS2_ARCH_LLAMA },
+        { "{" NOTYPE ",\"architectures\":[\"Qwen2ForCausalLM\"]}", CIS2_ARCH_QWEN2 },
+        { "{" NOTYPE ",\"architectures\":[\"Qwen3ForCausalLM\"]}", CIS2_ARCH_QWEN3 },
+        { "{" NOTYPE ",\"architectures\":[\"SomethingElse\"]}", CIS2_ARCH_LLAMA },
+        { "{" NOTYPE ",\"model_type\":\"llama\",\"architectures\":[\"Qwen3ForCausalLM\"]}",
+          CIS2_ARCH_LLAMA },
+        { "{" NOTYPE ",\"model_type\":\"qwen2\"}", CIS2_ARCH_QWEN2 },
+    };
+    int tbad = 0;
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (cfg(types[i].body, &c, err) || c.arch != types[i].arch) {
+            printf("  %s -> rc=%d arch=%d: %s\n", types[i].body, cfg(types[i].body, &c, err),
+                   (int)c.arch, err);
+            tbad++;
+        }
+    CHECK("config.arch-without-model_type", tbad == 0, "%d cases wrong", tbad);
+    CHECK("config.unknown-model_type-refused-by-name",
+          cfg("{" NOTYPE ",\"model_type\":\"mistral\"}", &c, err) && strstr(err, "model_type"),
+          "%s", err);
+    CHECK("config.architectures-must-be-names",
+          cfg("{" NOTYPE ",\"architectures\":\"Qwen2ForCausalLM\"}", &c, err) &&
+              strstr(err, "architectures"),
+          "%s", err);
+    /* attention_bias is read for its type only: the tensors decide (§9.1) */
+    CHECK("config.attention_bias-true-accepted",
+          cfg("{" BASECFG ",\"attention_bias\":true}", &c, err) == 0 && c.qkv_bias == 0, "%s", err);
+    /* §2.3 rms_norm_eps of 0 or subnormal: one RNE cast, computed as written */
+    struct {
+        const char *eps;
+        uint32_t bits;
+    } eps[] = { { "0", 0 },
+                { "0.0", 0 },
+                { "-0.0", 0x80000000u },
+                { "1e-50", 0 },
+                { "1e-45", 1 },
+                { "7e-46", 0 },
+                { "8e-46", 1 },
+                { "1e-40", 0x000116C2u },
+                { "1.1754942e-38", 0x007FFFFFu },
+                { "1.17549430e-38", 0x00800000u },
+                { "1e-05", 0x3727C5ACu } };
+    int ebad = 0;
+    for (size_t i = 0; i < sizeof eps / sizeof *eps; i++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":2,"
+                 "\"num_attention_heads\":4,\"vocab_size\":320,\"rms_norm_eps\":%s}",
+                 eps[i].eps);
+        if (cfg(body, &c, err) || cis2_f2u(c.eps) != eps[i].bits) {
+            printf("  rms_norm_eps %s -> 0x%08X, want 0x%08X (%s)\n", eps[i].eps,
+                   (unsigned)cis2_f2u(c.eps), (unsigned)eps[i].bits, err);
+            ebad++;
+        }
+    }
+    CHECK("config.eps-zero-and-subnormal-as-written", ebad == 0, "%d wrong", ebad);
+    CHECK("config.rejects-negative-eps",
+          cfg("{\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":2,"
+              "\"num_attention_heads\":4,\"vocab_size\":320,\"rms_norm_eps\":-1e-05}",
+              &c, err) != 0 &&
+              strstr(err, "rms_norm_eps") && strstr(err, "negative"),
+          "%s", err);
+    CHECK("config.rejects-eps-overflow",
+          cfg("{\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":2,"
+              "\"num_attention_heads\":4,\"vocab_size\":320,\"rms_norm_eps\":1e39}",
+              &c, err) != 0 &&
+              strstr(err, "rms_norm_eps"),
+          "%s", err);
+#undef NOTYPE
 }
 
 /* Build a safetensors image: header JSON + payload of `plen` bytes. */

@@ -2,6 +2,7 @@
  * §3.5 KV-cache decode == full recompute (full logit vectors, bit for bit),
  * batched prefill == token-by-token prefill, §12.4 double run. */
 #include "unit.h"
+#include <pthread.h>
 
 static int make_fixture(const char *dir, const char *args)
 {
@@ -21,7 +22,7 @@ static void check_arch(const char *name, const char *args)
         return;
     }
     cis2_model m;
-    cis2_load_opts lo = { 1, 0 };
+    cis2_load_opts lo = { 0 };
     if (cis2_model_load(&m, dir, &lo, err)) {
         snprintf(tn, sizeof tn, "engine.%s.load", name);
         CHECK(tn, 0, "%s", err);
@@ -174,6 +175,136 @@ static void check_multi(const char *name, const char *args, cis2_backend_kind bk
     cis2_model_free(m);
 }
 
+/* One read-only model, many engines (include/cis2.h, thread safety): engines
+ * on different threads at once give the single-engine digests; freeing one
+ * engine never disturbs another; a fault injected into one engine's copy of
+ * a weight is invisible to every other engine. */
+typedef struct {
+    const cis2_model *m;
+    cis2_backend_kind bk;
+    const char *fault, *fault_arg;
+    cis2_result r;
+    int rc;
+    char err[CIS2_ERR_LEN];
+} gen_job;
+
+static const int32_t SHARED_PROMPT[9] = { 3, 141, 59, 26, 5, 35, 89, 79, 32 };
+
+static void *gen_thread(void *arg)
+{
+    gen_job *j = arg;
+    cis2_engine_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.backend = j->bk;
+    eo.threads = 2;
+    eo.fault = j->fault;
+    eo.fault_arg = j->fault_arg;
+    cis2_engine *e;
+    memset(&j->r, 0, sizeof j->r);
+    j->rc = cis2_engine_new(&e, j->m, &eo, j->err);
+    if (j->rc) return NULL;
+    cis2_gen_opts g = { 8, 0, NULL, NULL, NULL, 0 };
+    j->rc = cis2_generate(e, SHARED_PROMPT, 9, &g, &j->r, j->err);
+    cis2_engine_free(e);
+    return NULL;
+}
+
+static int same_run(const gen_job *j, const cis2_result *want)
+{
+    return !j->rc && j->r.n_gen == want->n_gen && !memcmp(j->r.witness, want->witness, 32) &&
+           !memcmp(j->r.argmax, want->argmax, 32);
+}
+
+static void check_shared(const char *name, const char *args, const char *fault_arg)
+{
+    const char *tmp = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
+    char dir[512], err[CIS2_ERR_LEN], tn[160];
+    snprintf(dir, sizeof dir, "%s/unit-engine-shared-%s", tmp, name);
+    cis2_model *m;
+    snprintf(tn, sizeof tn, "shared.%s.fixture", name);
+    if (make_fixture(dir, args) || cis2_model_open(&m, dir, NULL, err)) {
+        CHECK(tn, 0, "%s", err);
+        return;
+    }
+    gen_job base = { m, CIS2_BACKEND_REF, NULL, NULL, { 0 }, 0, "" };
+    gen_thread(&base);
+    if (base.rc) {
+        CHECK(tn, 0, "%s", base.err);
+        cis2_model_free(m);
+        return;
+    }
+    /* two engines at once on two threads, three rounds, ref+fast and fast+fast */
+    int bad = 0;
+    for (int round = 0; round < 3; round++) {
+        gen_job j[2] = {
+            { m, round ? CIS2_BACKEND_FAST : CIS2_BACKEND_REF, NULL, NULL, { 0 }, 0, "" },
+            { m, CIS2_BACKEND_FAST, NULL, NULL, { 0 }, 0, "" }
+        };
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, gen_thread, &j[i]);
+        for (int i = 0; i < 2; i++) {
+            pthread_join(th[i], NULL);
+            if (!same_run(&j[i], &base.r)) bad++;
+            if (!j[i].rc) cis2_result_free(&j[i].r);
+        }
+    }
+    snprintf(tn, sizeof tn, "shared.%s.two-engines-two-threads-give-the-single-engine-digests",
+             name);
+    CHECK(tn, bad == 0, "%d of 6 concurrent runs differ", bad);
+    /* freeing one engine never disturbs another (both fast: the backends
+     * used to keep their packed weights in the shared model, so freeing the
+     * newer engine left the older one without weights) */
+    cis2_engine_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.backend = CIS2_BACKEND_FAST;
+    eo.threads = 2;
+    cis2_engine *e1 = NULL, *e2 = NULL;
+    cis2_result r1, r2;
+    cis2_gen_opts g = { 8, 0, NULL, NULL, NULL, 0 };
+    int rc = cis2_engine_new(&e1, m, &eo, err) || cis2_engine_new(&e2, m, &eo, err) ||
+             cis2_generate(e2, SHARED_PROMPT, 9, &g, &r2, err);
+    cis2_engine_free(e2);
+    rc = rc || cis2_generate(e1, SHARED_PROMPT, 9, &g, &r1, err);
+    cis2_engine_free(e1);
+    snprintf(tn, sizeof tn, "shared.%s.freeing-one-engine-leaves-the-other-intact", name);
+    CHECK(tn,
+          !rc && !memcmp(r1.witness, base.r.witness, 32) && !memcmp(r2.witness, base.r.witness, 32),
+          "%s", rc ? err : "digests differ");
+    if (!rc) {
+        cis2_result_free(&r1);
+        cis2_result_free(&r2);
+    }
+    /* a weight-bit fault lives in its engine: engines made before or after
+     * it, used while it exists, see the model as loaded */
+    cis2_engine *before = NULL, *faulty = NULL, *after = NULL;
+    cis2_result rb, rf, ra;
+    memset(&eo, 0, sizeof eo);
+    rc = cis2_engine_new(&before, m, &eo, err);
+    eo.fault = "weight-bit";
+    eo.fault_arg = fault_arg;
+    rc = rc || cis2_engine_new(&faulty, m, &eo, err);
+    eo.fault = eo.fault_arg = NULL;
+    rc = rc || cis2_engine_new(&after, m, &eo, err) ||
+         cis2_generate(before, SHARED_PROMPT, 9, &g, &rb, err) ||
+         cis2_generate(after, SHARED_PROMPT, 9, &g, &ra, err) ||
+         cis2_generate(faulty, SHARED_PROMPT, 9, &g, &rf, err);
+    cis2_engine_free(faulty);
+    cis2_engine_free(before);
+    cis2_engine_free(after);
+    snprintf(tn, sizeof tn, "shared.%s.fault-stays-in-its-engine", name);
+    CHECK(tn,
+          !rc && !memcmp(rb.witness, base.r.witness, 32) &&
+              !memcmp(ra.witness, base.r.witness, 32) && memcmp(rf.witness, base.r.witness, 32),
+          "%s", rc ? err : "a digest is wrong");
+    if (!rc) {
+        cis2_result_free(&rb);
+        cis2_result_free(&ra);
+        cis2_result_free(&rf);
+    }
+    cis2_result_free(&base.r);
+    cis2_model_free(m);
+}
+
 int main(void)
 {
     if (cis2_fpenv_pin()) {
@@ -188,5 +319,9 @@ int main(void)
     check_multi("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2",
                 CIS2_BACKEND_FAST);
     check_multi("qwen2", "--arch qwen2 --heads 4 --kv-heads 1 --hidden 32", CIS2_BACKEND_FAST);
+    check_shared("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2 --vocab 800",
+                 "model.embed_tokens.weight:700:30"); /* tied: the embedding and the head */
+    check_shared("qwen3-untied", "--arch qwen3 --heads 4 --kv-heads 2 --hidden 32 --untied",
+                 "lm_head.weight:700:30");
     UNIT_END();
 }

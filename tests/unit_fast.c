@@ -11,12 +11,21 @@
 static const char *ISAS[] = { "scalar", "sse2", "avx2", "avx512", "neon", "wasm128" };
 static const int THREADS[] = { 1, 2, 3, 7 };
 
-/* A linear of the given dtype with random weights; f32 = exact widening. */
-static void make_linear(cis2_linear *w, int rows, int cols, cis2_dtype dt, uint8_t **raw)
+/* A weight of the given dtype with random stored bytes, packed into the
+ * model's tiles (model/weights.h); f32 = the exact row-major widening the
+ * reference kernels read. */
+typedef struct {
+    cis2_weight w;
+    uint8_t *raw; /* allocation; the stored bytes start at raw + 1 */
+    void *tiles;
+    float *f32;
+} tweight;
+
+static void make_weight(tweight *t, int rows, int cols, cis2_dtype dt)
 {
-    size_t n = (size_t)rows * cols, es = dt == CIS2_DT_F32 ? 4 : 2;
-    *raw = malloc(n * es + 1);
-    uint8_t *r = *raw + 1; /* deliberately unaligned, like a safetensors payload */
+    size_t n = (size_t)rows * cols, es = cis2_dtype_size(dt);
+    t->raw = malloc(n * es + 1);
+    uint8_t *r = t->raw + 1; /* deliberately unaligned, like a safetensors payload */
     for (size_t i = 0; i < n; i++) {
         float v = rval();
         if (dt == CIS2_DT_F32) memcpy(r + 4 * i, &v, 4);
@@ -27,17 +36,19 @@ static void make_linear(cis2_linear *w, int rows, int cols, cis2_dtype dt, uint8
             memcpy(r + 2 * i, &h, 2);
         }
     }
-    cis2_st_tensor t = { 0 };
-    t.dtype = dt;
-    t.numel = (int64_t)n;
-    t.data = r;
-    w->rows = rows;
-    w->cols = cols;
-    w->dtype = dt;
-    w->raw = r;
-    w->packed = NULL;
-    w->f32 = malloc(n * sizeof(float) + 4);
-    cis2_st_to_f32(&t, w->f32);
+    t->f32 = malloc(n * sizeof(float) + 4);
+    cis2_dtype_to_f32(dt, r, n, t->f32);
+    t->tiles = aligned_alloc(64, cis2_weight_bytes(rows, cols, cis2_wfmt_of(dt)));
+    cis2_weight_pack(&t->w, t->tiles, r, dt, rows, cols);
+    t->w.id = 0;
+    t->w.layer = -1;
+}
+
+static void free_weight(tweight *t)
+{
+    free(t->raw);
+    free(t->tiles);
+    free(t->f32);
 }
 
 static void test_matmul(void)
@@ -66,15 +77,8 @@ static void test_matmul(void)
                 char why[200] = "";
                 for (size_t ri = 0; ri < sizeof R / sizeof *R; ri++)
                     for (size_t ci = 0; ci < sizeof C / sizeof *C; ci++) {
-                        cis2_linear w;
-                        uint8_t *raw;
-                        make_linear(&w, R[ri], C[ci], DT[d], &raw);
-                        fast_packed p;
-                        if (fast_pack(&w, &p, err)) {
-                            bad++;
-                            continue;
-                        }
-                        w.packed = &p;
+                        tweight tw;
+                        make_weight(&tw, R[ri], C[ci], DT[d]);
                         for (size_t k = 0; k < sizeof TT / sizeof *TT; k++) {
                             int T = TT[k];
                             float *X = malloc((size_t)T * C[ci] * sizeof(float));
@@ -82,10 +86,10 @@ static void test_matmul(void)
                                   *Y1 = malloc((size_t)T * R[ri] * sizeof(float));
                             for (int i = 0; i < T * C[ci]; i++) X[i] = rval();
                             for (int t = 0; t < T; t++)
-                                ref_matvec(w.f32, R[ri], C[ci], X + (size_t)t * C[ci],
+                                ref_matvec(tw.f32, R[ri], C[ci], X + (size_t)t * C[ci],
                                            Y0 + (size_t)t * R[ri]);
                             memset(Y1, 0xA5, (size_t)T * R[ri] * sizeof(float));
-                            b->matmul(b, &w, X, T, Y1);
+                            b->matmul(b, &tw.w, X, T, Y1);
                             size_t at;
                             count++;
                             if (!same_bits(Y0, Y1, (size_t)T * R[ri], &at)) {
@@ -101,9 +105,7 @@ static void test_matmul(void)
                             free(Y0);
                             free(Y1);
                         }
-                        fast_packed_free(&p);
-                        free(w.f32);
-                        free(raw);
+                        free_weight(&tw);
                     }
                 snprintf(name, sizeof name, "matmul %s threads=%d %s: %d shapes bit-identical",
                          ISAS[ii], THREADS[ti], DTN[d], count);
@@ -295,8 +297,10 @@ static void test_softmax(void)
     }
 }
 
-/* fast_pack / fast_pack_at (SIMD 16x8 transposes for full bf16 tiles) against
- * the layout spelled out element by element: data[(tile*K + k)*16 + lane]. */
+/* cis2_weight_pack (SIMD 16x8 transposes for full bf16 tiles) against the
+ * layout spelled out element by element: tiles[(tile*K + k)*16 + lane], pad
+ * rows and the tail zero, every byte written; and the readers of the tiles
+ * (row lookup, row-major widening, F32 re-tiling) against the stored bytes. */
 static void test_pack(void)
 {
     static const int R[] = { 1, 15, 16, 17, 33, 100 }, C[] = { 1, 7, 8, 9, 16, 24, 63, 576 };
@@ -305,98 +309,61 @@ static void test_pack(void)
     for (size_t di = 0; di < 3; di++)
         for (size_t ri = 0; ri < sizeof R / sizeof *R; ri++)
             for (size_t ci = 0; ci < sizeof C / sizeof *C; ci++) {
-                cis2_linear w;
-                uint8_t *raw;
-                make_linear(&w, R[ri], C[ci], D[di], &raw);
-                char err[CIS2_ERR_LEN];
-                fast_packed p, q;
-                size_t nb = fast_pack_bytes(&w);
-                uint8_t *arena = aligned_alloc(64, nb + 64);
-                memset(arena, 0xA5,
-                       nb + 64); /* fast_pack_at must write every byte, pad rows included */
-                if (fast_pack(&w, &p, err) || fast_pack_at(&w, &q, arena)) {
-                    bad++;
-                    count++;
-                    continue;
-                }
-                size_t K = (size_t)w.cols, es = p.bf16 ? 2 : 4;
-                int ok =
-                    p.bytes <= nb && q.bytes == p.bytes && memcmp(p.data, q.data, p.bytes) == 0;
-                for (int t = 0; ok && t < p.ntiles; t++)
+                tweight tw;
+                make_weight(&tw, R[ri], C[ci], D[di]);
+                const cis2_weight *w = &tw.w;
+                size_t K = (size_t)w->cols, nb = cis2_weight_bytes(w->rows, w->cols, w->fmt);
+                /* again over memory full of 0xA5: every byte must be written */
+                uint8_t *t2 = aligned_alloc(64, nb);
+                memset(t2, 0xA5, nb);
+                cis2_weight w2;
+                cis2_weight_pack(&w2, t2, tw.raw + 1, D[di], w->rows, w->cols);
+                int ok = w->fmt == (D[di] == CIS2_DT_BF16 ? CIS2_WF_BF16 : CIS2_WF_F32) &&
+                         memcmp(t2, tw.tiles, nb) == 0;
+                size_t es = cis2_wfmt_size(w->fmt), used = (size_t)w->ntiles * CIS2_TILE * K * es;
+                for (size_t i = used; ok && i < nb; i++) ok = t2[i] == 0;
+                for (int t = 0; ok && t < w->ntiles; t++)
                     for (size_t k = 0; ok && k < K; k++)
-                        for (int l = 0; ok && l < FAST_TILE; l++) {
-                            int row = t * FAST_TILE + l;
-                            size_t at = ((size_t)t * K + k) * FAST_TILE + (size_t)l;
-                            if (p.bf16) {
-                                uint16_t want = 0, have = ((const uint16_t *)p.data)[at];
-                                if (row < w.rows)
-                                    memcpy(&want, w.raw + ((size_t)row * K + k) * 2, 2);
+                        for (int l = 0; ok && l < CIS2_TILE; l++) {
+                            int row = t * CIS2_TILE + l;
+                            size_t at = ((size_t)t * K + k) * CIS2_TILE + (size_t)l;
+                            if (w->fmt == CIS2_WF_BF16) {
+                                uint16_t want = 0, have = ((const uint16_t *)w->tiles)[at];
+                                if (row < w->rows)
+                                    memcpy(&want, tw.raw + 1 + ((size_t)row * K + k) * 2, 2);
                                 ok = have == want;
                             } else {
-                                float want = row < w.rows ? w.f32[(size_t)row * K + k] : 0.0f;
-                                ok = cis2_f2u(((const float *)p.data)[at]) == cis2_f2u(want);
+                                float want = row < w->rows ? tw.f32[(size_t)row * K + k] : 0.0f;
+                                ok = cis2_f2u(((const float *)w->tiles)[at]) == cis2_f2u(want);
                             }
                         }
-                (void)es;
+                float *wide = malloc((size_t)w->rows * K * sizeof(float) + 4),
+                      *row = malloc(K * sizeof(float));
+                cis2_weight_widen(w, wide);
+                ok = ok && memcmp(wide, tw.f32, (size_t)w->rows * K * sizeof(float)) == 0;
+                for (int r = 0; ok && r < w->rows; r++) {
+                    cis2_weight_row(w, r, row);
+                    ok = memcmp(row, tw.f32 + (size_t)r * K, K * sizeof(float)) == 0;
+                }
+                void *t3 = aligned_alloc(64, cis2_weight_bytes(w->rows, w->cols, CIS2_WF_F32));
+                cis2_weight w3;
+                cis2_weight_to_f32_tiles(w, &w3, t3);
+                for (int r = 0; ok && r < w->rows; r++)
+                    for (size_t k = 0; ok && k < K; k++)
+                        ok = cis2_f2u(*cis2_weight_f32_at(&w3, t3, r, (int)k)) ==
+                             cis2_f2u(tw.f32[(size_t)r * K + k]);
                 count++;
                 if (!ok) bad++;
-                fast_packed_free(&q); /* borrowed: must not free the arena */
-                fast_packed_free(&p);
-                free(arena);
-                free(raw);
-                free(w.f32);
+                free(t3);
+                free(wide);
+                free(row);
+                free(t2);
+                free_weight(&tw);
             }
-    CHECK("pack: fast_pack and fast_pack_at lay out every tile element exactly (bf16/f32/f16, odd "
-          "shapes)",
+    CHECK("pack: the model's tile layout, element by element, and its readers (bf16/f32/f16, "
+          "odd shapes)",
           bad == 0, "%d of %d shapes differ", bad, count);
 }
-
-/* cis2_load_opts.skip_hash = CIS2_LOAD_HASH_ASYNC: the hashes published by cis2_engine_new equal
- * the synchronous ones; the fast backend packs while the thread hashes. */
-#if !defined(__wasm__) /* wasm32 (tests/t_wasm.sh runs this file under node): no processes */
-static void test_async_hash(void)
-{
-    const char *tmp = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
-    char dir[512], cmd[1024], err[CIS2_ERR_LEN];
-    snprintf(dir, sizeof dir, "%s/unit-fast-async-hash", tmp);
-    snprintf(cmd, sizeof cmd, "python3 tools/make_model.py %s --layers 2 --vocab 301 >/dev/null",
-             dir);
-    if (system(cmd) != 0) {
-        CHECK("async hash: fixture", 0, "make_model.py failed");
-        return;
-    }
-    cis2_model a, b;
-    cis2_load_opts lo = { 0 };
-    if (cis2_model_load(&a, dir, &lo, err)) {
-        CHECK("async hash: sync load", 0, "%s", err);
-        return;
-    }
-    lo.skip_hash = CIS2_LOAD_HASH_ASYNC;
-    if (cis2_model_load(&b, dir, &lo, err)) {
-        CHECK("async hash: async load", 0, "%s", err);
-        cis2_model_unload(&a);
-        return;
-    }
-    cis2_engine_opts eo;
-    memset(&eo, 0, sizeof eo);
-    eo.backend = CIS2_BACKEND_FAST;
-    eo.threads = 2;
-    cis2_engine *e = NULL;
-    int rc = cis2_engine_new(&e, &b, &eo, err);
-    CHECK("async hash: cis2_engine_new joins the hashing thread", rc == 0 && b.hash_job == NULL,
-          "%s", rc ? err : "job still pending");
-    CHECK("async hash: weights and tokenizer SHA-256 equal the synchronous ones",
-          memcmp(a.dg.weights_sha256, b.dg.weights_sha256, 32) == 0 &&
-              memcmp(a.dg.tokenizer_sha256, b.dg.tokenizer_sha256, 32) == 0,
-          "hashes differ");
-    cis2_engine_free(e);
-    cis2_model_unload(&b);
-    /* a model freed with its hash still pending joins quietly */
-    if (cis2_model_load(&b, dir, &lo, err) == 0) cis2_model_unload(&b);
-    CHECK("async hash: cis2_model_free with a pending hash", 1, "%s", "unreachable");
-    cis2_model_unload(&a);
-}
-#endif
 
 /* The vectorized SwiGLU (silu via a lane-wise exp_pinned) against ref_swiglu
  * on adversarial rows: +-0, subnormals, +-inf, NaN, |x| around the exp
@@ -488,14 +455,9 @@ static void test_matmul_multi(void)
                 unit_failed++;
                 continue;
             }
-            cis2_linear w[3];
-            uint8_t *raw[3];
-            fast_packed p[3];
-            for (int i = 0; i < 3; i++) {
-                make_linear(&w[i], R[i], C, i == 1 ? CIS2_DT_F32 : CIS2_DT_BF16, &raw[i]);
-                fast_pack(&w[i], &p[i], err);
-                w[i].packed = &p[i];
-            }
+            tweight w[3];
+            for (int i = 0; i < 3; i++)
+                make_weight(&w[i], R[i], C, i == 1 ? CIS2_DT_F32 : CIS2_DT_BF16);
             int bad = 0, count = 0;
             for (size_t k = 0; k < sizeof TT / sizeof *TT; k++) {
                 int T = TT[k];
@@ -508,7 +470,7 @@ static void test_matmul_multi(void)
                     for (int t = 0; t < T; t++)
                         ref_matvec(w[i].f32, R[i], C, X + (size_t)t * C, Y0[i] + (size_t)t * R[i]);
                 }
-                const cis2_linear *wp[3] = { &w[0], &w[1], &w[2] };
+                const cis2_weight *wp[3] = { &w[0].w, &w[1].w, &w[2].w };
                 float *const yp[3] = { Y1[0], Y1[1], Y1[2] };
                 b->matmul_multi(b, 3, wp, X, T, yp);
                 for (int i = 0; i < 3; i++) {
@@ -533,11 +495,7 @@ static void test_matmul_multi(void)
                      ISAS[ii], THREADS[ti], count);
             CHECK(name, bad == 0 && pf_bad == 0, "%d of %d differ, parallel_for %d wrong", bad,
                   count, pf_bad);
-            for (int i = 0; i < 3; i++) {
-                fast_packed_free(&p[i]);
-                free(w[i].f32);
-                free(raw[i]);
-            }
+            for (int i = 0; i < 3; i++) free_weight(&w[i]);
             b->destroy(b);
         }
     }
@@ -552,9 +510,6 @@ int main(void)
     test_matmul_multi();
     test_swiglu();
     test_pack();
-#if !defined(__wasm__)
-    test_async_hash();
-#endif
     test_softmax();
     test_matmul();
     test_attention();

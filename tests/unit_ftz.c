@@ -168,17 +168,11 @@ static void test_matmul(void)
                     memcpy(raw + 2 * ((size_t)r * K + k), &h, 2);
                 } else memcpy(raw + 4 * ((size_t)r * K + k), &u, 4);
             }
-        cis2_linear w = { 0 };
-        w.rows = R;
-        w.cols = K;
-        w.dtype = bf ? CIS2_DT_BF16 : CIS2_DT_F32;
-        w.raw = raw;
-        fast_packed p;
+        cis2_dtype dt = bf ? CIS2_DT_BF16 : CIS2_DT_F32;
+        cis2_weight p;
+        void *tiles = aligned_alloc(64, cis2_weight_bytes(R, K, cis2_wfmt_of(dt)));
         char err[CIS2_ERR_LEN], name[200], why[200] = "";
-        if (fast_pack(&w, &p, err)) {
-            CHECK("ftz-window pack", 0, "%s", err);
-            return;
-        }
+        cis2_weight_pack(&p, tiles, raw, dt, R, K); /* the model's tile layout */
         float X[TMAX * K], want[TMAX * R], ref[TMAX * R], got[TMAX * R];
         int win = 0;
         for (int t = 0; t < TMAX; t++) {
@@ -206,8 +200,8 @@ static void test_matmul(void)
             int bad = 0;
             for (int T = 1; T <= TMAX; T++) {
                 memset(got, 0xA5, sizeof got);
-                if (bf) kt->mm_bf16((const uint16_t *)p.data, K, p.ntiles, R, X, K, T, got, R);
-                else kt->mm_f32((const float *)p.data, K, p.ntiles, R, X, K, T, got, R);
+                if (bf) kt->mm_bf16((const uint16_t *)p.tiles, K, p.ntiles, R, X, K, T, got, R);
+                else kt->mm_f32((const float *)p.tiles, K, p.ntiles, R, X, K, T, got, R);
                 if (!same(got, want, (size_t)T * R, &at) && !bad++)
                     snprintf(why, sizeof why, "T=%d element %zu: 0x%08X, x86-64 0x%08X", T, at,
                              (unsigned)cis2_f2u(got[at]), (unsigned)cis2_f2u(want[at]));
@@ -216,7 +210,7 @@ static void test_matmul(void)
                      bf ? "bf16" : "f32", TMAX);
             CHECK(name, bad == 0, "%s", why);
         }
-        fast_packed_free(&p);
+        free(tiles);
         free(raw);
         free(wf);
     }

@@ -5,7 +5,7 @@ model.safetensors, tokenizer.json) for tests, the demo and the benchmark.
   make_model.py OUT_DIR [--arch llama|qwen2|qwen3] [--hidden 64] [--inter 128]
       [--layers 2] [--heads 4] [--kv-heads 2] [--head-dim N] [--vocab 320]
       [--theta 10000] [--eps 1e-5] [--untied] [--dtype bf16|f32|f16] [--seed 1]
-      [--max-pos 8192] [--tokenizer FILE] [--smollm2-shape]
+      [--max-pos 8192] [--tokenizer FILE] [--smollm2-shape] [--drop-config KEY,...]
 
 Standard library only. The same arguments always give the same bytes: small
 tensors come from splitmix64, large bf16 tensors from SHAKE-256 with a fixed
@@ -140,6 +140,8 @@ def main():
     ap.add_argument('--tokenizer', help='copy this tokenizer.json instead of generating one')
     ap.add_argument('--smollm2-shape', action='store_true')
     ap.add_argument('--ftz-window', action='store_true')
+    ap.add_argument('--drop-config', default='', metavar='KEY,...',
+                    help='leave these keys out of config.json (e.g. model_type,architectures)')
     a = ap.parse_args()
     if a.ftz_window:
         a.arch, a.dtype, a.untied, a.hidden, a.inter, a.layers = 'llama', 'f32', True, 16, 32, 1
@@ -217,6 +219,8 @@ def main():
            "torch_dtype": {"bf16": "bfloat16", "f32": "float32", "f16": "float16"}[a.dtype], "vocab_size": a.vocab}
     if a.head_dim:
         cfg["head_dim"] = hd
+    for k in filter(None, a.drop_config.split(',')):
+        cfg.pop(k, None)
     with open(os.path.join(a.out, 'config.json'), 'w') as f:
         json.dump(cfg, f, indent=2)
         f.write('\n')

@@ -210,14 +210,17 @@ EXPORT("cis2w_load") const char *w_load(void)
                  "the §1.3 denormal self-test failed; refusing to run (see the self-test)");
         return NULL;
     }
-    /* The fast backend packs the file's bf16/f32 tiles itself (no f32 copy); the
-     * reference backend (cis2w_set_backend(1), tests) widens to f32. Hashes come
-     * from the slots. */
-    cis2_load_opts lo = { g_ref, CIS2_LOAD_HASH_SKIP };
+    /* The hashes come from the slots: the glue hashed the bytes as it wrote
+     * them (a digest that is still being computed is filled in when it
+     * arrives; run and verify wait for both). The fast backend reads the
+     * model's tiles; the reference backend (cis2w_set_backend(1), tests)
+     * widens its own f32 copy. */
+    cis2_load_opts lo = { .skip_hash = CIS2_LOAD_HASH_SKIP,
+                          .weights_sha256 = g_hashed[SLOT_WEIGHTS] ? g_digest[SLOT_WEIGHTS] : NULL,
+                          .tokenizer_sha256 =
+                              g_hashed[SLOT_TOKENIZER] ? g_digest[SLOT_TOKENIZER] : NULL };
     if (cis2_model_load(&g_m, MODEL_DIR, &lo, g_err)) return NULL;
     g_loaded = 1;
-    if (g_hashed[SLOT_WEIGHTS]) memcpy(g_m.dg.weights_sha256, g_digest[SLOT_WEIGHTS], 32);
-    if (g_hashed[SLOT_TOKENIZER]) memcpy(g_m.dg.tokenizer_sha256, g_digest[SLOT_TOKENIZER], 32);
     cis2_engine_opts eo;
     memset(&eo, 0, sizeof eo);
     eo.backend = g_ref ? CIS2_BACKEND_REF : CIS2_BACKEND_FAST;

@@ -75,11 +75,6 @@ static double read_bandwidth_gbs(int threads)
     return best;
 }
 
-static size_t linear_bytes(const cis2_linear *w)
-{
-    return (size_t)w->rows * (size_t)w->cols * (w->dtype == CIS2_DT_F32 ? 4 : 2);
-}
-
 /* Attention time per decode token at context `pos` (all layers): the same
  * backend kernel the engine calls, over a filled KV cache of that length per
  * layer (each layer its own memory, as in the engine). */
@@ -131,11 +126,10 @@ int cis2_cmd_bench(int argc, char **argv)
     cis2_model m;
     cis2_engine *e;
     double t0 = cis2_now_ms();
-    /* cis2_cli_open, with the weights hashed on a second thread while the
-     * backend packs (cis2_engine_new joins it: the digest uses final hashes). */
+    /* cis2_cli_open, with the model in a struct of ours (its timings) */
     {
         char lerr[CIS2_ERR_LEN];
-        cis2_load_opts lo = { 0, CIS2_LOAD_HASH_ASYNC };
+        cis2_load_opts lo = { 0 };
         if (cis2_cli_fp_ready(cmd)) {
             free(pos);
             return 2;
@@ -184,13 +178,7 @@ int cis2_cmd_bench(int argc, char **argv)
     }
     if (!strcmp(backend, "ref")) nth = 1;
     double gbs = read_bandwidth_gbs(nth);
-    size_t wbytes = linear_bytes(&m.lm_head);
-    for (int l = 0; l < c->n_layers; l++) {
-        const cis2_layer *y = &m.layers[l];
-        wbytes += linear_bytes(&y->q) + linear_bytes(&y->k) + linear_bytes(&y->v) +
-                  linear_bytes(&y->o) + linear_bytes(&y->gate) + linear_bytes(&y->up) +
-                  linear_bytes(&y->down);
-    }
+    size_t wbytes = cis2_weights_step_bytes(&m.w);
     double ms_tok = r.decode_ms / (double)(n - 1);
     double floor_ms = gbs > 0 ? (double)wbytes / (gbs * 1e6) : 0.0;
     double kv_mb =
@@ -199,14 +187,13 @@ int cis2_cmd_bench(int argc, char **argv)
     cis2_hex(r.witness, 32, wh);
     printf("backend=%s threads=%d prompt_len=%d n=%d\n", cis2_engine_backend(e), nth, plen, n);
     printf("load_ms=%.1f\n", load_ms);
-    printf("hash_ms=%.1f\n", m.hash_ms); /* on its own thread, overlapping the packing */
-    printf("model_load_ms=%.1f\n",
-           m.load_ms); /* map + validate (hash async); the rest of load_ms is packing */
+    printf("hash_ms=%.1f\n", m.hash_ms); /* on its own thread, overlapping reading + packing */
+    printf("model_load_ms=%.1f\n", m.load_ms); /* read + hash + pack; load_ms adds the engine */
     printf("prefill_tok_s=%.1f\n", plen / (r.prefill_ms / 1000.0));
     printf("decode_tok_s=%.2f\n", 1000.0 / ms_tok);
     printf("ms_per_token=%.3f\n", ms_tok);
     printf("peak_rss_mb=%.1f\n", rss);
-    printf("weights_mb=%.1f\n", (double)m.st.map_len / 1048576.0);
+    printf("weights_mb=%.1f\n", (double)m.file_bytes / 1048576.0);
     printf("kv_cache_mb=%.1f\n", kv_mb);
     printf("read_gbs=%.2f\n", gbs);
     printf("floor_ms_per_token=%.3f\n", floor_ms);
@@ -219,7 +206,7 @@ int cis2_cmd_bench(int argc, char **argv)
         /* decode at position P = the measured short-context decode, with its
          * attention replaced by the attention over P cached positions. */
         cis2_backend *b = NULL;
-        int rc = !strcmp(backend, "ref") ? cis2_backend_ref_new(&b, &m, &eo, err)
+        int rc = !strcmp(backend, "ref") ? cis2_backend_ref_new(&b, NULL, NULL, err)
                                          : cis2_backend_fast_create(&b, isa, threads, err);
         if (rc) {
             cis2_cli_usage_error(cmd, "%s", err);

@@ -6,14 +6,14 @@
  * across rows, heads and tokens, never inside a sum. */
 #ifndef CIS2_BACKEND_H
 #define CIS2_BACKEND_H
-#include "model/model.h"
+#include "engine/fault.h"
 
 typedef struct cis2_backend cis2_backend;
 struct cis2_backend {
     const char *name; /* "ref", "fast/avx2", ... */
     void *impl;
     /* Y[t*w->rows + o] = dot_seq(W[o,:], X[t*w->cols ...]) for o < rows, t < T. */
-    void (*matmul)(cis2_backend *b, const cis2_linear *w, const float *X, int T, float *Y);
+    void (*matmul)(cis2_backend *b, const cis2_weight *w, const float *X, int T, float *Y);
     /* Causal GQA attention for T query tokens at positions pos0..pos0+T-1.
      * q: [T][n_heads*hd] post-RoPE; kc/vc: [pos][n_kv*hd] holding 0..pos0+T-1;
      * out: [T][n_heads*hd]. Query head h reads KV head h / (n_heads/n_kv). */
@@ -27,14 +27,20 @@ struct cis2_backend {
     void (*parallel_for)(cis2_backend *b, int n, void (*fn)(void *ctx, int i), void *ctx);
     /* Optional: matmul(w[i], X, T, Y[i]) for i < n (same X), in one parallel
      * step. NULL = the engine calls matmul n times. */
-    void (*matmul_multi)(cis2_backend *b, int n, const cis2_linear *const *w, const float *X, int T,
+    void (*matmul_multi)(cis2_backend *b, int n, const cis2_weight *const *w, const float *X, int T,
                          float *const *Y);
     /* Optional: ref_swiglu bit for bit (§10), vectorized. NULL = ref_swiglu. */
     void (*swiglu)(const float *gate, const float *up, float *out, int n);
 };
 
-int cis2_backend_ref_new(cis2_backend **b, cis2_model *m, const cis2_engine_opts *o, char *err);
-int cis2_backend_fast_new(cis2_backend **b, cis2_model *m, const cis2_engine_opts *o, char *err);
+/* A backend owns everything it prepares; the weights it is given (the
+ * engine's view of the model's) are only read, and may be shared.
+ * The reference backend widens its own row-major f32 copies of w's linears
+ * (§4.2); w = NULL gives a backend for attention only. f (may be NULL):
+ * the engine's fault injection (fma). */
+int cis2_backend_ref_new(cis2_backend **b, const cis2_weights *w, const cis2_fault *f, char *err);
+/* The fast backend reads the weights' tiles as they are: nothing to prepare. */
+int cis2_backend_fast_new(cis2_backend **b, const cis2_engine_opts *o, char *err);
 
 /* The reference attention, shared by the ref backend and by traced runs. */
 void cis2_ref_attention(const float *q, const float *kc, const float *vc, int T, int pos0,

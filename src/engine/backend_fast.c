@@ -1,6 +1,7 @@
-/* The fast backend: weights repacked at load into 16-row
- * interleaved tiles (bf16 stays bf16), per-ISA SIMD kernels chosen at run
- * time, a persistent thread pool, batched prefill. Every output element is
+/* The fast backend: per-ISA SIMD kernels chosen at run time over the
+ * model's resident 16-row interleaved tiles (model/weights.h: bf16 stays
+ * bf16), a persistent thread pool, batched prefill. It reads the shared
+ * weights and owns only its pool and scratch memory. Every output element is
  * still one §5.1 sequential dot product: SIMD lanes and threads only split
  * across rows, tokens, heads, keys and dims — never inside a sum — so the
  * results are bit-identical to the reference backend (tests/unit_fast.c,
@@ -9,210 +10,15 @@
 #include "kernels/kernels.h"
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
-/* ---------------------------------------------------------------- packing */
-static uint16_t ld16(const uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
-static float ld32f(const uint8_t *p)
-{
-    float v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-/* 16 bf16 rows x 8 columns -> 8 tile lines of 16 (a pure 16-bit transpose:
- * every output is one input element, bit for bit). */
-static void tr8x8_u16(const uint8_t *const *rows, size_t off, uint16_t *d)
-{
-    for (int half = 0; half < 2; half++) {
-        const uint8_t *const *r = rows + 8 * half;
-        __m128i r0 = _mm_loadu_si128((const __m128i *)(r[0] + off)),
-                r1 = _mm_loadu_si128((const __m128i *)(r[1] + off));
-        __m128i r2 = _mm_loadu_si128((const __m128i *)(r[2] + off)),
-                r3 = _mm_loadu_si128((const __m128i *)(r[3] + off));
-        __m128i r4 = _mm_loadu_si128((const __m128i *)(r[4] + off)),
-                r5 = _mm_loadu_si128((const __m128i *)(r[5] + off));
-        __m128i r6 = _mm_loadu_si128((const __m128i *)(r[6] + off)),
-                r7 = _mm_loadu_si128((const __m128i *)(r[7] + off));
-        __m128i a0 = _mm_unpacklo_epi16(r0, r1), a1 = _mm_unpackhi_epi16(r0, r1);
-        __m128i a2 = _mm_unpacklo_epi16(r2, r3), a3 = _mm_unpackhi_epi16(r2, r3);
-        __m128i a4 = _mm_unpacklo_epi16(r4, r5), a5 = _mm_unpackhi_epi16(r4, r5);
-        __m128i a6 = _mm_unpacklo_epi16(r6, r7), a7 = _mm_unpackhi_epi16(r6, r7);
-        __m128i b0 = _mm_unpacklo_epi32(a0, a2), b1 = _mm_unpackhi_epi32(a0, a2);
-        __m128i b2 = _mm_unpacklo_epi32(a1, a3), b3 = _mm_unpackhi_epi32(a1, a3);
-        __m128i b4 = _mm_unpacklo_epi32(a4, a6), b5 = _mm_unpackhi_epi32(a4, a6);
-        __m128i b6 = _mm_unpacklo_epi32(a5, a7), b7 = _mm_unpackhi_epi32(a5, a7);
-        uint16_t *o = d + 8 * half;
-        _mm_storeu_si128((__m128i *)(o + 0 * FAST_TILE), _mm_unpacklo_epi64(b0, b4));
-        _mm_storeu_si128((__m128i *)(o + 1 * FAST_TILE), _mm_unpackhi_epi64(b0, b4));
-        _mm_storeu_si128((__m128i *)(o + 2 * FAST_TILE), _mm_unpacklo_epi64(b1, b5));
-        _mm_storeu_si128((__m128i *)(o + 3 * FAST_TILE), _mm_unpackhi_epi64(b1, b5));
-        _mm_storeu_si128((__m128i *)(o + 4 * FAST_TILE), _mm_unpacklo_epi64(b2, b6));
-        _mm_storeu_si128((__m128i *)(o + 5 * FAST_TILE), _mm_unpackhi_epi64(b2, b6));
-        _mm_storeu_si128((__m128i *)(o + 6 * FAST_TILE), _mm_unpacklo_epi64(b3, b7));
-        _mm_storeu_si128((__m128i *)(o + 7 * FAST_TILE), _mm_unpackhi_epi64(b3, b7));
-    }
-}
-#elif defined(__wasm_simd128__)
-#include <wasm_simd128.h>
-/* The same pure 16-bit transpose with SIMD128 shuffles (the browser verifier
- * packs a 270 MB checkpoint on load). */
-#define U16LO(a, b) wasm_i16x8_shuffle(a, b, 0, 8, 1, 9, 2, 10, 3, 11)
-#define U16HI(a, b) wasm_i16x8_shuffle(a, b, 4, 12, 5, 13, 6, 14, 7, 15)
-#define U32LO(a, b) wasm_i32x4_shuffle(a, b, 0, 4, 1, 5)
-#define U32HI(a, b) wasm_i32x4_shuffle(a, b, 2, 6, 3, 7)
-static void tr8x8_u16(const uint8_t *const *rows, size_t off, uint16_t *d)
-{
-    for (int half = 0; half < 2; half++) {
-        const uint8_t *const *r = rows + 8 * half;
-        v128_t a[8], b[8];
-        for (int i = 0; i < 8; i += 2) {
-            v128_t x = wasm_v128_load(r[i] + off), y = wasm_v128_load(r[i + 1] + off);
-            a[i] = U16LO(x, y);
-            a[i + 1] = U16HI(x, y);
-        }
-        b[0] = U32LO(a[0], a[2]), b[1] = U32HI(a[0], a[2]), b[2] = U32LO(a[1], a[3]);
-        b[3] = U32HI(a[1], a[3]), b[4] = U32LO(a[4], a[6]), b[5] = U32HI(a[4], a[6]);
-        b[6] = U32LO(a[5], a[7]), b[7] = U32HI(a[5], a[7]);
-        uint16_t *o = d + 8 * half;
-        for (int i = 0; i < 4; i++) {
-            wasm_v128_store(o + (2 * i) * FAST_TILE, wasm_i64x2_shuffle(b[i], b[i + 4], 0, 2));
-            wasm_v128_store(o + (2 * i + 1) * FAST_TILE, wasm_i64x2_shuffle(b[i], b[i + 4], 1, 3));
-        }
-    }
-}
-#endif
-
-size_t fast_pack_bytes(const cis2_linear *w)
-{
-    size_t ntiles = ((size_t)w->rows + FAST_TILE - 1) / FAST_TILE;
-    size_t b = ntiles * FAST_TILE * (size_t)w->cols * (w->dtype == CIS2_DT_BF16 ? 2 : 4);
-    b = (b + 63) & ~(size_t)63;
-    return b ? b : 64;
-}
-
-/* Re-layout w into p->data (fast_pack_bytes(w) bytes, 64-byte aligned). */
-static void pack_into(const cis2_linear *w, fast_packed *p)
-{
-    size_t K = (size_t)w->cols;
-    size_t ses = w->dtype == CIS2_DT_F32 ? 4 : 2;
-    for (int t = 0; t < p->ntiles; t++) {
-        const uint8_t *rows[FAST_TILE];
-        int nr = w->rows - t * FAST_TILE < FAST_TILE ? w->rows - t * FAST_TILE : FAST_TILE;
-        for (int l = 0; l < nr; l++) rows[l] = w->raw + (size_t)(t * FAST_TILE + l) * K * ses;
-        if (p->bf16) {
-            uint16_t *d = (uint16_t *)p->data + (size_t)t * K * FAST_TILE;
-            size_t k = 0;
-#if defined(__SSE2__) || defined(__wasm_simd128__)
-            if (nr == FAST_TILE)
-                for (; k + 8 <= K; k += 8, d += 8 * FAST_TILE) tr8x8_u16(rows, 2 * k, d);
-#endif
-            for (; k < K; k++, d += FAST_TILE) {
-                for (int l = 0; l < nr; l++) d[l] = ld16(rows[l] + 2 * k);
-                for (int l = nr; l < FAST_TILE; l++) d[l] = 0;
-            }
-        } else {
-            float *d = (float *)p->data + (size_t)t * K * FAST_TILE;
-            for (size_t k = 0; k < K; k++, d += FAST_TILE) {
-                if (w->dtype == CIS2_DT_F32)
-                    for (int l = 0; l < nr; l++) d[l] = ld32f(rows[l] + 4 * k);
-                else
-                    for (int l = 0; l < nr; l++)
-                        d[l] = cis2_f16_to_f32(ld16(rows[l] + 2 * k)); /* exact */
-                for (int l = nr; l < FAST_TILE; l++) d[l] = 0.0f;
-            }
-        }
-    }
-}
-
-static void packed_init(const cis2_linear *w, fast_packed *p)
-{
-    memset(p, 0, sizeof *p);
-    p->rows = w->rows;
-    p->cols = w->cols;
-    p->ntiles = (w->rows + FAST_TILE - 1) / FAST_TILE;
-    p->bf16 = w->dtype == CIS2_DT_BF16;
-    p->bytes = (size_t)p->ntiles * FAST_TILE * (size_t)w->cols * (p->bf16 ? 2 : 4);
-}
-
-/* An anonymous mapping with transparent huge pages, 2 MiB aligned (page
- * faults are expensive on a VM; 2 MiB pages cut them 512x). */
-static void *huge_alloc(size_t bytes, size_t *map_len)
-{
-#if defined(__wasm__)
-    (void)bytes, (void)map_len;
-    return NULL; /* wasm32: no anonymous mappings; callers fall back to aligned_alloc */
-#endif
-    size_t hp = (size_t)2 << 20, len = (bytes + hp - 1) & ~(hp - 1);
-    void *m = mmap(NULL, len + hp, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return NULL;
-    uintptr_t a = ((uintptr_t)m + hp - 1) & ~(uintptr_t)(hp - 1);
-    if (a > (uintptr_t)m) munmap(m, a - (uintptr_t)m);
-    uintptr_t end = (uintptr_t)m + len + hp;
-    if (end > a + len) munmap((void *)(a + len), end - (a + len));
-#ifdef MADV_HUGEPAGE
-    madvise((void *)a, len, MADV_HUGEPAGE);
-#endif
-    *map_len = len;
-    return (void *)a;
-}
-
-int fast_pack(const cis2_linear *w, fast_packed *p, char *err)
-{
-    packed_init(w, p);
-    size_t alloc = fast_pack_bytes(w);
-    if (alloc >= ((size_t)4 << 20)) p->data = huge_alloc(alloc, &p->map_len);
-    if (!p->data) p->data = aligned_alloc(64, alloc);
-    if (!p->data) {
-        snprintf(err, CIS2_ERR_LEN, "out of memory packing a [%d, %d] weight", w->rows, w->cols);
-        return 1;
-    }
-    pack_into(w, p);
-    return 0;
-}
-
-int fast_pack_at(const cis2_linear *w, fast_packed *p, void *dst)
-{
-    if (((uintptr_t)dst & 63) != 0) return 1;
-    packed_init(w, p);
-    p->data = dst;
-    p->borrowed = 1;
-    pack_into(w, p);
-    return 0;
-}
-
-void fast_packed_free(fast_packed *p)
-{
-    if (!p || !p->data) return;
-    if (p->borrowed) {
-        p->data = NULL;
-        return;
-    }
-    if (p->map_len) munmap(p->data, p->map_len);
-    else free(p->data);
-    p->data = NULL;
-}
+_Static_assert(FAST_TILE == CIS2_TILE, "the kernels read the model's tile layout");
 
 /* ---------------------------------------------------------------- state */
 typedef struct {
     const fast_kernels *k;
     tp_pool *pool;
     char name[32];
-    cis2_model *m;
-    int n_packed;
-    fast_packed *packed;  /* one per distinct linear */
-    cis2_linear **owners; /* linears whose ->packed we set */
-    int n_owners;
-    void *arena; /* all packed tiles: one huge-page mapping */
-    size_t arena_len;
     float **scratch; /* per thread: attention scores */
     int scratch_cap;
     float *kt; /* prefill: the layer's keys transposed, [n_kv][hd][ldkt] */
@@ -224,7 +30,7 @@ typedef struct {
 /* ---------------------------------------------------------------- matmul */
 typedef struct {
     const fast_kernels *k;
-    const fast_packed *p;
+    const cis2_weight *p;
     const float *X;
     float *Y;
     int T, tiles_per_task, toks_per_task, n_tok_chunks;
@@ -234,7 +40,7 @@ static void mm_task(void *ctx, int task, int tid)
 {
     (void)tid;
     const mm_job *j = ctx;
-    const fast_packed *p = j->p;
+    const cis2_weight *p = j->p;
     int rg = task / j->n_tok_chunks, tc = task % j->n_tok_chunks;
     int t0 = rg * j->tiles_per_task,
         nt = p->ntiles - t0 < j->tiles_per_task ? p->ntiles - t0 : j->tiles_per_task;
@@ -243,27 +49,16 @@ static void mm_task(void *ctx, int task, int tid)
     int nrows = p->rows - t0 * FAST_TILE;
     const float *X = j->X + (size_t)k0 * K;
     float *Y = j->Y + (size_t)k0 * p->rows + (size_t)t0 * FAST_TILE;
-    if (p->bf16)
-        j->k->mm_bf16((const uint16_t *)p->data + (size_t)t0 * K * FAST_TILE, (int)K, nt, nrows, X,
+    if (p->fmt == CIS2_WF_BF16)
+        j->k->mm_bf16((const uint16_t *)p->tiles + (size_t)t0 * K * FAST_TILE, (int)K, nt, nrows, X,
                       (int)K, T, Y, p->rows);
     else
-        j->k->mm_f32((const float *)p->data + (size_t)t0 * K * FAST_TILE, (int)K, nt, nrows, X,
+        j->k->mm_f32((const float *)p->tiles + (size_t)t0 * K * FAST_TILE, (int)K, nt, nrows, X,
                      (int)K, T, Y, p->rows);
 }
 
-static const fast_packed *packed_of(const cis2_linear *w)
-{
-    const fast_packed *p = w->packed;
-    if (!p) {
-        fprintf(stderr, "cis2: fast backend: a [%d, %d] weight was never packed\n", w->rows,
-                w->cols);
-        abort();
-    }
-    return p;
-}
-
 /* Splits one matmul into tasks; returns their number. */
-static int mm_setup(const fast_state *s, const fast_packed *p, const float *X, int T, float *Y,
+static int mm_setup(const fast_state *s, const cis2_weight *p, const float *X, int T, float *Y,
                     mm_job *j)
 {
     int nth = tp_threads(s->pool);
@@ -285,11 +80,11 @@ static int mm_setup(const fast_state *s, const fast_packed *p, const float *X, i
     return nrg * j->n_tok_chunks;
 }
 
-static void fast_mm(cis2_backend *b, const cis2_linear *w, const float *X, int T, float *Y)
+static void fast_mm(cis2_backend *b, const cis2_weight *w, const float *X, int T, float *Y)
 {
     fast_state *s = b->impl;
     mm_job j;
-    int n = mm_setup(s, packed_of(w), X, T, Y, &j);
+    int n = mm_setup(s, w, X, T, Y, &j);
     tp_run(s->pool, n, mm_task, &j);
 }
 
@@ -310,7 +105,7 @@ static void mm_multi_task(void *ctx, int task, int tid)
     mm_task((void *)&m->j[i], task - m->first[i], tid);
 }
 
-static void fast_mm_multi(cis2_backend *b, int n, const cis2_linear *const *w, const float *X,
+static void fast_mm_multi(cis2_backend *b, int n, const cis2_weight *const *w, const float *X,
                           int T, float *const *Y)
 {
     fast_state *s = b->impl;
@@ -322,7 +117,7 @@ static void fast_mm_multi(cis2_backend *b, int n, const cis2_linear *const *w, c
     m.n = n;
     m.first[0] = 0;
     for (int i = 0; i < n; i++)
-        m.first[i + 1] = m.first[i] + mm_setup(s, packed_of(w[i]), X, T, Y[i], &m.j[i]);
+        m.first[i + 1] = m.first[i] + mm_setup(s, w[i], X, T, Y[i], &m.j[i]);
     tp_run(s->pool, m.first[n], mm_multi_task, &m);
 }
 
@@ -521,14 +316,6 @@ static void fast_destroy(cis2_backend *b)
     fast_state *s = b->impl;
     if (s) {
         tp_free(s->pool);
-        for (int i = 0; i < s->n_owners; i++) {
-            for (int k = 0; k < s->n_packed; k++)
-                if (s->owners[i]->packed == &s->packed[k]) s->owners[i]->packed = NULL;
-        }
-        for (int i = 0; i < s->n_packed; i++) fast_packed_free(&s->packed[i]);
-        if (s->arena) munmap(s->arena, s->arena_len);
-        free(s->packed);
-        free(s->owners);
         for (int i = 0; s->scratch && s->scratch[i]; i++) free(s->scratch[i]);
         free(s->scratch);
         free(s->kt);
@@ -589,120 +376,8 @@ int cis2_backend_fast_create(cis2_backend **b, const char *isa, int threads, cha
     return make_backend(b, isa, threads, err, &s);
 }
 
-typedef struct {
-    fast_state *s;
-    cis2_linear **src; /* the distinct linears, one per packed slot */
-    size_t *off;       /* slot offsets in s->arena */
-    int failed;
-    char err[CIS2_ERR_LEN];
-} pack_job;
-
-static void pack_task(void *ctx, int task, int tid)
-{
-    (void)tid;
-    pack_job *j = ctx;
-    const cis2_linear *w = j->src[task];
-    char err[CIS2_ERR_LEN];
-    if (j->s->arena) fast_pack_at(w, &j->s->packed[task], (char *)j->s->arena + j->off[task]);
-    else if (fast_pack(w, &j->s->packed[task], err)) {
-        j->failed = 1;
-        memcpy(j->err, err, sizeof err);
-        return;
-    }
-    /* The tiles now hold the weights: drop the source pages from this
-     * private read-only mapping (re-read from the file if touched again,
-     * e.g. by the embedding lookup), so RSS holds one copy, not two. */
-    const cis2_safetensors *st = &j->s->m->st;
-#if defined(__wasm__)
-    st = NULL; /* wasm32: the file lives in the heap, owned by the JS glue; nothing to drop */
-#endif
-    if (st && st->map && w->raw >= st->map && w->raw < st->map + st->map_len) {
-        size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-        size_t es = w->dtype == CIS2_DT_F32 ? 4 : 2;
-        uintptr_t a = (uintptr_t)w->raw, e = a + (size_t)w->rows * (size_t)w->cols * es;
-        uintptr_t a2 = (a + pg - 1) & ~(uintptr_t)(pg - 1), e2 = e & ~(uintptr_t)(pg - 1);
-        if (e2 > a2) madvise((void *)a2, e2 - a2, MADV_DONTNEED);
-    }
-}
-
-int cis2_backend_fast_new(cis2_backend **out, cis2_model *m, const cis2_engine_opts *o, char *err)
+int cis2_backend_fast_new(cis2_backend **out, const cis2_engine_opts *o, char *err)
 {
     fast_state *s;
-    cis2_backend *b;
-    if (make_backend(&b, o ? cis2_isa_to_name(o->isa) : NULL, o ? o->threads : 0, err, &s))
-        return 1;
-    s->m = m;
-    const cis2_config *c = &m->cfg;
-    int maxl = 7 * c->n_layers + 2;
-    s->owners = calloc((size_t)maxl, sizeof *s->owners);
-    s->packed = calloc((size_t)maxl, sizeof *s->packed);
-    cis2_linear **src = calloc((size_t)maxl, sizeof *src);
-    pack_job *pj = calloc(1, sizeof *pj);
-    if (!s->owners || !s->packed || !src || !pj) {
-        free(src);
-        free(pj);
-        fast_destroy(b);
-        snprintf(err, CIS2_ERR_LEN, "out of memory");
-        return 1;
-    }
-    /* Distinct linears, the biggest first (lm_head shares embed's tiles
-     * when tied: same raw pointer). */
-    int embed_slot = s->n_packed;
-    src[s->n_packed++] = &m->embed;
-    int head_slot = embed_slot;
-    if (m->lm_head.raw != m->embed.raw) {
-        head_slot = s->n_packed;
-        src[s->n_packed++] = &m->lm_head;
-    }
-    for (int l = 0; l < c->n_layers; l++) {
-        cis2_layer *y = &m->layers[l];
-        cis2_linear *ws[7] = { &y->gate, &y->up, &y->down, &y->q, &y->o, &y->k, &y->v };
-        for (int i = 0; i < 7; i++) src[s->n_packed++] = ws[i];
-    }
-    /* One huge-page arena for every tile buffer: ~130 2 MiB faults instead
-     * of ~50k 4 KiB ones (most linears are under 2 MiB each). */
-    size_t *off = calloc((size_t)s->n_packed, sizeof *off), total = 0;
-    if (off) {
-        for (int i = 0; i < s->n_packed; i++) {
-            off[i] = total;
-            total += fast_pack_bytes(src[i]);
-        }
-        s->arena = huge_alloc(total, &s->arena_len);
-    }
-    pj->s = s;
-    pj->src = src;
-    pj->off = off;
-    int hash_rc = 0;
-    char herr[CIS2_ERR_LEN] = "";
-    if (m->hash_job && tp_start(s->pool, s->n_packed, pack_task, pj)) {
-        /* An async hash is running: the workers pack while this thread
-         * sleeps in the join (no third runnable thread competing for the
-         * cores with the hash), then helps with what is left. */
-        hash_rc = cis2_model_hash_join(m, herr);
-        tp_finish(s->pool);
-    } else {
-        tp_run(s->pool, s->n_packed, pack_task, pj);
-    }
-    free(off);
-    if (pj->failed || hash_rc) {
-        snprintf(err, CIS2_ERR_LEN, "%s", hash_rc ? herr : pj->err);
-        free(src);
-        free(pj);
-        for (int i = 0; i < s->n_packed; i++) fast_packed_free(&s->packed[i]);
-        s->n_packed = 0;
-        fast_destroy(b);
-        return 1;
-    }
-    for (int i = 0; i < s->n_packed; i++) {
-        src[i]->packed = &s->packed[i];
-        s->owners[s->n_owners++] = src[i];
-    }
-    if (head_slot == embed_slot) {
-        m->lm_head.packed = &s->packed[embed_slot];
-        s->owners[s->n_owners++] = &m->lm_head;
-    }
-    free(src);
-    free(pj);
-    *out = b;
-    return 0;
+    return make_backend(out, o ? cis2_isa_to_name(o->isa) : NULL, o ? o->threads : 0, err, &s);
 }

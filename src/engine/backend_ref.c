@@ -1,48 +1,31 @@
-/* The reference backend: the scalar kernels of kernels_ref.c over the
- * widened f32 weights (§4.2). Slow, obvious, and the oracle for all others. */
+/* The reference backend: the scalar kernels of kernels_ref.c over row-major
+ * f32 copies of the weights, widened exactly (§4.2) by this backend from the
+ * model's tiles. Slow, obvious, and the oracle for all others. */
 #include "engine/backend.h"
 #include "kernels/kernels.h"
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
+    float **f32; /* per weight id: [rows][cols], in `arena` */
+    void *arena;
+    size_t arena_len;
     float *scores;
     int cap;
-    const cis2_layer *fma_layer; /* FAULT INJECTION (docs/divergence.md): NULL = none */
+    int fma_layer; /* FAULT INJECTION fma (docs/divergence.md): -1 = none */
 } ref_state;
 
-/* ---- FAULT INJECTION (docs/divergence.md), --fault fma: a fused multiply-add emulated
- * in software (the binary must hold no FMA instruction, §1.4): the exact
- * product joins the accumulator in double and is rounded once to float
- * (double rounding aside), instead of §5.1's separately rounded mul + add. */
-static void fault_fma_mm(const cis2_linear *w, const float *X, int T, float *Y)
-{
-    for (int t = 0; t < T; t++)
-        for (int o = 0; o < w->rows; o++) {
-            const float *wr = w->f32 + (size_t)o * w->cols, *x = X + (size_t)t * w->cols;
-            float acc = 0.0f;
-            for (int i = 0; i < w->cols; i++)
-                acc = (float)((double)wr[i] * (double)x[i] + (double)acc);
-            Y[(size_t)t * w->rows + o] = acc;
-        }
-}
-
-static int fault_in_layer(const cis2_layer *y, const cis2_linear *w)
-{
-    return w == &y->q || w == &y->k || w == &y->v || w == &y->o || w == &y->gate || w == &y->up ||
-           w == &y->down;
-}
-/* ---- end FAULT INJECTION ---- */
-
-static void ref_mm(cis2_backend *b, const cis2_linear *w, const float *X, int T, float *Y)
+static void ref_mm(cis2_backend *b, const cis2_weight *w, const float *X, int T, float *Y)
 {
     ref_state *s = b->impl;
-    if (__builtin_expect(s->fma_layer != NULL, 0) && fault_in_layer(s->fma_layer, w)) {
-        fault_fma_mm(w, X, T, Y);
-        return;
-    } /* FAULT */
-    for (int t = 0; t < T; t++)
-        ref_matvec(w->f32, w->rows, w->cols, X + (size_t)t * w->cols, Y + (size_t)t * w->rows);
+    const float *W = s->f32[w->id];
+    int fma = __builtin_expect(s->fma_layer >= 0 && w->layer == s->fma_layer, 0); /* FAULT */
+    for (int t = 0; t < T; t++) {
+        const float *x = X + (size_t)t * w->cols;
+        float *y = Y + (size_t)t * w->rows;
+        if (fma) cis2_fault_fma_matvec(W, w->rows, w->cols, x, y);
+        else ref_matvec(W, w->rows, w->cols, x, y);
+    }
 }
 
 void cis2_ref_attention(const float *q, const float *kc, const float *vc, int T, int pos0,
@@ -76,18 +59,24 @@ static void ref_attn(cis2_backend *b, const float *q, const float *kc, const flo
 static void ref_destroy(cis2_backend *b)
 {
     ref_state *s = b->impl;
-    free(s->scores);
-    free(s);
+    if (s) {
+        cis2_big_free(s->arena, s->arena_len);
+        free(s->f32);
+        free(s->scores);
+        free(s);
+    }
     free(b);
 }
 
-int cis2_backend_ref_new(cis2_backend **out, cis2_model *m, const cis2_engine_opts *o, char *err)
+/* A row-major f32 copy of w, rounded up to 64 bytes. */
+static size_t f32_bytes(const cis2_weight *w)
 {
-    (void)o;
-    if (!m->embed.f32 || !m->layers[0].q.f32) {
-        snprintf(err, CIS2_ERR_LEN, "backend ref needs the model loaded with widened f32 weights");
-        return 1;
-    }
+    return ((size_t)w->rows * (size_t)w->cols * sizeof(float) + 63) & ~(size_t)63;
+}
+
+int cis2_backend_ref_new(cis2_backend **out, const cis2_weights *w, const cis2_fault *f, char *err)
+{
+    *out = NULL;
     cis2_backend *b = calloc(1, sizeof *b);
     ref_state *s = calloc(1, sizeof *s);
     if (!b || !s) {
@@ -96,13 +85,35 @@ int cis2_backend_ref_new(cis2_backend **out, cis2_model *m, const cis2_engine_op
         snprintf(err, CIS2_ERR_LEN, "out of memory");
         return 1;
     }
-    if (o && o->fault && !strcmp(o->fault, "fma")) /* FAULT: layer validated by decode.c */
-        s->fma_layer = &m->layers[o->fault_arg ? atoi(o->fault_arg) : 0];
     b->name = "ref";
     b->impl = s;
     b->matmul = ref_mm;
     b->attention = ref_attn;
     b->destroy = ref_destroy;
+    s->fma_layer = f && f->kind == CIS2_FAULT_FMA ? f->layer : -1;
+    const cis2_weight **all = NULL;
+    if (w) {
+        all = calloc((size_t)w->n_linear + 1, sizeof *all);
+        s->f32 = calloc((size_t)w->n_linear + 1, sizeof *s->f32);
+        if (!all || !s->f32) goto oom;
+        cis2_weights_linears(w, all);
+        size_t total = 0;
+        for (int i = 0; i < w->n_linear; i++) total += f32_bytes(all[i]);
+        if (!(s->arena = cis2_big_alloc(total, &s->arena_len))) goto oom;
+        char *at = s->arena;
+        for (int i = 0; i < w->n_linear; i++) {
+            /* §4.2: widened once, exactly, into this backend's own memory. */
+            s->f32[i] = (float *)at;
+            cis2_weight_widen(all[i], s->f32[i]);
+            at += f32_bytes(all[i]);
+        }
+        free((void *)all);
+    }
     *out = b;
     return 0;
+oom:
+    free((void *)all);
+    ref_destroy(b);
+    snprintf(err, CIS2_ERR_LEN, "out of memory widening the weights to f32 (§4.2)");
+    return 1;
 }

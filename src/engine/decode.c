@@ -26,7 +26,9 @@ typedef struct {
 } seq_t;
 
 struct cis2_engine {
-    cis2_model *m;
+    const cis2_model *m; /* read only, shared with any other engine */
+    cis2_weights w;      /* this engine's view of m->w (a fault may swap one tensor) */
+    cis2_layer *layers;  /* w.layers, this engine's copy of the per-layer table */
     cis2_backend *be;
     cis2_engine_opts o;
     int n_seqs; /* slots in seqs[]; seqs[n_seqs] is the solo sequence of cis2_engine_forward */
@@ -36,200 +38,15 @@ struct cis2_engine {
     float *x, *xn, *q, *k, *v, *att, *proj, *gate, *up, *act;
     float *cos_v, *sin_v, *scores, *logits_in;
     float *rope_c,
-        *rope_s; /* [t_cap][head_dim/2]: each token's §7.3 table, built once per forward */
-    /* FAULT INJECTION (docs/divergence.md, debug only): 0 = none. */
-    int fault, fault_pos;
-    float *fault_word; /* weight-bit: the flipped f32 (restored on free) */
-    uint32_t fault_mask;
+        *rope_s;      /* [t_cap][head_dim/2]: each token's §7.3 table, built once per forward */
+    cis2_fault fault; /* FAULT INJECTION (docs/divergence.md, debug only) */
 };
-
-/* ---- FAULT INJECTION ------------------------------------------------------
- * Deliberate, documented bugs that prove the divergence localizer
- * (docs/divergence.md). Each hook on the normal path is a single
- * predictable branch on e->fault; nothing else changes. */
-enum {
-    FAULT_NONE = 0,
-    FAULT_WEIGHT_BIT,
-    FAULT_FMA,
-    FAULT_RMSNORM_ASSOC,
-    FAULT_ROPE_OFFSET,
-    FAULT_KV_STALE,
-    FAULT_NO_FTZ
-};
-
-/* The f32 copy and element count of a named weight (ref backend: widened). */
-static float *fault_find_tensor(cis2_model *m, const char *name, size_t *n)
-{
-    const cis2_config *c = &m->cfg;
-    size_t H = (size_t)c->hidden, hd = (size_t)c->head_dim;
-    if (!strcmp(name, "model.embed_tokens.weight")) {
-        *n = (size_t)m->embed.rows * H;
-        return m->embed.f32;
-    }
-    if (!c->tied && !strcmp(name, "lm_head.weight")) {
-        *n = (size_t)m->lm_head.rows * H;
-        return m->lm_head.f32;
-    }
-    if (!strcmp(name, "model.norm.weight")) {
-        *n = H;
-        return m->final_norm;
-    }
-    int l, off = 0;
-    if (sscanf(name, "model.layers.%d.%n", &l, &off) != 1 || off == 0 || l < 0 || l >= c->n_layers)
-        return NULL;
-    if (name[13] == '0' && name[14] != '.') return NULL; /* no leading zeros */
-    cis2_layer *y = &m->layers[l];
-    const char *r = name + off;
-    const cis2_linear *lin[7] = { &y->q, &y->k, &y->v, &y->o, &y->gate, &y->up, &y->down };
-    const char *ln[7] = { "self_attn.q_proj.weight", "self_attn.k_proj.weight",
-                          "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-                          "mlp.gate_proj.weight",    "mlp.up_proj.weight",
-                          "mlp.down_proj.weight" };
-    for (int i = 0; i < 7; i++)
-        if (!strcmp(r, ln[i])) {
-            *n = (size_t)lin[i]->rows * lin[i]->cols;
-            return lin[i]->f32;
-        }
-    struct {
-        const char *s;
-        float *p;
-        size_t n;
-    } v[] = { { "input_layernorm.weight", y->attn_norm, H },
-              { "post_attention_layernorm.weight", y->mlp_norm, H },
-              { "self_attn.q_proj.bias", y->q_bias, (size_t)c->n_heads * hd },
-              { "self_attn.k_proj.bias", y->k_bias, (size_t)c->n_kv_heads * hd },
-              { "self_attn.v_proj.bias", y->v_bias, (size_t)c->n_kv_heads * hd },
-              { "self_attn.q_norm.weight", y->q_norm, hd },
-              { "self_attn.k_norm.weight", y->k_norm, hd } };
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        if (v[i].p && !strcmp(r, v[i].s)) {
-            *n = v[i].n;
-            return v[i].p;
-        }
-    return NULL;
-}
-
-static int fault_uint(const char *s, long hi, long *out)
-{
-    if (!s || !*s || (s[0] == '0' && s[1]) || s[0] < '0' || s[0] > '9') return 1;
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || v < 0 || v > hi) return 1;
-    *out = v;
-    return 0;
-}
-
-/* Validates --fault/--fault-arg; applies weight-bit. */
-static int fault_setup(cis2_engine *e, const char *backend, char *err)
-{
-    static const char *names[] = { "weight-bit",  "fma",      "rmsnorm-assoc",
-                                   "rope-offset", "kv-stale", "no-ftz" };
-    const char *f = e->o.fault, *a = e->o.fault_arg;
-    const cis2_config *c = &e->m->cfg;
-    int k = 0;
-    for (int i = 0; i < 6; i++)
-        if (!strcmp(f, names[i])) k = i + 1;
-    if (!k) {
-        snprintf(err, CIS2_ERR_LEN,
-                 "unknown --fault \"%.40s\" (known: weight-bit, fma, rmsnorm-assoc, rope-offset, "
-                 "kv-stale, no-ftz)",
-                 f);
-        return 1;
-    }
-    if (strcmp(backend, "ref") != 0) {
-        snprintf(err, CIS2_ERR_LEN,
-                 "--fault %s needs --backend ref (fault hooks live in the reference backend)", f);
-        return 1;
-    }
-    long v = 0;
-    if (k == FAULT_WEIGHT_BIT) {
-        /* NAME:INDEX:BIT */
-        const char *c2 = a ? strrchr(a, ':') : NULL, *c1 = NULL;
-        if (c2)
-            for (const char *p = c2 - 1; p >= a; p--)
-                if (*p == ':') {
-                    c1 = p;
-                    break;
-                }
-        char name[200];
-        long idx, bit;
-        if (!c1 || (size_t)(c1 - a) >= sizeof name) {
-            snprintf(err, CIS2_ERR_LEN,
-                     "--fault weight-bit needs --fault-arg TENSOR:INDEX:BIT, e.g. "
-                     "model.layers.0.mlp.up_proj.weight:123:22");
-            return 1;
-        }
-        memcpy(name, a, (size_t)(c1 - a));
-        name[c1 - a] = 0;
-        char idxs[32];
-        size_t il = (size_t)(c2 - c1 - 1);
-        if (il >= sizeof idxs) il = sizeof idxs - 1;
-        memcpy(idxs, c1 + 1, il);
-        idxs[il] = 0;
-        size_t n = 0;
-        float *t = fault_find_tensor(e->m, name, &n);
-        if (!t) {
-            snprintf(err, CIS2_ERR_LEN,
-                     "--fault-arg: no weight tensor \"%.150s\" in this model (with an f32 copy)",
-                     name);
-            return 1;
-        }
-        if (fault_uint(idxs, (long)n - 1, &idx)) {
-            snprintf(err, CIS2_ERR_LEN, "--fault-arg: index '%s' is not in [0, %zu) for \"%.150s\"",
-                     idxs, n, name);
-            return 1;
-        }
-        if (fault_uint(c2 + 1, 31, &bit)) {
-            snprintf(err, CIS2_ERR_LEN, "--fault-arg: bit '%.20s' is not in [0, 31]", c2 + 1);
-            return 1;
-        }
-        e->fault_word = t + idx;
-        e->fault_mask = (uint32_t)1 << bit;
-    } else if (k == FAULT_FMA) {
-        if (a && fault_uint(a, c->n_layers - 1, &v)) {
-            snprintf(err, CIS2_ERR_LEN,
-                     "--fault fma: --fault-arg must be a layer in [0, %d], got '%.40s'",
-                     c->n_layers - 1, a);
-            return 1;
-        }
-    } else if (k == FAULT_KV_STALE) {
-        v = 1;
-        if (a && fault_uint(a, c->max_pos - 1, &v)) {
-            snprintf(err, CIS2_ERR_LEN,
-                     "--fault kv-stale: --fault-arg must be a position in [0, %d], got '%.40s'",
-                     c->max_pos - 1, a);
-            return 1;
-        }
-    } else if (a) {
-        snprintf(err, CIS2_ERR_LEN, "--fault %s takes no --fault-arg", f);
-        return 1;
-    }
-    e->fault = k;
-    e->fault_pos = (int)v;
-    return 0;
-}
-
-/* rmsnorm-assoc: out[i] = x[i]*(inv*w[i]) instead of §8's (x[i]*inv)*w[i]. */
-static void fault_rmsnorm_assoc(const float *x, const float *w, int n, float eps, float *out)
-{
-    float ss = 0.0f;
-    for (int i = 0; i < n; i++) {
-        float sq = x[i] * x[i];
-        ss = ss + sq;
-    }
-    float inv = cis2_rsqrt(ss / (float)n + eps);
-    for (int i = 0; i < n; i++) {
-        float iw = inv * w[i];
-        out[i] = x[i] * iw;
-    }
-}
-/* ---- end FAULT INJECTION ---- */
 
 static inline void rmsnorm(const cis2_engine *e, const float *x, const float *w, int n, float eps,
                            float *out)
 {
-    if (__builtin_expect(e->fault == FAULT_RMSNORM_ASSOC, 0))
-        fault_rmsnorm_assoc(x, w, n, eps, out); /* FAULT */
+    if (__builtin_expect(e->fault.kind == CIS2_FAULT_RMSNORM_ASSOC, 0))
+        cis2_fault_rmsnorm_assoc(x, w, n, eps, out); /* FAULT */
     else ref_rmsnorm(x, w, n, eps, out);
 }
 
@@ -310,10 +127,9 @@ static void seq_release(const cis2_engine *e, seq_t *s)
     memset(s, 0, sizeof *s);
 }
 
-int cis2_engine_new(cis2_engine **out, const cis2_model *cm, const cis2_engine_opts *o, char *err)
+int cis2_engine_new(cis2_engine **out, const cis2_model *m, const cis2_engine_opts *o, char *err)
 {
     *out = NULL;
-    cis2_model *m = (cis2_model *)cm; /* backends still write their packed copies into the model */
     cis2_engine *e = calloc(1, sizeof *e);
     if (!e) {
         snprintf(err, CIS2_ERR_LEN, "out of memory");
@@ -335,24 +151,28 @@ int cis2_engine_new(cis2_engine **out, const cis2_model *cm, const cis2_engine_o
         free(e);
         return 1;
     }
-    int rc;
-    if (e->o.backend == CIS2_BACKEND_REF && cis2_model_widen(m, err)) {
-        free(e);
-        return 1;
-    }
-    if (e->o.fault && fault_setup(e, bn, err)) {
-        free(e);
-        return 1;
-    } /* FAULT: validated before the backend */
-    if (e->o.backend == CIS2_BACKEND_REF) rc = cis2_backend_ref_new(&e->be, m, &e->o, err);
-    else rc = cis2_backend_fast_new(&e->be, m, &e->o, err);
-    if (rc) {
-        free(e);
-        return 1;
-    }
-    if (e->fault_word)
-        *e->fault_word = cis2_u2f(cis2_f2u(*e->fault_word) ^ e->fault_mask); /* FAULT weight-bit */
     const cis2_config *c = &m->cfg;
+    e->w = m->w;
+    e->layers = malloc((size_t)c->n_layers * sizeof *e->layers);
+    if (!e->layers) {
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        free(e);
+        return 1;
+    }
+    memcpy(e->layers, m->w.layers, (size_t)c->n_layers * sizeof *e->layers);
+    e->w.layers = e->layers;
+    /* FAULT: validated (and weight-bit applied to this engine's view) before the backend */
+    int rc =
+        e->o.fault ? cis2_fault_setup(&e->fault, e->o.fault, e->o.fault_arg, bn, c, &e->w, err) : 0;
+    if (!rc) {
+        if (e->o.backend == CIS2_BACKEND_REF)
+            rc = cis2_backend_ref_new(&e->be, &e->w, &e->fault, err);
+        else rc = cis2_backend_fast_new(&e->be, &e->o, err);
+    }
+    if (rc) {
+        cis2_engine_free(e);
+        return 1;
+    }
     e->seqs = calloc((size_t)e->n_seqs + 1, sizeof *e->seqs);
     e->cos_v = malloc((size_t)c->head_dim / 2 * sizeof(float));
     e->sin_v = malloc((size_t)c->head_dim / 2 * sizeof(float));
@@ -363,12 +183,6 @@ int cis2_engine_new(cis2_engine **out, const cis2_model *cm, const cis2_engine_o
         cis2_engine_free(e);
         return 1;
     }
-    /* An async hash (CIS2_LOAD_HASH_ASYNC) ran while the backend packed:
-     * every consumer of the engine sees the final hashes. */
-    if (cis2_model_hash_join(m, err)) {
-        cis2_engine_free(e);
-        return 1;
-    }
     *out = e;
     return 0;
 }
@@ -376,8 +190,6 @@ int cis2_engine_new(cis2_engine **out, const cis2_model *cm, const cis2_engine_o
 void cis2_engine_free(cis2_engine *e)
 {
     if (!e) return;
-    if (e->fault_word)
-        *e->fault_word = cis2_u2f(cis2_f2u(*e->fault_word) ^ e->fault_mask); /* FAULT: restore */
     if (e->be) e->be->destroy(e->be);
     for (int i = 0; e->seqs && i <= e->n_seqs; i++) seq_release(e, &e->seqs[i]);
     free(e->seqs);
@@ -398,27 +210,14 @@ void cis2_engine_free(cis2_engine *e)
     free(e->rope_c);
     free(e->rope_s);
     free(e->logits);
+    cis2_fault_free(&e->fault);
+    free(e->layers);
     free(e);
 }
 
 const cis2_model *cis2_engine_model(const cis2_engine *e) { return e->m; }
 
 const char *cis2_engine_backend(const cis2_engine *e) { return e->be->name; }
-
-static void embed_row(const cis2_model *m, int tok, float *out)
-{
-    const cis2_linear *w = &m->embed;
-    size_t H = (size_t)w->cols;
-    if (w->f32) {
-        memcpy(out, w->f32 + (size_t)tok * H, H * sizeof(float));
-        return;
-    }
-    cis2_st_tensor t = { 0 };
-    t.dtype = w->dtype;
-    t.numel = (int64_t)H;
-    t.data = w->raw + (size_t)tok * H * (w->dtype == CIS2_DT_F32 ? 4 : 2);
-    cis2_st_to_f32(&t, out); /* §4.1 exact widening */
-}
 
 /* Per-head RMSNorm over head_dim (Qwen3 q_norm/k_norm), same §8 procedure. */
 static void head_norm(const cis2_engine *e, float *v, int n_heads, int hd, const float *w,
@@ -455,12 +254,12 @@ static void tok_stage(void *ctx, int t)
     float *x = e->x + (size_t)t * H, *xn = e->xn + (size_t)t * H;
     switch (j->stage) {
     case ST_EMBED:
-        embed_row(m, j->tokens[t], x);
+        cis2_weight_row(&e->w.embed, j->tokens[t], x); /* §4.1: exact widening */
         trace(e, pos, -1, "embed", x, (size_t)H);
         break;
     case ST_ROPE: {
         int rpos = pos;
-        if (__builtin_expect(e->fault == FAULT_ROPE_OFFSET, 0) && j->pos0 > 0)
+        if (__builtin_expect(e->fault.kind == CIS2_FAULT_ROPE_OFFSET, 0) && j->pos0 > 0)
             rpos = pos + 1; /* FAULT: decode positions off by one */
         ref_rope_table(m->inv_freq, half, rpos, e->rope_c + (size_t)t * half,
                        e->rope_s + (size_t)t * half);
@@ -472,11 +271,10 @@ static void tok_stage(void *ctx, int t)
         break;
     case ST_QKV: {
         float *q = e->q + (size_t)t * qd, *k = e->k + (size_t)t * kvd, *v = e->v + (size_t)t * kvd;
-        if (y->q_bias) { /* §9.1: after the matvec, before RoPE */
-            ref_add(q, y->q_bias, qd);
-            ref_add(k, y->k_bias, kvd);
-            ref_add(v, y->v_bias, kvd);
-        }
+        /* §9.1: each bias the checkpoint carries, after the matvec, before RoPE */
+        if (y->q_bias) ref_add(q, y->q_bias, qd);
+        if (y->k_bias) ref_add(k, y->k_bias, kvd);
+        if (y->v_bias) ref_add(v, y->v_bias, kvd);
         trace(e, pos, l, "q_proj", q, (size_t)qd);
         trace(e, pos, l, "k_proj", k, (size_t)kvd);
         trace(e, pos, l, "v_proj", v, (size_t)kvd);
@@ -491,7 +289,7 @@ static void tok_stage(void *ctx, int t)
         for (int h = 0; h < nkv; h++) ref_rope_rotate(k + (size_t)h * hd, hd, cv, sv);
         trace(e, pos, l, "q_rope", q, (size_t)qd);
         trace(e, pos, l, "k_rope", k, (size_t)kvd);
-        if (__builtin_expect(e->fault == FAULT_KV_STALE, 0) && pos == e->fault_pos) {
+        if (__builtin_expect(e->fault.kind == CIS2_FAULT_KV_STALE, 0) && pos == e->fault.pos) {
             /* FAULT kv-stale: this slot is never written; it keeps stale
              * contents, made deterministic here as zeros. */
             memset(j->s->kc[l] + (size_t)pos * kvd, 0, (size_t)kvd * sizeof(float));
@@ -546,7 +344,7 @@ static void run_tokens(cis2_engine *e, tok_job *j, int stage, int T)
 static int forward(cis2_engine *e, seq_t *s, const int32_t *tokens, int T, int pos0, float *logits,
                    char *err)
 {
-    cis2_model *m = e->m;
+    const cis2_model *m = e->m;
     const cis2_config *c = &m->cfg;
     if (T < 1) {
         snprintf(err, CIS2_ERR_LEN, "forward: no tokens");
@@ -559,7 +357,7 @@ static int forward(cis2_engine *e, seq_t *s, const int32_t *tokens, int T, int p
             return 1;
         }
     if (ensure_tokens(e, T, err) || ensure_positions(e, s, pos0 + T, err)) return 1;
-    if (__builtin_expect(e->fault == FAULT_NO_FTZ, 0))
+    if (__builtin_expect(e->fault.kind == CIS2_FAULT_NO_FTZ, 0))
         cis2_fpenv_unpin(); /* FAULT no-ftz: IEEE subnormals */
     else if (!cis2_fpenv_is_pinned()) {
         snprintf(err, CIS2_ERR_LEN, "FTZ/DAZ is not pinned on this thread (§1.3)");
@@ -579,12 +377,12 @@ static int forward(cis2_engine *e, seq_t *s, const int32_t *tokens, int T, int p
     run_tokens(e, &j, ST_ROPE,
                T); /* §7.3 tables depend on the position only: once, not per layer */
     for (int l = 0; l < c->n_layers; l++) {
-        const cis2_layer *y = &m->layers[l];
+        const cis2_layer *y = &e->w.layers[l];
         j.y = y;
         j.l = l;
         if (l == 0 || !fuse) run_tokens(e, &j, ST_ATTN_NORM, T);
         if (be->matmul_multi) {
-            const cis2_linear *w3[3] = { &y->q, &y->k, &y->v };
+            const cis2_weight *w3[3] = { &y->q, &y->k, &y->v };
             float *const y3[3] = { e->q, e->k, e->v };
             be->matmul_multi(be, 3, w3, e->xn, T, y3);
         } else {
@@ -630,7 +428,7 @@ static int forward(cis2_engine *e, seq_t *s, const int32_t *tokens, int T, int p
         be->matmul(be, &y->o, e->att, T, e->proj);
         run_tokens(e, &j, ST_ATTN_OUT, T);
         if (be->matmul_multi) {
-            const cis2_linear *w2[2] = { &y->gate, &y->up };
+            const cis2_weight *w2[2] = { &y->gate, &y->up };
             float *const y2[2] = { e->gate, e->up };
             be->matmul_multi(be, 2, w2, e->xn, T, y2);
         } else {
@@ -640,7 +438,7 @@ static int forward(cis2_engine *e, seq_t *s, const int32_t *tokens, int T, int p
         run_tokens(e, &j, ST_SWIGLU, T);
         be->matmul(be, &y->down, e->act, T, e->proj);
         if (fuse && l + 1 < c->n_layers) {
-            j.y_next = &m->layers[l + 1];
+            j.y_next = &e->w.layers[l + 1];
             run_tokens(e, &j, ST_DOWN_NORM, T);
         } else {
             run_tokens(e, &j, ST_DOWN, T);
@@ -648,9 +446,9 @@ static int forward(cis2_engine *e, seq_t *s, const int32_t *tokens, int T, int p
     }
     if (logits) {
         /* §3.4: only the last position's logits are needed; the others are never computed. */
-        rmsnorm(e, e->x + (size_t)(T - 1) * H, m->final_norm, H, eps, e->logits_in);
+        rmsnorm(e, e->x + (size_t)(T - 1) * H, e->w.final_norm, H, eps, e->logits_in);
         trace(e, pos0 + T - 1, -1, "final_norm", e->logits_in, (size_t)H);
-        be->matmul(be, &m->lm_head, e->logits_in, 1, logits);
+        be->matmul(be, cis2_head(&e->w), e->logits_in, 1, logits); /* §11.1 */
         trace(e, pos0 + T - 1, -1, "logits", logits, (size_t)c->vocab);
     }
     return 0;

@@ -67,10 +67,8 @@ struct tp_pool {
     _Atomic int done;
     _Atomic int sleepers;
     _Atomic int quit;
-    unsigned gen;         /* caller only */
-    uint64_t pending_gen; /* tp_start: the round tp_finish completes */
-    int pending_nt;
-    int base; /* task index offset of this round */
+    unsigned gen; /* caller only */
+    int base;     /* task index offset of this round */
     tp_fn fn;
     void *ctx;
     pthread_mutex_t mu;
@@ -219,21 +217,6 @@ void tp_run(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
         int nt = ntasks - base < MAX_TASKS ? ntasks - base : MAX_TASKS;
         finish(p, publish(p, base, nt, fn, ctx), nt);
     }
-}
-
-int tp_start(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
-{
-    if (p->n == 1 || ntasks <= 1 || ntasks > MAX_TASKS) return 0;
-    p->pending_gen = publish(p, 0, ntasks, fn, ctx);
-    p->pending_nt = ntasks;
-    return 1;
-}
-
-void tp_finish(tp_pool *p)
-{
-    if (!p->pending_nt) return;
-    finish(p, p->pending_gen, p->pending_nt);
-    p->pending_nt = 0;
 }
 
 void tp_free(tp_pool *p)

@@ -2,6 +2,7 @@
  * anything we cannot compute exactly is refused with the field's name. */
 #include "model/model.h"
 #include "core/json.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +71,79 @@ static int get_f32(C *c, const char *key, int required, double dflt, float *out)
     return 0;
 }
 
+/* binary64 -> binary32 by one RNE rounding for |v| < FLT_MIN, computed on
+ * the integer grid of binary32's subnormals (k * 2^-149) so no FTZ setting
+ * of the calling thread can flush it. */
+static float f64_to_f32_tiny(double v)
+{
+    double k = nearbyint(fabs(v) * 0x1p149); /* exact scaling; RNE, the default mode */
+    return cis2_u2f((signbit(v) ? 0x80000000u : 0u) | (uint32_t)k); /* k = 2^23: FLT_MIN */
+}
+
+/* §2.3: rms_norm_eps parsed as binary64 and cast to binary32 by one RNE
+ * rounding — zero and subnormal values included, computed as written (§8
+ * adds eps under §1.3's DAZ, like any other operand). Negative and
+ * overflowing values are refused. */
+static int get_eps(C *c, float *out)
+{
+    uint32_t n;
+    double v;
+    if (field(c, "rms_norm_eps", &n)) return 1;
+    if (n == JSON_NONE) return bad(c, "rms_norm_eps", "is missing");
+    if (c->d->nodes[n].type != JSON_NUMBER || json_num_f64(c->d, n, &v))
+        return bad(c, "rms_norm_eps", "must be a number");
+    if (signbit(v) && v != 0.0) return bad(c, "rms_norm_eps", "must not be negative");
+    if (fabs(v) < 0x1p-126) {
+        *out = f64_to_f32_tiny(v);
+        return 0;
+    }
+    volatile float f = (float)v;
+    if ((cis2_f2u(f) & 0x7F800000u) == 0x7F800000u)
+        return bad(c, "rms_norm_eps", "overflows binary32");
+    *out = f;
+    return 0;
+}
+
+/* The architecture: model_type when present (an unknown one is refused by
+ * name); otherwise, as the spec reads a config (§2.2 lists no model_type),
+ * the Llama family — unless `architectures` names a Qwen2 or Qwen3 class. */
+static int arch_of(C *c, cis2_arch *arch)
+{
+    static const struct {
+        const char *model_type, *cls;
+        cis2_arch arch;
+    } known[] = { { "llama", "LlamaForCausalLM", CIS2_ARCH_LLAMA },
+                  { "qwen2", "Qwen2ForCausalLM", CIS2_ARCH_QWEN2 },
+                  { "qwen3", "Qwen3ForCausalLM", CIS2_ARCH_QWEN3 } };
+    const size_t nk = sizeof known / sizeof *known;
+    const json_doc *d = c->d;
+    uint32_t mt, ar;
+    if (field(c, "model_type", &mt) || field(c, "architectures", &ar)) return 1;
+    *arch = CIS2_ARCH_LLAMA;
+    if (mt != JSON_NONE) {
+        if (d->nodes[mt].type != JSON_STRING) return bad(c, "model_type", "must be a string");
+        for (size_t i = 0; i < nk; i++)
+            if (json_str_eq(d, mt, known[i].model_type)) {
+                *arch = known[i].arch;
+                return 0;
+            }
+        return bad(c, "model_type",
+                   "is not one of the supported architectures (llama, qwen2, qwen3)");
+    }
+    if (ar == JSON_NONE || d->nodes[ar].type == JSON_NULL) return 0;
+    if (d->nodes[ar].type != JSON_ARRAY) return bad(c, "architectures", "must be a list of names");
+    for (uint32_t e = d->nodes[ar].first; e != JSON_NONE; e = d->nodes[e].next) {
+        if (d->nodes[e].type != JSON_STRING)
+            return bad(c, "architectures", "must be a list of names");
+        for (size_t i = 0; i < nk; i++)
+            if (json_str_eq(d, e, known[i].cls)) {
+                *arch = known[i].arch;
+                return 0;
+            }
+    }
+    return 0;
+}
+
 static int get_bool(C *c, const char *key, int dflt, int *out)
 {
     uint32_t n;
@@ -108,19 +182,7 @@ int cis2_config_parse(const char *text, size_t len, const char *path, cis2_confi
         goto out;
     }
 
-    uint32_t mt;
-    if (field(&c, "model_type", &mt)) goto out;
-    if (mt == JSON_NONE) {
-        bad(&c, "model_type", "is missing");
-        goto out;
-    }
-    if (json_str_eq(&d, mt, "llama")) cfg->arch = CIS2_ARCH_LLAMA;
-    else if (json_str_eq(&d, mt, "qwen2")) cfg->arch = CIS2_ARCH_QWEN2;
-    else if (json_str_eq(&d, mt, "qwen3")) cfg->arch = CIS2_ARCH_QWEN3;
-    else {
-        bad(&c, "model_type", "is not one of the supported architectures (llama, qwen2, qwen3)");
-        goto out;
-    }
+    if (arch_of(&c, &cfg->arch)) goto out;
 
     if (get_int(&c, "hidden_size", 1, 1, 65536, 0, &cfg->hidden) ||
         get_int(&c, "intermediate_size", 1, 1, 1 << 20, 0, &cfg->inter) ||
@@ -156,9 +218,7 @@ int cis2_config_parse(const char *text, size_t len, const char *path, cis2_confi
         goto out;
     }
 
-    if (get_f32(&c, "rms_norm_eps", 1, 0, &cfg->eps) ||
-        get_f32(&c, "rope_theta", 0, 10000.0, &cfg->rope_theta))
-        goto out;
+    if (get_eps(&c, &cfg->eps) || get_f32(&c, "rope_theta", 0, 10000.0, &cfg->rope_theta)) goto out;
 
     uint32_t eos;
     if (field(&c, "eos_token_id", &eos)) goto out;
@@ -192,18 +252,14 @@ int cis2_config_parse(const char *text, size_t len, const char *path, cis2_confi
         goto out;
     }
 
-    /* tie_word_embeddings: HF's default is false for all three families. */
-    if (get_bool(&c, "tie_word_embeddings", 0, &cfg->tied)) goto out;
+    /* tie_word_embeddings: absent (-1) lets the checkpoint decide (§11.1,
+     * model.c); attention_bias is read for its type only — the q/k/v bias
+     * tensors decide (§9.1), and an o_proj bias is refused as an unexpected
+     * tensor. */
     int attn_bias;
-    if (get_bool(&c, "attention_bias", cfg->arch == CIS2_ARCH_QWEN2, &attn_bias)) goto out;
-    if (cfg->arch == CIS2_ARCH_QWEN2) {
-        cfg->qkv_bias = 1; /* Qwen2 always carries q/k/v biases (§9.1) */
-    } else if (attn_bias) {
-        bad(&c, "attention_bias",
-            "= true is not supported for this model_type (it adds an o_proj bias CIS-2 does not "
-            "define)");
+    if (get_bool(&c, "tie_word_embeddings", -1, &cfg->tied) ||
+        get_bool(&c, "attention_bias", 0, &attn_bias))
         goto out;
-    }
     cfg->qk_norm = cfg->arch == CIS2_ARCH_QWEN3;
 
     /* Things CIS-2 v0.3b does not define: refuse rather than guess. */

@@ -1,111 +1,287 @@
-/* Model loading: config.json → shapes, model.safetensors → weights (checked
- * against the config, §2.5), SHA-256 of all three artifacts (§2.1, §12.1). */
+/* Model loading: config.json -> shapes, model.safetensors -> resident
+ * weights (checked against the config through the tensor table, §2.5), and
+ * the SHA-256 of all three artifacts (§2.1, §12.1).
+ *
+ * Hash exactly the bytes you compute on: each file is opened once and read
+ * once into memory this process owns; its hash is taken over those bytes
+ * and the weights are packed from them, so no rename or overwrite of the
+ * files, during or after loading, can make a receipt's hashes disagree with
+ * what was computed. The safetensors header is read and validated, and the
+ * tensors checked against config.json, before any tensor data is read.
+ *
+ * The weights pipeline: this thread reads the file in chunks and packs each
+ * tensor into tiles as soon as its bytes are in; a second thread hashes
+ * the chunks in order behind it; chunks both have passed are given back to
+ * the system, so memory holds about one copy of the weights, not two. */
 #include "model/model.h"
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
-#if !defined(__wasi__) /* no threads there: CIS2_LOAD_HASH_ASYNC hashes synchronously */
-#define CIS2_ASYNC_HASH 1
-#include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
 #include <unistd.h>
+#if !defined(__wasi__) /* wasm32: no threads; the same pipeline, serially */
+#define CIS2_LOAD_THREADS 1
+#include <pthread.h>
 #endif
 
-/* ---- async hashing (load_opts.skip_hash = CIS2_LOAD_HASH_ASYNC): the weights file is hashed on a
- * background thread by reading the file itself (pread), never the mapping, so
- * the fast backend may pack from the mapping and drop its pages meanwhile.
- * Same bytes, same SHA-256 as the synchronous path (tests/unit_fast.c). */
-#if CIS2_ASYNC_HASH
-typedef struct {
-    pthread_t th;
-    char wpath[1100];
-    size_t expect_len;
-    uint8_t wsha[32];
-    double ms;
-    int rc;
-    char err[CIS2_ERR_LEN];
-} hash_job;
+#define CONFIG_MAX    ((size_t)16 << 20)
+#define TOKENIZER_MAX ((size_t)256 << 20)
+#define CHUNK         ((uint64_t)8 << 20)  /* read (and hash) step */
+#define WINDOW        ((uint64_t)48 << 20) /* how far reading may run ahead of hashing */
 
+/* ------------------------------------------------------------- the hasher */
+/* SHA-256 over the image as it is read: on its own thread where there are
+ * threads (it trails the reader), inline otherwise. */
+typedef struct {
+    const uint8_t *image;
+    cis2_sha256 sha;
+    uint64_t read_pos, hash_pos;
+    int read_done, stop;
+    double ms;
+#if CIS2_LOAD_THREADS
+    int threaded;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+#endif
+} hasher;
+
+#if CIS2_LOAD_THREADS
 static void *hash_thread(void *arg)
 {
-    hash_job *j = arg;
+    hasher *h = arg;
     double t0 = cis2_now_ms();
-    j->rc = 1;
-    int fd = open(j->wpath, O_RDONLY);
-    if (fd < 0) {
-        snprintf(j->err, CIS2_ERR_LEN, "%s: cannot open: %s", j->wpath, strerror(errno));
-        return NULL;
-    }
-#ifdef POSIX_FADV_SEQUENTIAL
-    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-#endif
-    size_t cap = (size_t)4 << 20, done = 0;
-    uint8_t *buf = malloc(cap);
-    if (!buf) {
-        close(fd);
-        snprintf(j->err, CIS2_ERR_LEN, "out of memory");
-        return NULL;
-    }
-    cis2_sha256 s;
-    cis2_sha256_init(&s);
+    pthread_mutex_lock(&h->mu);
     for (;;) {
-        ssize_t r = pread(fd, buf, cap, (off_t)done);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            snprintf(j->err, CIS2_ERR_LEN, "%s: read failed: %s", j->wpath, strerror(errno));
-            break;
-        }
-        if (r == 0) break;
-        cis2_sha256_update(&s, buf, (size_t)r);
-        done += (size_t)r;
+        while (h->hash_pos == h->read_pos && !h->read_done && !h->stop)
+            pthread_cond_wait(&h->cv, &h->mu);
+        if (h->stop || h->hash_pos == h->read_pos) break;
+        uint64_t a = h->hash_pos, b = h->read_pos;
+        if (b - a > CHUNK) b = a + CHUNK;
+        pthread_mutex_unlock(&h->mu);
+        cis2_sha256_update(&h->sha, h->image + a, (size_t)(b - a));
+        pthread_mutex_lock(&h->mu);
+        h->hash_pos = b;
+        pthread_cond_broadcast(&h->cv);
     }
-    free(buf);
-    close(fd);
-    if (j->err[0]) return NULL;
-    if (done != j->expect_len) {
-        snprintf(j->err, CIS2_ERR_LEN,
-                 "%s: the file changed size while loading (%zu bytes mapped, %zu read)", j->wpath,
-                 j->expect_len, done);
-        return NULL;
-    }
-    cis2_sha256_final(&s, j->wsha);
-    j->ms = cis2_now_ms() - t0;
-    j->rc = 0;
+    pthread_mutex_unlock(&h->mu);
+    h->ms = cis2_now_ms() - t0;
     return NULL;
 }
-
-int cis2_model_hash_join(cis2_model *m, char *err)
-{
-    hash_job *j = m->hash_job;
-    if (!j) return 0;
-    pthread_join(j->th, NULL);
-    m->hash_job = NULL;
-    int rc = j->rc;
-    if (rc) {
-        if (err) snprintf(err, CIS2_ERR_LEN, "%s", j->err);
-    } else {
-        memcpy(m->dg.weights_sha256, j->wsha, 32);
-        m->hash_ms = j->ms;
-    }
-    free(j);
-    return rc;
-}
-#else
-int cis2_model_hash_join(cis2_model *m, char *err)
-{
-    (void)m;
-    (void)err;
-    return 0;
-}
 #endif
 
-static int path_join(char *out, size_t cap, const char *dir, const char *file, char *err)
+static int hasher_start(hasher *h, const uint8_t *image, uint64_t have, char *err)
 {
-    if ((size_t)snprintf(out, cap, "%s/%s", dir, file) >= cap) {
-        snprintf(err, CIS2_ERR_LEN, "%.200s: path too long", dir);
+    memset(h, 0, sizeof *h);
+    h->image = image;
+    h->read_pos = have;
+    cis2_sha256_init(&h->sha);
+#if CIS2_LOAD_THREADS
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    int rc = pthread_create(&h->th, NULL, hash_thread, h);
+    if (rc) {
+        snprintf(err, CIS2_ERR_LEN, "cannot start the hashing thread: %s", strerror(rc));
+        pthread_mutex_destroy(&h->mu);
+        pthread_cond_destroy(&h->cv);
         return 1;
     }
+    h->threaded = 1;
+#else
+    (void)err;
+#endif
+    return 0;
+}
+
+/* Bytes [0, pos) are in the image; waits while reading is WINDOW ahead of
+ * hashing. Returns how far hashing has come. */
+static uint64_t hasher_feed(hasher *h, uint64_t pos)
+{
+#if CIS2_LOAD_THREADS
+    if (h->threaded) {
+        pthread_mutex_lock(&h->mu);
+        h->read_pos = pos;
+        pthread_cond_broadcast(&h->cv);
+        while (pos - h->hash_pos > WINDOW) pthread_cond_wait(&h->cv, &h->mu);
+        uint64_t done = h->hash_pos;
+        pthread_mutex_unlock(&h->mu);
+        return done;
+    }
+#endif
+    double t0 = cis2_now_ms();
+    cis2_sha256_update(&h->sha, h->image + h->hash_pos, (size_t)(pos - h->hash_pos));
+    h->ms += cis2_now_ms() - t0;
+    h->hash_pos = h->read_pos = pos;
+    return pos;
+}
+
+/* All read (ok) or abandoned (!ok): waits for the hash thread; the digest goes to out when ok. */
+static void hasher_finish(hasher *h, int ok, uint8_t out[32])
+{
+#if CIS2_LOAD_THREADS
+    if (h->threaded) {
+        pthread_mutex_lock(&h->mu);
+        h->read_done = 1;
+        h->stop = !ok;
+        pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+        pthread_join(h->th, NULL);
+        pthread_mutex_destroy(&h->mu);
+        pthread_cond_destroy(&h->cv);
+    }
+#endif
+    if (ok) cis2_sha256_final(&h->sha, out);
+}
+
+/* ------------------------------------------------------------- planning */
+/* One tensor to bring into the arena, in file order. */
+typedef struct {
+    const cis2_st_tensor *t;
+    const cis2_tensor_def *d;
+    size_t off; /* in the arena */
+    int rows, cols, layer, id;
+} job;
+
+typedef struct {
+    cis2_model *m;
+    const cis2_safetensors *st;
+    const char *path;
+    char *err;
+    uint8_t *used; /* per st tensor */
+    job *jobs;
+    int n_jobs;
+    size_t arena_len;
+    int n_linear;
+} plan;
+
+static int cmp_job(const void *a, const void *b)
+{
+    const job *x = a, *y = b;
+    return x->t->offset < y->t->offset ? -1 : x->t->offset > y->t->offset;
+}
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static void shape_str(const cis2_st_tensor *t, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = 0;
+    for (int i = 0; i < t->ndim && i < 8 && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+}
+
+/* Check one tensor against the shape config.json implies and queue it. */
+static int want(plan *p, const cis2_st_tensor *t, const cis2_tensor_def *d, int layer,
+                const char *name)
+{
+    const cis2_config *c = &p->m->cfg;
+    int rows = cis2_tensor_dim(c, d->rows), cols = cis2_tensor_dim(c, d->cols);
+    int ndim = d->kind == CIS2_TK_LINEAR ? 2 : 1;
+    if (t->ndim != ndim || t->shape[0] != rows || (ndim == 2 && t->shape[1] != cols)) {
+        char have[128];
+        shape_str(t, have, sizeof have);
+        if (ndim == 2)
+            snprintf(p->err, CIS2_ERR_LEN,
+                     "%s: tensor \"%s\" has shape [%s] but config.json implies [%d, %d]", p->path,
+                     name, have, rows, cols);
+        else
+            snprintf(p->err, CIS2_ERR_LEN,
+                     "%s: tensor \"%s\" has shape [%s] but config.json implies [%d]", p->path, name,
+                     have, rows);
+        return 1;
+    }
+    p->used[t - p->st->t] = 1;
+    int linear = d->kind == CIS2_TK_LINEAR;
+    p->jobs[p->n_jobs++] =
+        (job){ t, d, p->arena_len, rows, cols, layer, linear ? p->n_linear : -1 };
+    if (linear) {
+        p->n_linear++;
+        p->arena_len += cis2_weight_bytes(rows, cols, cis2_wfmt_of(t->dtype));
+    } else {
+        p->arena_len += align64((size_t)rows * sizeof(float));
+    }
+    return 0;
+}
+
+static void warn(cis2_model *m, const char *fmt, const char *path)
+{
+    if (m->n_warnings < CIS2_MODEL_MAX_WARNINGS)
+        snprintf(m->warnings[m->n_warnings++], CIS2_ERR_LEN, fmt, path);
+}
+
+/* §11.1: which matrix is the LM head. The checkpoint decides where
+ * config.json is silent; a contradiction is resolved towards the embedding
+ * with a warning, as Hugging Face's loader reads such a checkpoint. */
+static int plan_head(plan *p, const cis2_tensor_def *d)
+{
+    cis2_model *m = p->m;
+    const cis2_st_tensor *t = cis2_st_find(p->st, d->name);
+    int said = m->cfg.tied;
+    if (said == 1 && t) {
+        p->used[t - p->st->t] = 1; /* hashed with the file, never read */
+        warn(m,
+             "%s: config.json says tie_word_embeddings=true, so the file's \"lm_head.weight\" is "
+             "ignored (the LM head is the embedding, §11.1)",
+             p->path);
+    }
+    if (said == 0 && !t)
+        warn(m,
+             "%s: config.json says tie_word_embeddings=false but the file has no "
+             "\"lm_head.weight\"; the LM head is the embedding (§11.1)",
+             p->path);
+    m->w.tied = !(t && said != 1);
+    m->cfg.tied = m->w.tied;
+    return m->w.tied ? 0 : want(p, t, d, -1, d->name);
+}
+
+static int make_plan(plan *p)
+{
+    cis2_model *m = p->m;
+    const cis2_config *c = &m->cfg;
+    const cis2_safetensors *st = p->st;
+    char name[256];
+    p->used = calloc((size_t)st->n + 1, 1);
+    /* at most one job per table row and layer */
+    p->jobs = calloc((size_t)cis2_tensor_count * (size_t)(c->n_layers + 1), sizeof *p->jobs);
+    if (!p->used || !p->jobs) {
+        snprintf(p->err, CIS2_ERR_LEN, "out of memory");
+        return 1;
+    }
+    p->arena_len = align64((size_t)c->n_layers * sizeof(cis2_layer)); /* m->w.layers first */
+    /* The global rows, then layer by layer: a layer's weights lie together in
+     * the arena, in the order a forward step reads them. */
+    for (int l = -1; l < c->n_layers; l++)
+        for (int i = 0; i < cis2_tensor_count; i++) {
+            const cis2_tensor_def *d = &cis2_tensor_table[i];
+            if ((l >= 0) != d->per_layer) continue;
+            if (d->need == CIS2_NEED_HEAD) {
+                if (plan_head(p, d)) return 1;
+                continue;
+            }
+            cis2_use use = cis2_tensor_use(c, d);
+            cis2_tensor_name(d, l, name, sizeof name);
+            const cis2_st_tensor *t = cis2_st_find(st, name);
+            if (!t && use == CIS2_TENSOR_REQUIRED) {
+                snprintf(p->err, CIS2_ERR_LEN, "%s: missing tensor \"%s\" required by config.json",
+                         p->path, name);
+                return 1;
+            }
+            if (t && use != CIS2_TENSOR_UNUSED && want(p, t, d, l, name)) return 1;
+            if (t && d->need == CIS2_NEED_BIAS) m->cfg.qkv_bias = 1;
+        }
+    for (int i = 0; i < st->n; i++) {
+        if (p->used[i]) continue;
+        /* A cached RoPE buffer some exporters keep; CIS-2 recomputes it (§7.1). */
+        size_t nl = strlen(st->t[i].name);
+        if (nl > 24 && strcmp(st->t[i].name + nl - 24, ".rotary_emb.inv_freq") == 0) continue;
+        snprintf(p->err, CIS2_ERR_LEN,
+                 "%s: unexpected tensor \"%s\" (not used by a %s config; refusing to ignore it)",
+                 p->path, st->t[i].name, cis2_arch_name(c->arch));
+        return 1;
+    }
+    p->m->w.n_linear = p->n_linear;
+    p->m->w.n_layers = c->n_layers;
+    qsort(p->jobs, (size_t)p->n_jobs, sizeof *p->jobs, cmp_job);
     return 0;
 }
 
@@ -116,83 +292,117 @@ static int finite_vec(const float *v, int64_t n)
     return 1;
 }
 
-typedef struct {
-    cis2_model *m;
-    char *err;
-    const char *path;
-    int *used;
-} L;
-
-static const cis2_st_tensor *need(L *l, const char *name, int64_t d0, int64_t d1)
+/* Pack one tensor from the image into the arena. */
+static int run_job(plan *p, const job *j, const uint8_t *image)
 {
-    const cis2_st_tensor *t = cis2_st_find(&l->m->st, name);
-    if (!t) {
-        snprintf(l->err, CIS2_ERR_LEN, "%s: missing tensor \"%s\" required by config.json", l->path,
-                 name);
-        return NULL;
+    const uint8_t *src = image + p->st->data_start + j->t->offset;
+    uint8_t *dst = (uint8_t *)p->m->arena + j->off;
+    void *slot = cis2_tensor_slot(&p->m->w, j->d, j->layer);
+    if (j->d->kind == CIS2_TK_LINEAR) {
+        cis2_weight *w = slot;
+        cis2_weight_pack(w, dst, src, j->t->dtype, j->rows, j->cols);
+        w->id = j->id;
+        w->layer = j->layer;
+        return 0;
     }
-    int ndim = d1 < 0 ? 1 : 2;
-    if (t->ndim != ndim || t->shape[0] != d0 || (ndim == 2 && t->shape[1] != d1)) {
-        char have[96] = "", *p = have;
-        for (int i = 0; i < t->ndim && i < 4; i++)
-            p += sprintf(p, i ? ", %lld" : "%lld", (long long)t->shape[i]);
-        if (ndim == 2)
-            snprintf(l->err, CIS2_ERR_LEN,
-                     "%s: tensor \"%s\" has shape [%s] but config.json implies [%lld, %lld]",
-                     l->path, name, have, (long long)d0, (long long)d1);
-        else
-            snprintf(l->err, CIS2_ERR_LEN,
-                     "%s: tensor \"%s\" has shape [%s] but config.json implies [%lld]", l->path,
-                     name, have, (long long)d0);
-        return NULL;
+    float *v = (float *)dst;
+    cis2_dtype_to_f32(j->t->dtype, src, (size_t)j->rows, v);
+    if (!finite_vec(v, j->rows)) {
+        snprintf(p->err, CIS2_ERR_LEN, "%s: tensor \"%s\" holds NaN or Inf", p->path, j->t->name);
+        return 1;
     }
-    l->used[t - l->m->st.t] = 1;
-    return t;
+    *(const float **)slot = v;
+    return 0;
 }
 
-static float *vec_f32(L *l, const char *name, int64_t n)
+/* ------------------------------------------------------------- the file */
+static void phase(const cis2_load_opts *o, cis2_load_phase ph, const char *dir)
 {
-    const cis2_st_tensor *t = need(l, name, n, -1);
-    if (!t) return NULL;
-    float *v = malloc((size_t)n * sizeof *v);
-    if (!v) {
-        snprintf(l->err, CIS2_ERR_LEN, "%s: out of memory", l->path);
-        return NULL;
-    }
-    cis2_st_to_f32(t, v);
-    if (!finite_vec(v, n)) {
-        snprintf(l->err, CIS2_ERR_LEN, "%s: tensor \"%s\" holds NaN or Inf", l->path, name);
-        free(v);
-        return NULL;
-    }
-    return v;
+    if (o->hook) o->hook(o->hook_ctx, ph, dir);
 }
 
-static int linear(L *l, cis2_linear *w, const char *name, int rows, int cols, int need_f32)
+/* model.safetensors: header first, then the data through the pipeline. */
+static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o, char *err)
 {
-    const cis2_st_tensor *t = need(l, name, rows, cols);
-    if (!t) return 1;
-    w->rows = rows;
-    w->cols = cols;
-    w->dtype = t->dtype;
-    w->raw = t->data;
-    w->f32 = NULL;
-    w->packed = NULL;
-    if (need_f32) {
-        /* §4.2: widened once at load; the reference kernels read f32. */
-        w->f32 = malloc((size_t)rows * (size_t)cols * sizeof(float));
-        if (!w->f32) {
-            snprintf(l->err, CIS2_ERR_LEN, "%s: out of memory widening \"%s\"", l->path, name);
-            return 1;
+    int fd, rc = 1;
+    cis2_safetensors st;
+    plan p = { m, &st, path, err, NULL, NULL, 0, 0, 0 };
+    uint8_t *image = NULL, *head;
+    size_t image_len = 0;
+    /* Cheap checks first: the length, the header, the tensors against
+     * config.json — all before a byte of tensor data is read. */
+    if (cis2_st_open_header(&st, path, &fd, &head, err)) return 1;
+    uint64_t size = st.file_len;
+    m->file_bytes = size;
+    if (size > (uint64_t)SIZE_MAX / 2) {
+        snprintf(err, CIS2_ERR_LEN, "%s: too large", path);
+        goto out;
+    }
+    if (make_plan(&p)) goto out;
+    if (!(image = cis2_big_alloc((size_t)size, &image_len))) {
+        snprintf(err, CIS2_ERR_LEN, "%s: out of memory (%llu bytes)", path,
+                 (unsigned long long)size);
+        goto out;
+    }
+    memcpy(image, head, (size_t)st.data_start);
+    if (!(m->arena = cis2_big_alloc(p.arena_len, &m->arena_len))) {
+        snprintf(err, CIS2_ERR_LEN, "%s: out of memory (%zu bytes of weights)", path, p.arena_len);
+        goto out;
+    }
+    m->w.layers = m->arena;
+    phase(o, CIS2_LOAD_WEIGHTS_OPEN, m->dir);
+
+    int hashing = o->skip_hash != CIS2_LOAD_HASH_SKIP;
+    hasher h;
+    if (hashing && hasher_start(&h, image, st.data_start, err)) goto out;
+    uint64_t pos = st.data_start, hashed = 0, released = 0;
+    int next = 0, ok = 1;
+    while (ok && pos < size) {
+        uint64_t n = size - pos < CHUNK ? size - pos : CHUNK;
+        if (cis2_read_fd(fd, image + pos, (size_t)n, path, err)) {
+            ok = 0;
+            break;
         }
-        cis2_st_to_f32(t, w->f32);
+        pos += n;
+        hashed = hashing ? hasher_feed(&h, pos) : pos;
+        while (ok && next < p.n_jobs &&
+               st.data_start + p.jobs[next].t->offset + p.jobs[next].t->nbytes <= pos)
+            ok = !run_job(&p, &p.jobs[next++], image);
+        /* Both the hash and the packing are past these bytes. */
+        uint64_t low = next < p.n_jobs ? st.data_start + p.jobs[next].t->offset : pos;
+        if (hashed < low) low = hashed;
+        released = cis2_big_release(image, released, low);
+    }
+    if (ok) phase(o, CIS2_LOAD_WEIGHTS_READ, m->dir);
+    if (hashing) {
+        hasher_finish(&h, ok, m->dg.weights_sha256);
+        m->hash_ms = h.ms;
+    } else if (o->weights_sha256) {
+        memcpy(m->dg.weights_sha256, o->weights_sha256, 32);
+    }
+    rc = !ok;
+out:
+    close(fd);
+    free(head);
+    cis2_big_free(image, image_len);
+    cis2_st_close(&st);
+    free(p.used);
+    free(p.jobs);
+    return rc;
+}
+
+static int path_join(char *out, size_t cap, const char *dir, const char *file, char *err)
+{
+    if ((size_t)snprintf(out, cap, "%s/%s", dir, file) >= cap) {
+        snprintf(err, CIS2_ERR_LEN, "%.200s: path too long", dir);
+        return 1;
     }
     return 0;
 }
 
 int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, char *err)
 {
-    cis2_load_opts defo = { 1, 0 };
+    cis2_load_opts defo = { 0 };
     if (!o) o = &defo;
     memset(m, 0, sizeof *m);
     double t0 = cis2_now_ms();
@@ -205,126 +415,39 @@ int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, cha
         path_join(wpath, sizeof wpath, dir, "model.safetensors", err) ||
         path_join(tpath, sizeof tpath, dir, "tokenizer.json", err))
         return 1;
+    int skip = o->skip_hash == CIS2_LOAD_HASH_SKIP;
 
     char *cbuf;
     size_t clen;
-    if (cis2_read_file(cpath, &cbuf, &clen, err)) return 1;
+    if (cis2_read_file_max(cpath, CONFIG_MAX, &cbuf, &clen, err)) return 1;
     int rc = cis2_config_parse(cbuf, clen, cpath, &m->cfg, err);
     if (!rc) cis2_sha256_buf(cbuf, clen, m->dg.config_sha256);
     free(cbuf);
     if (rc) return 1;
+    phase(o, CIS2_LOAD_CONFIG_READ, m->dir);
     /* §12.1 item 2: tokenizer.json is hashed by every run, and parsed from
      * the same bytes (a tokenizer we cannot reproduce only disables text). */
     char *tbuf;
     size_t tlen;
-    if (cis2_read_file(tpath, &tbuf, &tlen, err)) {
-        if (errno == ENOENT)
+    if (cis2_read_file_max(tpath, TOKENIZER_MAX, &tbuf, &tlen, err)) {
+        struct stat sb;
+        if (lstat(tpath, &sb) != 0 && errno == ENOENT)
             snprintf(err, CIS2_ERR_LEN,
                      "%s: cannot open: %s (every CIS-2 run hashes tokenizer.json, §12.1)", tpath,
                      strerror(errno));
         return 1;
     }
-    if (o->skip_hash != CIS2_LOAD_HASH_SKIP) cis2_sha256_buf(tbuf, tlen, m->dg.tokenizer_sha256);
+    if (!skip) cis2_sha256_buf(tbuf, tlen, m->dg.tokenizer_sha256);
+    else if (o->tokenizer_sha256) memcpy(m->dg.tokenizer_sha256, o->tokenizer_sha256, 32);
     if (cis2_tokenizer_parse(&m->tokenizer, tbuf, tlen, tpath, m->tokenizer_err))
         m->tokenizer = NULL;
     free(tbuf);
-    if (cis2_st_open(&m->st, wpath, err)) {
-        cis2_tokenizer_free(m->tokenizer); /* parsed above; a bad model.safetensors leaked it */
-        m->tokenizer = NULL;
-        return 1;
-    }
+    phase(o, CIS2_LOAD_TOKENIZER_READ, m->dir);
 
-    double th = cis2_now_ms();
-#if CIS2_ASYNC_HASH
-    if (o->skip_hash == CIS2_LOAD_HASH_ASYNC) {
-        hash_job *j = calloc(1, sizeof *j);
-        if (!j) {
-            snprintf(err, CIS2_ERR_LEN, "out of memory");
-            goto fail;
-        }
-        memcpy(j->wpath, wpath, sizeof j->wpath);
-        j->expect_len = m->st.map_len;
-        int prc = pthread_create(&j->th, NULL, hash_thread, j);
-        if (prc) {
-            free(j);
-            snprintf(err, CIS2_ERR_LEN, "cannot start the hashing thread: %s", strerror(prc));
-            goto fail;
-        }
-        m->hash_job = j;
-    } else
-#endif
-        if (o->skip_hash != CIS2_LOAD_HASH_SKIP)
-        cis2_sha256_buf(m->st.map, m->st.map_len, m->dg.weights_sha256);
-    m->hash_ms = cis2_now_ms() - th;
+    if (load_weights(m, wpath, o, err)) goto fail;
+    cis2_big_protect(m->arena, m->arena_len); /* the loaded model is never written again */
 
     const cis2_config *c = &m->cfg;
-    int *used = calloc((size_t)(m->st.n ? m->st.n : 1), sizeof *used);
-    if (!used) {
-        snprintf(err, CIS2_ERR_LEN, "out of memory");
-        goto fail;
-    }
-    L l = { m, err, wpath, used };
-    int H = c->hidden, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    if (linear(&l, &m->embed, "model.embed_tokens.weight", c->vocab, H, o->need_f32))
-        goto fail_used;
-    if (!(m->final_norm = vec_f32(&l, "model.norm.weight", H))) goto fail_used;
-    const cis2_st_tensor *lmh = cis2_st_find(&m->st, "lm_head.weight");
-    if (c->tied) {
-        if (lmh) {
-            snprintf(err, CIS2_ERR_LEN,
-                     "%s: config.json says tie_word_embeddings=true but the file also carries "
-                     "\"lm_head.weight\"; refusing to guess which head to use (§11.1)",
-                     wpath);
-            goto fail_used;
-        }
-        m->lm_head = m->embed;
-    } else if (linear(&l, &m->lm_head, "lm_head.weight", c->vocab, H, o->need_f32)) {
-        goto fail_used;
-    }
-    m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
-    if (!m->layers) {
-        snprintf(err, CIS2_ERR_LEN, "out of memory");
-        goto fail_used;
-    }
-    for (int i = 0; i < c->n_layers; i++) {
-        cis2_layer *y = &m->layers[i];
-        char n[160];
-#define NM(s) (snprintf(n, sizeof n, "model.layers.%d.%s", i, s), n)
-        if (!(y->attn_norm = vec_f32(&l, NM("input_layernorm.weight"), H)) ||
-            !(y->mlp_norm = vec_f32(&l, NM("post_attention_layernorm.weight"), H)) ||
-            linear(&l, &y->q, NM("self_attn.q_proj.weight"), qd, H, o->need_f32) ||
-            linear(&l, &y->k, NM("self_attn.k_proj.weight"), kvd, H, o->need_f32) ||
-            linear(&l, &y->v, NM("self_attn.v_proj.weight"), kvd, H, o->need_f32) ||
-            linear(&l, &y->o, NM("self_attn.o_proj.weight"), H, qd, o->need_f32) ||
-            linear(&l, &y->gate, NM("mlp.gate_proj.weight"), c->inter, H, o->need_f32) ||
-            linear(&l, &y->up, NM("mlp.up_proj.weight"), c->inter, H, o->need_f32) ||
-            linear(&l, &y->down, NM("mlp.down_proj.weight"), H, c->inter, o->need_f32))
-            goto fail_used;
-        if (c->qkv_bias) {
-            if (!(y->q_bias = vec_f32(&l, NM("self_attn.q_proj.bias"), qd)) ||
-                !(y->k_bias = vec_f32(&l, NM("self_attn.k_proj.bias"), kvd)) ||
-                !(y->v_bias = vec_f32(&l, NM("self_attn.v_proj.bias"), kvd)))
-                goto fail_used;
-        }
-        if (c->qk_norm) {
-            if (!(y->q_norm = vec_f32(&l, NM("self_attn.q_norm.weight"), c->head_dim)) ||
-                !(y->k_norm = vec_f32(&l, NM("self_attn.k_norm.weight"), c->head_dim)))
-                goto fail_used;
-        }
-#undef NM
-    }
-    for (int i = 0; i < m->st.n; i++) {
-        if (used[i]) continue;
-        /* A cached RoPE buffer some exporters keep; CIS-2 recomputes it (§7.1). */
-        size_t nl = strlen(m->st.t[i].name);
-        if (nl > 24 && strcmp(m->st.t[i].name + nl - 24, ".rotary_emb.inv_freq") == 0) continue;
-        snprintf(err, CIS2_ERR_LEN,
-                 "%s: unexpected tensor \"%s\" (not used by a %s config; refusing to ignore it)",
-                 wpath, m->st.t[i].name, cis2_arch_name(c->arch));
-        goto fail_used;
-    }
-    free(used);
-
     m->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(float));
     if (!m->inv_freq) {
         snprintf(err, CIS2_ERR_LEN, "out of memory");
@@ -334,80 +457,19 @@ int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, cha
     cis2_f32_digest(m->inv_freq, (size_t)(c->head_dim / 2), m->dg.inv_freq_digest);
     cis2_table_digest(m->dg.table_digest);
     m->load_ms = cis2_now_ms() - t0;
+    phase(o, CIS2_LOAD_DONE, m->dir);
     return 0;
-fail_used:
-    free(used);
 fail:
     cis2_model_unload(m);
     return 1;
 }
 
-static void free_linear(cis2_linear *w)
-{
-    free(w->f32);
-    w->f32 = NULL;
-}
-
 void cis2_model_unload(cis2_model *m)
 {
-    if (m->hash_job) cis2_model_hash_join(m, NULL);
-    if (m->layers) {
-        for (int i = 0; i < m->cfg.n_layers; i++) {
-            cis2_layer *y = &m->layers[i];
-            free(y->attn_norm);
-            free(y->mlp_norm);
-            free_linear(&y->q);
-            free_linear(&y->k);
-            free_linear(&y->v);
-            free_linear(&y->o);
-            free_linear(&y->gate);
-            free_linear(&y->up);
-            free_linear(&y->down);
-            free(y->q_bias);
-            free(y->k_bias);
-            free(y->v_bias);
-            free(y->q_norm);
-            free(y->k_norm);
-        }
-        free(m->layers);
-    }
-    if (m->lm_head.f32 != m->embed.f32) free_linear(&m->lm_head);
-    free_linear(&m->embed);
-    free(m->final_norm);
+    cis2_big_free(m->arena, m->arena_len);
     free(m->inv_freq);
-    cis2_st_close(&m->st);
     cis2_tokenizer_free(m->tokenizer);
     memset(m, 0, sizeof *m);
-}
-
-static int widen(cis2_linear *w, char *err)
-{
-    if (w->f32) return 0;
-    w->f32 = malloc((size_t)w->rows * (size_t)w->cols * sizeof(float));
-    if (!w->f32) {
-        snprintf(err, CIS2_ERR_LEN, "out of memory widening a [%d, %d] weight", w->rows, w->cols);
-        return 1;
-    }
-    cis2_st_tensor t = { 0 };
-    t.dtype = w->dtype;
-    t.numel = (int64_t)w->rows * w->cols;
-    t.data = w->raw;
-    cis2_st_to_f32(&t, w->f32); /* §4.2: widened exactly */
-    return 0;
-}
-
-int cis2_model_widen(cis2_model *m, char *err)
-{
-    if (widen(&m->embed, err)) return 1;
-    if (m->cfg.tied) m->lm_head.f32 = m->embed.f32;
-    else if (widen(&m->lm_head, err)) return 1;
-    for (int i = 0; i < m->cfg.n_layers; i++) {
-        cis2_layer *y = &m->layers[i];
-        cis2_linear *ws[7] = { &y->q, &y->k, &y->v, &y->o, &y->gate, &y->up, &y->down };
-        for (int k = 0; k < 7; k++)
-            if (widen(ws[k], err)) return 1;
-    }
-    return 0;
 }
 
 /* ------------------------------------------------------------ public API */
@@ -419,7 +481,8 @@ int cis2_model_open(cis2_model **out, const char *dir, const cis2_model_opts *o,
         snprintf(err, CIS2_ERR_LEN, "out of memory");
         return 1;
     }
-    cis2_load_opts lo = { 0, o && o->hash == CIS2_HASH_SKIP ? CIS2_LOAD_HASH_SKIP : 0 };
+    cis2_load_opts lo = { 0 };
+    lo.skip_hash = o && o->hash == CIS2_HASH_SKIP ? CIS2_LOAD_HASH_SKIP : 0;
     if (cis2_model_load(m, dir, &lo, err)) {
         free(m);
         return 1;
@@ -443,10 +506,14 @@ const char *cis2_model_dtype(const cis2_model *m)
     return "fp32";
 }
 
+int cis2_model_warning_count(const cis2_model *m) { return m->n_warnings; }
+const char *cis2_model_warning(const cis2_model *m, int i)
+{
+    return i >= 0 && i < m->n_warnings ? m->warnings[i] : NULL;
+}
+
 const cis2_tokenizer *cis2_model_tokenizer(const cis2_model *m, char *err)
 {
     if (!m->tokenizer && err) snprintf(err, CIS2_ERR_LEN, "%s", m->tokenizer_err);
     return m->tokenizer;
 }
-
-size_t cis2_dtype_size(cis2_dtype dt) { return dt == CIS2_DT_F32 ? 4 : 2; }

@@ -1,44 +1,21 @@
-/* safetensors reader over mmap. Validates everything before any tensor is
- * touched: header length bounds, strict JSON, known dtype, shape product ×
- * dtype size == offset span (overflow-checked), offsets inside the file,
- * no overlap and no holes, unique names. */
+/* safetensors reader. The 8-byte length and the header are validated first,
+ * from the header bytes and the file's size alone: header length bounds,
+ * strict JSON, known dtype, shape product x dtype size == offset span
+ * (overflow-checked), offsets inside the file, no overlap and no holes,
+ * unique names — so a bad file is refused before its data is read. */
 #include "model/model.h"
 #include "core/json.h"
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_HEADER (100u << 20)
-
-static int dtype_of(const json_doc *d, uint32_t n, cis2_dtype *dt, size_t *esz)
-{
-    if (json_str_eq(d, n, "F32")) {
-        *dt = CIS2_DT_F32;
-        *esz = 4;
-        return 0;
-    }
-    if (json_str_eq(d, n, "BF16")) {
-        *dt = CIS2_DT_BF16;
-        *esz = 2;
-        return 0;
-    }
-    if (json_str_eq(d, n, "F16")) {
-        *dt = CIS2_DT_F16;
-        *esz = 2;
-        return 0;
-    }
-    return 1;
-}
 
 static int cmp_off(const void *a, const void *b)
 {
     const cis2_st_tensor *x = *(const cis2_st_tensor *const *)a,
                          *y = *(const cis2_st_tensor *const *)b;
-    return x->data < y->data ? -1 : x->data > y->data;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
 static int cmp_name(const void *a, const void *b)
@@ -46,10 +23,38 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(((const cis2_st_tensor *)a)->name, ((const cis2_st_tensor *)b)->name);
 }
 
-int cis2_st_parse(cis2_safetensors *st, const uint8_t *buf, size_t len, const char *path, char *err)
+int cis2_st_header_len(const uint8_t first8[8], uint64_t file_len, const char *path, uint64_t *hlen,
+                       char *err)
+{
+    if (file_len < 8) {
+        snprintf(err, CIS2_ERR_LEN, "%s: truncated safetensors file (%llu bytes, need at least 8)",
+                 path, (unsigned long long)file_len);
+        return 1;
+    }
+    uint64_t h = 0;
+    for (int i = 0; i < 8; i++) h |= (uint64_t)first8[i] << (8 * i);
+    if (h < 2 || h > MAX_HEADER) {
+        snprintf(err, CIS2_ERR_LEN, "%s: safetensors header length %llu is out of bounds [2, %u]",
+                 path, (unsigned long long)h, MAX_HEADER);
+        return 1;
+    }
+    if (h > file_len - 8) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "%s: safetensors header length %llu runs past the end of the file (%llu bytes)",
+                 path, (unsigned long long)h, (unsigned long long)file_len);
+        return 1;
+    }
+    *hlen = h;
+    return 0;
+}
+
+int cis2_st_parse_header(cis2_safetensors *st, const uint8_t *header, uint64_t hlen,
+                         uint64_t file_len, const char *path, char *err)
 {
     memset(st, 0, sizeof *st);
     st->path = path;
+    st->data_start = 8 + hlen;
+    st->file_len = file_len;
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
         snprintf(err, CIS2_ERR_LEN, __VA_ARGS__);                                                  \
@@ -58,16 +63,7 @@ int cis2_st_parse(cis2_safetensors *st, const uint8_t *buf, size_t len, const ch
     json_doc d;
     memset(&d, 0, sizeof d);
     cis2_st_tensor **order = NULL;
-    if (len < 8) FAIL("%s: truncated safetensors file (%zu bytes, need at least 8)", path, len);
-    uint64_t hlen = 0;
-    for (int i = 0; i < 8; i++) hlen |= (uint64_t)buf[i] << (8 * i);
-    if (hlen < 2 || hlen > MAX_HEADER)
-        FAIL("%s: safetensors header length %llu is out of bounds [2, %u]", path,
-             (unsigned long long)hlen, MAX_HEADER);
-    if (hlen > len - 8)
-        FAIL("%s: safetensors header length %llu runs past the end of the file (%zu bytes)", path,
-             (unsigned long long)hlen, len);
-    const char *hdr = (const char *)buf + 8;
+    const char *hdr = (const char *)header;
     if (hdr[0] != '{') FAIL("%s: safetensors header does not start with '{'", path);
     /* The spec allows trailing spaces as padding inside the header. */
     size_t hl = (size_t)hlen;
@@ -75,8 +71,7 @@ int cis2_st_parse(cis2_safetensors *st, const uint8_t *buf, size_t len, const ch
     char jerr[CIS2_ERR_LEN];
     if (json_parse(&d, hdr, hl, path, jerr)) FAIL("%.440s (in the safetensors header)", jerr);
     if (d.nodes[0].type != JSON_OBJECT) FAIL("%s: safetensors header is not a JSON object", path);
-    const uint8_t *data = buf + 8 + hlen;
-    uint64_t data_len = len - 8 - hlen;
+    uint64_t data_len = file_len - 8 - hlen;
     st->t = calloc(d.nodes[0].count ? d.nodes[0].count : 1, sizeof *st->t);
     if (!st->t) FAIL("%s: out of memory", path);
     for (uint32_t k = d.nodes[0].first; k != JSON_NONE; k = d.nodes[d.nodes[k].next].next) {
@@ -122,15 +117,17 @@ int cis2_st_parse(cis2_safetensors *st, const uint8_t *buf, size_t len, const ch
         if (d.nodes[v].count != 3)
             FAIL("%s: tensor \"%s\": unexpected keys (only dtype, shape, data_offsets allowed)",
                  path, name);
-        size_t esz;
-        if (dtype_of(&d, dt, &t->dtype, &esz)) {
-            char *dn = json_str_dup(&d, dt, NULL);
+        char *dn = json_str_dup(&d, dt, NULL);
+        if (!dn) FAIL("%s: out of memory", path);
+        if (cis2_dtype_from_name(dn, strlen(dn), &t->dtype)) {
             snprintf(err, CIS2_ERR_LEN,
                      "%s: tensor \"%s\": unsupported dtype \"%.32s\" (supported: BF16, F32, F16)",
-                     path, name, dn ? dn : "?");
+                     path, name, dn);
             free(dn);
             goto fail;
         }
+        free(dn);
+        size_t esz = cis2_dtype_size(t->dtype);
         if (d.nodes[sh].count > 8) FAIL("%s: tensor \"%s\": more than 8 dimensions", path, name);
         uint64_t numel = 1;
         for (uint32_t e = d.nodes[sh].first; e != JSON_NONE; e = d.nodes[e].next) {
@@ -153,13 +150,10 @@ int cis2_st_parse(cis2_safetensors *st, const uint8_t *buf, size_t len, const ch
                  path, name, (long long)b, (long long)e, (unsigned long long)data_len);
         if (numel * esz != (uint64_t)(e - b))
             FAIL("%s: tensor \"%s\": shape holds %llu bytes of %s but data_offsets span %lld bytes",
-                 path, name, (unsigned long long)(numel * esz),
-                 t->dtype == CIS2_DT_F32    ? "F32"
-                 : t->dtype == CIS2_DT_BF16 ? "BF16"
-                                            : "F16",
+                 path, name, (unsigned long long)(numel * esz), cis2_dtype_name(t->dtype),
                  (long long)(e - b));
         t->numel = (int64_t)numel;
-        t->data = data + b;
+        t->offset = (uint64_t)b;
         t->nbytes = (uint64_t)(e - b);
     }
     /* No overlap, no holes: sorted by offset, the tensors tile the data exactly. */
@@ -167,18 +161,18 @@ int cis2_st_parse(cis2_safetensors *st, const uint8_t *buf, size_t len, const ch
     if (!order) FAIL("%s: out of memory", path);
     for (int i = 0; i < st->n; i++) order[i] = &st->t[i];
     qsort(order, (size_t)st->n, sizeof *order, cmp_off);
-    const uint8_t *cur = data;
+    uint64_t cur = 0;
     for (int i = 0; i < st->n; i++) {
-        if (order[i]->data < cur)
+        if (order[i]->offset < cur)
             FAIL("%s: tensors \"%s\" and \"%s\" overlap", path, order[i - 1]->name, order[i]->name);
-        if (order[i]->data > cur)
+        if (order[i]->offset > cur)
             FAIL("%s: unused bytes before tensor \"%s\" (offsets leave a hole)", path,
                  order[i]->name);
-        cur = order[i]->data + order[i]->nbytes;
+        cur = order[i]->offset + order[i]->nbytes;
     }
-    if ((uint64_t)(cur - data) != data_len)
+    if (cur != data_len)
         FAIL("%s: %llu trailing bytes after the last tensor", path,
-             (unsigned long long)(data_len - (uint64_t)(cur - data)));
+             (unsigned long long)(data_len - cur));
     qsort(st->t, (size_t)st->n, sizeof *st->t, cmp_name);
     for (int i = 1; i < st->n; i++)
         if (strcmp(st->t[i - 1].name, st->t[i].name) == 0)
@@ -189,56 +183,78 @@ int cis2_st_parse(cis2_safetensors *st, const uint8_t *buf, size_t len, const ch
 fail:
     free(order);
     json_free(&d);
-    for (int i = 0; i < st->n; i++) free(st->t[i].name);
-    free(st->t);
-    free(st->metadata_json); /* fuzz_safetensors: leaked when a later check failed */
-    st->metadata_json = NULL;
-    st->t = NULL;
-    st->n = 0;
+    cis2_st_close(st); /* fuzz_safetensors: nothing may leak when a later check fails */
     return 1;
 #undef FAIL
 }
 
-int cis2_st_open(cis2_safetensors *st, const char *path, char *err)
+void cis2_st_bind(cis2_safetensors *st, const uint8_t *file)
+{
+    for (int i = 0; i < st->n; i++) st->t[i].data = file + st->data_start + st->t[i].offset;
+}
+
+int cis2_st_parse(cis2_safetensors *st, const uint8_t *buf, size_t len, const char *path, char *err)
+{
+    uint64_t hlen;
+    memset(st, 0, sizeof *st);
+    if (cis2_st_header_len(buf, len, path, &hlen, err) ||
+        cis2_st_parse_header(st, buf + 8, hlen, len, path, err))
+        return 1;
+    cis2_st_bind(st, buf);
+    return 0;
+}
+
+int cis2_st_open_header(cis2_safetensors *st, const char *path, int *fd, uint8_t **head, char *err)
 {
     memset(st, 0, sizeof *st);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        snprintf(err, CIS2_ERR_LEN, "%s: cannot open: %s", path, strerror(errno));
-        return 1;
+    *head = NULL;
+    uint64_t size, hlen;
+    uint8_t first8[8] = { 0 };
+    if (cis2_open_input(path, fd, &size, err)) return 1;
+    if ((size >= 8 && cis2_read_fd(*fd, first8, 8, path, err)) ||
+        cis2_st_header_len(first8, size, path, &hlen, err))
+        goto fail;
+    if (!(*head = malloc((size_t)(8 + hlen)))) {
+        snprintf(err, CIS2_ERR_LEN, "%s: out of memory", path);
+        goto fail;
     }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        snprintf(err, CIS2_ERR_LEN, "%s: not a regular file", path);
-        close(fd);
-        return 1;
-    }
-    size_t len = (size_t)sb.st_size;
-    if (len < 8) {
-        snprintf(err, CIS2_ERR_LEN, "%s: truncated safetensors file (%zu bytes, need at least 8)",
-                 path, len);
-        close(fd);
-        return 1;
-    }
-    /* MAP_POPULATE: one bulk fault-in instead of ~65k page faults for a
-     * 269 MB file (the loader touches every byte: hashing and packing). */
-#ifdef MAP_POPULATE
-    void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-#else
-    void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-#endif
-    close(fd);
-    if (m == MAP_FAILED) {
-        snprintf(err, CIS2_ERR_LEN, "%s: mmap failed: %s", path, strerror(errno));
-        return 1;
-    }
-    if (cis2_st_parse(st, m, len, path, err)) {
-        munmap(m, len);
-        return 1;
-    }
-    st->map = m;
-    st->map_len = len;
+    memcpy(*head, first8, 8);
+    if (cis2_read_fd(*fd, *head + 8, (size_t)hlen, path, err) ||
+        cis2_st_parse_header(st, *head + 8, hlen, size, path, err))
+        goto fail;
     return 0;
+fail:
+    free(*head);
+    *head = NULL;
+    close(*fd);
+    *fd = -1;
+    return 1;
+}
+
+int cis2_st_open(cis2_safetensors *st, const char *path, char *err)
+{
+    int fd;
+    uint8_t *head, *img = NULL;
+    if (cis2_st_open_header(st, path, &fd, &head, err)) return 1;
+    if (st->file_len > (uint64_t)SIZE_MAX || !(img = malloc((size_t)st->file_len))) {
+        snprintf(err, CIS2_ERR_LEN, "%s: out of memory (%llu bytes)", path,
+                 (unsigned long long)st->file_len);
+        goto fail;
+    }
+    memcpy(img, head, (size_t)st->data_start);
+    if (cis2_read_fd(fd, img + st->data_start, (size_t)(st->file_len - st->data_start), path, err))
+        goto fail;
+    close(fd);
+    free(head);
+    cis2_st_bind(st, img);
+    st->image = img;
+    return 0;
+fail:
+    free(img);
+    free(head);
+    close(fd);
+    cis2_st_close(st);
+    return 1;
 }
 
 const cis2_st_tensor *cis2_st_find(const cis2_safetensors *st, const char *name)
@@ -255,44 +271,14 @@ const cis2_st_tensor *cis2_st_find(const cis2_safetensors *st, const char *name)
 
 void cis2_st_close(cis2_safetensors *st)
 {
-    for (int i = 0; i < st->n; i++) free(st->t[i].name);
+    for (int i = 0; st->t && i < st->n; i++) free(st->t[i].name);
     free(st->t);
     free(st->metadata_json);
-    if (st->map) munmap(st->map, st->map_len);
+    free(st->image);
     memset(st, 0, sizeof *st);
-}
-
-/* Exact binary16 → binary32 (every f16 value is representable in f32). */
-float cis2_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1F, m = h & 0x3FFu;
-    if (e == 0x1F) return cis2_u2f(sign | 0x7F800000u | (m << 13));
-    if (e == 0) {
-        if (m == 0) return cis2_u2f(sign);
-        /* f16 subnormal m*2^-24 is a normal f32: normalise the mantissa. */
-        int sh = 0;
-        while (!(m & 0x400u)) {
-            m <<= 1;
-            sh++;
-        }
-        m &= 0x3FFu;
-        return cis2_u2f(sign | ((uint32_t)(113 - sh) << 23) | (m << 13));
-    }
-    return cis2_u2f(sign | ((e + 112) << 23) | (m << 13));
 }
 
 void cis2_st_to_f32(const cis2_st_tensor *t, float *out)
 {
-    const uint8_t *p = t->data;
-    for (int64_t i = 0; i < t->numel; i++) {
-        if (t->dtype == CIS2_DT_F32) {
-            uint32_t u = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 |
-                         (uint32_t)p[4 * i + 2] << 16 | (uint32_t)p[4 * i + 3] << 24;
-            out[i] = cis2_u2f(u);
-        } else {
-            uint16_t u = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
-            out[i] = t->dtype == CIS2_DT_BF16 ? cis2_bf16_to_f32(u) : cis2_f16_to_f32(u);
-        }
-    }
+    cis2_dtype_to_f32(t->dtype, t->data, (size_t)t->numel, out);
 }

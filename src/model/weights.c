@@ -1,0 +1,373 @@
+/* Stored dtypes, the tile layout of resident weights, and the tensor table
+ * (src/model/weights.h says what each is for). */
+#include "model/weights.h"
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- dtypes */
+static const struct {
+    const char *name;
+    size_t size;
+} DTYPES[] = {
+    [CIS2_DT_F32] = { "F32", 4 }, [CIS2_DT_BF16] = { "BF16", 2 }, [CIS2_DT_F16] = { "F16", 2 }
+};
+
+size_t cis2_dtype_size(cis2_dtype dt) { return DTYPES[dt].size; }
+const char *cis2_dtype_name(cis2_dtype dt) { return DTYPES[dt].name; }
+
+int cis2_dtype_from_name(const char *name, size_t n, cis2_dtype *dt)
+{
+    for (size_t i = 0; i < sizeof DTYPES / sizeof *DTYPES; i++)
+        if (strlen(DTYPES[i].name) == n && memcmp(DTYPES[i].name, name, n) == 0) {
+            *dt = (cis2_dtype)i;
+            return 0;
+        }
+    return 1;
+}
+
+float cis2_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1F, m = h & 0x3FFu;
+    if (e == 0x1F) return cis2_u2f(sign | 0x7F800000u | (m << 13));
+    if (e == 0) {
+        if (m == 0) return cis2_u2f(sign);
+        /* f16 subnormal m*2^-24 is a normal f32: normalise the mantissa. */
+        int sh = 0;
+        while (!(m & 0x400u)) {
+            m <<= 1;
+            sh++;
+        }
+        m &= 0x3FFu;
+        return cis2_u2f(sign | ((uint32_t)(113 - sh) << 23) | (m << 13));
+    }
+    return cis2_u2f(sign | ((e + 112) << 23) | (m << 13));
+}
+
+static uint16_t ld16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t ld32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* One stored element as an f32 bit pattern (§4.1: exact). */
+static uint32_t elem_bits(cis2_dtype dt, const uint8_t *p)
+{
+    if (dt == CIS2_DT_F32) return ld32(p);
+    if (dt == CIS2_DT_BF16) return (uint32_t)ld16(p) << 16;
+    return cis2_f2u(cis2_f16_to_f32(ld16(p)));
+}
+
+void cis2_dtype_to_f32(cis2_dtype dt, const uint8_t *src, size_t n, float *out)
+{
+    size_t es = cis2_dtype_size(dt);
+    for (size_t i = 0; i < n; i++) out[i] = cis2_u2f(elem_bits(dt, src + i * es));
+}
+
+/* ----------------------------------------------------------------- tiles */
+cis2_wfmt cis2_wfmt_of(cis2_dtype stored)
+{
+    return stored == CIS2_DT_BF16 ? CIS2_WF_BF16 : CIS2_WF_F32;
+}
+
+size_t cis2_wfmt_size(cis2_wfmt f) { return f == CIS2_WF_BF16 ? 2 : 4; }
+
+size_t cis2_weight_bytes(int rows, int cols, cis2_wfmt fmt)
+{
+    size_t ntiles = ((size_t)rows + CIS2_TILE - 1) / CIS2_TILE;
+    size_t b = ntiles * CIS2_TILE * (size_t)cols * cis2_wfmt_size(fmt);
+    b = (b + 63) & ~(size_t)63;
+    return b ? b : 64;
+}
+
+static void weight_init(cis2_weight *w, int rows, int cols, cis2_wfmt fmt, const void *tiles)
+{
+    w->rows = rows;
+    w->cols = cols;
+    w->ntiles = (rows + CIS2_TILE - 1) / CIS2_TILE;
+    w->fmt = fmt;
+    w->tiles = tiles;
+}
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/* 16 bf16 rows x 8 columns -> 8 tile lines of 16 (a pure 16-bit transpose:
+ * every output is one input element, bit for bit). */
+static void tr8x8_u16(const uint8_t *const *rows, size_t off, uint16_t *d)
+{
+    for (int half = 0; half < 2; half++) {
+        const uint8_t *const *r = rows + 8 * half;
+        __m128i r0 = _mm_loadu_si128((const __m128i *)(r[0] + off)),
+                r1 = _mm_loadu_si128((const __m128i *)(r[1] + off));
+        __m128i r2 = _mm_loadu_si128((const __m128i *)(r[2] + off)),
+                r3 = _mm_loadu_si128((const __m128i *)(r[3] + off));
+        __m128i r4 = _mm_loadu_si128((const __m128i *)(r[4] + off)),
+                r5 = _mm_loadu_si128((const __m128i *)(r[5] + off));
+        __m128i r6 = _mm_loadu_si128((const __m128i *)(r[6] + off)),
+                r7 = _mm_loadu_si128((const __m128i *)(r[7] + off));
+        __m128i a0 = _mm_unpacklo_epi16(r0, r1), a1 = _mm_unpackhi_epi16(r0, r1);
+        __m128i a2 = _mm_unpacklo_epi16(r2, r3), a3 = _mm_unpackhi_epi16(r2, r3);
+        __m128i a4 = _mm_unpacklo_epi16(r4, r5), a5 = _mm_unpackhi_epi16(r4, r5);
+        __m128i a6 = _mm_unpacklo_epi16(r6, r7), a7 = _mm_unpackhi_epi16(r6, r7);
+        __m128i b0 = _mm_unpacklo_epi32(a0, a2), b1 = _mm_unpackhi_epi32(a0, a2);
+        __m128i b2 = _mm_unpacklo_epi32(a1, a3), b3 = _mm_unpackhi_epi32(a1, a3);
+        __m128i b4 = _mm_unpacklo_epi32(a4, a6), b5 = _mm_unpackhi_epi32(a4, a6);
+        __m128i b6 = _mm_unpacklo_epi32(a5, a7), b7 = _mm_unpackhi_epi32(a5, a7);
+        uint16_t *o = d + 8 * half;
+        _mm_storeu_si128((__m128i *)(o + 0 * CIS2_TILE), _mm_unpacklo_epi64(b0, b4));
+        _mm_storeu_si128((__m128i *)(o + 1 * CIS2_TILE), _mm_unpackhi_epi64(b0, b4));
+        _mm_storeu_si128((__m128i *)(o + 2 * CIS2_TILE), _mm_unpacklo_epi64(b1, b5));
+        _mm_storeu_si128((__m128i *)(o + 3 * CIS2_TILE), _mm_unpackhi_epi64(b1, b5));
+        _mm_storeu_si128((__m128i *)(o + 4 * CIS2_TILE), _mm_unpacklo_epi64(b2, b6));
+        _mm_storeu_si128((__m128i *)(o + 5 * CIS2_TILE), _mm_unpackhi_epi64(b2, b6));
+        _mm_storeu_si128((__m128i *)(o + 6 * CIS2_TILE), _mm_unpacklo_epi64(b3, b7));
+        _mm_storeu_si128((__m128i *)(o + 7 * CIS2_TILE), _mm_unpackhi_epi64(b3, b7));
+    }
+}
+#elif defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+/* The same pure 16-bit transpose with SIMD128 shuffles (the browser verifier
+ * packs a 270 MB checkpoint on load). */
+#define U16LO(a, b) wasm_i16x8_shuffle(a, b, 0, 8, 1, 9, 2, 10, 3, 11)
+#define U16HI(a, b) wasm_i16x8_shuffle(a, b, 4, 12, 5, 13, 6, 14, 7, 15)
+#define U32LO(a, b) wasm_i32x4_shuffle(a, b, 0, 4, 1, 5)
+#define U32HI(a, b) wasm_i32x4_shuffle(a, b, 2, 6, 3, 7)
+static void tr8x8_u16(const uint8_t *const *rows, size_t off, uint16_t *d)
+{
+    for (int half = 0; half < 2; half++) {
+        const uint8_t *const *r = rows + 8 * half;
+        v128_t a[8], b[8];
+        for (int i = 0; i < 8; i += 2) {
+            v128_t x = wasm_v128_load(r[i] + off), y = wasm_v128_load(r[i + 1] + off);
+            a[i] = U16LO(x, y);
+            a[i + 1] = U16HI(x, y);
+        }
+        b[0] = U32LO(a[0], a[2]), b[1] = U32HI(a[0], a[2]), b[2] = U32LO(a[1], a[3]);
+        b[3] = U32HI(a[1], a[3]), b[4] = U32LO(a[4], a[6]), b[5] = U32HI(a[4], a[6]);
+        b[6] = U32LO(a[5], a[7]), b[7] = U32HI(a[5], a[7]);
+        uint16_t *o = d + 8 * half;
+        for (int i = 0; i < 4; i++) {
+            wasm_v128_store(o + (2 * i) * CIS2_TILE, wasm_i64x2_shuffle(b[i], b[i + 4], 0, 2));
+            wasm_v128_store(o + (2 * i + 1) * CIS2_TILE, wasm_i64x2_shuffle(b[i], b[i + 4], 1, 3));
+        }
+    }
+}
+#endif
+
+void cis2_weight_pack(cis2_weight *w, void *dst, const uint8_t *src, cis2_dtype dt, int rows,
+                      int cols)
+{
+    weight_init(w, rows, cols, cis2_wfmt_of(dt), dst);
+    size_t K = (size_t)cols, es = cis2_dtype_size(dt);
+    for (int t = 0; t < w->ntiles; t++) {
+        const uint8_t *r[CIS2_TILE];
+        int nr = rows - t * CIS2_TILE < CIS2_TILE ? rows - t * CIS2_TILE : CIS2_TILE;
+        for (int l = 0; l < nr; l++) r[l] = src + (size_t)(t * CIS2_TILE + l) * K * es;
+        if (w->fmt == CIS2_WF_BF16) {
+            uint16_t *d = (uint16_t *)dst + (size_t)t * K * CIS2_TILE;
+            size_t k = 0;
+#if defined(__SSE2__) || defined(__wasm_simd128__)
+            if (nr == CIS2_TILE)
+                for (; k + 8 <= K; k += 8, d += 8 * CIS2_TILE) tr8x8_u16(r, 2 * k, d);
+#endif
+            for (; k < K; k++, d += CIS2_TILE) {
+                for (int l = 0; l < nr; l++) d[l] = ld16(r[l] + 2 * k);
+                for (int l = nr; l < CIS2_TILE; l++) d[l] = 0;
+            }
+        } else {
+            uint32_t *d = (uint32_t *)dst + (size_t)t * K * CIS2_TILE;
+            for (size_t k = 0; k < K; k++, d += CIS2_TILE) {
+                for (int l = 0; l < nr; l++) d[l] = elem_bits(dt, r[l] + es * k); /* exact */
+                for (int l = nr; l < CIS2_TILE; l++) d[l] = 0;
+            }
+        }
+    }
+    /* the padding after the last tile (up to the 64-byte multiple) */
+    size_t used = (size_t)w->ntiles * CIS2_TILE * K * cis2_wfmt_size(w->fmt),
+           all = cis2_weight_bytes(rows, cols, w->fmt);
+    memset((uint8_t *)dst + used, 0, all - used);
+}
+
+static uint32_t tile_bits(const cis2_weight *w, size_t at)
+{
+    if (w->fmt == CIS2_WF_BF16) return (uint32_t)((const uint16_t *)w->tiles)[at] << 16;
+    return ((const uint32_t *)w->tiles)[at];
+}
+
+void cis2_weight_row(const cis2_weight *w, int r, float *out)
+{
+    size_t K = (size_t)w->cols, base = (size_t)(r / CIS2_TILE) * K * CIS2_TILE + r % CIS2_TILE;
+    for (size_t k = 0; k < K; k++) out[k] = cis2_u2f(tile_bits(w, base + k * CIS2_TILE));
+}
+
+void cis2_weight_widen(const cis2_weight *w, float *out)
+{
+    size_t K = (size_t)w->cols;
+    for (int t = 0; t < w->ntiles; t++) {
+        int nr = w->rows - t * CIS2_TILE < CIS2_TILE ? w->rows - t * CIS2_TILE : CIS2_TILE;
+        size_t base = (size_t)t * K * CIS2_TILE;
+        uint32_t *o = (uint32_t *)out + (size_t)t * CIS2_TILE * K;
+        if (w->fmt == CIS2_WF_BF16) {
+            const uint16_t *src = (const uint16_t *)w->tiles + base;
+            for (size_t k = 0; k < K; k++, src += CIS2_TILE)
+                for (int l = 0; l < nr; l++) o[(size_t)l * K + k] = (uint32_t)src[l] << 16;
+        } else {
+            const uint32_t *src = (const uint32_t *)w->tiles + base;
+            for (size_t k = 0; k < K; k++, src += CIS2_TILE)
+                for (int l = 0; l < nr; l++) o[(size_t)l * K + k] = src[l];
+        }
+    }
+}
+
+void cis2_weight_to_f32_tiles(const cis2_weight *w, cis2_weight *out, void *dst)
+{
+    size_t n = (size_t)w->ntiles * CIS2_TILE * (size_t)w->cols;
+    uint32_t *d = dst;
+    for (size_t i = 0; i < n; i++) d[i] = tile_bits(w, i);
+    memset(d + n, 0, cis2_weight_bytes(w->rows, w->cols, CIS2_WF_F32) - n * 4);
+    *out = *w;
+    weight_init(out, w->rows, w->cols, CIS2_WF_F32, dst);
+}
+
+float *cis2_weight_f32_at(cis2_weight *w, void *tiles, int r, int k)
+{
+    size_t at = ((size_t)(r / CIS2_TILE) * (size_t)w->cols + (size_t)k) * CIS2_TILE +
+                (size_t)(r % CIS2_TILE);
+    return (float *)tiles + at;
+}
+
+/* ------------------------------------------------------ the tensor table */
+#define G(f) offsetof(cis2_weights, f)
+#define L(f) offsetof(cis2_layer, f)
+/* §2.5 (Llama), §9.1 (q/k/v biases), Qwen3's q_norm/k_norm. The per-layer
+ * linears are listed in the order a forward step reads them. */
+const cis2_tensor_def cis2_tensor_table[] = {
+    { "model.embed_tokens.weight", 0, CIS2_TK_LINEAR, CIS2_DIM_VOCAB, CIS2_DIM_HIDDEN,
+      CIS2_NEED_ALWAYS, G(embed) },
+    { "lm_head.weight", 0, CIS2_TK_LINEAR, CIS2_DIM_VOCAB, CIS2_DIM_HIDDEN, CIS2_NEED_HEAD,
+      G(lm_head) },
+    { "model.norm.weight", 0, CIS2_TK_VECTOR, CIS2_DIM_HIDDEN, CIS2_DIM_NONE, CIS2_NEED_ALWAYS,
+      G(final_norm) },
+    { "input_layernorm.weight", 1, CIS2_TK_VECTOR, CIS2_DIM_HIDDEN, CIS2_DIM_NONE, CIS2_NEED_ALWAYS,
+      L(attn_norm) },
+    { "self_attn.q_proj.weight", 1, CIS2_TK_LINEAR, CIS2_DIM_Q, CIS2_DIM_HIDDEN, CIS2_NEED_ALWAYS,
+      L(q) },
+    { "self_attn.k_proj.weight", 1, CIS2_TK_LINEAR, CIS2_DIM_KV, CIS2_DIM_HIDDEN, CIS2_NEED_ALWAYS,
+      L(k) },
+    { "self_attn.v_proj.weight", 1, CIS2_TK_LINEAR, CIS2_DIM_KV, CIS2_DIM_HIDDEN, CIS2_NEED_ALWAYS,
+      L(v) },
+    { "self_attn.q_proj.bias", 1, CIS2_TK_VECTOR, CIS2_DIM_Q, CIS2_DIM_NONE, CIS2_NEED_BIAS,
+      L(q_bias) },
+    { "self_attn.k_proj.bias", 1, CIS2_TK_VECTOR, CIS2_DIM_KV, CIS2_DIM_NONE, CIS2_NEED_BIAS,
+      L(k_bias) },
+    { "self_attn.v_proj.bias", 1, CIS2_TK_VECTOR, CIS2_DIM_KV, CIS2_DIM_NONE, CIS2_NEED_BIAS,
+      L(v_bias) },
+    { "self_attn.q_norm.weight", 1, CIS2_TK_VECTOR, CIS2_DIM_HEAD, CIS2_DIM_NONE, CIS2_NEED_QK_NORM,
+      L(q_norm) },
+    { "self_attn.k_norm.weight", 1, CIS2_TK_VECTOR, CIS2_DIM_HEAD, CIS2_DIM_NONE, CIS2_NEED_QK_NORM,
+      L(k_norm) },
+    { "self_attn.o_proj.weight", 1, CIS2_TK_LINEAR, CIS2_DIM_HIDDEN, CIS2_DIM_Q, CIS2_NEED_ALWAYS,
+      L(o) },
+    { "post_attention_layernorm.weight", 1, CIS2_TK_VECTOR, CIS2_DIM_HIDDEN, CIS2_DIM_NONE,
+      CIS2_NEED_ALWAYS, L(mlp_norm) },
+    { "mlp.gate_proj.weight", 1, CIS2_TK_LINEAR, CIS2_DIM_INTER, CIS2_DIM_HIDDEN, CIS2_NEED_ALWAYS,
+      L(gate) },
+    { "mlp.up_proj.weight", 1, CIS2_TK_LINEAR, CIS2_DIM_INTER, CIS2_DIM_HIDDEN, CIS2_NEED_ALWAYS,
+      L(up) },
+    { "mlp.down_proj.weight", 1, CIS2_TK_LINEAR, CIS2_DIM_HIDDEN, CIS2_DIM_INTER, CIS2_NEED_ALWAYS,
+      L(down) },
+};
+const int cis2_tensor_count = (int)(sizeof cis2_tensor_table / sizeof cis2_tensor_table[0]);
+#undef G
+#undef L
+
+#define LAYER_PREFIX "model.layers."
+
+int cis2_tensor_dim(const cis2_config *c, cis2_dim d)
+{
+    switch (d) {
+    case CIS2_DIM_HIDDEN: return c->hidden;
+    case CIS2_DIM_INTER: return c->inter;
+    case CIS2_DIM_VOCAB: return c->vocab;
+    case CIS2_DIM_Q: return c->n_heads * c->head_dim;
+    case CIS2_DIM_KV: return c->n_kv_heads * c->head_dim;
+    case CIS2_DIM_HEAD: return c->head_dim;
+    case CIS2_DIM_NONE: break;
+    }
+    return 1;
+}
+
+cis2_use cis2_tensor_use(const cis2_config *c, const cis2_tensor_def *d)
+{
+    switch (d->need) {
+    case CIS2_NEED_ALWAYS: return CIS2_TENSOR_REQUIRED;
+    case CIS2_NEED_HEAD: return CIS2_TENSOR_OPTIONAL;
+    case CIS2_NEED_BIAS:
+        return c->arch == CIS2_ARCH_QWEN2 ? CIS2_TENSOR_REQUIRED : CIS2_TENSOR_OPTIONAL;
+    case CIS2_NEED_QK_NORM:
+        return c->arch == CIS2_ARCH_QWEN3 ? CIS2_TENSOR_REQUIRED : CIS2_TENSOR_UNUSED;
+    }
+    return CIS2_TENSOR_UNUSED;
+}
+
+void cis2_tensor_name(const cis2_tensor_def *d, int layer, char *buf, size_t cap)
+{
+    if (d->per_layer) snprintf(buf, cap, LAYER_PREFIX "%d.%s", layer, d->name);
+    else snprintf(buf, cap, "%s", d->name);
+}
+
+void *cis2_tensor_slot(cis2_weights *w, const cis2_tensor_def *d, int layer)
+{
+    uint8_t *base = d->per_layer ? (uint8_t *)&w->layers[layer] : (uint8_t *)w;
+    return base + d->field;
+}
+
+int cis2_tensor_lookup(const char *name, int n_layers, const cis2_tensor_def **d, int *layer)
+{
+    const char *rest = name;
+    long l = -1;
+    size_t pl = strlen(LAYER_PREFIX);
+    if (strncmp(name, LAYER_PREFIX, pl) == 0) {
+        const char *p = name + pl;
+        if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9')) return 1;
+        l = 0;
+        while (*p >= '0' && *p <= '9' && l < n_layers) l = l * 10 + (*p++ - '0');
+        if (*p != '.' || l >= n_layers) return 1;
+        rest = p + 1;
+    }
+    for (int i = 0; i < cis2_tensor_count; i++) {
+        const cis2_tensor_def *t = &cis2_tensor_table[i];
+        if (t->per_layer == (l >= 0) && strcmp(t->name, rest) == 0) {
+            *d = t;
+            *layer = (int)l;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void cis2_weights_linears(const cis2_weights *w, const cis2_weight **out)
+{
+    for (int i = 0; i < cis2_tensor_count; i++) {
+        const cis2_tensor_def *d = &cis2_tensor_table[i];
+        if (d->kind != CIS2_TK_LINEAR) continue;
+        for (int l = cis2_tensor_first(d); l < cis2_tensor_end(d, w->n_layers); l++) {
+            const cis2_weight *x = cis2_tensor_slot((cis2_weights *)w, d, l);
+            if (x->tiles) out[x->id] = x; /* an unused LM head has none */
+        }
+    }
+}
+
+size_t cis2_weights_step_bytes(const cis2_weights *w)
+{
+    const cis2_weight **all = calloc((size_t)w->n_linear + 1, sizeof *all);
+    if (!all) return 0;
+    cis2_weights_linears(w, all);
+    size_t n = 0;
+    for (int i = 0; i < w->n_linear; i++)
+        if (all[i] && (all[i] != &w->embed || w->tied)) /* the embedding is a row lookup */
+            n += cis2_weight_bytes(all[i]->rows, all[i]->cols, all[i]->fmt);
+    free((void *)all);
+    return n;
+}

@@ -1,0 +1,159 @@
+/* The model's resident weights: stored dtypes, the 16-row interleaved tile
+ * layout every matmul reads, and the tensor table — each architecture's
+ * tensors described once (name, field, shape from config.json, when it is
+ * required), which drives loading, packing, fault lookup and the counts.
+ *
+ * The layout belongs to the model: weights are packed once, at load, from
+ * the bytes that were hashed (§12.1), and never change afterwards; the
+ * kernels and backends (higher layers) only read them.
+ *
+ * Tile layout (CIS2_TILE = 16): tile i holds rows 16i..16i+15 and element k
+ * of those 16 rows is adjacent: tiles[(i*cols + k)*16 + lane]. Rows past
+ * `rows` are zero. BF16 weights stay BF16 (widened exactly in registers,
+ * §4.1); F32 stays F32; F16 is widened exactly to F32 at load (§4.2). A
+ * future resident format (e.g. I8 with a per-row F32 scale) is one more
+ * cis2_wfmt value plus a field here, packed by the same table walk. */
+#ifndef CIS2_WEIGHTS_H
+#define CIS2_WEIGHTS_H
+#include "core/core.h"
+
+/* -------------------------------------------------------- stored dtypes */
+typedef enum { CIS2_DT_F32 = 0, CIS2_DT_BF16 = 1, CIS2_DT_F16 = 2 } cis2_dtype;
+
+/* Bytes per stored element; "F32", "BF16", "F16"; 0 when `name` (n bytes)
+ * is one of them. */
+size_t cis2_dtype_size(cis2_dtype dt);
+const char *cis2_dtype_name(cis2_dtype dt);
+int cis2_dtype_from_name(const char *name, size_t n, cis2_dtype *dt);
+/* Exact binary16 -> binary32 (every f16 value is an f32 value). */
+float cis2_f16_to_f32(uint16_t h);
+/* n stored little-endian elements (any alignment) widened exactly (§4.1). */
+void cis2_dtype_to_f32(cis2_dtype dt, const uint8_t *src, size_t n, float *out);
+
+/* ------------------------------------------------ big allocations (bigmem.c) */
+/* 2 MiB-aligned, huge-page backed; *len is what cis2_big_free takes. */
+void *cis2_big_alloc(size_t bytes, size_t *len);
+void cis2_big_free(void *p, size_t len);
+/* From now on the allocation is read-only: a stray write faults at once. */
+void cis2_big_protect(void *p, size_t len);
+/* Give the whole 2 MiB pages of [a, b) back to the system (a page aligned);
+ * returns the new, page-aligned watermark. Reading them again gives zeros. */
+uint64_t cis2_big_release(uint8_t *base, uint64_t a, uint64_t b);
+
+/* ------------------------------------------------------------------ tiles */
+#define CIS2_TILE 16
+
+/* Resident element format of a packed weight. */
+typedef enum { CIS2_WF_F32 = 0, CIS2_WF_BF16 = 1 } cis2_wfmt;
+
+/* A linear layer's weight, [rows, cols] (PyTorch's [out, in], §2.5). */
+typedef struct {
+    int rows, cols, ntiles;
+    cis2_wfmt fmt;
+    const void *tiles; /* 64-byte aligned; cis2_weight_bytes() bytes */
+    int id;            /* 0..n_linear-1: backends keep per-weight state by it */
+    int layer;         /* the decoder layer, -1 for the embedding / LM head */
+} cis2_weight;
+
+cis2_wfmt cis2_wfmt_of(cis2_dtype stored); /* BF16 -> BF16; F16, F32 -> F32 */
+size_t cis2_wfmt_size(cis2_wfmt f);        /* bytes per resident element */
+/* Bytes of a packed [rows, cols] weight (a multiple of 64, at least 64). */
+size_t cis2_weight_bytes(int rows, int cols, cis2_wfmt fmt);
+/* Pack `rows` x `cols` stored elements (row-major, any alignment) into dst
+ * (64-byte aligned, cis2_weight_bytes() long; every byte is written) and
+ * describe them in *w (id and layer are left to the caller). */
+void cis2_weight_pack(cis2_weight *w, void *dst, const uint8_t *src, cis2_dtype dt, int rows,
+                      int cols);
+/* Row r widened to f32 (the embedding lookup, §4.1). */
+void cis2_weight_row(const cis2_weight *w, int r, float *out);
+/* The whole weight as row-major f32 [rows][cols] (the reference kernels). */
+void cis2_weight_widen(const cis2_weight *w, float *out);
+/* A copy of w as F32 tiles in dst (cis2_weight_bytes(rows, cols, F32)):
+ * the same values, each one writable as an f32 (fault injection). */
+void cis2_weight_to_f32_tiles(const cis2_weight *w, cis2_weight *out, void *dst);
+/* Address of element (r, k) of an F32-tiled weight. */
+float *cis2_weight_f32_at(cis2_weight *w, void *tiles, int r, int k);
+
+/* ---------------------------------------------------- one model's tensors */
+typedef struct {
+    const float *attn_norm, *mlp_norm; /* [hidden] (§8) */
+    cis2_weight q, k, v, o, gate, up, down;
+    const float *q_bias, *k_bias, *v_bias; /* §9.1: each NULL when the checkpoint has none */
+    const float *q_norm, *k_norm;          /* Qwen3 [head_dim], else NULL */
+} cis2_layer;
+
+typedef struct {
+    cis2_weight embed;   /* [vocab, hidden] */
+    cis2_weight lm_head; /* [vocab, hidden]; unused when tied */
+    int tied;            /* the LM head is the embedding (§11.1) */
+    const float *final_norm;
+    int n_layers;
+    cis2_layer *layers;
+    int n_linear; /* ids handed out to cis2_weight */
+} cis2_weights;
+
+/* The matrix of the LM head (§11.1). */
+static inline const cis2_weight *cis2_head(const cis2_weights *w)
+{
+    return w->tied ? &w->embed : &w->lm_head;
+}
+
+/* ------------------------------------------------------- the tensor table */
+typedef enum { CIS2_TK_LINEAR, CIS2_TK_VECTOR } cis2_tkind;
+/* A dimension read from config.json (§2.2, §2.5). */
+typedef enum {
+    CIS2_DIM_NONE = 0,
+    CIS2_DIM_HIDDEN,
+    CIS2_DIM_INTER,
+    CIS2_DIM_VOCAB,
+    CIS2_DIM_Q,    /* num_attention_heads * head_dim */
+    CIS2_DIM_KV,   /* num_key_value_heads * head_dim */
+    CIS2_DIM_HEAD, /* head_dim */
+} cis2_dim;
+/* When the checkpoint must carry a tensor. */
+typedef enum {
+    CIS2_NEED_ALWAYS,  /* every architecture */
+    CIS2_NEED_HEAD,    /* lm_head.weight: the loader resolves tying (§11.1) */
+    CIS2_NEED_BIAS,    /* §9.1 q/k/v bias: required by qwen2, used when present otherwise */
+    CIS2_NEED_QK_NORM, /* required by qwen3, refused as unexpected otherwise */
+} cis2_need;
+/* What a row means for one config. */
+typedef enum { CIS2_TENSOR_UNUSED, CIS2_TENSOR_OPTIONAL, CIS2_TENSOR_REQUIRED } cis2_use;
+
+typedef struct {
+    const char *name; /* per-layer rows: the part after "model.layers.N." */
+    int per_layer;
+    cis2_tkind kind;
+    cis2_dim rows, cols; /* vectors: rows only */
+    cis2_need need;
+    size_t field; /* offsetof(cis2_layer, ...) or offsetof(cis2_weights, ...) */
+} cis2_tensor_def;
+
+extern const cis2_tensor_def cis2_tensor_table[];
+extern const int cis2_tensor_count;
+
+/* The layers a row spans: l from cis2_tensor_first(d) while l < cis2_tensor_end(d, n); -1 is
+ * the one instance of a global row. */
+static inline int cis2_tensor_first(const cis2_tensor_def *d) { return d->per_layer ? 0 : -1; }
+static inline int cis2_tensor_end(const cis2_tensor_def *d, int n_layers)
+{
+    return d->per_layer ? n_layers : 0;
+}
+/* The value of a dimension for this config (1 for CIS2_DIM_NONE). */
+int cis2_tensor_dim(const cis2_config *c, cis2_dim d);
+cis2_use cis2_tensor_use(const cis2_config *c, const cis2_tensor_def *d);
+/* The tensor's name in the checkpoint ("model.layers.3.mlp.up_proj.weight");
+ * layer is ignored for global rows. */
+void cis2_tensor_name(const cis2_tensor_def *d, int layer, char *buf, size_t cap);
+/* Where the row's tensor lives in w: a cis2_weight * for linears, a
+ * const float ** for vectors. */
+void *cis2_tensor_slot(cis2_weights *w, const cis2_tensor_def *d, int layer);
+/* A checkpoint name back to its row and layer (-1 for global rows); 0 when
+ * the table has it and layer < n_layers. */
+int cis2_tensor_lookup(const char *name, int n_layers, const cis2_tensor_def **d, int *layer);
+/* Every linear of w by id: out[id] for id < w->n_linear (n_linear slots). */
+void cis2_weights_linears(const cis2_weights *w, const cis2_weight **out);
+/* Bytes of packed linears one forward step reads per token: every layer's
+ * linears and the LM head (bench's bandwidth floor). */
+size_t cis2_weights_step_bytes(const cis2_weights *w);
+#endif

@@ -1,0 +1,332 @@
+/* Loading hashes exactly the bytes it computes on (§12.1): the files of a
+ * model directory are renamed over or overwritten in place between every two
+ * phases of a load (the loader's test hook), and during decode (the step
+ * callback); every run must either refuse with one line or give digests
+ * that a clean load of the files its receipt names reproduces bit for bit —
+ * and never die of a signal. Also: the hashes equal sha256 of the files, and
+ * nothing is read before the safetensors header is validated. */
+#include "unit.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *FILES[3] = { "config.json", "tokenizer.json", "model.safetensors" };
+static const int32_t PROMPT[5] = { 5, 17, 42, 7, 99 };
+#define NGEN 4
+
+static char *slurp(const char *path, size_t *len)
+{
+    char *b, err[CIS2_ERR_LEN];
+    if (cis2_read_file(path, &b, len, err)) return NULL;
+    return b;
+}
+
+static int put(const char *path, const char *b, size_t len, int in_place)
+{
+    int fd = in_place ? open(path, O_WRONLY) : open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return 1;
+    int bad = write(fd, b, len) != (ssize_t)len || ftruncate(fd, (off_t)len) != 0;
+    return close(fd) || bad;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+    size_t n;
+    char *b = slurp(from, &n);
+    int rc = !b || put(to, b, n, 0);
+    free(b);
+    return rc;
+}
+
+static int copy_dir(const char *from, const char *to)
+{
+    char a[600], b[600];
+    mkdir(to, 0755);
+    for (int i = 0; i < 3; i++) {
+        snprintf(a, sizeof a, "%s/%s", from, FILES[i]);
+        snprintf(b, sizeof b, "%s/%s", to, FILES[i]);
+        if (copy_file(a, b)) return 1;
+    }
+    return 0;
+}
+
+/* Replace DIR/f by SRC/f: rename a full copy over it, or rewrite it in place. */
+static void replace_files(const char *dir, const char *src, int in_place)
+{
+    char a[600], b[600], t[620];
+    for (int i = 0; i < 3; i++) {
+        snprintf(a, sizeof a, "%s/%s", src, FILES[i]);
+        snprintf(b, sizeof b, "%s/%s", dir, FILES[i]);
+        if (in_place) {
+            size_t n;
+            char *buf = slurp(a, &n);
+            if (buf) put(b, buf, n, 1);
+            free(buf);
+        } else {
+            snprintf(t, sizeof t, "%s.new", b);
+            if (!copy_file(a, t)) rename(t, b);
+        }
+    }
+}
+
+typedef struct {
+    const char *dir, *src;
+    int phase, in_place, fired;
+} hook_ctx;
+
+static void hook(void *ctx, cis2_load_phase ph, const char *dir)
+{
+    hook_ctx *h = ctx;
+    if ((int)ph != h->phase) return;
+    replace_files(h->dir, h->src, h->in_place);
+    h->fired = 1;
+    (void)dir;
+}
+
+static int run(const cis2_model *m, cis2_backend_kind bk, cis2_step_fn on_step, void *ctx,
+               cis2_result *r, char *err)
+{
+    cis2_engine_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.backend = bk;
+    eo.threads = 2;
+    cis2_engine *e;
+    if (cis2_engine_new(&e, m, &eo, err)) return 1;
+    cis2_gen_opts g = { NGEN, 0, on_step, ctx, NULL, 0 };
+    int rc = cis2_generate(e, PROMPT, 5, &g, r, err);
+    cis2_engine_free(e);
+    return rc;
+}
+
+/* The receipt of a run names three file hashes: each must be the hash of
+ * A's or B's version of that file, and a clean load of exactly those
+ * versions must give the same ids, argmax and witness digests. */
+static int consistent(const cis2_model *m, const cis2_result *r, const char *A, const char *B,
+                      const char *scratch, char *why)
+{
+    const uint8_t *have[3] = { m->dg.config_sha256, m->dg.tokenizer_sha256, m->dg.weights_sha256 };
+    char p[600], q[600], err[CIS2_ERR_LEN];
+    mkdir(scratch, 0755);
+    for (int i = 0; i < 3; i++) {
+        const char *pick = NULL;
+        uint8_t h[32];
+        snprintf(p, sizeof p, "%s/%s", A, FILES[i]);
+        if (!cis2_sha256_file(p, h, err) && !memcmp(h, have[i], 32)) pick = A;
+        snprintf(p, sizeof p, "%s/%s", B, FILES[i]);
+        if (!pick && !cis2_sha256_file(p, h, err) && !memcmp(h, have[i], 32)) pick = B;
+        if (!pick) {
+            sprintf(why, "the %s hash is neither version's", FILES[i]);
+            return 0;
+        }
+        snprintf(p, sizeof p, "%s/%s", pick, FILES[i]);
+        snprintf(q, sizeof q, "%s/%s", scratch, FILES[i]);
+        if (copy_file(p, q)) {
+            snprintf(why, 300, "cannot copy %.250s", p);
+            return 0;
+        }
+    }
+    cis2_model clean;
+    cis2_result r2;
+    if (cis2_model_load(&clean, scratch, NULL, err)) {
+        sprintf(why, "clean load: %.200s", err);
+        return 0;
+    }
+    int rc = run(&clean, CIS2_BACKEND_REF, NULL, NULL, &r2, err);
+    int ok = !rc && r2.n_gen == r->n_gen && !memcmp(r2.gen, r->gen, sizeof(int32_t) * NGEN) &&
+             !memcmp(r2.witness, r->witness, 32) && !memcmp(r2.argmax, r->argmax, 32);
+    if (!ok)
+        sprintf(why, "a clean load of the named files gives other digests (%.200s)", rc ? err : "");
+    if (!rc) cis2_result_free(&r2);
+    cis2_model_unload(&clean);
+    return ok;
+}
+
+static void test_replace_during_load(const char *tmp, const char *A, const char *B)
+{
+    static const char *PH[] = { "config-read", "tokenizer-read", "weights-open", "weights-read",
+                                "done" };
+    for (int in_place = 0; in_place < 2; in_place++)
+        for (int ph = CIS2_LOAD_CONFIG_READ; ph <= CIS2_LOAD_DONE; ph++) {
+            char W[512], S[512], tn[160], why[400] = "", err[CIS2_ERR_LEN] = "";
+            snprintf(W, sizeof W, "%s/w-%d-%d", tmp, in_place, ph);
+            snprintf(S, sizeof S, "%s/s-%d-%d", tmp, in_place, ph);
+            snprintf(tn, sizeof tn, "load.%s-after-%s.receipt-names-what-ran",
+                     in_place ? "overwrite" : "rename", PH[ph]);
+            if (copy_dir(A, W)) {
+                CHECK(tn, 0, "cannot copy the fixture");
+                continue;
+            }
+            hook_ctx h = { W, B, ph, in_place, 0 };
+            cis2_load_opts lo = { 0 };
+            lo.hook = hook;
+            lo.hook_ctx = &h;
+            cis2_model m;
+            if (cis2_model_load(&m, W, &lo, err)) {
+                /* refusing is allowed (one line, no receipt); it must not be silent */
+                CHECK(tn, h.fired && err[0] && !strchr(err, '\n'), "refused: %s", err);
+                continue;
+            }
+            cis2_result r;
+            int rc = run(&m, CIS2_BACKEND_FAST, NULL, NULL, &r, err);
+            int ok = !rc && h.fired && consistent(&m, &r, A, B, S, why);
+            CHECK(tn, ok, "%s%s", rc ? err : why, h.fired ? "" : " (hook never fired)");
+            if (!rc) cis2_result_free(&r);
+            cis2_model_unload(&m);
+        }
+}
+
+/* on_step: at step 0 overwrite every file in place with B's bytes, at step
+ * 1 truncate them all — the run must not notice. */
+typedef struct {
+    const char *dir, *src;
+} step_ctx;
+
+static void on_step(void *ctx, int step, const float *logits, int vocab, int32_t chosen)
+{
+    const step_ctx *s = ctx;
+    (void)logits;
+    (void)vocab;
+    (void)chosen;
+    if (step == 0) replace_files(s->dir, s->src, 1);
+    if (step == 1)
+        for (int i = 0; i < 3; i++) {
+            char p[600];
+            snprintf(p, sizeof p, "%s/%s", s->dir, FILES[i]);
+            if (truncate(p, 3) != 0) perror(p);
+        }
+}
+
+static void test_overwrite_during_decode(const char *tmp, const char *A, const char *B)
+{
+    char err[CIS2_ERR_LEN];
+    cis2_model a;
+    cis2_result want;
+    if (cis2_model_load(&a, A, NULL, err) || run(&a, CIS2_BACKEND_REF, NULL, NULL, &want, err)) {
+        CHECK("decode.overwrite", 0, "%s", err);
+        return;
+    }
+    cis2_model_unload(&a);
+    for (int bk = 0; bk < 2; bk++) {
+        char W[512], tn[160];
+        snprintf(W, sizeof W, "%s/decode-%d", tmp, bk);
+        snprintf(tn, sizeof tn, "decode.%s.files-overwritten-then-truncated-mid-run",
+                 bk ? "fast" : "ref");
+        cis2_model m;
+        cis2_result r;
+        if (copy_dir(A, W) || cis2_model_load(&m, W, NULL, err)) {
+            CHECK(tn, 0, "%s", err);
+            continue;
+        }
+        step_ctx s = { W, B };
+        int rc = run(&m, bk ? CIS2_BACKEND_FAST : CIS2_BACKEND_REF, on_step, &s, &r, err);
+        CHECK(tn, !rc && !memcmp(r.witness, want.witness, 32) && !memcmp(r.argmax, want.argmax, 32),
+              "%s", rc ? err : "the digests changed");
+        if (!rc) cis2_result_free(&r);
+        cis2_model_unload(&m);
+    }
+    cis2_result_free(&want);
+}
+
+/* The three hashes are sha256 of the files (the pipelined hash of the
+ * weights included); skip-hash zeroes them unless the caller supplies them. */
+static void test_hashes(const char *A)
+{
+    char err[CIS2_ERR_LEN], p[600];
+    uint8_t want[3][32], zero[32] = { 0 };
+    int ok = 1;
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", A, FILES[i]);
+        ok &= cis2_sha256_file(p, want[i], err) == 0;
+    }
+    cis2_model m;
+    if (!ok || cis2_model_load(&m, A, NULL, err)) {
+        CHECK("load.hashes-are-sha256-of-the-files", 0, "%s", err);
+        return;
+    }
+    CHECK("load.hashes-are-sha256-of-the-files",
+          !memcmp(m.dg.config_sha256, want[0], 32) && !memcmp(m.dg.tokenizer_sha256, want[1], 32) &&
+              !memcmp(m.dg.weights_sha256, want[2], 32),
+          "a hash differs");
+    cis2_model_unload(&m);
+    cis2_load_opts lo = { 0 };
+    lo.skip_hash = CIS2_LOAD_HASH_SKIP;
+    int rc1 = cis2_model_load(&m, A, &lo, err);
+    int z =
+        !rc1 && !memcmp(m.dg.weights_sha256, zero, 32) && !memcmp(m.dg.tokenizer_sha256, zero, 32);
+    if (!rc1) cis2_model_unload(&m);
+    lo.weights_sha256 = want[2];
+    lo.tokenizer_sha256 = want[1];
+    int rc2 = cis2_model_load(&m, A, &lo, err);
+    int given = !rc2 && !memcmp(m.dg.weights_sha256, want[2], 32) &&
+                !memcmp(m.dg.tokenizer_sha256, want[1], 32);
+    if (!rc2) cis2_model_unload(&m);
+    CHECK("load.skip-hash-zero-or-supplied", z && given, "rc=%d/%d %s", rc1, rc2, err);
+}
+
+/* An invalid header is refused before the data is touched: the hook's
+ * weights-open phase (after the header) never fires, and a header that
+ * contradicts config.json is refused there too. */
+static int phases_seen;
+static void count_hook(void *ctx, cis2_load_phase ph, const char *dir)
+{
+    (void)ctx;
+    (void)dir;
+    phases_seen |= 1 << ph;
+}
+
+static void test_header_first(const char *tmp, const char *A)
+{
+    char W[512], p[600], err[CIS2_ERR_LEN];
+    snprintf(W, sizeof W, "%s/badhdr", tmp);
+    snprintf(p, sizeof p, "%s/model.safetensors", W);
+    size_t n;
+    char *b = NULL;
+    if (copy_dir(A, W) || !(b = slurp(p, &n)) || n < 16) {
+        CHECK("load.bad-header-refused-before-the-data", 0, "fixture");
+        free(b);
+        return;
+    }
+    b[8] = '['; /* not a JSON object */
+    put(p, b, n, 1);
+    cis2_load_opts lo = { 0 };
+    lo.hook = count_hook;
+    cis2_model m;
+    phases_seen = 0;
+    int rc = cis2_model_load(&m, W, &lo, err);
+    CHECK("load.bad-header-refused-before-the-data",
+          rc && strstr(err, "header") && !(phases_seen & (1 << CIS2_LOAD_WEIGHTS_OPEN)) &&
+              (phases_seen & (1 << CIS2_LOAD_TOKENIZER_READ)),
+          "rc=%d phases=0x%x %s", rc, (unsigned)phases_seen, err);
+    if (!rc) cis2_model_unload(&m);
+    free(b);
+}
+
+int main(void)
+{
+    if (cis2_fpenv_pin()) {
+        CHECK("load.pin", 0, "cannot pin");
+        UNIT_END();
+    }
+    const char *tmp0 = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
+    char tmp[512], A[600], B[600], cmd[1600];
+    snprintf(tmp, sizeof tmp, "%s/unit-load", tmp0);
+    snprintf(A, sizeof A, "%s/A", tmp);
+    snprintf(B, sizeof B, "%s/B", tmp);
+    /* two checkpoints of one shape: other weights, another theta (config),
+     * and B's tokenizer.json one byte longer (same tokens) */
+    snprintf(cmd, sizeof cmd,
+             "rm -rf %s && mkdir -p %s && python3 tools/make_model.py %s --layers 2 >/dev/null && "
+             "python3 tools/make_model.py %s --layers 2 --seed 7 --theta 20000 >/dev/null && "
+             "printf ' ' >> %s/tokenizer.json",
+             tmp, tmp, A, B, B);
+    if (system(cmd) != 0) {
+        CHECK("load.fixture", 0, "make_model.py failed");
+        UNIT_END();
+    }
+    test_hashes(A);
+    test_header_first(tmp, A);
+    test_replace_during_load(tmp, A, B);
+    test_overwrite_during_decode(tmp, A, B);
+    UNIT_END();
+}
