@@ -150,6 +150,7 @@ def pow2(d, everything):
             continue
         w = arr(hdr, data, name).astype(np.float64)
         m = np.abs(w).max(axis=1)
+        m = np.where(m == 0, 127.0, m)  # an all-zero row: scale 1, all q 0
         e = np.floor(np.log2(m / 127.0))
         s = np.exp2(e)
         q = np.clip(np.rint(w / s[:, None]), -127, 127)

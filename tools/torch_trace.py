@@ -140,7 +140,13 @@ class Checkpoint:
                 c = json.load(f)
         except OSError as e:
             die("%s/config.json: cannot open: %s" % (d, e.strerror))
+        # §2.2 reads no model_type: absent, the Llama family unless `architectures`
+        # names a Qwen class (as the engine's config reader does).
         self.arch = c.get("model_type")
+        if self.arch is None:
+            names = c.get("architectures") or []
+            self.arch = next((a for a, cls in (("qwen3", "Qwen3"), ("qwen2", "Qwen2"))
+                              if any(str(x).startswith(cls) for x in names)), "llama")
         if self.arch not in ("llama", "qwen2", "qwen3"):
             die("%s/config.json: model_type %r is not llama, qwen2 or qwen3" % (d, self.arch))
         self.H = c["hidden_size"]
@@ -165,7 +171,9 @@ class Model(Checkpoint):
             qs = int8_pair(self.w, name, d)
             if qs is not None:  # arm A on an int8 checkpoint: the dequantized weights q * s
                 self.w[name + ".weight"] = qs[0].to(torch.float32) * qs[1][:, None]
-        self.lm_head = self.w["model.embed_tokens.weight"] if self.tied else self.w["lm_head.weight"]
+        # Tied, or untied without an lm_head.weight: the head is the embedding.
+        tied = self.tied or "lm_head.weight" not in self.w
+        self.lm_head = self.w["model.embed_tokens.weight"] if tied else self.w["lm_head.weight"]
 
     def g(self, name):
         return self.w.get(name)
@@ -414,7 +422,7 @@ class ArmB(Checkpoint):
             elif self.w[name + ".weight"].dim() == 2:
                 self.lin[name] = ("f32", self.w[name + ".weight"].t().contiguous())
         self.int8_digest = h.hexdigest() if self.n_int8 else ""
-        self.head = "model.embed_tokens" if self.tied else "lm_head"
+        self.head = "model.embed_tokens" if self.tied or "lm_head.weight" not in self.w else "lm_head"
         if self.head not in self.lin:
             die("%s: no LM head weight (%s.weight)" % (d, self.head))
         hd = self.hd

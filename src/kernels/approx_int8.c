@@ -187,7 +187,13 @@ typedef struct {
  * registers. The arrays are zeroed whole (the run-time-size edge blocks use
  * a part of them). */
 /* clang-format off */
+#if defined(__clang__)
+/* clang unrolls constant-trip loops on its own and, at -O3, warns (an error
+ * under -Werror) when a requested unroll of a run-time edge block fails. */
+#define APPROX_UNROLL
+#else
 #define APPROX_UNROLL _Pragma("GCC unroll 16")
+#endif
 
 #if defined(__x86_64__)
 #define APPROX_X512  __attribute__((target("avx512f,avx512vnni")))
