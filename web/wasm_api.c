@@ -14,7 +14,6 @@
  * cis2w_error(). */
 #include "verify/verify.h"
 #include "core/fparith.h"
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,90 +36,27 @@ static uint8_t g_digest[N_SLOTS][32];
 static int g_hashed[N_SLOTS];
 
 /* ------------------------------------------------------------ JSON text */
-typedef struct {
-    char *b;
-    size_t n, cap;
-    int oom;
-} sb;
+/* JSON text is built with the core's string builder (cis2_sb); strings
+ * go through its JSON escaper (bytes that are not UTF-8 become U+FFFD, as
+ * the glue's TextDecoder would make them). */
+static void sb_cstr(cis2_sb *s, const char *p) { cis2_sb_json_str(s, p, strlen(p)); }
 
-static void sb_put(sb *s, const char *p, size_t n)
-{
-    if (s->oom) return;
-    if (s->n + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 1024;
-        while (cap < s->n + n + 1) cap *= 2;
-        char *q = realloc(s->b, cap);
-        if (!q) {
-            s->oom = 1;
-            return;
-        }
-        s->b = q;
-        s->cap = cap;
-    }
-    memcpy(s->b + s->n, p, n);
-    s->n += n;
-    s->b[s->n] = 0;
-}
-
-__attribute__((format(printf, 2, 3))) static void sb_printf(sb *s, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n < sizeof tmp) {
-        sb_put(s, tmp, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        s->oom = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_put(s, big, (size_t)n);
-    free(big);
-}
-
-/* A JSON string; bytes >= 0x80 pass through (the glue decodes UTF-8). */
-static void sb_str(sb *s, const char *p, size_t n)
-{
-    sb_put(s, "\"", 1);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)p[i];
-        if (ch == '"') sb_put(s, "\\\"", 2);
-        else if (ch == '\\') sb_put(s, "\\\\", 2);
-        else if (ch == '\n') sb_put(s, "\\n", 2);
-        else if (ch == '\t') sb_put(s, "\\t", 2);
-        else if (ch == '\r') sb_put(s, "\\r", 2);
-        else if (ch < 0x20 || ch == 0x7F) sb_printf(s, "\\u%04x", ch);
-        else sb_put(s, (const char *)&ch, 1);
-    }
-    sb_put(s, "\"", 1);
-}
-
-static void sb_cstr(sb *s, const char *p) { sb_str(s, p, strlen(p)); }
-
-static void sb_hex(sb *s, const uint8_t d[32])
+static void sb_hex(cis2_sb *s, const uint8_t d[32])
 {
     char h[65];
     cis2_hex(d, 32, h);
     sb_cstr(s, h);
 }
 
-static const char *sb_finish(sb *s)
+static const char *sb_finish(cis2_sb *s)
 {
-    if (s->oom || !s->b) {
-        free(s->b);
+    char *b = cis2_sb_take(s, NULL);
+    if (!b) {
         snprintf(g_err, CIS2_ERR_LEN, "out of memory building the result");
         return NULL;
     }
     free(g_out);
-    g_out = s->b;
+    g_out = b;
     return g_out;
 }
 
@@ -232,27 +168,27 @@ EXPORT("cis2w_load") const char *w_load(void)
     }
     g_tok = cis2_model_tokenizer(&g_m, NULL);
     const cis2_config *c = &g_m.cfg;
-    sb s = { 0 };
-    sb_printf(
+    cis2_sb s = { 0 };
+    cis2_sb_printf(
         &s,
         "{\"arch\":\"%s\",\"hidden\":%d,\"layers\":%d,\"heads\":%d,\"kv_heads\":%d,\"head_dim\":%d,"
         "\"vocab\":%d,\"max_pos\":%d,\"tied\":%d,\"tokenizer_ok\":%d,\"backend\":",
         cis2_arch_name(c->arch), c->hidden, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim,
         c->vocab, c->max_pos, c->tied, g_tok != NULL);
     sb_cstr(&s, cis2_engine_backend(g_e));
-    sb_put(&s, ",\"isa\":", 7);
+    cis2_sb_put(&s, ",\"isa\":", 7);
     sb_cstr(&s, cis2_isa_name());
-    sb_put(&s, ",\"weights_sha256\":", 18);
+    cis2_sb_put(&s, ",\"weights_sha256\":", 18);
     sb_hex(&s, g_m.dg.weights_sha256);
-    sb_put(&s, ",\"config_sha256\":", 17);
+    cis2_sb_put(&s, ",\"config_sha256\":", 17);
     sb_hex(&s, g_m.dg.config_sha256);
-    sb_put(&s, ",\"tokenizer_sha256\":", 20);
+    cis2_sb_put(&s, ",\"tokenizer_sha256\":", 20);
     sb_hex(&s, g_m.dg.tokenizer_sha256);
-    sb_put(&s, ",\"table_digest\":", 16);
+    cis2_sb_put(&s, ",\"table_digest\":", 16);
     sb_hex(&s, g_m.dg.table_digest);
-    sb_put(&s, ",\"inv_freq_table_digest\":", 25);
+    cis2_sb_put(&s, ",\"inv_freq_table_digest\":", 25);
     sb_hex(&s, g_m.dg.inv_freq_digest);
-    sb_printf(&s, ",\"load_ms\":%.1f}", g_m.load_ms);
+    cis2_sb_printf(&s, ",\"load_ms\":%.1f}", g_m.load_ms);
     return sb_finish(&s);
 }
 
@@ -264,24 +200,24 @@ static void on_step(void *ctx, int step, const float *logits, int vocab, int32_t
     cis2js_progress(step + 1, *(const int *)ctx);
 }
 
-static void sb_ids(sb *s, const char *key, const int32_t *ids, int n)
+static void sb_ids(cis2_sb *s, const char *key, const int32_t *ids, int n)
 {
     char *t = cis2_format_ids(ids, n);
-    sb_printf(s, ",\"%s\":", key);
+    cis2_sb_printf(s, ",\"%s\":", key);
     if (t) sb_cstr(s, t);
     else s->oom = 1;
     free(t);
 }
 
-static void sb_text(sb *s, const int32_t *ids, int n)
+static void sb_text(cis2_sb *s, const int32_t *ids, int n)
 {
     char *text = NULL, terr[CIS2_ERR_LEN];
     size_t tl = 0;
     if (g_tok && cis2_tokenizer_decode(g_tok, ids, n, &text, &tl, terr) == 0) {
-        sb_put(s, ",\"text\":", 8);
-        sb_str(s, text, tl);
+        cis2_sb_put(s, ",\"text\":", 8);
+        cis2_sb_json_str(s, text, tl);
     } else {
-        sb_put(s, ",\"text_error\":", 14);
+        cis2_sb_put(s, ",\"text_error\":", 14);
         sb_cstr(s, g_tok ? terr : "no tokenizer");
     }
     free(text);
@@ -343,30 +279,31 @@ const char *w_run(const char *prompt, size_t plen, const char *ids_csv, int n_ge
     cis2_receipt_from_run(&rc, &g_m, &r, (const uint8_t *)bytes, blen);
     char *rtext = NULL;
     size_t rlen = 0;
-    sb s = { 0 };
-    sb_put(&s, "{\"ok\":1", 7);
+    cis2_sb s = { 0 };
+    cis2_sb_put(&s, "{\"ok\":1", 7);
     sb_ids(&s, "prompt_token_ids", r.prompt, r.n_prompt);
     sb_ids(&s, "generated_token_ids", r.gen, r.n_gen);
     sb_text(&s, r.gen, r.n_gen);
-    sb_put(&s, ",\"table_digest\":", 16);
+    cis2_sb_put(&s, ",\"table_digest\":", 16);
     sb_hex(&s, g_m.dg.table_digest);
-    sb_put(&s, ",\"inv_freq_table_digest\":", 25);
+    cis2_sb_put(&s, ",\"inv_freq_table_digest\":", 25);
     sb_hex(&s, g_m.dg.inv_freq_digest);
-    sb_put(&s, ",\"argmax_digest\":", 17);
+    cis2_sb_put(&s, ",\"argmax_digest\":", 17);
     sb_hex(&s, r.argmax);
-    sb_put(&s, ",\"cis2_ref\":", 12);
+    cis2_sb_put(&s, ",\"cis2_ref\":", 12);
     sb_hex(&s, r.witness);
-    sb_printf(&s,
-              ",\"n_prompt\":%d,\"n_gen\":%d,\"stopped_at_eos\":%d,\"prefill_ms\":%.3f,\"decode_"
-              "ms\":%.3f",
-              r.n_prompt, r.n_gen, r.stopped_at_eos, r.prefill_ms, r.decode_ms);
+    cis2_sb_printf(
+        &s,
+        ",\"n_prompt\":%d,\"n_gen\":%d,\"stopped_at_eos\":%d,\"prefill_ms\":%.3f,\"decode_"
+        "ms\":%.3f",
+        r.n_prompt, r.n_gen, r.stopped_at_eos, r.prefill_ms, r.decode_ms);
     if (cis2_receipt_format(&rc, &rtext, &rlen) == 0) {
-        sb_put(&s, ",\"receipt\":", 11);
-        sb_str(&s, rtext, rlen);
+        cis2_sb_put(&s, ",\"receipt\":", 11);
+        cis2_sb_json_str(&s, rtext, rlen);
     } else {
         s.oom = 1;
     }
-    sb_put(&s, "}", 1);
+    cis2_sb_put(&s, "}", 1);
     free(rtext);
     cis2_result_free(&r);
     free(ids);
@@ -386,11 +323,11 @@ EXPORT("cis2w_verify") const char *w_verify(const char *text, size_t len)
     if (!hashes_ready()) return NULL;
     cis2_receipt rc;
     char perr[CIS2_ERR_LEN];
-    sb s = { 0 };
+    cis2_sb s = { 0 };
     if (cis2_receipt_parse(text, len, "receipt", &rc, perr)) {
-        sb_put(&s, "{\"parse_error\":", 15);
+        cis2_sb_put(&s, "{\"parse_error\":", 15);
         sb_cstr(&s, perr);
-        sb_put(&s, "}", 1);
+        cis2_sb_put(&s, "}", 1);
         return sb_finish(&s);
     }
     int total = rc.gen_toks;
@@ -400,30 +337,32 @@ EXPORT("cis2w_verify") const char *w_verify(const char *text, size_t len)
         return NULL;
     }
     int skipped_prompt = 0;
-    sb_put(&s, "{\"fields\":[", 11);
+    cis2_sb_put(&s, "{\"fields\":[", 11);
     for (int i = 0, first = 1; i < v.n_fields; i++) {
         const cis2_verdict_field *f = &v.fields[i];
         if (f->status == CIS2_FIELD_SKIPPED) {
             skipped_prompt |= !strcmp(f->name, "prompt-hex");
             continue;
         }
-        sb_put(&s, first ? "{\"field\":" : ",{\"field\":", first ? 9 : 10);
+        cis2_sb_put(&s, first ? "{\"field\":" : ",{\"field\":", first ? 9 : 10);
         first = 0;
         sb_cstr(&s, f->name);
-        sb_printf(&s, ",\"ok\":%s,\"receipt\":", f->status == CIS2_FIELD_MATCH ? "true" : "false");
+        cis2_sb_printf(&s,
+                       ",\"ok\":%s,\"receipt\":", f->status == CIS2_FIELD_MATCH ? "true" : "false");
         sb_cstr(&s, f->receipt);
-        sb_put(&s, ",\"recomputed\":", 14);
+        cis2_sb_put(&s, ",\"recomputed\":", 14);
         sb_cstr(&s, f->recomputed);
-        sb_put(&s, "}", 1);
+        cis2_sb_put(&s, "}", 1);
     }
     const cis2_result *r = &v.run;
-    sb_printf(&s,
-              "],\"bad\":%d,\"prompt_hex_skipped\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"prefill_ms\":%"
-              ".3f,\"decode_ms\":%.3f",
-              v.mismatches, skipped_prompt, r->n_prompt, r->n_gen, r->prefill_ms, r->decode_ms);
+    cis2_sb_printf(
+        &s,
+        "],\"bad\":%d,\"prompt_hex_skipped\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"prefill_ms\":%"
+        ".3f,\"decode_ms\":%.3f",
+        v.mismatches, skipped_prompt, r->n_prompt, r->n_gen, r->prefill_ms, r->decode_ms);
     sb_ids(&s, "generated_token_ids", r->gen, r->n_gen);
     sb_text(&s, r->gen, r->n_gen);
-    sb_put(&s, "}", 1);
+    cis2_sb_put(&s, "}", 1);
     cis2_verdict_free(&v);
     cis2_receipt_free(&rc);
     return sb_finish(&s);
