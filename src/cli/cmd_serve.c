@@ -123,12 +123,8 @@ int cis2_cmd_serve(int argc, char **argv)
     /* /v1/chat/completions' template: --chat-format, else the model's own
      * (tokenizer_config.json); without one the server still serves the rest */
     cis2_chat_template *tpl = NULL;
-    char chat_err[CIS2_ERR_LEN] = "";
-    if (chat_format && cis2_chat_template_builtin(&tpl, chat_format, err)) {
-        cis2_cli_usage_error("serve", "--chat-format: %s", err);
-        goto out;
-    }
-    if (!chat_format && cis2_chat_template_load(&tpl, model, chat_err)) tpl = NULL;
+    char chat_err[CIS2_ERR_LEN];
+    if (cis2_cli_chat_template("serve", model, chat_format, &tpl, chat_err)) goto out;
     if (serve_sched_new(&s, e, max_batch, queue, err)) {
         cis2_cli_usage_error("serve", "%s", err);
         goto out;
