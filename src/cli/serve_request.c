@@ -1,8 +1,9 @@
 /* The request parser of `cis2 serve`: an OpenAI /v1/completions or
  * /v1/chat/completions body (or a /v1/verify body) into a validated struct,
  * strictly. Every refusal is one line naming the parameter, as an OpenAI-style
- * error (status, type, param, code). Greedy decoding only (§11.2): sampling parameters are accepted only
- * at the values that mean "argmax". Fuzzed by fuzz/fuzz_serve_request.c. */
+ * error (status, type, param, code). Greedy decoding only (§11.2): sampling
+ * parameters are accepted only at the values that mean "argmax". Fuzzed by
+ * fuzz/fuzz_serve_request.c. */
 #include "cli/serve.h"
 #include "core/json.h"
 #include <stdarg.h>
