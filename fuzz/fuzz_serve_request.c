@@ -1,13 +1,22 @@
 /* The request parser of `cis2 serve` (src/cli/serve_request.c) over arbitrary
- * bytes, as both endpoint bodies: /v1/completions and /v1/verify. An accepted
- * completion request must be consistent (one prompt form, ids in the
- * vocabulary, max_tokens and the prompt within the context, at most 4 stop
- * strings of 1..256 bytes); a refusal must be one line with an HTTP status,
- * and its OpenAI-style error object must be valid JSON. The accepted prompt
- * then goes through the streaming text helpers as if it were generated text. */
+ * bytes, as all three endpoint bodies: /v1/completions, /v1/chat/completions
+ * and /v1/verify. An accepted completion request must be consistent (one
+ * prompt form, ids in the vocabulary, max_tokens and the prompt within the
+ * context, at most 4 stop strings of 1..256 bytes); an accepted chat request
+ * holds only messages (system/user/assistant roles, NUL-terminated contents
+ * of the stated length); a refusal must be one line with an HTTP status, and
+ * its OpenAI-style error object must be valid JSON. The accepted prompt then
+ * goes through the streaming text helpers as if it were generated text. */
 #include "fuzz.h"
 #include "cli/serve.h"
 #include "core/json.h"
+
+static void check_stops(const serve_completion_req *r)
+{
+    FUZZ_ASSERT(r->n_stop >= 0 && r->n_stop <= SERVE_MAX_STOP);
+    for (int i = 0; i < r->n_stop; i++)
+        FUZZ_ASSERT(r->stop_len[i] >= 1 && r->stop_len[i] <= SERVE_MAX_STOP_LEN);
+}
 
 static void check_refusal(const serve_err *e)
 {
@@ -32,11 +41,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     serve_err e;
     memset(&e, 0, sizeof e);
     if (serve_parse_completion(src, size, &lim, &r, &e) == 0) {
-        FUZZ_ASSERT(!r.prompt != !r.ids);
+        FUZZ_ASSERT(!r.prompt != !r.ids && !r.msgs);
         FUZZ_ASSERT(r.max_tokens >= 1 && r.max_tokens <= lim.ctx);
-        FUZZ_ASSERT(r.n_stop >= 0 && r.n_stop <= SERVE_MAX_STOP);
-        for (int i = 0; i < r.n_stop; i++)
-            FUZZ_ASSERT(r.stop_len[i] >= 1 && r.stop_len[i] <= SERVE_MAX_STOP_LEN);
+        check_stops(&r);
         if (r.ids) {
             FUZZ_ASSERT(r.n_ids >= 1 && r.n_ids + r.max_tokens - 1 <= lim.ctx);
             for (int i = 0; i < r.n_ids; i++) FUZZ_ASSERT(r.ids[i] >= 0 && r.ids[i] < lim.vocab);
@@ -50,6 +57,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         serve_completion_req_free(&r);
     } else {
+        check_refusal(&e);
+    }
+    memset(&e, 0, sizeof e);
+    if (serve_parse_chat(src, size, &lim, &r, &e) == 0) {
+        FUZZ_ASSERT(r.msgs && r.n_msgs >= 1 && !r.prompt && !r.ids);
+        FUZZ_ASSERT(r.max_tokens >= 0 && r.max_tokens <= lim.ctx); /* 0: the rest of the context */
+        check_stops(&r);
+        for (int i = 0; i < r.n_msgs; i++) {
+            const cis2_chat_msg *m = &r.msgs[i];
+            FUZZ_ASSERT(!strcmp(m->role, "system") || !strcmp(m->role, "user") ||
+                        !strcmp(m->role, "assistant"));
+            FUZZ_ASSERT(m->content && m->content[m->content_len] == '\0' && m->content_len < size);
+        }
+        serve_completion_req_free(&r);
+    } else {
+        FUZZ_ASSERT(r.msgs == NULL);
         check_refusal(&e);
     }
     char *text = NULL;

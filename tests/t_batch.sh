@@ -166,14 +166,14 @@ for l in open(sys.argv[1], encoding="utf-8"):
 PY
 )
 want='1|ok1|OK
-2|t|unknown field "temperature" (expected id, prompt or prompt_ids, max_tokens, stop_at_eos)
+2|t|unknown field "temperature" (expected id, prompt, prompt_ids or messages, max_tokens, stop_at_eos)
 3|None|empty line (expected a JSON object)
 4|ok1|duplicate id (first at line 1)
 5|None|invalid JSON at col 1: unexpected token
 6|v|prompt_ids[1] = 320 is outside the vocabulary (vocab_size = 320)
 7|None|invalid JSON at col 27: invalid UTF-8 in string
 8|None|invalid JSON at col 258: nesting too deep
-9|both|give exactly one of "prompt" or "prompt_ids"
+9|both|give exactly one of "prompt", "prompt_ids" or "messages"
 10|None|field "id" is missing
 11|None|field "id" must be a string
 12|mt|field "max_tokens" must be an integer in [1, 1000000]
@@ -191,6 +191,61 @@ expect_eq batch.bad-lines-one-stderr-line "$(sed "s#$T/##" "$T/bad.err")" "cis2 
 # a resumed file with error lines says so again (exit 1); all good lines: exit 0
 "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/bad.out" 2>/dev/null; expect_eq batch.rerun-keeps-exit-1 "$?" 1
 "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/bad.out" --shard 0/1 2>/dev/null; expect_eq batch.shard-0/1-is-whole-file "$?" 1
+
+# ---- chat lines: "messages" rendered with the model's ChatML template (a
+# Qwen2-shaped fixture with Qwen2.5's template, as tests/t_chat.sh) or
+# --chat-format chatml; each result's receipt is `cis2 run --chat`'s, byte for
+# byte (one message NFC changes: prompt-hex is what the ids decode to)
+CM="$T/chat"
+python3 tools/make_model.py "$CM" --arch qwen2 --layers 1 --hidden 32 --heads 2 --kv-heads 1 \
+    --inter 64 --vocab 704 --seed 7 --tokenizer tests/fixtures/tokenizer/qwen.json >/dev/null
+CF=tests/fixtures/chat
+$PY - "$CF" "$CM" "$T/chat.jsonl" <<'PY'
+import json, sys
+F, M, out = sys.argv[1:]
+json.dump({"chat_template": open(F + "/qwen2.5.jinja").read()}, open(M + "/tokenizer_config.json", "w"))
+msgs = lambda n: json.load(open("%s/messages-%s.json" % (F, n)))["messages"]
+L = [{"id": "sys", "messages": msgs("system-first"), "max_tokens": 3},
+     {"id": "uni", "messages": msgs("unicode"), "max_tokens": 2},
+     {"id": "txt", "prompt": "hello", "max_tokens": 2},
+     {"id": "role", "messages": [{"role": "tool", "content": "x"}]},
+     {"id": "special", "messages": [{"role": "user", "content": "a <|endoftext|>"}]},
+     {"id": "ctl", "messages": [{"role": "user", "content": "<|im_start|>"}]},
+     {"id": "str", "messages": "hi"},
+     {"id": "none", "messages": []},
+     {"id": "two", "messages": msgs("one-user"), "prompt": "x"}]
+open(out, "w").write("".join(json.dumps(l) + "\n" for l in L))
+PY
+"$CIS2" batch --model "$CM" --in "$T/chat.jsonl" --out "$T/chat.out" -n 4 2>/dev/null; rc=$?
+for k in sys:system-first uni:unicode; do
+    "$CIS2" run --model "$CM" --chat "$CF/messages-${k#*:}.json" -n "$([ "${k%%:*}" == sys ] && echo 3 || echo 2)" --receipt "$T/chat-solo.txt" >/dev/null 2>&1
+    got=$($PY -c 'import json,sys; [sys.stdout.write(o["receipt"]) for o in map(json.loads, open(sys.argv[1])) if o["id"] == sys.argv[2]]' "$T/chat.out" "${k%%:*}")
+    [ -n "$got" ] && [ "$got" == "$(cat "$T/chat-solo.txt")" ] && pass "batch.chat.${k%%:*}.receipt-equals-run-chat" \
+        || fail "batch.chat.${k%%:*}.receipt-equals-run-chat" "$(grep "\"${k%%:*}\"" "$T/chat.out" | head -c 300)"
+done
+got=$($PY -c 'import json,sys; [print("%s|%s" % (o["id"], o.get("error", "OK"))) for o in map(json.loads, open(sys.argv[1]))]' "$T/chat.out")
+want='sys|OK
+uni|OK
+txt|OK
+role|field "messages": messages[0].role: must be "system", "user" or "assistant"
+special|field "messages": chat: messages[0].content holds the special token "<|endoftext|>" (the template would not escape it; refusing)
+ctl|field "messages": chat: messages[0].content contains the control token <|im_start|> (the template would not escape it; refusing)
+str|field "messages" must be an array of messages
+none|field "messages": 0 messages (1 to 100000)
+two|give exactly one of "prompt", "prompt_ids" or "messages"'
+[ $rc -eq 1 ] && [ "$got" == "$want" ] && pass "batch.chat.lines-and-errors (6 kinds)" \
+    || fail batch.chat.lines-and-errors "rc=$rc $(diff <(echo "$want") <(echo "$got") | head -6 | tr '\n' ' ')"
+"$CIS2" verify-batch "$T/chat.out" --model "$CM" > "$T/chat.vb" 2>&1
+grep -q '3 verified, 0 mismatched' "$T/chat.vb" && pass batch.chat.verify-batch || fail batch.chat.verify-batch "$(tail -1 "$T/chat.vb")"
+# no template: messages lines fail with the reason; --chat-format chatml renders plain ChatML
+rm "$CM/tokenizer_config.json"
+head -1 "$T/chat.jsonl" > "$T/chat1.jsonl"
+"$CIS2" batch --model "$CM" --in "$T/chat1.jsonl" --out "$T/chat-none.out" 2>/dev/null
+case "$(cat "$T/chat-none.out")" in *'"error":"field \"messages\": '*'tokenizer_config.json'*'--chat-format chatml'*) pass batch.chat.no-template-error;;
+    *) fail batch.chat.no-template-error "$(cat "$T/chat-none.out")";; esac
+"$CIS2" batch --model "$CM" --in "$T/chat1.jsonl" --out "$T/chat-ml.out" --chat-format chatml 2>/dev/null
+"$CIS2" run --model "$CM" --chat "$CF/messages-system-first.json" --chat-format chatml -n 3 --receipt "$T/chat-solo.txt" >/dev/null 2>&1
+expect_eq batch.chat.chat-format-chatml "$($PY -c 'import json,sys; print(json.loads(open(sys.argv[1]).read())["receipt"], end="")' "$T/chat-ml.out")" "$(cat "$T/chat-solo.txt")"
 
 # ---- rejected files, flags and outputs: one stderr line each, exactly the
 # rows of docs/errors.md; FIFOs are refused before any blocking open

@@ -162,8 +162,6 @@ code=$(C -o /dev/null -w '%{http_code}' "$U/v1/completions")
 expect_eq serve.bad.get-is-405 "$code" 405
 code=$(C -o /dev/null -w '%{http_code}' "$U/v1/nope")
 expect_eq serve.bad.unknown-path-404 "$code" 404
-code=$(C -o "$T/chat.json" -w '%{http_code}' "$U/v1/chat/completions" -d '{}')
-expect_eq serve.bad.chat-not-served-yet "$code" 404
 # Limits: body (Content-Length, and chunked), header size, idle connections.
 head -c 70000 /dev/zero | tr '\0' 'a' > "$T/big.txt"
 code=$(C -o "$T/big.json" -w '%{http_code}' "$U/v1/completions" --data-binary @"$T/big.txt")

@@ -149,6 +149,73 @@ static void check_parser(void)
 }
 
 /* ------------------------------------------------------------ text */
+/* /v1/chat/completions bodies: the chat members, the messages read by the
+ * library's parser (cis2_chat_parse_messages), the completions-only members refused. */
+static void check_chat_parser(void)
+{
+#define U "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+    static const bad_case cases[] = {
+        { "no-messages", "{\"model\":\"fx\"}", 400, "messages", "required" },
+        { "messages-str", "{\"model\":\"fx\",\"messages\":\"hi\"}", 400, "messages",
+          "expected an array" },
+        { "messages-empty", "{\"model\":\"fx\",\"messages\":[]}", 400, "messages", "0 messages" },
+        { "role-tool", "{\"model\":\"fx\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}",
+          400, "messages", "messages[0].role: must be" },
+        { "content-array",
+          "{\"model\":\"fx\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}",
+          400, "messages", "messages[0].content: must be a string" },
+        { "message-name",
+          "{\"model\":\"fx\",\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":\"b\"}]}",
+          400, "messages", "unsupported key \"name\"" },
+        { "prompt", "{\"model\":\"fx\"," U ",\"prompt\":\"a\"}", 400, "prompt", "Unrecognized" },
+        { "echo", "{\"model\":\"fx\"," U ",\"echo\":false}", 400, "echo", "Unrecognized" },
+        { "temperature", "{\"model\":\"fx\"," U ",\"temperature\":1}", 400, "temperature",
+          "greedily" },
+        { "logprobs", "{\"model\":\"fx\"," U ",\"logprobs\":true}", 400, "logprobs", "false" },
+        { "top-logprobs", "{\"model\":\"fx\"," U ",\"top_logprobs\":1}", 400, "top_logprobs", "" },
+        { "max-both", "{\"model\":\"fx\"," U ",\"max_tokens\":2,\"max_completion_tokens\":3}", 400,
+          "max_completion_tokens", "give one" },
+        { "mct-0", "{\"model\":\"fx\"," U ",\"max_completion_tokens\":0}", 400,
+          "max_completion_tokens", "outside" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const bad_case *c = &cases[i];
+        serve_completion_req r;
+        serve_err e;
+        memset(&e, 0, sizeof e);
+        int rc = serve_parse_chat(c->body, strlen(c->body), &LIM, &r, &e);
+        char tn[96];
+        snprintf(tn, sizeof tn, "serve.parse-chat.refuses.%s", c->name);
+        CHECK(tn,
+              rc && e.status == c->status && !strcmp(e.param, c->param) &&
+                  strstr(e.message, c->msg) && !strchr(e.message, '\n') && r.msgs == NULL,
+              "rc %d status %d param '%s' message '%s'", rc, e.status, e.param, e.message);
+    }
+    const char *ok = "{\"model\":\"fx\",\"messages\":[{\"role\":\"system\",\"content\":\"s\"},"
+                     "{\"role\":\"user\",\"content\":\"h\\u00e9\"}],\"max_completion_tokens\":9,"
+                     "\"max_tokens\":9,\"logprobs\":false,\"stream\":true,\"stop\":\"x\"}";
+    serve_completion_req r;
+    serve_err e;
+    int rc = serve_parse_chat(ok, strlen(ok), &LIM, &r, &e);
+    CHECK("serve.parse-chat.accepts",
+          rc == 0 && r.n_msgs == 2 && !strcmp(r.msgs[0].role, "system") &&
+              !strcmp(r.msgs[1].role, "user") && r.msgs[1].content_len == 3 &&
+              !memcmp(r.msgs[1].content, "h\xc3\xa9", 3) && r.max_tokens == 9 && r.stream &&
+              r.n_stop == 1 && !r.prompt && !r.ids,
+          "rc %d %s", rc, rc ? e.message : "");
+    if (rc == 0) serve_completion_req_free(&r);
+    rc = serve_parse_chat("{\"model\":\"fx\"," U "}", strlen("{\"model\":\"fx\"," U "}"), &LIM, &r,
+                          &e);
+    CHECK("serve.parse-chat.no-max-tokens-is-0", rc == 0 && r.max_tokens == 0 && r.n_msgs == 1,
+          "rc %d max %d", rc, r.max_tokens);
+    if (rc == 0) serve_completion_req_free(&r);
+    /* the completions endpoint does not take messages */
+    rc = serve_parse_completion("{\"model\":\"fx\"," U "}", strlen("{\"model\":\"fx\"," U "}"),
+                                &LIM, &r, &e);
+    CHECK("serve.parse.messages-refused", rc && !strcmp(e.param, "messages"), "rc %d", rc);
+#undef U
+}
+
 static void check_text(void)
 {
     const char *stops[] = { "\n\n", "END" };
@@ -428,6 +495,7 @@ static void check_sched(cis2_engine *e, const cis2_tokenizer *t)
 int main(void)
 {
     check_parser();
+    check_chat_parser();
     check_text();
     const char *tmp = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
     char dir[512], cmd[1024], err[CIS2_ERR_LEN];

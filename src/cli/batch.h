@@ -15,20 +15,24 @@
 #define CIS2_BATCH_MAX_B      256               /* --batch */
 
 /* ------------------------------------------------- requests (request.c) */
-/* One input object: {"id": "...", "prompt": "..." | "prompt_ids": [...],
- * "max_tokens": N, "stop_at_eos": BOOL}. Unknown and repeated fields are
+/* One input object: {"id": "...", "prompt": "..." | "prompt_ids": [...] |
+ * "messages": [...], "max_tokens": N, "stop_at_eos": BOOL}. Unknown and repeated fields are
  * refused (nothing is silently ignored: there is no sampling to configure). */
 typedef struct {
     char *id; /* decoded; NULL when absent or not a string */
     size_t id_len;
     int32_t *ids; /* the prompt's token ids */
     int n_ids;
-    char *prompt; /* the receipt's prompt bytes: the text, or what the ids decode to */
+    char *prompt; /* the receipt's prompt bytes: what the ids decode to */
     size_t prompt_len;
     int max_tokens, stop_at_eos;
 } cis2_request;
 typedef struct {
     int max_tokens, stop_at_eos; /* when the object does not say */
+    /* "messages" are rendered with this template (as `cis2 run --chat`); NULL
+     * when there is none, and chat_err says why (such lines are errors) */
+    const cis2_chat_template *chat;
+    const char *chat_err;
 } cis2_request_defaults;
 /* Just the "id" of a JSON line (no model needed); 0 when the line is a JSON
  * object with a string "id" (malloc'd into *id), else 1. */

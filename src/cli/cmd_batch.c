@@ -347,7 +347,8 @@ static long env_long(const char *name)
 
 int cis2_cmd_batch(int argc, char **argv)
 {
-    const char *model = NULL, *in = NULL, *out = NULL, *shard = NULL, *backend = NULL, *isa = NULL;
+    const char *model = NULL, *in = NULL, *out = NULL, *shard = NULL, *backend = NULL, *isa = NULL,
+               *chat_format = NULL;
     int batch = 8, n = 16, threads = 0, stop = 0;
     const cis2_opt opts[] = {
         { "--model", NULL, CIS2_OPT_PATH, &model, 0, 0 },
@@ -360,6 +361,7 @@ int cis2_cmd_batch(int argc, char **argv)
         { "--backend", NULL, CIS2_OPT_STR, &backend, 0, 0 },
         { "--isa", NULL, CIS2_OPT_STR, &isa, 0, 0 },
         { "--threads", NULL, CIS2_OPT_INT, &threads, 1, 1024 },
+        { "--chat-format", NULL, CIS2_OPT_STR, &chat_format, 0, 0 },
     };
     if (cis2_cli_parse("batch", argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, NULL, 0))
         return 2;
@@ -387,6 +389,13 @@ int cis2_cmd_batch(int argc, char **argv)
     int rc = 2, created = 0;
     cis2_model *m = NULL;
     cis2_engine *e = NULL;
+    /* "messages" lines: --chat-format, else the model's template; without
+     * one, only such lines fail (with the reason) */
+    cis2_chat_template *tpl = NULL;
+    char chat_err[CIS2_ERR_LEN];
+    if (cis2_cli_chat_template("batch", model, chat_format, &tpl, chat_err)) goto out;
+    b.df.chat = tpl;
+    b.df.chat_err = chat_err;
     if (cis2_read_file_max(in, CIS2_BATCH_MAX_INPUT, &buf, &blen, err)) {
         cis2_cli_usage_error("batch", "%s", err);
         goto out;
@@ -417,6 +426,7 @@ out:
     if (b.fd >= 0) close(b.fd);
     cis2_engine_free(e);
     cis2_model_free(m);
+    cis2_chat_template_free(tpl);
     for (int i = 0; i < b.n; i++) free(b.L[i].id);
     free(b.L);
     free(buf);

@@ -54,7 +54,7 @@ static void model_id(const char *dir, const char *alias, char *out, size_t cap)
 int cis2_cmd_serve(int argc, char **argv)
 {
     const char *model = NULL, *host = "127.0.0.1", *backend = "fast", *isa = NULL, *key_file = NULL,
-               *alias = NULL, *verifier_dir = NULL;
+               *alias = NULL, *verifier_dir = NULL, *chat_format = NULL;
     int port = 8080, threads = 0, max_batch = 8, queue = 64, ctx = 0, max_body = 1 << 20,
         header_limit = 32768, timeout = 60, max_conn = 256;
     const cis2_opt opts[] = {
@@ -74,6 +74,7 @@ int cis2_cmd_serve(int argc, char **argv)
         { "--api-key-file", NULL, CIS2_OPT_PATH, &key_file, 0, 0 },
         { "--alias", NULL, CIS2_OPT_PATH, &alias, 0, 0 },
         { "--verifier-dir", NULL, CIS2_OPT_PATH, &verifier_dir, 0, 0 },
+        { "--chat-format", NULL, CIS2_OPT_STR, &chat_format, 0, 0 },
     };
     if (cis2_cli_parse("serve", argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, NULL, 0))
         return 2;
@@ -119,11 +120,16 @@ int cis2_cmd_serve(int argc, char **argv)
     serve_sched *s = NULL;
     serve_http *h = NULL;
     int rc = 2, bound = port;
+    /* /v1/chat/completions' template: --chat-format, else the model's own
+     * (tokenizer_config.json); without one the server still serves the rest */
+    cis2_chat_template *tpl = NULL;
+    char chat_err[CIS2_ERR_LEN];
+    if (cis2_cli_chat_template("serve", model, chat_format, &tpl, chat_err)) goto out;
     if (serve_sched_new(&s, e, max_batch, queue, err)) {
         cis2_cli_usage_error("serve", "%s", err);
         goto out;
     }
-    serve_model_info mi = { m, id };
+    serve_model_info mi = { m, id, tpl, tpl ? NULL : chat_err };
     serve_limits lim = { id, c->vocab, ctx };
     serve_http_opts ho = {
         host,   port,        max_body, header_limit, timeout, max_conn, key_file ? keys : NULL,
@@ -141,6 +147,7 @@ int cis2_cmd_serve(int argc, char **argv)
             strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", bound, id,
             cis2_engine_backend(e), max_batch, queue, ctx, key_file ? ", API key required" : "");
     if (!t) fprintf(stderr, "cis2 serve: prompts must be token ids: %s\n", terr);
+    if (!tpl) fprintf(stderr, "cis2 serve: /v1/chat/completions answers 400: %s\n", chat_err);
     fflush(stderr);
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -153,6 +160,7 @@ out:
     serve_sched_free(s);
     cis2_engine_free(e);
     cis2_model_free(m);
+    cis2_chat_template_free(tpl);
     free(key_buf);
     return rc;
 }

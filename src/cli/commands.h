@@ -40,6 +40,12 @@ int cis2_cli_fp_ready(const char *cmd);
 /* --backend/--isa/--threads into engine options; prints the error. */
 int cis2_cli_engine_opts(const char *cmd, const char *backend, const char *isa, int threads,
                          cis2_engine_opts *eo);
+/* The chat template of a command serving many prompts (batch, serve):
+ * --chat-format NAME when given (a bad name prints the error and returns 1),
+ * else DIR's own. *t is NULL when DIR has none it renders: `why` then says so
+ * in one line (pointing at --chat-format), and only chat prompts fail. */
+int cis2_cli_chat_template(const char *cmd, const char *dir, const char *format,
+                           cis2_chat_template **t, char *why);
 /* Load DIR (cis2_model_open); prints "cis2 CMD: error". Every command
  * loads its model here. */
 int cis2_cli_load_model(const char *cmd, const char *dir, cis2_model **m);

@@ -121,6 +121,25 @@ int cis2_cli_engine_opts(const char *cmd, const char *backend, const char *isa, 
     return 0;
 }
 
+int cis2_cli_chat_template(const char *cmd, const char *dir, const char *format,
+                           cis2_chat_template **t, char *why)
+{
+    char err[CIS2_ERR_LEN];
+    *t = NULL;
+    why[0] = 0;
+    if (format) {
+        if (cis2_chat_template_builtin(t, format, err))
+            return cis2_cli_usage_error(cmd, "--chat-format: %s", err);
+        return 0;
+    }
+    if (cis2_chat_template_load(t, dir, err)) {
+        *t = NULL;
+        snprintf(why, CIS2_ERR_LEN, "%s%s", err,
+                 strstr(err, "--chat-format") ? "" : " (or give --chat-format chatml)");
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ options */
 static const cis2_opt *find_opt(const cis2_opt *opts, int nopts, const char *a)
 {

@@ -1,6 +1,7 @@
 /* One JSON request object -> a sequence to decode: the prompt's token ids
- * (from "prompt_ids", or "prompt" encoded with the model's tokenizer, §3.3),
- * the receipt's prompt bytes, max_tokens and stop_at_eos. Strict: unknown or
+ * (from "prompt_ids", "prompt" encoded with the model's tokenizer, §3.3, or
+ * "messages" rendered with the chat template, then encoded), the receipt's
+ * prompt bytes, max_tokens and stop_at_eos. Strict: unknown or
  * repeated fields, wrong types and out-of-range values are one-line errors,
  * so nothing in a request is silently ignored. Used by `cis2 batch`; meant
  * for any front end that takes JSON requests. */
@@ -8,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *FIELDS[] = { "id", "prompt", "prompt_ids", "max_tokens", "stop_at_eos" };
+static const char *FIELDS[] = { "id",         "prompt",      "prompt_ids",
+                                "max_tokens", "stop_at_eos", "messages" };
 #define N_FIELDS (int)(sizeof FIELDS / sizeof FIELDS[0])
 
 #define FAIL(...)                                                                                  \
@@ -62,17 +64,38 @@ static int get_ids(const json_doc *d, uint32_t v, int vocab, cis2_request *rq, c
     return 0;
 }
 
-static int encode(const json_doc *d, uint32_t v, const cis2_model *m, cis2_request *rq, char *err)
+static int encode(const json_doc *d, uint32_t v, const cis2_tokenizer *t, cis2_request *rq,
+                  char *err)
 {
     if (d->nodes[v].type != JSON_STRING) FAIL("field \"prompt\" must be a string");
-    rq->prompt = json_str_dup(d, v, &rq->prompt_len);
-    if (!rq->prompt) FAIL("out of memory");
-    char e[CIS2_ERR_LEN];
-    const cis2_tokenizer *t = cis2_model_tokenizer(m, e);
-    if (!t) FAIL("field \"prompt\" needs the model's tokenizer: %s", e);
-    if (cis2_tokenizer_encode(t, rq->prompt, rq->prompt_len, &rq->ids, &rq->n_ids, e))
-        FAIL("field \"prompt\": %s", e);
+    size_t len;
+    char *text = json_str_dup(d, v, &len), e[CIS2_ERR_LEN];
+    if (!text) FAIL("out of memory");
+    int rc = cis2_tokenizer_encode(t, text, len, &rq->ids, &rq->n_ids, e);
+    free(text);
+    if (rc) FAIL("field \"prompt\": %s", e);
     if (rq->n_ids == 0) FAIL("field \"prompt\" encodes to no tokens");
+    return 0;
+}
+
+/* "messages": OpenAI-style turns, parsed, rendered with the generation
+ * prompt and encoded exactly as `cis2 run --chat` does. */
+static int chat(const json_doc *d, uint32_t v, const cis2_tokenizer *t,
+                const cis2_request_defaults *df, cis2_request *rq, char *err)
+{
+    if (d->nodes[v].type != JSON_ARRAY) FAIL("field \"messages\" must be an array of messages");
+    if (!df->chat) FAIL("field \"messages\": %s", df->chat_err ? df->chat_err : "no chat template");
+    cis2_chat_msg *msgs = NULL;
+    int n = 0;
+    char *text = NULL, e[CIS2_ERR_LEN];
+    size_t len = 0;
+    int rc = cis2_chat_parse_messages(d->src + d->nodes[v].start, d->nodes[v].len,
+                                      "field \"messages\"", &msgs, &n, e) ||
+             cis2_chat_render(df->chat, msgs, n, 1, t, &text, &len, e) ||
+             cis2_tokenizer_encode(t, text, len, &rq->ids, &rq->n_ids, e);
+    cis2_free(msgs);
+    free(text);
+    if (rc) FAIL("%s%s", strncmp(e, "field", 5) ? "field \"messages\": " : "", e);
     return 0;
 }
 
@@ -97,8 +120,8 @@ int cis2_request_from_json(const json_doc *d, uint32_t obj, const cis2_model *m,
             cis2_sb_json_str(&sb, name ? name : "", name ? strlen(name) : 0);
             free(name);
             snprintf(err, CIS2_ERR_LEN,
-                     "unknown field %.80s (expected id, prompt or prompt_ids, max_tokens, "
-                     "stop_at_eos)",
+                     "unknown field %.80s (expected id, prompt, prompt_ids or messages, "
+                     "max_tokens, stop_at_eos)",
                      sb.b ? sb.b : "?");
             cis2_sb_free(&sb);
             return 1;
@@ -112,8 +135,8 @@ int cis2_request_from_json(const json_doc *d, uint32_t obj, const cis2_model *m,
     if (f[0] == JSON_NONE) FAIL("field \"id\" is missing");
     if (!rq->id) FAIL("field \"id\" must be a string");
     if (rq->id_len == 0) FAIL("field \"id\" is empty");
-    if ((f[1] == JSON_NONE) == (f[2] == JSON_NONE))
-        FAIL("give exactly one of \"prompt\" or \"prompt_ids\"");
+    if ((f[1] != JSON_NONE) + (f[2] != JSON_NONE) + (f[5] != JSON_NONE) != 1)
+        FAIL("give exactly one of \"prompt\", \"prompt_ids\" or \"messages\"");
     if (f[3] != JSON_NONE &&
         get_int(d, f[3], "max_tokens", 1, CIS2_BATCH_MAX_TOKENS, &rq->max_tokens, err))
         return 1;
@@ -123,22 +146,25 @@ int cis2_request_from_json(const json_doc *d, uint32_t obj, const cis2_model *m,
         rq->stop_at_eos = t == JSON_TRUE;
     }
     const cis2_config *c = cis2_model_config(m);
+    const char *field = FIELDS[f[1] != JSON_NONE ? 1 : f[2] != JSON_NONE ? 2 : 5];
+    char e[CIS2_ERR_LEN];
+    const cis2_tokenizer *t = cis2_model_tokenizer(m, e);
     if (f[2] != JSON_NONE) {
         if (get_ids(d, f[2], c->vocab, rq, err)) return 1;
-        /* the receipt's prompt-hex: the bytes the ids decode to, never empty
-         * (cis2_receipt_prompt_bytes, as `cis2 run --receipt` writes it) */
-        char e[CIS2_ERR_LEN];
-        const cis2_tokenizer *t = cis2_model_tokenizer(m, e);
-        if (!t) FAIL("field \"prompt_ids\": a receipt needs the bytes the ids decode to: %s", e);
-        if (cis2_receipt_prompt_bytes(t, rq->ids, rq->n_ids, &rq->prompt, &rq->prompt_len, e))
-            FAIL("field \"prompt_ids\": %s", e);
-        if (rq->prompt_len == 0)
-            FAIL("field \"prompt_ids\": the ids decode to no bytes (a receipt's prompt-hex may not "
-                 "be "
-                 "empty)");
-    } else if (encode(d, f[1], m, rq, err)) {
+    } else if (!t) {
+        FAIL("field \"%s\" needs the model's tokenizer: %s", field, e);
+    } else if (f[1] != JSON_NONE ? encode(d, f[1], t, rq, err) : chat(d, f[5], t, df, rq, err)) {
         return 1;
     }
+    /* the receipt's prompt-hex: the bytes the ids decode to, never empty
+     * (cis2_receipt_prompt_bytes, as `cis2 run --receipt` writes it; for an
+     * NFC-normalizing tokenizer, the NFC form of a text or chat prompt) */
+    if (!t) FAIL("field \"%s\": a receipt needs the bytes the ids decode to: %s", field, e);
+    if (cis2_receipt_prompt_bytes(t, rq->ids, rq->n_ids, &rq->prompt, &rq->prompt_len, e))
+        FAIL("field \"%s\": %s", field, e);
+    if (rq->prompt_len == 0)
+        FAIL("field \"%s\": the ids decode to no bytes (a receipt's prompt-hex may not be empty)",
+             field);
     /* positions 0 .. n_ids + max_tokens - 2 are computed (the last pick is never fed) */
     if ((int64_t)rq->n_ids + rq->max_tokens - 1 > c->max_pos)
         FAIL("prompt (%d tokens) + max_tokens %d exceeds max_position_embeddings = %d", rq->n_ids,

@@ -31,13 +31,18 @@ typedef struct {
     int ctx;              /* positions per sequence: n_prompt + max_tokens - 1 <= ctx */
 } serve_limits;
 
-/* POST /v1/completions, validated. Exactly one of prompt (text) and ids is set. */
+/* POST /v1/completions or /v1/chat/completions, validated. Exactly one of
+ * prompt (text), ids and msgs is set: msgs for chat, never for completions. */
 typedef struct {
     char *prompt; /* UTF-8 text (NUL-terminated), or NULL */
     size_t prompt_len;
     int32_t *ids; /* token ids, or NULL */
     int n_ids;
-    int max_tokens; /* = n_gen (§3.4): exactly this many unless EOS or a stop string */
+    cis2_chat_msg *msgs; /* chat messages (one block, strings inside), or NULL */
+    int n_msgs;
+    /* = n_gen (§3.4): exactly this many unless EOS or a stop string; 0 in a
+     * chat request that gave none: the rest of the context (OpenAI's default) */
+    int max_tokens;
     int stream, include_usage, ignore_eos;
     int n_stop;
     char *stop[SERVE_MAX_STOP];
@@ -48,6 +53,11 @@ typedef struct {
  * `param`) in one line. Never reads past len; body need not be NUL-terminated. */
 int serve_parse_completion(const char *body, size_t len, const serve_limits *lim,
                            serve_completion_req *r, serve_err *e);
+/* The same for /v1/chat/completions: "messages" (system/user/assistant turns
+ * with string content) instead of "prompt", max_completion_tokens as a
+ * synonym of max_tokens, logprobs a boolean. */
+int serve_parse_chat(const char *body, size_t len, const serve_limits *lim, serve_completion_req *r,
+                     serve_err *e);
 void serve_completion_req_free(serve_completion_req *r);
 /* The context check once the prompt's token count is known (text prompts are
  * tokenized after parsing): n_prompt + max_tokens - 1 positions <= ctx. */
@@ -133,6 +143,10 @@ void serve_sched_stats(serve_sched *s, serve_stats *st);
 typedef struct {
     const cis2_model *m;
     const char *model_id;
+    /* /v1/chat/completions renders messages with this template; NULL when the
+     * model has none cis2 renders (chat_err says why; chat requests get a 400) */
+    const cis2_chat_template *chat;
+    const char *chat_err;
 } serve_model_info;
 void serve_json_error(cis2_sb *sb, const serve_err *e);
 /* The `cis2` object of a completion: ids, digests, CIS2_REF line, receipt. */
@@ -142,6 +156,12 @@ int serve_json_cis2(cis2_sb *sb, const serve_model_info *mi, const cis2_result *
 void serve_json_completion_head(cis2_sb *sb, const char *id, long long created,
                                 const char *model_id, const char *text, size_t len,
                                 const char *finish_reason);
+/* A chat.completion object (choices[0].message), or with chunk set a
+ * chat.completion.chunk (choices[0].delta: the role when `role`, the content
+ * when text is not NULL). Left open, like the text_completion head. */
+void serve_json_chat_head(cis2_sb *sb, const char *id, long long created, const char *model_id,
+                          int chunk, int role, const char *text, size_t len,
+                          const char *finish_reason);
 void serve_json_usage(cis2_sb *sb, int prompt_tokens, int completion_tokens);
 void serve_json_models(cis2_sb *sb, const serve_model_info *mi, long long created, int one);
 void serve_json_verdict(cis2_sb *sb, const cis2_verdict *v);

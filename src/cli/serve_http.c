@@ -50,7 +50,7 @@ struct serve_http {
     atomic_int in_flight; /* requests whose response is not completely sent yet */
 };
 
-enum { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_COMPLETIONS, R_VERIFY, R_VERIFIER, R_CHAT };
+enum { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_COMPLETIONS, R_CHAT, R_VERIFY, R_VERIFIER };
 
 typedef struct {
     int route;
@@ -113,10 +113,11 @@ static int peer_gone(struct MHD_Connection *c)
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
-static void make_id(serve_http *h, char out[40])
+static void make_id(serve_http *h, const char *prefix, char out[48])
 {
     unsigned long long k = atomic_fetch_add(&h->n_ids, 1);
-    snprintf(out, 40, "cmpl-%016llx%08llx", (unsigned long long)h->id_seed, k & 0xFFFFFFFFull);
+    snprintf(out, 48, "%s-%016llx%08llx", prefix, (unsigned long long)h->id_seed,
+             k & 0xFFFFFFFFull);
 }
 
 /* ------------------------------------------------------------ auth */
@@ -143,8 +144,9 @@ typedef struct {
     serve_http *h;
     serve_job *j;
     struct MHD_Connection *c;
-    char id[40];
+    char id[48];
     long long created;
+    int chat; /* /v1/chat/completions: chat.completion objects and chunks */
     int include_usage, done;
     char *prompt_bytes;
     size_t prompt_len;
@@ -156,6 +158,19 @@ typedef struct {
 #define SSE_PING_MS 15000.0
 
 static const char *finish_name(int f) { return f == SERVE_FINISH_STOP ? "stop" : "length"; }
+
+/* The response object (or stream chunk, when chunk) up to its choices, left
+ * open: text_completion, or chat.completion whose first chunk carries the role. */
+static void head(const stream_ctx *st, cis2_sb *sb, int chunk, int role, const char *text,
+                 size_t len, const char *finish)
+{
+    if (st->chat)
+        serve_json_chat_head(sb, st->id, st->created, st->h->mi.model_id, chunk, role, text, len,
+                             finish);
+    else
+        serve_json_completion_head(sb, st->id, st->created, st->h->mi.model_id, text ? text : "",
+                                   text ? len : 0, finish);
+}
 
 /* The final events of a finished job: its last chunk (finish_reason, usage,
  * the cis2 object), the usage-only chunk when asked for, and [DONE]; or an
@@ -178,8 +193,7 @@ static void sse_final(stream_ctx *st)
     int finish;
     const cis2_result *r = serve_job_result(st->j, &text, &tl, &finish);
     cis2_sb_str(&st->out, "data: ");
-    serve_json_completion_head(&st->out, st->id, st->created, h->mi.model_id, "", 0,
-                               finish_name(finish));
+    head(st, &st->out, 1, 0, NULL, 0, finish_name(finish));
     cis2_sb_put(&st->out, ",", 1);
     serve_json_usage(&st->out, r->n_prompt, r->n_gen);
     cis2_sb_str(&st->out, ",\"cis2\":");
@@ -187,9 +201,8 @@ static void sse_final(stream_ctx *st)
     cis2_sb_str(&st->out, "}\n\n");
     if (st->include_usage) {
         cis2_sb_printf(&st->out,
-                       "data: {\"id\":\"%s\",\"object\":\"text_completion\",\"created\":%lld,"
-                       "\"model\":",
-                       st->id, st->created);
+                       "data: {\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", st->id,
+                       st->chat ? "chat.completion.chunk" : "text_completion", st->created);
         cis2_sb_json_str(&st->out, h->mi.model_id, strlen(h->mi.model_id));
         cis2_sb_str(&st->out, ",\"choices\":[],");
         serve_json_usage(&st->out, r->n_prompt, r->n_gen);
@@ -215,8 +228,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
         int fin = serve_job_wait(st->h->s, st->j, 250, &delta);
         if (delta.len) { /* one chunk per wake-up: a token's text, or a few when we lag */
             cis2_sb_str(&st->out, "data: ");
-            serve_json_completion_head(&st->out, st->id, st->created, st->h->mi.model_id, delta.b,
-                                       delta.len, NULL);
+            head(st, &st->out, 1, 0, delta.b, delta.len, NULL);
             cis2_sb_str(&st->out, "}\n\n");
         }
         cis2_sb_free(&delta);
@@ -241,60 +253,79 @@ static void sse_free(void *cls)
     free(st);
 }
 
-/* Text prompt: tokenized here; id prompt: its decoded text for the
- * receipt's prompt-hex, as `cis2 run --prompt-ids` writes it. */
+/* Chat messages rendered with the model's template (the generation prompt
+ * added), then tokenized, as `cis2 run --chat` does. */
+static int chat_ids(serve_http *h, const serve_completion_req *q, int32_t **ids, int *n,
+                    serve_err *e)
+{
+    char err[CIS2_ERR_LEN], *text;
+    size_t tl;
+    if (!h->mi.chat)
+        return serve_fail(e, 400, "messages", "chat_template_unavailable",
+                          "messages: this server has no chat template for its model (only ChatML "
+                          "templates in tokenizer_config.json are rendered; the server can be "
+                          "started with --chat-format chatml)");
+    if (cis2_chat_render(h->mi.chat, q->msgs, q->n_msgs, 1, h->t, &text, &tl, err))
+        return serve_fail(e, 400, "messages", NULL, "%s", err);
+    int rc = cis2_tokenizer_encode(h->t, text, tl, ids, n, err);
+    free(text);
+    return rc ? serve_fail(e, 400, "messages", NULL, "messages: %s", err) : 0;
+}
+
+/* The prompt's ids (text and chat prompts tokenized here) and the receipt's
+ * prompt-hex: the bytes the ids decode to (cis2_receipt_prompt_bytes), as
+ * `cis2 run` writes it, so that verification, which decodes the ids, agrees
+ * (for an NFC tokenizer, the NFC form of the text). */
 static int prompt_ids(serve_http *h, serve_completion_req *q, int32_t **ids, int *n, char **bytes,
                       size_t *blen, serve_err *e)
 {
     char err[CIS2_ERR_LEN];
+    const char *param = q->msgs ? "messages" : "prompt";
     *bytes = NULL;
     *blen = 0;
+    if (!h->t)
+        return serve_fail(e, 400, param, NULL,
+                          "%s: this model's tokenizer.json cannot be used here%s", param,
+                          q->ids ? ", and a receipt needs the bytes the ids decode to"
+                                 : "; send token ids to /v1/completions");
     if (q->ids) {
         *ids = q->ids;
         *n = q->n_ids;
         q->ids = NULL;
-        /* the receipt's prompt-hex, never empty (cis2_receipt_prompt_bytes) */
-        if (!h->t)
-            return serve_fail(e, 400, "prompt", NULL,
-                              "prompt: this model's tokenizer.json cannot be used here, and a "
-                              "receipt needs the bytes the ids decode to");
-        if (cis2_receipt_prompt_bytes(h->t, *ids, *n, bytes, blen, err))
-            return serve_fail(e, 400, "prompt", NULL, "prompt: %s", err);
-        if (*blen == 0)
-            return serve_fail(e, 400, "prompt", NULL,
-                              "prompt: the token ids decode to no bytes (a receipt's prompt-hex "
-                              "may not be empty)");
-        return 0;
+    } else if (q->msgs) {
+        if (chat_ids(h, q, ids, n, e)) return 1;
+    } else if (cis2_tokenizer_encode(h->t, q->prompt, q->prompt_len, ids, n, err)) {
+        return serve_fail(e, 400, param, NULL, "prompt: %s", err);
     }
-    if (!h->t)
-        return serve_fail(e, 400, "prompt", NULL,
-                          "prompt: this model's tokenizer.json cannot be used here; send token "
-                          "ids");
-    if (cis2_tokenizer_encode(h->t, q->prompt, q->prompt_len, ids, n, err))
-        return serve_fail(e, 400, "prompt", NULL, "prompt: %s", err);
-    if (*n == 0) {
-        free(*ids);
-        *ids = NULL;
-        return serve_fail(e, 400, "prompt", NULL, "prompt: encodes to no tokens");
-    }
-    *bytes = q->prompt;
-    *blen = q->prompt_len;
-    q->prompt = NULL;
+    if (*n == 0) return serve_fail(e, 400, param, NULL, "%s: encodes to no tokens", param);
+    if (cis2_receipt_prompt_bytes(h->t, *ids, *n, bytes, blen, err))
+        return serve_fail(e, 400, param, NULL, "%s: %s", param, err);
+    if (*blen == 0) /* never empty: a peer's strict receipt parser rejects it */
+        return serve_fail(e, 400, param, NULL,
+                          "%s: the token ids decode to no bytes (a receipt's prompt-hex may not "
+                          "be empty)",
+                          param);
     return 0;
 }
 
-static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, req_ctx *rq)
+/* POST /v1/completions, or /v1/chat/completions when chat. */
+static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, req_ctx *rq,
+                                      int chat)
 {
     serve_completion_req q;
     serve_err e;
-    if (serve_parse_completion(rq->body.b ? rq->body.b : "", rq->body.len, &h->lim, &q, &e))
+    const char *body = rq->body.b ? rq->body.b : "";
+    if (chat ? serve_parse_chat(body, rq->body.len, &h->lim, &q, &e)
+             : serve_parse_completion(body, rq->body.len, &h->lim, &q, &e))
         return send_error(c, &e);
     int32_t *ids = NULL;
     int n = 0;
     char *bytes = NULL, err[CIS2_ERR_LEN];
     size_t blen = 0;
-    if (prompt_ids(h, &q, &ids, &n, &bytes, &blen, &e) ||
-        serve_check_context(n, q.max_tokens, &h->lim, &e)) {
+    int perr = prompt_ids(h, &q, &ids, &n, &bytes, &blen, &e);
+    if (!perr && q.max_tokens == 0) /* chat without max_tokens: the rest of the context */
+        q.max_tokens = n <= h->lim.ctx ? h->lim.ctx - n + 1 : 1;
+    if (perr || serve_check_context(n, q.max_tokens, &h->lim, &e)) {
         free(ids);
         free(bytes);
         serve_completion_req_free(&q);
@@ -326,13 +357,19 @@ static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, r
     st->h = h;
     st->j = j;
     st->c = c;
+    st->chat = chat;
     st->created = (long long)time(NULL);
     st->include_usage = include_usage;
     st->prompt_bytes = bytes;
     st->prompt_len = blen;
     st->last_out = cis2_now_ms();
-    make_id(h, st->id);
+    make_id(h, chat ? "chatcmpl" : "cmpl", st->id);
     if (stream) {
+        if (chat) { /* OpenAI's first chunk: the role, empty content */
+            cis2_sb_str(&st->out, "data: ");
+            head(st, &st->out, 1, 1, "", 0, NULL);
+            cis2_sb_str(&st->out, "}\n\n");
+        }
         struct MHD_Response *r =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, st, sse_free);
         if (!r) {
@@ -363,8 +400,7 @@ static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, r
         int finish;
         const cis2_result *r = serve_job_result(j, &text, &tl, &finish);
         cis2_sb sb = { 0 };
-        serve_json_completion_head(&sb, st->id, st->created, h->mi.model_id, text, tl,
-                                   finish_name(finish));
+        head(st, &sb, 0, 1, text, tl, finish_name(finish));
         cis2_sb_put(&sb, ",", 1);
         serve_json_usage(&sb, r->n_prompt, r->n_gen);
         cis2_sb_str(&sb, ",\"cis2\":");
@@ -522,10 +558,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rq->route = route_of(url);
         int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
         if (rq->route == R_NONE) return fail(c, 404, NULL, NULL, "no such path");
-        if (rq->route == R_CHAT)
-            return fail(c, 404, NULL, NULL,
-                        "/v1/chat/completions is not served yet; use /v1/completions");
-        int want_post = rq->route == R_COMPLETIONS || rq->route == R_VERIFY;
+        int want_post = rq->route == R_COMPLETIONS || rq->route == R_CHAT || rq->route == R_VERIFY;
         if (want_post ? !post : !get)
             return fail(c, 405, NULL, NULL, want_post ? "use POST" : "use GET");
         if (rq->route >= R_MODELS && rq->route <= R_VERIFY && !auth_ok(h, c))
@@ -554,7 +587,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case R_HEALTH: return do_health(h, c);
     case R_MODELS: return do_models(h, c, url, 0);
     case R_MODEL: return do_models(h, c, url, 1);
-    case R_COMPLETIONS: return do_completions(h, c, rq);
+    case R_COMPLETIONS: return do_completions(h, c, rq, 0);
+    case R_CHAT: return do_completions(h, c, rq, 1);
     case R_VERIFY: return do_verify(h, c, rq);
     case R_VERIFIER: return do_verifier(h, c, url);
     default: return MHD_NO;

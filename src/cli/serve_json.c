@@ -1,6 +1,7 @@
 /* The JSON `cis2 serve` sends: OpenAI-shaped error objects, text_completion
- * objects and stream chunks, the model list, and the cis2 extensions (a
- * completion's ids, digests and receipt; a receipt's field-by-field verdict).
+ * and chat.completion objects and their stream chunks, the model list, and
+ * the cis2 extensions (a completion's ids, digests and receipt; a receipt's
+ * field-by-field verdict).
  * Strings go through cis2_sb_json_str, so nothing a client sent or a model
  * generated can break the JSON. */
 #include "cli/serve.h"
@@ -84,6 +85,25 @@ void serve_json_completion_head(cis2_sb *sb, const char *id, long long created,
     cis2_sb_str(sb, ",\"choices\":[{\"text\":");
     cis2_sb_json_str(sb, text, len);
     cis2_sb_str(sb, ",\"index\":0,\"logprobs\":null,\"finish_reason\":");
+    if (finish_reason) cis2_sb_printf(sb, "\"%s\"}]", finish_reason);
+    else cis2_sb_str(sb, "null}]");
+}
+
+void serve_json_chat_head(cis2_sb *sb, const char *id, long long created, const char *model_id,
+                          int chunk, int role, const char *text, size_t len,
+                          const char *finish_reason)
+{
+    cis2_sb_printf(sb, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", id,
+                   chunk ? "chat.completion.chunk" : "chat.completion", created);
+    cis2_sb_json_str(sb, model_id, strlen(model_id));
+    cis2_sb_str(sb, chunk ? ",\"choices\":[{\"index\":0,\"delta\":{"
+                          : ",\"choices\":[{\"index\":0,\"message\":{");
+    if (role || !chunk) cis2_sb_str(sb, "\"role\":\"assistant\"");
+    if (text || !chunk) {
+        cis2_sb_str(sb, role || !chunk ? ",\"content\":" : "\"content\":");
+        cis2_sb_json_str(sb, text ? text : "", text ? len : 0);
+    }
+    cis2_sb_str(sb, "},\"logprobs\":null,\"finish_reason\":");
     if (finish_reason) cis2_sb_printf(sb, "\"%s\"}]", finish_reason);
     else cis2_sb_str(sb, "null}]");
 }

@@ -1,8 +1,9 @@
-/* The request parser of `cis2 serve`: an OpenAI /v1/completions body (or a
- * /v1/verify body) into a validated struct, strictly. Every refusal is one
- * line naming the parameter, as an OpenAI-style error (status, type, param,
- * code). Greedy decoding only (§11.2): sampling parameters are accepted only
- * at the values that mean "argmax". Fuzzed by fuzz/fuzz_serve_request.c. */
+/* The request parser of `cis2 serve`: an OpenAI /v1/completions or
+ * /v1/chat/completions body (or a /v1/verify body) into a validated struct,
+ * strictly. Every refusal is one line naming the parameter, as an OpenAI-style
+ * error (status, type, param, code). Greedy decoding only (§11.2): sampling
+ * parameters are accepted only at the values that mean "argmax". Fuzzed by
+ * fuzz/fuzz_serve_request.c. */
 #include "cli/serve.h"
 #include "core/json.h"
 #include <stdarg.h>
@@ -155,6 +156,22 @@ static int get_prompt(const json_doc *d, uint32_t v, const serve_limits *lim,
                       type_name(d, v));
 }
 
+/* messages: OpenAI-style turns, read by the library's own parser
+ * (cis2_chat_parse_messages: system/user/assistant, string content), the same
+ * one `cis2 run --chat` uses, so both refuse and accept alike. */
+static int get_messages(const json_doc *d, uint32_t v, serve_completion_req *r, serve_err *e)
+{
+    if (is_null(d, v)) return serve_fail(e, 400, "messages", NULL, "messages: required");
+    if (d->nodes[v].type != JSON_ARRAY)
+        return serve_fail(e, 400, "messages", NULL,
+                          "messages: expected an array of messages, got a %s", type_name(d, v));
+    char err[CIS2_ERR_LEN];
+    if (cis2_chat_parse_messages(d->src + d->nodes[v].start, d->nodes[v].len, "request body",
+                                 &r->msgs, &r->n_msgs, err))
+        return serve_fail(e, 400, "messages", NULL, "%s", err);
+    return 0;
+}
+
 /* stop: null, a string or up to 4 strings, each non-empty and at most 256 bytes. */
 static int get_stop(const json_doc *d, uint32_t v, serve_completion_req *r, serve_err *e)
 {
@@ -187,38 +204,56 @@ static int get_stop(const json_doc *d, uint32_t v, serve_completion_req *r, serv
     return 0;
 }
 
-/* The members this server knows; anything else is refused by name. */
-static const char *const KNOWN[] = {
-    "model",
-    "prompt",
-    "max_tokens",
-    "temperature",
-    "top_p",
-    "n",
-    "best_of",
-    "stream",
-    "stream_options",
-    "stop",
-    "echo",
-    "logprobs",
-    "presence_penalty",
-    "frequency_penalty",
-    "logit_bias",
-    "suffix",
-    "seed",
-    "user",
-    "ignore_eos",
-};
+/* The members each endpoint knows; anything else is refused by name. */
+static const char *const KNOWN_COMPLETION[] = { "model",
+                                                "prompt",
+                                                "max_tokens",
+                                                "temperature",
+                                                "top_p",
+                                                "n",
+                                                "best_of",
+                                                "stream",
+                                                "stream_options",
+                                                "stop",
+                                                "echo",
+                                                "logprobs",
+                                                "presence_penalty",
+                                                "frequency_penalty",
+                                                "logit_bias",
+                                                "suffix",
+                                                "seed",
+                                                "user",
+                                                "ignore_eos",
+                                                NULL };
+static const char *const KNOWN_CHAT[] = { "model",
+                                          "messages",
+                                          "max_tokens",
+                                          "max_completion_tokens",
+                                          "temperature",
+                                          "top_p",
+                                          "n",
+                                          "stream",
+                                          "stream_options",
+                                          "stop",
+                                          "logprobs",
+                                          "top_logprobs",
+                                          "presence_penalty",
+                                          "frequency_penalty",
+                                          "logit_bias",
+                                          "seed",
+                                          "user",
+                                          "ignore_eos",
+                                          NULL };
 
-static int check_members(const json_doc *d, serve_err *e)
+static int check_members(const json_doc *d, const char *const *known_names, serve_err *e)
 {
     for (uint32_t k = d->nodes[0].first; k != JSON_NONE; k = d->nodes[d->nodes[k].next].next) {
         size_t l;
         char *key = json_str_dup(d, k, &l);
         if (!key) return serve_fail(e, 500, NULL, NULL, "out of memory");
         int known = 0, dups = 0;
-        for (size_t i = 0; i < sizeof KNOWN / sizeof KNOWN[0] && !known; i++)
-            known = strlen(KNOWN[i]) == l && memcmp(KNOWN[i], key, l) == 0;
+        for (size_t i = 0; known_names[i] && !known; i++)
+            known = strlen(known_names[i]) == l && memcmp(known_names[i], key, l) == 0;
         char shown[48];
         printable(key, l, shown, sizeof shown);
         if (known) json_get(d, 0, key, &dups);
@@ -231,11 +266,11 @@ static int check_members(const json_doc *d, serve_err *e)
     return 0;
 }
 
-int serve_parse_completion(const char *body, size_t len, const serve_limits *lim,
-                           serve_completion_req *r, serve_err *e)
+static int parse_request(const char *body, size_t len, const serve_limits *lim, int chat,
+                         serve_completion_req *r, serve_err *e)
 {
     memset(r, 0, sizeof *r);
-    r->max_tokens = SERVE_MAX_TOKENS_DEFAULT;
+    r->max_tokens = chat ? 0 : SERVE_MAX_TOKENS_DEFAULT;
     json_doc d;
     char err[CIS2_ERR_LEN];
     if (json_parse(&d, body, len, "request body", err))
@@ -246,7 +281,7 @@ int serve_parse_completion(const char *body, size_t len, const serve_limits *lim
                    type_name(&d, 0));
         goto out;
     }
-    if (check_members(&d, e)) goto out;
+    if (check_members(&d, chat ? KNOWN_CHAT : KNOWN_COMPLETION, e)) goto out;
     uint32_t v = json_get(&d, 0, "model", NULL);
     if (is_null(&d, v)) {
         serve_fail(e, 400, "model", NULL, "model: required (this server serves '%s')",
@@ -265,9 +300,23 @@ int serve_parse_completion(const char *body, size_t len, const serve_limits *lim
                    lim->model_id);
         goto out;
     }
-    if (get_prompt(&d, json_get(&d, 0, "prompt", NULL), lim, r, e)) goto out;
+    if (chat ? get_messages(&d, json_get(&d, 0, "messages", NULL), r, e)
+             : get_prompt(&d, json_get(&d, 0, "prompt", NULL), lim, r, e))
+        goto out;
     v = json_get(&d, 0, "max_tokens", NULL);
     if (!is_null(&d, v) && get_int(&d, v, "max_tokens", 1, lim->ctx, &r->max_tokens, e)) goto out;
+    v = json_get(&d, 0, "max_completion_tokens", NULL); /* chat's newer name for it */
+    int mct = 0;
+    if (!is_null(&d, v)) {
+        if (get_int(&d, v, "max_completion_tokens", 1, lim->ctx, &mct, e)) goto out;
+        if (r->max_tokens && r->max_tokens != mct) {
+            serve_fail(e, 400, "max_completion_tokens", NULL,
+                       "max_completion_tokens: %d, but max_tokens is %d (give one of them)", mct,
+                       r->max_tokens);
+            goto out;
+        }
+        r->max_tokens = mct;
+    }
     const char *greedy = "this server decodes greedily, §11.2";
     if (want_number(&d, json_get(&d, 0, "temperature", NULL), "temperature", 0, greedy, e) ||
         want_number(&d, json_get(&d, 0, "top_p", NULL), "top_p", 1, greedy, e) ||
@@ -305,9 +354,15 @@ int serve_parse_completion(const char *body, size_t len, const serve_limits *lim
             goto out;
     }
     if (get_stop(&d, json_get(&d, 0, "stop", NULL), r, e)) goto out;
-    v = json_get(&d, 0, "logprobs", NULL);
+    v = json_get(&d, 0, "logprobs", NULL); /* completions: a count; chat: a boolean */
+    if (!is_null(&d, v) && !(chat && d.nodes[v].type == JSON_FALSE)) {
+        serve_fail(e, 400, "logprobs", NULL, "logprobs: not supported (only null%s)",
+                   chat ? " or false" : "");
+        goto out;
+    }
+    v = json_get(&d, 0, "top_logprobs", NULL);
     if (!is_null(&d, v)) {
-        serve_fail(e, 400, "logprobs", NULL, "logprobs: not supported (only null)");
+        serve_fail(e, 400, "top_logprobs", NULL, "top_logprobs: not supported (only null)");
         goto out;
     }
     v = json_get(&d, 0, "logit_bias", NULL);
@@ -339,6 +394,18 @@ out:
     return rc;
 }
 
+int serve_parse_completion(const char *body, size_t len, const serve_limits *lim,
+                           serve_completion_req *r, serve_err *e)
+{
+    return parse_request(body, len, lim, 0, r, e);
+}
+
+int serve_parse_chat(const char *body, size_t len, const serve_limits *lim, serve_completion_req *r,
+                     serve_err *e)
+{
+    return parse_request(body, len, lim, 1, r, e);
+}
+
 int serve_check_context(int n_prompt, int max_tokens, const serve_limits *lim, serve_err *e)
 {
     /* §3.4: positions 0 .. n_prompt + n_gen - 2 are computed (the last pick is never fed). */
@@ -355,6 +422,7 @@ void serve_completion_req_free(serve_completion_req *r)
 {
     free(r->prompt);
     free(r->ids);
+    cis2_free(r->msgs);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     memset(r, 0, sizeof *r);
 }
