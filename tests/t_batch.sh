@@ -77,6 +77,18 @@ done
 [ -z "$bad" ] && pass "batch.identical-for-B=1..16" || fail batch.identical-for-B=1..16 "differs for B =$bad"
 "$CIS2" "${B[@]}" --out "$T/fast.jsonl" --batch 5 --backend fast --threads 2 2>/dev/null
 cmp -s "$T/fast.jsonl" "$T/ref.jsonl" && pass batch.identical-fast-backend-2-threads || fail batch.identical-fast-backend-2-threads "$(cmp "$T/fast.jsonl" "$T/ref.jsonl")"
+# every ISA this machine runs, 1 and 2 threads, B = 16 and 7 (batched decode rows)
+isas="scalar sse2"
+grep -qw avx2 /proc/cpuinfo 2>/dev/null && isas="$isas avx2"
+grep -qw avx512f /proc/cpuinfo 2>/dev/null && isas="$isas avx512"
+[ "$(uname -m)" = aarch64 ] && isas="scalar neon"
+bad=""
+for isa in $isas; do for th in 1 2; do for b in 16 7; do
+    "$CIS2" "${B[@]}" --out "$T/f.$isa.$th.$b.jsonl" --batch $b --backend fast --isa $isa --threads $th 2>/dev/null
+    cmp -s "$T/f.$isa.$th.$b.jsonl" "$T/ref.jsonl" || bad="$bad $isa/$th/B=$b"
+done; done; done
+[ -z "$bad" ] && pass "batch.identical-fast-every-isa-threads-1-2 ($isas; B = 16, 7)" \
+    || fail batch.identical-fast-every-isa-threads-1-2 "differs for$bad"
 
 # ---- shards: --shard i/N then merge, for N = 1, 2, 3, 7 and 41 (> lines: empty shards)
 bad=""

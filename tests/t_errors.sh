@@ -284,6 +284,8 @@ row repeat-run "a flag given twice (run)" "" "$CIS2" run --model "$G" --prompt-i
 row repeat-trace "a flag given twice (trace: -o and --output are one flag)" "" "$CIS2" "${TR[@]}" -o "$H/a.st" --output "$H/b.st"
 row repeat-diff "a flag given twice (diff)" "" "$CIS2" diff "$H/t.st" "$H/t.st" --brief --brief
 row repeat-bench "a flag given twice (bench)" "" "$CIS2" bench --model "$G" --model "$G"
+row bench-batch-range "bench --batch with a size outside [1, 4096]" "" "$CIS2" bench --model "$G" --batch 4,0
+row bench-batch-list "bench --batch that is not a list of numbers" "" "$CIS2" bench --model "$G" --batch 4,x
 row repeat-tokenize "a flag given twice (tokenize)" "" "$CIS2" tokenize --model "$G" --model "$G" hi
 row repeat-suite "a flag given twice (suite)" "" "$CIS2" suite --timeout 1 --timeout 2 "$CIS2" op
 row repeat-op "an extra argument (op)" "" "$CIS2" op rsqrt rsqrt

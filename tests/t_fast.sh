@@ -81,3 +81,8 @@ bd=$(printf '%s\n' "$out" | grep '^CIS2_REF' | cut -d' ' -f2)
 rd=$("$C" run --model "$D" --prompt-ids "$(ids 19 333)" -n 6 --backend ref | grep '^CIS2_REF' | cut -d' ' -f2)
 expect_eq "bench digest == ref run digest" "$bd" "$rd"
 expect_err "bench needs --model" "--model" "$C" bench
+# bench --batch: one row per B, in the order given, each with its keys; sequence 0 of every
+# batch is the single run's prompt, so its witness must be the single run's (same_as_single=yes)
+out=$("$C" bench --model "$D" --backend fast --threads 2 --prompt-len 7 -n 5 --batch 1,3,16 2>&1)
+rows=$(printf '%s\n' "$out" | grep '^batch=' | sed -E 's/^batch=([0-9]+) decode_tok_s=[0-9.]+ ms_per_step=[0-9.]+ x_single=[0-9.]+ same_as_single=(yes|no)$/\1:\2/' | tr '\n' ' ')
+expect_eq "bench --batch prints one row per B (B = 1,3,16), each as solo" "$rows" "1:yes 3:yes 16:yes "

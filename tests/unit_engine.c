@@ -175,6 +175,140 @@ static void check_multi(const char *name, const char *args, cis2_backend_kind bk
     cis2_model_free(m);
 }
 
+/* Batched decode: each step runs every running sequence as one row of one
+ * forward pass. For B = 1..16 slots over more sequences than slots (mixed
+ * prompt lengths; some stop at an EOS, forced at different steps, others at
+ * n_gen; late ones join as slots free up and one joins every other step),
+ * every result is bit-identical (ids, witness, argmax digest) to the same
+ * sequence run alone on the reference backend — on the reference backend and
+ * on the fast one for every ISA this CPU runs, with 1 and 2 threads. */
+enum { BS_N = 20, BS_PMAX = 13 };
+typedef struct {
+    int32_t prompt[BS_PMAX], force[12];
+    int plen, ngen, nforce, eos;
+} bs_item;
+
+static void bs_items(const cis2_model *m, bs_item *it)
+{
+    const cis2_config *c = cis2_model_config(m);
+    for (int i = 0; i < BS_N; i++) {
+        bs_item *x = &it[i];
+        x->plen = 1 + (i * 5) % BS_PMAX;
+        x->ngen = 1 + (i * 7) % 11;
+        for (int j = 0; j < x->plen; j++)
+            x->prompt[j] = (int32_t)((i * 37 + j * 11 + 5) % c->vocab);
+        x->eos = i % 3 == 0 && c->n_eos > 0 && x->ngen > 1;
+        x->nforce = 0;
+        if (x->eos) { /* forced ids ending in an EOS: the run stops there */
+            x->nforce = 1 + (i / 3) % (x->ngen - 1);
+            for (int j = 0; j < x->nforce; j++) x->force[j] = (int32_t)((i + 3 * j) % c->vocab);
+            x->force[x->nforce - 1] = c->eos_ids[0];
+        }
+    }
+}
+
+static cis2_gen_opts bs_opts(const bs_item *x)
+{
+    cis2_gen_opts g = { x->ngen, x->eos, NULL, NULL, x->nforce ? x->force : NULL, x->nforce };
+    return g;
+}
+
+static int bs_same(const cis2_result *a, const cis2_result *b)
+{
+    return a->n_gen == b->n_gen && !memcmp(a->gen, b->gen, (size_t)a->n_gen * 4) &&
+           !memcmp(a->witness, b->witness, 32) && !memcmp(a->argmax, b->argmax, 32) &&
+           a->stopped_at_eos == b->stopped_at_eos;
+}
+
+/* Runs every item through an engine of B slots; returns the number that differ. */
+static int bs_run(const cis2_model *m, cis2_engine_opts eo, int B, const bs_item *it,
+                  const cis2_result *want, char *err)
+{
+    cis2_engine *e;
+    eo.max_seqs = B;
+    if (cis2_engine_new(&e, m, &eo, err)) return BS_N;
+    int seq[BS_N], have[BS_N] = { 0 }, next = 0, bad = 0, steps = 0;
+    while ((next < BS_N || cis2_engine_active(e)) && steps < 400) {
+        /* join: fill the free slots, but at most one new sequence on odd steps */
+        int room = B - cis2_engine_active(e), joined = 0;
+        while (next < BS_N && room > 0 && !(steps % 2 && joined)) {
+            cis2_gen_opts g = bs_opts(&it[next]);
+            if (cis2_seq_submit(e, it[next].prompt, it[next].plen, &g, &seq[next], err)) break;
+            next++, room--, joined++;
+        }
+        if (cis2_engine_step(e, err)) break;
+        steps++;
+        for (int i = 0; i < next; i++)
+            if (!have[i] && cis2_seq_done(e, seq[i])) {
+                cis2_result r;
+                have[i] = 1;
+                bad += cis2_seq_take(e, seq[i], &r, err) || !bs_same(&r, &want[i]);
+                cis2_result_free(&r);
+            }
+    }
+    for (int i = 0; i < BS_N; i++) bad += !have[i];
+    cis2_engine_free(e);
+    return bad;
+}
+
+static void check_batched(const char *name, const char *args)
+{
+    const char *tmp = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
+    char dir[512], err[CIS2_ERR_LEN] = "", tn[200];
+    snprintf(dir, sizeof dir, "%s/unit-engine-batched-%s", tmp, name);
+    snprintf(tn, sizeof tn, "engine.%s.batched-decode", name);
+    cis2_model *m;
+    if (make_fixture(dir, args) || cis2_model_open(&m, dir, NULL, err)) {
+        CHECK(tn, 0, "fixture: %s", err);
+        return;
+    }
+    bs_item it[BS_N];
+    bs_items(m, it);
+    cis2_result want[BS_N];
+    cis2_engine *solo;
+    cis2_engine_opts eo;
+    memset(&eo, 0, sizeof eo);
+    int ok = !cis2_engine_new(&solo, m, &eo, err), n_eos = 0;
+    for (int i = 0; i < BS_N; i++) {
+        cis2_gen_opts g = bs_opts(&it[i]);
+        memset(&want[i], 0, sizeof want[i]);
+        ok = ok && !cis2_generate(solo, it[i].prompt, it[i].plen, &g, &want[i], err);
+        n_eos += want[i].stopped_at_eos;
+    }
+    if (ok) cis2_engine_free(solo);
+    /* the schedule really mixes EOS stops and n_gen ends */
+    CHECK(tn, ok && n_eos >= 3 && n_eos < BS_N, "solo runs: %s (%d stopped at EOS)", err, n_eos);
+    const char *isas[] = { "ref", "scalar", "sse2", "avx2", "avx512", "neon", "wasm128" };
+    for (size_t k = 0; ok && k < sizeof isas / sizeof isas[0]; k++)
+        for (int th = 1; th <= 2; th++) {
+            memset(&eo, 0, sizeof eo);
+            eo.threads = th;
+            if (k > 0) {
+                eo.backend = CIS2_BACKEND_FAST;
+                cis2_isa_from_name(isas[k], &eo.isa);
+                cis2_engine *probe;
+                if (cis2_engine_new(&probe, m, &eo, err)) {
+                    if (th == 1) SKIP(tn, "%s", err);
+                    continue;
+                }
+                cis2_engine_free(probe);
+            } else if (th == 2) continue; /* the reference backend is single-threaded */
+            int bad = 0, first = 0;
+            for (int B = 1; B <= 16; B++) {
+                int b = bs_run(m, eo, B, it, want, err);
+                if (b && !bad) first = B;
+                bad += b;
+            }
+            char t2[260];
+            snprintf(t2, sizeof t2, "%s.%s.threads-%d (B = 1..16, %d sequences each)", tn, isas[k],
+                     th, BS_N);
+            CHECK(t2, bad == 0, "%d results differ from solo runs, first at B = %d (%s)", bad,
+                  first, err);
+        }
+    for (int i = 0; i < BS_N; i++) cis2_result_free(&want[i]);
+    cis2_model_free(m);
+}
+
 /* One read-only model, many engines (include/cis2.h, thread safety): engines
  * on different threads at once give the single-engine digests; freeing one
  * engine never disturbs another; a fault injected into one engine's copy of
@@ -319,6 +453,8 @@ int main(void)
     check_multi("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2",
                 CIS2_BACKEND_FAST);
     check_multi("qwen2", "--arch qwen2 --heads 4 --kv-heads 1 --hidden 32", CIS2_BACKEND_FAST);
+    check_batched("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2");
+    check_batched("qwen3", "--arch qwen3 --heads 4 --kv-heads 2 --hidden 32 --head-dim 24");
     check_shared("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2 --vocab 800",
                  "model.embed_tokens.weight:700:30"); /* tied: the embedding and the head */
     check_shared("qwen3-untied", "--arch qwen3 --heads 4 --kv-heads 2 --hidden 32 --untied",

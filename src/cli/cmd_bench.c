@@ -1,9 +1,11 @@
 /* cis2 bench: load time, batched-prefill and decode throughput,
  * peak RSS, the machine's streaming read bandwidth measured in the same run
- * and the decode floor it implies, plus decode speed at long positions.
+ * and the decode floor it implies, plus decode speed at long positions and
+ * the aggregate decode speed of B sequences decoded together.
  *
  *   cis2 bench --model DIR [--prompt-len P] [-n N] [--threads T]
  *              [--backend ref|fast] [--isa X] [--positions 256,2048,8000]
+ *              [--batch 1,4,8,16]
  *
  * The prompt is deterministic ids. No pass/fail: numbers only. */
 #include "cli/commands.h"
@@ -94,15 +96,59 @@ static double attn_ms_at(cis2_backend *b, const cis2_config *c, float **kc, floa
     return best;
 }
 
+/* B sequences of P prompt ids and n tokens each in one engine: the first
+ * step prefills them all; the n-1 steps after it each decode one token of
+ * every sequence, and only those are timed. Sequence 0 has the single run's
+ * prompt, so its witness must be the single run's (`same_as_single`). */
+static int batch_row(const cis2_model *m, cis2_engine_opts eo, int B, int plen, int n,
+                     double single_tok_s, const uint8_t *single_witness, char *err)
+{
+    const cis2_config *c = &m->cfg;
+    cis2_engine *e;
+    eo.max_seqs = B;
+    if (cis2_engine_new(&e, m, &eo, err)) return 1;
+    int32_t *prompt = malloc((size_t)plen * sizeof(int32_t));
+    int *seq = malloc((size_t)B * sizeof(int)), rc = !prompt || !seq;
+    if (rc) snprintf(err, CIS2_ERR_LEN, "out of memory");
+    cis2_gen_opts g = { n, 0, NULL, NULL, NULL, 0 };
+    for (int b = 0; b < B && !rc; b++) {
+        for (int i = 0; i < plen; i++)
+            prompt[i] = (int32_t)(((int64_t)i * 7919 + 13 + (int64_t)b * 101) % c->vocab);
+        rc = cis2_seq_submit(e, prompt, plen, &g, &seq[b], err);
+    }
+    double ms = 0.0;
+    if (!rc) rc = cis2_engine_step(e, err); /* prefill: untimed */
+    while (!rc && cis2_engine_active(e)) {
+        double t0 = cis2_now_ms();
+        rc = cis2_engine_step(e, err);
+        ms += cis2_now_ms() - t0;
+    }
+    cis2_result r;
+    if (!rc && !(rc = cis2_seq_take(e, seq[0], &r, err))) {
+        double tok_s = (double)B * (n - 1) / (ms / 1000.0);
+        printf("batch=%d decode_tok_s=%.2f ms_per_step=%.3f x_single=%.2f same_as_single=%s\n", B,
+               tok_s, ms / (n - 1), tok_s / single_tok_s,
+               memcmp(r.witness, single_witness, 32) ? "no" : "yes");
+        fflush(stdout);
+        cis2_result_free(&r);
+    }
+    free(prompt);
+    free(seq);
+    cis2_engine_free(e);
+    return rc;
+}
+
 int cis2_cmd_bench(int argc, char **argv)
 {
-    const char *cmd = "bench", *model = NULL, *backend = "fast", *isa = NULL, *positions = NULL;
+    const char *cmd = "bench", *model = NULL, *backend = "fast", *isa = NULL, *positions = NULL,
+               *batch = NULL;
     int plen = 256, n = 32, threads = 0;
     const cis2_opt opts[] = {
         { "--model", NULL, CIS2_OPT_PATH, &model, 0, 0 },
         { "--backend", NULL, CIS2_OPT_STR, &backend, 0, 0 },
         { "--isa", NULL, CIS2_OPT_STR, &isa, 0, 0 },
         { "--positions", NULL, CIS2_OPT_STR, &positions, 0, 0 },
+        { "--batch", NULL, CIS2_OPT_STR, &batch, 0, 0 },
         { "--prompt-len", NULL, CIS2_OPT_INT, &plen, 1, 8192 },
         { "--n", "-n", CIS2_OPT_INT, &n, 2, 100000 },
         { "--threads", NULL, CIS2_OPT_INT, &threads, 1, 1024 },
@@ -111,12 +157,23 @@ int cis2_cmd_bench(int argc, char **argv)
                        0))
         return 2;
     if (!model) return cis2_cli_usage_error(cmd, "--model DIR is required");
-    int32_t *pos = NULL;
-    int npos = 0;
+    int32_t *pos = NULL, *bs = NULL;
+    int npos = 0, nbs = 0;
     char perr[CIS2_ERR_LEN];
     if (positions && cis2_parse_ids(positions, &pos, &npos, perr))
         return cis2_cli_usage_error(cmd, "--positions wants a list like 256,2048,8000, got '%s'",
                                     positions);
+    if (batch && cis2_parse_ids(batch, &bs, &nbs, perr)) {
+        free(pos);
+        return cis2_cli_usage_error(cmd, "--batch wants a list like 1,4,8,16, got '%s'", batch);
+    }
+    for (int i = 0; i < nbs; i++)
+        if (bs[i] < 1 || bs[i] > 4096) {
+            cis2_cli_usage_error(cmd, "--batch: %d is outside [1, 4096]", bs[i]);
+            free(pos);
+            free(bs);
+            return 2;
+        }
 
     cis2_engine_opts eo;
     if (cis2_cli_engine_opts(cmd, backend, isa, threads, &eo)) {
@@ -200,6 +257,12 @@ int cis2_cmd_bench(int argc, char **argv)
     printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=fp32\n", wh,
            r.n_prompt, r.n_gen);
     fflush(stdout);
+    for (int i = 0; i < nbs; i++)
+        if (batch_row(&m, eo, bs[i], plen, n, 1000.0 / ms_tok, r.witness, err)) {
+            cis2_result_free(&r);
+            cis2_cli_usage_error(cmd, "--batch %d: %s", bs[i], err);
+            goto fail;
+        }
     cis2_result_free(&r);
 
     if (npos) {
@@ -259,11 +322,13 @@ int cis2_cmd_bench(int argc, char **argv)
         b->destroy(b);
     }
     free(pos);
+    free(bs);
     cis2_engine_free(e);
     cis2_model_unload(&m);
     return 0;
 fail:
     free(pos);
+    free(bs);
     cis2_engine_free(e);
     cis2_model_unload(&m);
     return 2;

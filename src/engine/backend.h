@@ -52,4 +52,33 @@ void cis2_ref_attention(const float *q, const float *kc, const float *vc, int T,
  * is non-NULL it receives the vocab logits of the last token only (§3.4). */
 int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0, float *logits,
                         char *err);
+/* The traced nodes of one position, in execution order; their names
+ * (cis2_trace_node_name) are the trace format's (verify/trace.h) and what
+ * the engine's trace callback receives. */
+typedef enum {
+    CIS2_N_EMBED = 0,
+    CIS2_N_ATTN_NORM,
+    CIS2_N_Q_PROJ,
+    CIS2_N_K_PROJ,
+    CIS2_N_V_PROJ,
+    CIS2_N_Q_NORM,
+    CIS2_N_K_NORM,
+    CIS2_N_Q_ROPE,
+    CIS2_N_K_ROPE,
+    CIS2_N_SCORES,
+    CIS2_N_PROBS,
+    CIS2_N_ATTN_OUT,
+    CIS2_N_O_PROJ,
+    CIS2_N_RESID_ATTN,
+    CIS2_N_MLP_NORM,
+    CIS2_N_GATE,
+    CIS2_N_UP,
+    CIS2_N_ACT,
+    CIS2_N_DOWN,
+    CIS2_N_RESID_MLP,
+    CIS2_N_FINAL_NORM,
+    CIS2_N_LOGITS,
+    CIS2_N_NODES
+} cis2_trace_node;
+const char *cis2_trace_node_name(int k); /* "?" outside the enum */
 #endif

@@ -1,6 +1,10 @@
 /* The forward pass (§7–§11), KV cache (§3.5), greedy loop (§3.4, §11.2)
  * and the witness and argmax digests (§12.1, §12.2), for one or several
- * independent sequences per engine. */
+ * independent sequences per engine. A forward pass runs rows: one row is one
+ * token of one sequence at its own position. A prefill is the rows of one
+ * prompt; a decode step is one row per running sequence, so every linear
+ * reads each weight once for all of them, and each output element is still
+ * one §5.1 dot product over its own row (the bits never depend on the batch). */
 #include "engine/backend.h"
 #include "kernels/kernels.h"
 #include "core/fparith.h"
@@ -25,6 +29,20 @@ typedef struct {
     cis2_sha256 w; /* §12.1 witness stream in progress */
 } seq_t;
 
+/* Consecutive rows of one sequence at positions pos0..pos0+n-1: attention
+ * reads and extends that sequence's KV cache. */
+typedef struct {
+    seq_t *s;
+    int row0, n, pos0;
+} span_t;
+
+/* One row of the activation matrices. */
+typedef struct {
+    seq_t *s;
+    int pos;     /* its position in its sequence */
+    int in_step; /* its span starts after position 0 (FAULT rope-offset) */
+} row_t;
+
 struct cis2_engine {
     const cis2_model *m; /* read only, shared with any other engine */
     cis2_weights w;      /* this engine's view of m->w (a fault may swap one tensor) */
@@ -33,49 +51,78 @@ struct cis2_engine {
     cis2_engine_opts o;
     int n_seqs; /* slots in seqs[]; seqs[n_seqs] is the solo sequence of cis2_engine_forward */
     seq_t *seqs;
-    float *logits; /* [vocab] */
-    int t_cap;     /* tokens the scratch buffers hold */
+    /* Activations, one row per token: x [T][hidden] is the residual stream. */
+    int t_cap; /* rows the buffers below hold */
+    row_t *rows;
+    int32_t *tokens;
+    span_t *spans;
     float *x, *xn, *q, *k, *v, *att, *proj, *gate, *up, *act;
-    float *cos_v, *sin_v, *scores, *logits_in;
-    float *rope_c,
-        *rope_s;      /* [t_cap][head_dim/2]: each token's §7.3 table, built once per forward */
+    float *rope_c, *rope_s; /* [T][head_dim/2]: each row's §7.3 table, once per forward */
+    float *xf;              /* [T][hidden]: final-normed rows (§11.1 head input) */
+    float *logits;          /* [T][vocab]: one row per span (its last token, §3.4) */
+    float *scores, *probs;  /* traced attention: [n_heads][n_ctx] */
+    size_t scores_cap;
     cis2_fault fault; /* FAULT INJECTION (docs/divergence.md, debug only) */
 };
 
-static inline void rmsnorm(const cis2_engine *e, const float *x, const float *w, int n, float eps,
-                           float *out)
+/* ------------------------------------------------------------ trace nodes */
+static const char *const NODE_NAMES[CIS2_N_NODES] = {
+    [CIS2_N_EMBED] = "embed",
+    [CIS2_N_ATTN_NORM] = "attn_norm",
+    [CIS2_N_Q_PROJ] = "q_proj",
+    [CIS2_N_K_PROJ] = "k_proj",
+    [CIS2_N_V_PROJ] = "v_proj",
+    [CIS2_N_Q_NORM] = "q_norm",
+    [CIS2_N_K_NORM] = "k_norm",
+    [CIS2_N_Q_ROPE] = "q_rope",
+    [CIS2_N_K_ROPE] = "k_rope",
+    [CIS2_N_SCORES] = "attn_scores",
+    [CIS2_N_PROBS] = "attn_probs",
+    [CIS2_N_ATTN_OUT] = "attn_out",
+    [CIS2_N_O_PROJ] = "o_proj",
+    [CIS2_N_RESID_ATTN] = "resid_attn",
+    [CIS2_N_MLP_NORM] = "mlp_norm",
+    [CIS2_N_GATE] = "gate",
+    [CIS2_N_UP] = "up",
+    [CIS2_N_ACT] = "act",
+    [CIS2_N_DOWN] = "down",
+    [CIS2_N_RESID_MLP] = "resid_mlp",
+    [CIS2_N_FINAL_NORM] = "final_norm",
+    [CIS2_N_LOGITS] = "logits",
+};
+
+const char *cis2_trace_node_name(int k) { return k >= 0 && k < CIS2_N_NODES ? NODE_NAMES[k] : "?"; }
+
+static void trace(cis2_engine *e, int pos, int layer, cis2_trace_node node, const float *v,
+                  size_t n)
 {
-    if (__builtin_expect(e->fault.kind == CIS2_FAULT_RMSNORM_ASSOC, 0))
-        cis2_fault_rmsnorm_assoc(x, w, n, eps, out); /* FAULT */
-    else ref_rmsnorm(x, w, n, eps, out);
+    if (e->o.trace) e->o.trace(e->o.trace_ctx, pos, layer, NODE_NAMES[node], v, n);
 }
 
-static void trace(cis2_engine *e, int pos, int layer, const char *node, const float *v, size_t n)
+/* ---------------------------------------------------------------- memory */
+static int grow(void *pp, size_t n, size_t size)
 {
-    if (e->o.trace) e->o.trace(e->o.trace_ctx, pos, layer, node, v, n);
-}
-
-static int grow(float **p, size_t n)
-{
-    float *q = realloc(*p, n * sizeof(float));
+    void **p = pp, *q = realloc(*p, n * size);
     if (!q) return 1;
     *p = q;
     return 0;
 }
 
-static int ensure_tokens(cis2_engine *e, int T, char *err)
+static int ensure_rows(cis2_engine *e, int T, char *err)
 {
     if (T <= e->t_cap) return 0;
     const cis2_config *c = &e->m->cfg;
     size_t H = (size_t)c->hidden, qd = (size_t)c->n_heads * c->head_dim,
-           kvd = (size_t)c->n_kv_heads * c->head_dim;
-    size_t I = (size_t)c->inter, t = (size_t)T;
-    size_t wide = H > qd ? H : qd;
-    if (grow(&e->x, t * H) || grow(&e->xn, t * H) || grow(&e->q, t * qd) || grow(&e->k, t * kvd) ||
-        grow(&e->v, t * kvd) || grow(&e->att, t * qd) || grow(&e->proj, t * wide) ||
-        grow(&e->gate, t * I) || grow(&e->up, t * I) || grow(&e->act, t * I) ||
-        grow(&e->rope_c, t * (size_t)(c->head_dim / 2 > 0 ? c->head_dim / 2 : 1)) ||
-        grow(&e->rope_s, t * (size_t)(c->head_dim / 2 > 0 ? c->head_dim / 2 : 1))) {
+           kvd = (size_t)c->n_kv_heads * c->head_dim, I = (size_t)c->inter, t = (size_t)T;
+    size_t wide = H > qd ? H : qd, half = c->head_dim / 2 > 0 ? (size_t)c->head_dim / 2 : 1;
+    const size_t f = sizeof(float);
+    if (grow(&e->rows, t, sizeof *e->rows) || grow(&e->tokens, t, sizeof *e->tokens) ||
+        grow(&e->spans, t, sizeof *e->spans) || grow(&e->x, t * H, f) || grow(&e->xn, t * H, f) ||
+        grow(&e->q, t * qd, f) || grow(&e->k, t * kvd, f) || grow(&e->v, t * kvd, f) ||
+        grow(&e->att, t * qd, f) || grow(&e->proj, t * wide, f) || grow(&e->gate, t * I, f) ||
+        grow(&e->up, t * I, f) || grow(&e->act, t * I, f) || grow(&e->rope_c, t * half, f) ||
+        grow(&e->rope_s, t * half, f) || grow(&e->xf, t * H, f) ||
+        grow(&e->logits, t * (size_t)c->vocab, f)) {
         snprintf(err, CIS2_ERR_LEN, "out of memory for %d tokens of activations", T);
         return 1;
     }
@@ -106,7 +153,8 @@ static int ensure_positions(cis2_engine *e, seq_t *s, int need, char *err)
     if (cap > c->max_pos) cap = c->max_pos;
     size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
     for (int l = 0; l < c->n_layers; l++)
-        if (grow(&s->kc[l], (size_t)cap * kvd) || grow(&s->vc[l], (size_t)cap * kvd)) {
+        if (grow(&s->kc[l], (size_t)cap * kvd, sizeof(float)) ||
+            grow(&s->vc[l], (size_t)cap * kvd, sizeof(float))) {
             snprintf(err, CIS2_ERR_LEN, "out of memory for a KV cache of %d positions", cap);
             return 1;
         }
@@ -174,11 +222,7 @@ int cis2_engine_new(cis2_engine **out, const cis2_model *m, const cis2_engine_op
         return 1;
     }
     e->seqs = calloc((size_t)e->n_seqs + 1, sizeof *e->seqs);
-    e->cos_v = malloc((size_t)c->head_dim / 2 * sizeof(float));
-    e->sin_v = malloc((size_t)c->head_dim / 2 * sizeof(float));
-    e->logits_in = malloc((size_t)c->hidden * sizeof(float));
-    e->logits = malloc((size_t)c->vocab * sizeof(float));
-    if (!e->seqs || !e->cos_v || !e->sin_v || !e->logits_in || !e->logits) {
+    if (!e->seqs || ensure_rows(e, 1, err)) {
         snprintf(err, CIS2_ERR_LEN, "out of memory");
         cis2_engine_free(e);
         return 1;
@@ -193,23 +237,10 @@ void cis2_engine_free(cis2_engine *e)
     if (e->be) e->be->destroy(e->be);
     for (int i = 0; e->seqs && i <= e->n_seqs; i++) seq_release(e, &e->seqs[i]);
     free(e->seqs);
-    free(e->x);
-    free(e->xn);
-    free(e->q);
-    free(e->k);
-    free(e->v);
-    free(e->att);
-    free(e->proj);
-    free(e->gate);
-    free(e->up);
-    free(e->act);
-    free(e->cos_v);
-    free(e->sin_v);
-    free(e->scores);
-    free(e->logits_in);
-    free(e->rope_c);
-    free(e->rope_s);
-    free(e->logits);
+    void *bufs[] = { e->rows,   e->tokens, e->spans,  e->x,      e->xn,   e->q,   e->k,
+                     e->v,      e->att,    e->proj,   e->gate,   e->up,   e->act, e->rope_c,
+                     e->rope_s, e->xf,     e->logits, e->scores, e->probs };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     cis2_fault_free(&e->fault);
     free(e->layers);
     free(e);
@@ -219,6 +250,15 @@ const cis2_model *cis2_engine_model(const cis2_engine *e) { return e->m; }
 
 const char *cis2_engine_backend(const cis2_engine *e) { return e->be->name; }
 
+/* ---------------------------------------------------- per-row operations */
+static void rmsnorm(const cis2_engine *e, const float *x, const float *w, int n, float eps,
+                    float *out)
+{
+    if (__builtin_expect(e->fault.kind == CIS2_FAULT_RMSNORM_ASSOC, 0))
+        cis2_fault_rmsnorm_assoc(x, w, n, eps, out); /* FAULT */
+    else ref_rmsnorm(x, w, n, eps, out);
+}
+
 /* Per-head RMSNorm over head_dim (Qwen3 q_norm/k_norm), same §8 procedure. */
 static void head_norm(const cis2_engine *e, float *v, int n_heads, int hd, const float *w,
                       float eps)
@@ -227,231 +267,320 @@ static void head_norm(const cis2_engine *e, float *v, int n_heads, int hd, const
         rmsnorm(e, v + (size_t)h * hd, w, hd, eps, v + (size_t)h * hd);
 }
 
-/* ---- per-token elementwise stages. Every stage touches only token t's
- * rows (and its own KV-cache slot), so tokens may run in any order or in
- * parallel (the fast backend's pool) with identical results; traced runs
- * stay serial so the trace callback sees nodes in the same order. */
-enum { ST_EMBED, ST_ROPE, ST_ATTN_NORM, ST_QKV, ST_ATTN_OUT, ST_SWIGLU, ST_DOWN, ST_DOWN_NORM };
+/* The arguments of the per-row stages of one forward pass. Every stage
+ * touches only row t (and its own KV-cache slot), so rows may run in any
+ * order or in parallel (the fast backend's pool) with identical results;
+ * traced runs stay serial so the trace callback sees nodes in row order. */
 typedef struct {
     cis2_engine *e;
-    seq_t *s;
-    const int32_t *tokens;
-    const cis2_layer *y;
-    int l, pos0, stage;
-    const cis2_layer *y_next; /* ST_DOWN_NORM: the next layer (its attn_norm) */
-} tok_job;
+    int l;                    /* the layer */
+    const cis2_layer *y;      /* its weights */
+    const cis2_layer *y_next; /* residual_mlp_norm_row: the next layer */
+} pass_t;
 
-static void tok_stage(void *ctx, int t)
+typedef void row_fn(void *pass, int t);
+
+static void for_rows(const pass_t *p, int T, row_fn *fn)
 {
-    const tok_job *j = ctx;
-    cis2_engine *e = j->e;
-    const cis2_model *m = e->m;
-    const cis2_config *c = &m->cfg;
-    const cis2_layer *y = j->y;
-    const int H = c->hidden, hd = c->head_dim, half = hd / 2, nh = c->n_heads, nkv = c->n_kv_heads;
-    const int qd = nh * hd, kvd = nkv * hd, I = c->inter, l = j->l, pos = j->pos0 + t;
-    const float eps = c->eps;
-    float *x = e->x + (size_t)t * H, *xn = e->xn + (size_t)t * H;
-    switch (j->stage) {
-    case ST_EMBED:
-        cis2_weight_row(&e->w.embed, j->tokens[t], x); /* §4.1: exact widening */
-        trace(e, pos, -1, "embed", x, (size_t)H);
-        break;
-    case ST_ROPE: {
-        int rpos = pos;
-        if (__builtin_expect(e->fault.kind == CIS2_FAULT_ROPE_OFFSET, 0) && j->pos0 > 0)
-            rpos = pos + 1; /* FAULT: decode positions off by one */
-        ref_rope_table(m->inv_freq, half, rpos, e->rope_c + (size_t)t * half,
-                       e->rope_s + (size_t)t * half);
-        break;
-    }
-    case ST_ATTN_NORM:
-        rmsnorm(e, x, y->attn_norm, H, eps, xn);
-        trace(e, pos, l, "attn_norm", xn, (size_t)H);
-        break;
-    case ST_QKV: {
-        float *q = e->q + (size_t)t * qd, *k = e->k + (size_t)t * kvd, *v = e->v + (size_t)t * kvd;
-        /* §9.1: each bias the checkpoint carries, after the matvec, before RoPE */
-        if (y->q_bias) ref_add(q, y->q_bias, qd);
-        if (y->k_bias) ref_add(k, y->k_bias, kvd);
-        if (y->v_bias) ref_add(v, y->v_bias, kvd);
-        trace(e, pos, l, "q_proj", q, (size_t)qd);
-        trace(e, pos, l, "k_proj", k, (size_t)kvd);
-        trace(e, pos, l, "v_proj", v, (size_t)kvd);
-        if (y->q_norm) { /* Qwen3: after projection, before RoPE */
-            head_norm(e, q, nh, hd, y->q_norm, eps);
-            head_norm(e, k, nkv, hd, y->k_norm, eps);
-            trace(e, pos, l, "q_norm", q, (size_t)qd);
-            trace(e, pos, l, "k_norm", k, (size_t)kvd);
-        }
-        const float *cv = e->rope_c + (size_t)t * half, *sv = e->rope_s + (size_t)t * half;
-        for (int h = 0; h < nh; h++) ref_rope_rotate(q + (size_t)h * hd, hd, cv, sv);
-        for (int h = 0; h < nkv; h++) ref_rope_rotate(k + (size_t)h * hd, hd, cv, sv);
-        trace(e, pos, l, "q_rope", q, (size_t)qd);
-        trace(e, pos, l, "k_rope", k, (size_t)kvd);
-        if (__builtin_expect(e->fault.kind == CIS2_FAULT_KV_STALE, 0) && pos == e->fault.pos) {
-            /* FAULT kv-stale: this slot is never written; it keeps stale
-             * contents, made deterministic here as zeros. */
-            memset(j->s->kc[l] + (size_t)pos * kvd, 0, (size_t)kvd * sizeof(float));
-            memset(j->s->vc[l] + (size_t)pos * kvd, 0, (size_t)kvd * sizeof(float));
-        } else {
-            memcpy(j->s->kc[l] + (size_t)pos * kvd, k, (size_t)kvd * sizeof(float));
-            memcpy(j->s->vc[l] + (size_t)pos * kvd, v, (size_t)kvd * sizeof(float));
-        }
-        break;
-    }
-    case ST_ATTN_OUT:
-        trace(e, pos, l, "attn_out", e->att + (size_t)t * qd, (size_t)qd);
-        trace(e, pos, l, "o_proj", e->proj + (size_t)t * H, (size_t)H);
-        ref_add(x, e->proj + (size_t)t * H, H);
-        trace(e, pos, l, "resid_attn", x, (size_t)H);
-        rmsnorm(e, x, y->mlp_norm, H, eps, xn);
-        trace(e, pos, l, "mlp_norm", xn, (size_t)H);
-        break;
-    case ST_SWIGLU: {
-        size_t off = (size_t)t * I;
-        if (e->be->swiglu)
-            e->be->swiglu(e->gate + off, e->up + off, e->act + off,
-                          I); /* bit-identical (unit_fast) */
-        else ref_swiglu(e->gate + off, e->up + off, e->act + off, I);
-        trace(e, pos, l, "gate", e->gate + off, (size_t)I);
-        trace(e, pos, l, "up", e->up + off, (size_t)I);
-        trace(e, pos, l, "act", e->act + off, (size_t)I);
-        break;
-    }
-    case ST_DOWN:
-    case ST_DOWN_NORM:
-        trace(e, pos, l, "down", e->proj + (size_t)t * H, (size_t)H);
-        ref_add(x, e->proj + (size_t)t * H, H);
-        trace(e, pos, l, "resid_mlp", x, (size_t)H);
-        /* untraced parallel runs: the next layer's attn_norm in the same step */
-        if (j->stage == ST_DOWN_NORM) rmsnorm(e, x, j->y_next->attn_norm, H, eps, xn);
-        break;
-    }
+    cis2_engine *e = p->e;
+    if (T == 1 || e->o.trace || !e->be->parallel_for)
+        for (int t = 0; t < T; t++) fn((void *)p, t);
+    else e->be->parallel_for(e->be, T, fn, (void *)p);
 }
 
-static void run_tokens(cis2_engine *e, tok_job *j, int stage, int T)
+/* §4.1: the token's embedding row, widened exactly. */
+static void embed_row(void *pp, int t)
 {
-    j->stage = stage;
-    if (T == 1 || e->o.trace || !e->be->parallel_for) {
-        for (int t = 0; t < T; t++) tok_stage(j, t);
+    const pass_t *p = pp;
+    cis2_engine *e = p->e;
+    const int H = e->m->cfg.hidden;
+    float *x = e->x + (size_t)t * H;
+    cis2_weight_row(&e->w.embed, e->tokens[t], x);
+    trace(e, e->rows[t].pos, -1, CIS2_N_EMBED, x, (size_t)H);
+}
+
+/* §7.3: the row's cos/sin table depends on its position only, so it is built
+ * once per forward, not per layer. */
+static void rope_table_row(void *pp, int t)
+{
+    const pass_t *p = pp;
+    cis2_engine *e = p->e;
+    const row_t *r = &e->rows[t];
+    const int half = e->m->cfg.head_dim / 2;
+    int rpos = r->pos;
+    if (__builtin_expect(e->fault.kind == CIS2_FAULT_ROPE_OFFSET, 0) && r->in_step)
+        rpos = r->pos + 1; /* FAULT: decode positions off by one */
+    ref_rope_table(e->m->inv_freq, half, rpos, e->rope_c + (size_t)t * half,
+                   e->rope_s + (size_t)t * half);
+}
+
+/* §8: the attention block's input norm. */
+static void attn_norm_row(void *pp, int t)
+{
+    const pass_t *p = pp;
+    cis2_engine *e = p->e;
+    const cis2_config *c = &e->m->cfg;
+    const size_t off = (size_t)t * c->hidden;
+    rmsnorm(e, e->x + off, p->y->attn_norm, c->hidden, c->eps, e->xn + off);
+    trace(e, e->rows[t].pos, p->l, CIS2_N_ATTN_NORM, e->xn + off, (size_t)c->hidden);
+}
+
+/* After the q/k/v projections: biases (§9.1), q/k norms (Qwen3), RoPE
+ * (§7.4), and the row's K and V into its sequence's cache (§3.5). */
+static void qkv_row(void *pp, int t)
+{
+    const pass_t *p = pp;
+    cis2_engine *e = p->e;
+    const cis2_config *c = &e->m->cfg;
+    const cis2_layer *y = p->y;
+    const int hd = c->head_dim, half = hd / 2, nh = c->n_heads, nkv = c->n_kv_heads, l = p->l;
+    const int qd = nh * hd, kvd = nkv * hd, pos = e->rows[t].pos;
+    float *q = e->q + (size_t)t * qd, *k = e->k + (size_t)t * kvd, *v = e->v + (size_t)t * kvd;
+    /* §9.1: each bias the checkpoint carries, after the matvec, before RoPE */
+    if (y->q_bias) ref_add(q, y->q_bias, qd);
+    if (y->k_bias) ref_add(k, y->k_bias, kvd);
+    if (y->v_bias) ref_add(v, y->v_bias, kvd);
+    trace(e, pos, l, CIS2_N_Q_PROJ, q, (size_t)qd);
+    trace(e, pos, l, CIS2_N_K_PROJ, k, (size_t)kvd);
+    trace(e, pos, l, CIS2_N_V_PROJ, v, (size_t)kvd);
+    if (y->q_norm) { /* Qwen3: after projection, before RoPE */
+        head_norm(e, q, nh, hd, y->q_norm, c->eps);
+        head_norm(e, k, nkv, hd, y->k_norm, c->eps);
+        trace(e, pos, l, CIS2_N_Q_NORM, q, (size_t)qd);
+        trace(e, pos, l, CIS2_N_K_NORM, k, (size_t)kvd);
+    }
+    const float *cv = e->rope_c + (size_t)t * half, *sv = e->rope_s + (size_t)t * half;
+    for (int h = 0; h < nh; h++) ref_rope_rotate(q + (size_t)h * hd, hd, cv, sv);
+    for (int h = 0; h < nkv; h++) ref_rope_rotate(k + (size_t)h * hd, hd, cv, sv);
+    trace(e, pos, l, CIS2_N_Q_ROPE, q, (size_t)qd);
+    trace(e, pos, l, CIS2_N_K_ROPE, k, (size_t)kvd);
+    seq_t *s = e->rows[t].s;
+    float *kslot = s->kc[l] + (size_t)pos * kvd, *vslot = s->vc[l] + (size_t)pos * kvd;
+    if (__builtin_expect(e->fault.kind == CIS2_FAULT_KV_STALE, 0) && pos == e->fault.pos) {
+        /* FAULT kv-stale: this slot is never written; it keeps stale
+         * contents, made deterministic here as zeros. */
+        memset(kslot, 0, (size_t)kvd * sizeof(float));
+        memset(vslot, 0, (size_t)kvd * sizeof(float));
     } else {
-        e->be->parallel_for(e->be, T, tok_stage, j);
+        memcpy(kslot, k, (size_t)kvd * sizeof(float));
+        memcpy(vslot, v, (size_t)kvd * sizeof(float));
     }
 }
 
-/* The forward pass of T tokens of sequence s at positions pos0..pos0+T-1. */
-static int forward(cis2_engine *e, seq_t *s, const int32_t *tokens, int T, int pos0, float *logits,
-                   char *err)
+/* §5.4 residual after o_proj, then §8 the MLP block's input norm. */
+static void attn_residual_row(void *pp, int t)
 {
-    const cis2_model *m = e->m;
-    const cis2_config *c = &m->cfg;
-    if (T < 1) {
-        snprintf(err, CIS2_ERR_LEN, "forward: no tokens");
-        return 1;
-    }
-    for (int t = 0; t < T; t++)
-        if (tokens[t] < 0 || tokens[t] >= c->vocab) {
-            snprintf(err, CIS2_ERR_LEN, "token id %d is outside the vocabulary (vocab_size = %d)",
-                     tokens[t], c->vocab);
+    const pass_t *p = pp;
+    cis2_engine *e = p->e;
+    const cis2_config *c = &e->m->cfg;
+    const int H = c->hidden, qd = c->n_heads * c->head_dim, pos = e->rows[t].pos, l = p->l;
+    float *x = e->x + (size_t)t * H, *xn = e->xn + (size_t)t * H, *o = e->proj + (size_t)t * H;
+    trace(e, pos, l, CIS2_N_ATTN_OUT, e->att + (size_t)t * qd, (size_t)qd);
+    trace(e, pos, l, CIS2_N_O_PROJ, o, (size_t)H);
+    ref_add(x, o, H);
+    trace(e, pos, l, CIS2_N_RESID_ATTN, x, (size_t)H);
+    rmsnorm(e, x, p->y->mlp_norm, H, c->eps, xn);
+    trace(e, pos, l, CIS2_N_MLP_NORM, xn, (size_t)H);
+}
+
+/* §10: act = silu(gate) * up. */
+static void swiglu_row(void *pp, int t)
+{
+    const pass_t *p = pp;
+    cis2_engine *e = p->e;
+    const int I = e->m->cfg.inter, pos = e->rows[t].pos, l = p->l;
+    const size_t off = (size_t)t * I;
+    if (e->be->swiglu) /* bit-identical (unit_fast) */
+        e->be->swiglu(e->gate + off, e->up + off, e->act + off, I);
+    else ref_swiglu(e->gate + off, e->up + off, e->act + off, I);
+    trace(e, pos, l, CIS2_N_GATE, e->gate + off, (size_t)I);
+    trace(e, pos, l, CIS2_N_UP, e->up + off, (size_t)I);
+    trace(e, pos, l, CIS2_N_ACT, e->act + off, (size_t)I);
+}
+
+/* §5.4 residual after down_proj. */
+static void mlp_residual_row(void *pp, int t)
+{
+    const pass_t *p = pp;
+    cis2_engine *e = p->e;
+    const int H = e->m->cfg.hidden, pos = e->rows[t].pos;
+    float *x = e->x + (size_t)t * H, *d = e->proj + (size_t)t * H;
+    trace(e, pos, p->l, CIS2_N_DOWN, d, (size_t)H);
+    ref_add(x, d, H);
+    trace(e, pos, p->l, CIS2_N_RESID_MLP, x, (size_t)H);
+}
+
+/* Untraced parallel passes: the residual and the next layer's attn_norm in
+ * one sweep over the rows (one synchronisation less per layer). */
+static void mlp_residual_norm_row(void *pp, int t)
+{
+    const pass_t *p = pp;
+    cis2_engine *e = p->e;
+    const cis2_config *c = &e->m->cfg;
+    mlp_residual_row(pp, t);
+    const size_t off = (size_t)t * c->hidden;
+    rmsnorm(e, e->x + off, p->y_next->attn_norm, c->hidden, c->eps, e->xn + off);
+}
+
+/* ------------------------------------------------------------- the blocks */
+/* Linears sharing one input X [T][cols]: every weight read once for all T rows. */
+static void linears(cis2_backend *be, int n, const cis2_weight *const *w, const float *X, int T,
+                    float *const *Y)
+{
+    if (be->matmul_multi) be->matmul_multi(be, n, w, X, T, Y);
+    else
+        for (int i = 0; i < n; i++) be->matmul(be, w[i], X, T, Y[i]);
+}
+
+/* Traced attention of one span with the reference kernels (bit-identical to
+ * every backend's, tests/unit_fast.c), so its scores and probabilities can
+ * be captured: each computed once. */
+static int traced_attention(cis2_engine *e, int l, const span_t *sp, float scale, char *err)
+{
+    const cis2_config *c = &e->m->cfg;
+    const int hd = c->head_dim, nh = c->n_heads, group = nh / c->n_kv_heads;
+    const size_t qd = (size_t)nh * hd, kvd = (size_t)c->n_kv_heads * hd;
+    size_t need = (size_t)nh * (size_t)(sp->pos0 + sp->n);
+    if (need > e->scores_cap) {
+        if (grow(&e->scores, need, sizeof(float)) || grow(&e->probs, need, sizeof(float))) {
+            snprintf(err, CIS2_ERR_LEN, "out of memory");
             return 1;
         }
-    if (ensure_tokens(e, T, err) || ensure_positions(e, s, pos0 + T, err)) return 1;
+        e->scores_cap = need;
+    }
+    for (int i = 0; i < sp->n; i++) {
+        int t = sp->row0 + i, pos = sp->pos0 + i, n_ctx = pos + 1;
+        for (int h = 0; h < nh; h++) {
+            const float *q = e->q + (size_t)t * qd + (size_t)h * hd;
+            const float *kb = sp->s->kc[l] + (size_t)(h / group) * hd,
+                        *vb = sp->s->vc[l] + (size_t)(h / group) * hd;
+            float *sc = e->scores + (size_t)h * n_ctx, *pr = e->probs + (size_t)h * n_ctx;
+            ref_attention_scores(q, kb, kvd, n_ctx, hd, scale, sc); /* §9.2 */
+            memcpy(pr, sc, (size_t)n_ctx * sizeof(float));
+            ref_softmax(pr, n_ctx); /* §9.3 */
+            ref_attention_mix(pr, vb, kvd, n_ctx, hd, e->att + (size_t)t * qd + (size_t)h * hd);
+        }
+        trace(e, pos, l, CIS2_N_SCORES, e->scores, (size_t)nh * n_ctx);
+        trace(e, pos, l, CIS2_N_PROBS, e->probs, (size_t)nh * n_ctx);
+    }
+    return 0;
+}
+
+/* §9: norm, q/k/v, their biases and norms, RoPE, the KV cache, causal
+ * attention over each span's own sequence, o_proj and the residual. */
+static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int norm_done, char *err)
+{
+    cis2_engine *e = p->e;
+    cis2_backend *be = e->be;
+    const cis2_config *c = &e->m->cfg;
+    const cis2_layer *y = p->y;
+    const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, qd = nh * hd;
+    const float scale = cis2_rsqrt((float)hd); /* §9.2: rsqrt(64) == 0.125 */
+    if (!norm_done) for_rows(p, T, attn_norm_row);
+    const cis2_weight *wqkv[3] = { &y->q, &y->k, &y->v };
+    float *const qkv[3] = { e->q, e->k, e->v };
+    linears(be, 3, wqkv, e->xn, T, qkv);
+    for_rows(p, T, qkv_row);
+    for (int i = 0; i < n_sp; i++) {
+        if (e->o.trace) {
+            if (traced_attention(e, p->l, &sp[i], scale, err)) return 1;
+        } else {
+            size_t r0 = (size_t)sp[i].row0 * qd;
+            be->attention(be, e->q + r0, sp[i].s->kc[p->l], sp[i].s->vc[p->l], sp[i].n, sp[i].pos0,
+                          nh, nkv, hd, scale, e->att + r0);
+        }
+    }
+    be->matmul(be, &y->o, e->att, T, e->proj);
+    for_rows(p, T, attn_residual_row);
+    return 0;
+}
+
+/* §10: gate and up, SwiGLU, down_proj and the residual (fused with the next
+ * layer's attn_norm when `fuse_next`). */
+static void mlp_block(pass_t *p, int T, const cis2_layer *fuse_next)
+{
+    cis2_engine *e = p->e;
+    cis2_backend *be = e->be;
+    const cis2_layer *y = p->y;
+    const cis2_weight *wgu[2] = { &y->gate, &y->up };
+    float *const gu[2] = { e->gate, e->up };
+    linears(be, 2, wgu, e->xn, T, gu);
+    for_rows(p, T, swiglu_row);
+    be->matmul(be, &y->down, e->act, T, e->proj);
+    p->y_next = fuse_next;
+    for_rows(p, T, fuse_next ? mlp_residual_norm_row : mlp_residual_row);
+}
+
+/* §11.1: each span's last row normed and through the LM head, all spans in
+ * one matmul; §3.4: only those rows' logits are needed, the others are never
+ * computed. logits: [n_sp][vocab]. */
+static void final_norm_and_head(cis2_engine *e, const span_t *sp, int n_sp, float *logits)
+{
+    const cis2_config *c = &e->m->cfg;
+    const int H = c->hidden;
+    for (int i = 0; i < n_sp; i++) {
+        int t = sp[i].row0 + sp[i].n - 1, pos = sp[i].pos0 + sp[i].n - 1;
+        float *xf = e->xf + (size_t)i * H;
+        rmsnorm(e, e->x + (size_t)t * H, e->w.final_norm, H, c->eps, xf);
+        trace(e, pos, -1, CIS2_N_FINAL_NORM, xf, (size_t)H);
+    }
+    e->be->matmul(e->be, cis2_head(&e->w), e->xf, n_sp, logits);
+    for (int i = 0; i < n_sp; i++)
+        trace(e, sp[i].pos0 + sp[i].n - 1, -1, CIS2_N_LOGITS, logits + (size_t)i * c->vocab,
+              (size_t)c->vocab);
+}
+
+/* The forward pass over e->tokens[0..T), laid out as n_sp spans (each span's
+ * rows consecutive, spans in row order). logits (may be NULL) receives each
+ * span's last-row logits, [n_sp][vocab]. */
+static int forward(cis2_engine *e, const span_t *sp, int n_sp, int T, float *logits, char *err)
+{
+    const cis2_config *c = &e->m->cfg;
+    for (int t = 0; t < T; t++)
+        if (e->tokens[t] < 0 || e->tokens[t] >= c->vocab) {
+            snprintf(err, CIS2_ERR_LEN, "token id %d is outside the vocabulary (vocab_size = %d)",
+                     e->tokens[t], c->vocab);
+            return 1;
+        }
+    for (int i = 0; i < n_sp; i++) {
+        if (ensure_positions(e, sp[i].s, sp[i].pos0 + sp[i].n, err)) return 1;
+        for (int j = 0; j < sp[i].n; j++)
+            e->rows[sp[i].row0 + j] = (row_t){ sp[i].s, sp[i].pos0 + j, sp[i].pos0 > 0 };
+    }
     if (__builtin_expect(e->fault.kind == CIS2_FAULT_NO_FTZ, 0))
         cis2_fpenv_unpin(); /* FAULT no-ftz: IEEE subnormals */
     else if (!cis2_fpenv_is_pinned()) {
         snprintf(err, CIS2_ERR_LEN, "FTZ/DAZ is not pinned on this thread (§1.3)");
         return 1;
     }
-    const int H = c->hidden, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
-    const int qd = nh * hd, kvd = nkv * hd;
-    const float eps = c->eps;
-    const float scale = cis2_rsqrt((float)hd); /* §9.2: rsqrt(64) == 0.125 */
-    cis2_backend *be = e->be;
-    tok_job j = { e, s, tokens, NULL, -1, pos0, 0, NULL };
-    /* Parallel prefill fuses a layer's last elementwise step with the next
-     * layer's attn_norm (one synchronisation less per layer). */
-    const int fuse = T > 1 && !e->o.trace && be->parallel_for;
+    pass_t p = { e, -1, NULL, NULL };
+    /* Parallel passes fuse a layer's last row step with the next layer's attn_norm. */
+    const int fuse = T > 1 && !e->o.trace && e->be->parallel_for;
 
-    run_tokens(e, &j, ST_EMBED, T);
-    run_tokens(e, &j, ST_ROPE,
-               T); /* §7.3 tables depend on the position only: once, not per layer */
+    for_rows(&p, T, embed_row);
+    for_rows(&p, T, rope_table_row);
     for (int l = 0; l < c->n_layers; l++) {
-        const cis2_layer *y = &e->w.layers[l];
-        j.y = y;
-        j.l = l;
-        if (l == 0 || !fuse) run_tokens(e, &j, ST_ATTN_NORM, T);
-        if (be->matmul_multi) {
-            const cis2_weight *w3[3] = { &y->q, &y->k, &y->v };
-            float *const y3[3] = { e->q, e->k, e->v };
-            be->matmul_multi(be, 3, w3, e->xn, T, y3);
-        } else {
-            be->matmul(be, &y->q, e->xn, T, e->q);
-            be->matmul(be, &y->k, e->xn, T, e->k);
-            be->matmul(be, &y->v, e->xn, T, e->v);
-        }
-        run_tokens(e, &j, ST_QKV, T);
-        if (e->o.trace) {
-            /* Traced runs use the reference attention so scores and probs can
-             * be captured; it is bit-identical to every backend's (tested). */
-            int group = nh / nkv;
-            for (int t = 0; t < T; t++) {
-                int pos = pos0 + t, n_ctx = pos + 1;
-                float *sc = malloc((size_t)nh * n_ctx * sizeof(float)),
-                      *pr = malloc((size_t)nh * n_ctx * sizeof(float));
-                if (!sc || !pr) {
-                    free(sc);
-                    free(pr);
-                    snprintf(err, CIS2_ERR_LEN, "out of memory");
-                    return 1;
-                }
-                for (int h = 0; h < nh; h++) {
-                    const float *q = e->q + (size_t)t * qd + (size_t)h * hd;
-                    const float *kb = s->kc[l] + (size_t)(h / group) * hd,
-                                *vb = s->vc[l] + (size_t)(h / group) * hd;
-                    for (int jj = 0; jj < n_ctx; jj++) {
-                        float d = cis2_dot_seq(q, kb + (size_t)jj * kvd, (size_t)hd);
-                        sc[(size_t)h * n_ctx + jj] = cis2_fmul(d, scale); /* §1.3 */
-                    }
-                    ref_attention_head(q, kb, vb, (size_t)kvd, n_ctx, hd, scale,
-                                       pr + (size_t)h * n_ctx,
-                                       e->att + (size_t)t * qd + (size_t)h * hd);
-                }
-                trace(e, pos, l, "attn_scores", sc, (size_t)nh * n_ctx);
-                trace(e, pos, l, "attn_probs", pr, (size_t)nh * n_ctx);
-                free(sc);
-                free(pr);
-            }
-        } else {
-            be->attention(be, e->q, s->kc[l], s->vc[l], T, pos0, nh, nkv, hd, scale, e->att);
-        }
-        be->matmul(be, &y->o, e->att, T, e->proj);
-        run_tokens(e, &j, ST_ATTN_OUT, T);
-        if (be->matmul_multi) {
-            const cis2_weight *w2[2] = { &y->gate, &y->up };
-            float *const y2[2] = { e->gate, e->up };
-            be->matmul_multi(be, 2, w2, e->xn, T, y2);
-        } else {
-            be->matmul(be, &y->gate, e->xn, T, e->gate);
-            be->matmul(be, &y->up, e->xn, T, e->up);
-        }
-        run_tokens(e, &j, ST_SWIGLU, T);
-        be->matmul(be, &y->down, e->act, T, e->proj);
-        if (fuse && l + 1 < c->n_layers) {
-            j.y_next = &e->w.layers[l + 1];
-            run_tokens(e, &j, ST_DOWN_NORM, T);
-        } else {
-            run_tokens(e, &j, ST_DOWN, T);
-        }
+        p.l = l;
+        p.y = &e->w.layers[l];
+        if (attention_block(&p, sp, n_sp, T, fuse && l > 0, err)) return 1;
+        mlp_block(&p, T, fuse && l + 1 < c->n_layers ? &e->w.layers[l + 1] : NULL);
     }
-    if (logits) {
-        /* §3.4: only the last position's logits are needed; the others are never computed. */
-        rmsnorm(e, e->x + (size_t)(T - 1) * H, e->w.final_norm, H, eps, e->logits_in);
-        trace(e, pos0 + T - 1, -1, "final_norm", e->logits_in, (size_t)H);
-        be->matmul(be, cis2_head(&e->w), e->logits_in, 1, logits); /* §11.1 */
-        trace(e, pos0 + T - 1, -1, "logits", logits, (size_t)c->vocab);
-    }
+    if (logits) final_norm_and_head(e, sp, n_sp, logits);
     return 0;
+}
+
+/* Rows for tokens[0..n) of sequence s at positions pos0..: one span. */
+static int forward_one(cis2_engine *e, seq_t *s, const int32_t *tokens, int n, int pos0,
+                       float *logits, char *err)
+{
+    if (n < 1) {
+        snprintf(err, CIS2_ERR_LEN, "forward: no tokens");
+        return 1;
+    }
+    if (ensure_rows(e, n, err)) return 1;
+    memcpy(e->tokens, tokens, (size_t)n * sizeof *tokens);
+    e->spans[0] = (span_t){ s, 0, n, pos0 };
+    return forward(e, e->spans, 1, n, logits, err);
 }
 
 int32_t cis2_argmax(const float *logits, int n)
@@ -503,7 +632,7 @@ int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0, 
 {
     fp_guard fg;
     if (fp_enter(&fg, err)) return 1;
-    int rc = forward(e, &e->seqs[e->n_seqs], tokens, n, pos0, logits, err);
+    int rc = forward_one(e, &e->seqs[e->n_seqs], tokens, n, pos0, logits, err);
     fp_leave(&fg);
     return rc;
 }
@@ -622,30 +751,53 @@ static void emit(cis2_engine *e, seq_t *s, const float *logits)
     if (s->r.stopped_at_eos || s->r.n_gen == s->g.n_gen) seq_finalize(s);
 }
 
+/* One decode step for every running sequence, all in one forward pass: one
+ * row each, at its own position, over its own KV cache. */
+static int decode_running(cis2_engine *e, char *err)
+{
+    int B = 0;
+    for (int i = 0; i < e->n_seqs; i++) B += e->seqs[i].state == SEQ_RUNNING;
+    if (B == 0) return 0;
+    if (ensure_rows(e, B, err)) return 1;
+    double t0 = cis2_now_ms();
+    int b = 0;
+    for (int i = 0; i < e->n_seqs; i++) {
+        seq_t *s = &e->seqs[i];
+        if (s->state != SEQ_RUNNING) continue;
+        e->tokens[b] = s->next;
+        e->spans[b] = (span_t){ s, b, 1, s->pos };
+        b++;
+    }
+    if (forward(e, e->spans, B, B, e->logits, err)) return 1;
+    double ms = cis2_now_ms() - t0;
+    for (int i = 0; i < B; i++) {
+        seq_t *s = e->spans[i].s;
+        s->pos++;
+        s->r.decode_ms += ms;
+        emit(e, s, e->logits + (size_t)i * e->m->cfg.vocab);
+    }
+    return 0;
+}
+
 int cis2_engine_step(cis2_engine *e, char *err)
 {
     fp_guard fg;
     if (fp_enter(&fg, err)) return 1;
-    int rc = 0;
-    /* Sequences in slot order; each one's arithmetic depends on its own
-     * tokens only, so the order (and who else runs) never changes a bit. */
+    /* Each sequence's arithmetic depends on its own tokens only, so who else
+     * runs in the step (and in which order) never changes a bit. */
+    int rc = decode_running(e, err);
     for (int i = 0; i < e->n_seqs && !rc; i++) {
         seq_t *s = &e->seqs[i];
+        if (s->state != SEQ_QUEUED) continue;
         double t0 = cis2_now_ms();
-        if (s->state == SEQ_QUEUED) {
-            rc = forward(e, s, s->r.prompt, s->r.n_prompt, 0, e->logits, err);
-            if (rc) break;
-            s->pos = s->r.n_prompt;
-            s->state = SEQ_RUNNING;
-            emit(e, s, e->logits);
-            s->r.prefill_ms += cis2_now_ms() - t0;
-        } else if (s->state == SEQ_RUNNING) {
-            rc = forward(e, s, &s->next, 1, s->pos, e->logits, err);
-            if (rc) break;
-            s->pos++;
-            emit(e, s, e->logits);
-            s->r.decode_ms += cis2_now_ms() - t0;
-        }
+        /* e->logits is read after ensure_rows may have moved it */
+        rc = ensure_rows(e, s->r.n_prompt, err) ||
+             forward_one(e, s, s->r.prompt, s->r.n_prompt, 0, e->logits, err);
+        if (rc) break;
+        s->pos = s->r.n_prompt;
+        s->state = SEQ_RUNNING;
+        emit(e, s, e->logits);
+        s->r.prefill_ms += cis2_now_ms() - t0;
     }
     fp_leave(&fg);
     return rc;

@@ -17,6 +17,13 @@ void ref_softmax(float *s, int n);
 void ref_rope_table(const float *inv_freq, int half, int pos, float *cos_v, float *sin_v);
 /* §7.4 rotate-half, in place on one head. */
 void ref_rope_rotate(float *head, int head_dim, const float *cos_v, const float *sin_v);
+/* §9.2: scores[j] = dot_seq(q, k row j) * scale for one query head over
+ * n_ctx cached positions; k row j is at k + j*stride (head_dim values). */
+void ref_attention_scores(const float *q, const float *k, size_t stride, int n_ctx, int head_dim,
+                          float scale, float *scores);
+/* §9.4: out[d] = sum over j in order of probs[j] * v[j*stride + d]. */
+void ref_attention_mix(const float *probs, const float *v, size_t stride, int n_ctx, int head_dim,
+                       float *out);
 /* §9.2–§9.4 for one query head over n_ctx cached positions: k/v row j is at
  * k + j*stride (head_dim values). `scores` is scratch of n_ctx floats and
  * holds the probabilities on return. */

@@ -72,22 +72,34 @@ void ref_rope_rotate(float *head, int head_dim, const float *cos_v, const float 
     }
 }
 
-void ref_attention_head(const float *q, const float *k, const float *v, size_t stride,
-                        int n_ctx, int head_dim, float scale, float *scores, float *out)
+void ref_attention_scores(const float *q, const float *k, size_t stride, int n_ctx,
+                          int head_dim, float scale, float *scores)
 {
     for (int j = 0; j < n_ctx; j++) {
         float d = cis2_dot_seq(q, k + (size_t)j * stride, (size_t)head_dim);
         scores[j] = cis2_fmul(d, scale);           /* §9.2: scale applied after the dot */
     }
-    ref_softmax(scores, n_ctx);
+}
+
+void ref_attention_mix(const float *probs, const float *v, size_t stride, int n_ctx,
+                       int head_dim, float *out)
+{
     for (int d = 0; d < head_dim; d++) {
         float acc = 0.0f;
         for (int j = 0; j < n_ctx; j++) {
-            float p = cis2_fmul(scores[j], v[(size_t)j * stride + d]);
+            float p = cis2_fmul(probs[j], v[(size_t)j * stride + d]);
             acc = cis2_fadd(acc, p);               /* §9.4: over keys, in order */
         }
         out[d] = acc;
     }
+}
+
+void ref_attention_head(const float *q, const float *k, const float *v, size_t stride,
+                        int n_ctx, int head_dim, float scale, float *scores, float *out)
+{
+    ref_attention_scores(q, k, stride, n_ctx, head_dim, scale, scores);
+    ref_softmax(scores, n_ctx);
+    ref_attention_mix(scores, v, stride, n_ctx, head_dim, out);
 }
 
 void ref_swiglu(const float *gate, const float *up, float *out, int n)

@@ -21,33 +21,7 @@
 /* --tol files are a few lines. */
 #define CIS2_TOL_MAX ((size_t)1 << 20)
 
-/* The traced nodes of one position, in execution order (decode.c's names). */
-typedef enum {
-    CIS2_N_EMBED = 0,
-    CIS2_N_ATTN_NORM,
-    CIS2_N_Q_PROJ,
-    CIS2_N_K_PROJ,
-    CIS2_N_V_PROJ,
-    CIS2_N_Q_NORM,
-    CIS2_N_K_NORM,
-    CIS2_N_Q_ROPE,
-    CIS2_N_K_ROPE,
-    CIS2_N_SCORES,
-    CIS2_N_PROBS,
-    CIS2_N_ATTN_OUT,
-    CIS2_N_O_PROJ,
-    CIS2_N_RESID_ATTN,
-    CIS2_N_MLP_NORM,
-    CIS2_N_GATE,
-    CIS2_N_UP,
-    CIS2_N_ACT,
-    CIS2_N_DOWN,
-    CIS2_N_RESID_MLP,
-    CIS2_N_FINAL_NORM,
-    CIS2_N_LOGITS,
-    CIS2_N_NODES
-} cis2_trace_node;
-const char *cis2_trace_node_name(int k);
+/* The traced nodes: cis2_trace_node (engine/backend.h, decode.c's names). */
 int cis2_trace_node_index(const char *s, size_t len); /* -1 when unknown */
 
 /* ------------------------------------------------------- the file (trace_file.c) */

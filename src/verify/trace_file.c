@@ -10,19 +10,12 @@
 
 #define HEADER_MAX (100u << 20) /* the safetensors reader's own bound */
 
-static const char *NODES[CIS2_N_NODES] = { "embed",      "attn_norm",   "q_proj",     "k_proj",
-                                           "v_proj",     "q_norm",      "k_norm",     "q_rope",
-                                           "k_rope",     "attn_scores", "attn_probs", "attn_out",
-                                           "o_proj",     "resid_attn",  "mlp_norm",   "gate",
-                                           "up",         "act",         "down",       "resid_mlp",
-                                           "final_norm", "logits" };
-
-const char *cis2_trace_node_name(int k) { return k >= 0 && k < CIS2_N_NODES ? NODES[k] : "?"; }
-
 int cis2_trace_node_index(const char *s, size_t len)
 {
-    for (int i = 0; i < CIS2_N_NODES; i++)
-        if (strlen(NODES[i]) == len && !memcmp(NODES[i], s, len)) return i;
+    for (int i = 0; i < CIS2_N_NODES; i++) {
+        const char *name = cis2_trace_node_name(i);
+        if (strlen(name) == len && !memcmp(name, s, len)) return i;
+    }
     return -1;
 }
 
