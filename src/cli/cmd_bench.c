@@ -197,8 +197,8 @@ int cis2_cmd_bench(int argc, char **argv)
     printf("kv_cache_mb=%.1f\n", kv_mb);
     printf("read_gbs=%.2f\n", gbs);
     printf("floor_ms_per_token=%.3f\n", floor_ms);
-    printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=fp32\n", wh,
-           r.n_prompt, r.n_gen);
+    printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=%s\n", wh,
+           r.n_prompt, r.n_gen, cis2_model_dtype(&m));
     fflush(stdout);
     cis2_result_free(&r);
 

@@ -164,8 +164,8 @@ int cis2_cmd_run(int argc, char **argv)
     if (o.check_det) printf("determinism=PASS\n");
     char wh[65];
     cis2_hex(r.witness, 32, wh);
-    printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=fp32\n", wh,
-           r.n_prompt, r.n_gen);
+    printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=%s\n", wh,
+           r.n_prompt, r.n_gen, cis2_model_dtype(m));
     fflush(stdout);
     rc = 0;
     if (o.receipt) {

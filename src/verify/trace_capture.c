@@ -213,6 +213,9 @@ static int fill_meta(cis2_trace *tr, const cis2_model *m, const char *backend,
     bad |= meta_hex(tr, "tokenizer_sha256", dg->tokenizer_sha256);
     bad |= meta_hex(tr, "table_digest", dg->table_digest);
     bad |= meta_hex(tr, "inv_freq_table_digest", dg->inv_freq_digest);
+    bad |= cis2_trace_meta_set(tr, "dtype", cis2_model_dtype(m));
+    uint8_t i8d[32]; /* State 1: the int8 weights and scales computed with */
+    if (!cis2_model_int8_digest(m, i8d)) bad |= meta_hex(tr, "int8_weights_sha256", i8d);
     bad |= meta_ids(tr, "prompt_ids", prompt, np);
     bad |= meta_ids(tr, "teacher_force", force, nf);
     bad |= cis2_trace_meta_set(tr, "mode", rq->greedy_n ? "greedy" : "teacher-force");
