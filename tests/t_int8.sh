@@ -71,6 +71,24 @@ a=$("$CIS2" run --model "$T/qwen2-q" --prompt-ids "$ids" -n 4 --backend ref 2>&1
 b=$("$CIS2" run --model "$T/qwen2-q" --prompt-ids "$ids" -n 4 --backend fast --threads 2 2>&1 | strip)
 [ -n "$a" ] && [ "$a" == "$b" ] && pass "int8.fast-equals-ref-long-prefill (29 tokens)" || fail int8.fast-equals-ref-long-prefill "$(diff <(echo "$a") <(echo "$b") | head -3)"
 
+# --- the scale multiply in the §1.3 FTZ window (tests/int8_ftz.py): ref = fast here, C = B below
+cp -r "$T/llama-q" "$T/ftzw-q" && python3 tests/int8_ftz.py ones "$T/ftzw-q" &&
+    "$CIS2" trace --model "$T/ftzw-q" $P -o "$T/ftzw1.st" >/dev/null 2>&1 &&
+    placed=$(python3 tests/int8_ftz.py place "$T/ftzw-q" "$T/ftzw1.st")
+"$CIS2" trace --model "$T/ftzw-q" $P -o "$T/ftzw.st" >/dev/null 2>&1
+nmin=$(python3 -c "
+import json,struct,sys; b=open(sys.argv[1],'rb').read(); n=struct.unpack('<Q',b[:8])[0]
+a,e=json.loads(b[8:8+n])['p0.L0.q_proj']['data_offsets']; v=struct.unpack('<%dI'%((e-a)//4),b[8+n+a:8+n+e])
+print(sum(1 for x in v if x & 0x7FFFFFFF == 0x00800000))" "$T/ftzw.st" 2>/dev/null)
+[ -n "$placed" ] && [ "${nmin:-0}" -gt 0 ] && pass "int8.ftz-window-fixture ($nmin outputs of p0.L0.q_proj round up to FLT_MIN, x86-64's §1.3 reading)" \
+    || fail int8.ftz-window-fixture "placed='$placed' FLT_MIN outputs=$nmin"
+ALL="$ALL ftzw"
+for isa in $isas; do
+    a=$("$CIS2" run --model "$T/ftzw-q" --prompt-ids 5,17,42 -n 3 --backend ref 2>&1 | strip)
+    b=$("$CIS2" run --model "$T/ftzw-q" --prompt-ids 5,17,42 -n 3 --backend fast --isa $isa --threads 2 2>&1 | strip)
+    [ -n "$a" ] && [ "$a" == "$b" ] && pass "int8.ftz-window-fast-equals-ref-$isa" || fail "int8.ftz-window-fast-equals-ref-$isa" "$(diff <(echo "$a") <(echo "$b") | head -3)"
+done
+
 # --- receipts: verify on the int8 model; dtype edited -> not verified, named
 "$CIS2" verify "$T/qwen3.ref.r" --model "$T/qwen3-q" > "$T/v.out" 2>&1; rc=$?
 [ $rc -eq 0 ] && grep -qx 'MATCH dtype' "$T/v.out" && pass int8.receipt-verifies || fail int8.receipt-verifies "rc=$rc $(tail -2 "$T/v.out")"

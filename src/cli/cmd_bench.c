@@ -197,8 +197,11 @@ int cis2_cmd_bench(int argc, char **argv)
     printf("kv_cache_mb=%.1f\n", kv_mb);
     printf("read_gbs=%.2f\n", gbs);
     printf("floor_ms_per_token=%.3f\n", floor_ms);
-    printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=%s\n", wh,
-           r.n_prompt, r.n_gen, cis2_model_dtype(&m));
+    if (eo.backend == CIS2_BACKEND_APPROX) /* arm D: not reproducible (docs/quantization.md §6) */
+        printf("arm=D approximate: no CIS2_REF\n");
+    else
+        printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=%s\n", wh,
+               r.n_prompt, r.n_gen, cis2_model_dtype(&m));
     fflush(stdout);
     cis2_result_free(&r);
 

@@ -152,7 +152,7 @@ static int do_trace(cis2_engine *e, const cis2_config *c, const int32_t *prompt,
         memcpy(run->pred, r.gen, (size_t)r.n_gen * sizeof(int32_t));
         run->n_pred = r.n_gen;
         memcpy(run->witness, r.witness, 32);
-        run->have_witness = 1;
+        run->have_witness = strncmp(cis2_engine_backend(e), "approx", 6) != 0; /* arm D: none */
     } else {
         for (int i = 0; i < total; i++) {
             int32_t tok;
@@ -248,7 +248,9 @@ int cis2_trace_arm(const cis2_model *m, const cis2_engine_opts *eo, const cis2_t
                    cis2_trace_run *run, char *err)
 {
     const cis2_config *c = cis2_model_config(m);
-    const char *backend = eo->backend == CIS2_BACKEND_FAST ? "fast" : "ref";
+    const char *backend = eo->backend == CIS2_BACKEND_FAST     ? "fast"
+                          : eo->backend == CIS2_BACKEND_APPROX ? "approx"
+                                                                : "ref";
     memset(run, 0, sizeof *run);
     for (int i = 0; i < np + nf; i++) {
         int32_t t = i < np ? prompt[i] : force[i - np];
