@@ -130,6 +130,9 @@ row int8-scale-inf "a row scale that is Inf or NaN" "t_int8.sh" "$CIS2" "${RUN[@
 cpq i8-receipt-dtype; "$CIS2" run --model "$T/q8" --prompt-ids 1 -n 1 --receipt "$T/i8r.txt" >/dev/null 2>&1
 sed 's/^dtype int8-row$/dtype int8-col/' "$T/i8r.txt" > "$T/i8r-bad.txt"
 row receipt-unknown-dtype "a receipt whose dtype is neither fp32 nor int8-row" "t_int8.sh" "$CIS2" verify "$T/i8r-bad.txt" --model "$T/q8"
+row armd-receipt "--receipt with --backend approx (arm D is not reproducible)" "t_int8.sh" "$CIS2" "${RUN[@]}" "$T/q8" --backend approx --receipt "$T/armd.r"
+row armd-float-checkpoint "--backend approx on a checkpoint without int8 linears" "" "$CIS2" "${RUN[@]}" "$G" --backend approx
+row armd-verify "--backend approx for a command that checks or writes receipts" "t_int8.sh" "$CIS2" verify "$T/i8r.txt" --model "$T/q8" --backend approx
 
 # ---- config.json
 cpm cfg-missing; rm "$T/cfg-missing/config.json"

@@ -3,7 +3,7 @@
  * and the decode floor it implies, plus decode speed at long positions.
  *
  *   cis2 bench --model DIR [--prompt-len P] [-n N] [--threads T]
- *              [--backend ref|fast] [--isa X] [--positions 256,2048,8000]
+ *              [--backend ref|fast|approx] [--isa X] [--positions 256,2048,8000]
  *
  * The prompt is deterministic ids. No pass/fail: numbers only. */
 #include "cli/commands.h"
