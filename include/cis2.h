@@ -57,7 +57,13 @@ typedef struct cis2_engine cis2_engine;
 typedef struct cis2_tokenizer cis2_tokenizer;
 
 /* ------------------------------------------------------------ enumerations */
-typedef enum { CIS2_BACKEND_REF = 0, CIS2_BACKEND_FAST = 1 } cis2_backend_kind;
+/* APPROX: arm D of the divergence method, approximate int8 dot products over
+ * an int8 checkpoint (docs/quantization.md §6) — not CIS-2, never receipted. */
+typedef enum {
+    CIS2_BACKEND_REF = 0,
+    CIS2_BACKEND_FAST = 1,
+    CIS2_BACKEND_APPROX = 2
+} cis2_backend_kind;
 
 /* Instruction-set paths of the fast backend. AUTO picks the best this CPU has. */
 typedef enum {

@@ -74,7 +74,7 @@ p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[8] = ord('['); open(p, '
 PY
 row st-header-not-json "header is not a JSON object" "unit_core safetensors.rejects.13" "$CIS2" "${RUN[@]}" "$T/st-hdrjson"
 cpm st-dtype; st_edit "$T/st-dtype" "h['model.norm.weight']['dtype'] = 'I16'"
-row st-unknown-dtype "tensor with a dtype other than F32/BF16/F16" "t_engine.sh bad.unknown-dtype; unit_core safetensors.rejects.0" "$CIS2" "${RUN[@]}" "$T/st-dtype"
+row st-unknown-dtype "tensor with a dtype other than F32/BF16/F16/I8" "t_engine.sh bad.unknown-dtype; unit_core safetensors.rejects.0" "$CIS2" "${RUN[@]}" "$T/st-dtype"
 cpm st-dtype-mismatch; st_edit "$T/st-dtype-mismatch" "h['model.norm.weight']['dtype'] = 'F32'"
 row st-dtype-vs-bytes "dtype x shape disagrees with the byte span (BF16 data declared F32)" "unit_core safetensors.rejects.1" "$CIS2" "${RUN[@]}" "$T/st-dtype-mismatch"
 cpm st-shape-span; st_edit "$T/st-shape-span" "h['model.norm.weight']['shape'] = [h['model.norm.weight']['shape'][0] + 1]"
@@ -106,6 +106,33 @@ rm -rf "$T/st-untied-nohead"; cp -r "$G" "$T/st-untied-nohead"; cfg_edit "$T/st-
 row st-untied-without-lm-head "tie_word_embeddings=false but no lm_head.weight: accepted, the embedding is the head (§11.1), one warning" "t_model.sh head.untied-without-lm_head-uses-the-embedding" "$CIS2" "${RUN[@]}" "$T/st-untied-nohead"
 cpm st-o-bias; st_edit "$T/st-o-bias" "h['model.layers.0.self_attn.o_proj.bias'] = {'dtype': 'BF16', 'shape': [0], 'data_offsets': [len(data), len(data)]}"
 row st-unexpected-tensor "a tensor CIS-2 does not define (an o_proj bias: Hugging Face's attention_bias=true on Llama)" "t_model.sh bias.o_proj-bias-refused" "$CIS2" "${RUN[@]}" "$T/st-o-bias"
+
+# ---- int8 checkpoints (docs/quantization.md §4): what the tensors say must match quantization_config
+"$CIS2" quantize --model "$G" --out "$T/q8" >/dev/null 2>&1
+cpq() { rm -rf "$T/$1"; cp -r "$T/q8" "$T/$1"; }
+cpq i8-noqc; cfg_edit "$T/i8-noqc" "del c['quantization_config']"
+row int8-without-quantization-config "I8 linears but config.json has no quantization_config" "t_int8.sh" "$CIS2" "${RUN[@]}" "$T/i8-noqc"
+cpm i8-float; cfg_edit "$T/i8-float" "c['quantization_config'] = __import__('json').load(open('$T/q8/config.json'))['quantization_config']"
+row int8-config-but-float "quantization_config makes a linear int8 but the tensor is float" "t_int8.sh" "$CIS2" "${RUN[@]}" "$T/i8-float"
+cpq i8-ignored; cfg_edit "$T/i8-ignored" "c['quantization_config']['ignore'].append('model.layers.0.mlp.up_proj')"
+row int8-ignored-but-int8 "an I8 linear that quantization_config's ignore leaves in float" "t_int8.sh" "$CIS2" "${RUN[@]}" "$T/i8-ignored"
+cpq i8-noscale; st_edit "$T/i8-noscale" "k = 'model.layers.0.mlp.up_proj.weight_scale'; h[k + 'x'] = h.pop(k)"
+row int8-no-scale "an I8 linear without its weight_scale" "t_int8.sh" "$CIS2" "${RUN[@]}" "$T/i8-noscale"
+cpq i8-scaleshape; st_edit "$T/i8-scaleshape" "k = 'model.layers.0.mlp.up_proj.weight_scale'; h[k]['shape'] = h[k]['shape'][::-1]"
+row int8-scale-shape "a weight_scale that is not [rows, 1]" "t_int8.sh" "$CIS2" "${RUN[@]}" "$T/i8-scaleshape"
+cpq i8-scalenan; python3 - "$T/i8-scalenan/model.safetensors" <<'PY'
+import sys, struct, json
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); n = struct.unpack('<Q', b[:8])[0]
+a = json.loads(b[8:8 + n])['model.layers.0.mlp.up_proj.weight_scale']['data_offsets'][0]
+b[8 + n + a + 12:8 + n + a + 16] = struct.pack('<f', float('inf')); open(p, 'wb').write(b)
+PY
+row int8-scale-inf "a row scale that is Inf or NaN" "t_int8.sh" "$CIS2" "${RUN[@]}" "$T/i8-scalenan"
+cpq i8-receipt-dtype; "$CIS2" run --model "$T/q8" --prompt-ids 1 -n 1 --receipt "$T/i8r.txt" >/dev/null 2>&1
+sed 's/^dtype int8-row$/dtype int8-col/' "$T/i8r.txt" > "$T/i8r-bad.txt"
+row receipt-unknown-dtype "a receipt whose dtype is neither fp32 nor int8-row" "t_int8.sh" "$CIS2" verify "$T/i8r-bad.txt" --model "$T/q8"
+row armd-receipt "--receipt with --backend approx (arm D is not reproducible)" "t_int8.sh" "$CIS2" "${RUN[@]}" "$T/q8" --backend approx --receipt "$T/armd.r"
+row armd-float-checkpoint "--backend approx on a checkpoint without int8 linears" "" "$CIS2" "${RUN[@]}" "$G" --backend approx
+row armd-verify "--backend approx for a command that checks or writes receipts" "t_int8.sh" "$CIS2" verify "$T/i8r.txt" --model "$T/q8" --backend approx
 
 # ---- config.json
 cpm cfg-missing; rm "$T/cfg-missing/config.json"

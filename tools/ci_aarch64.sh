@@ -135,6 +135,25 @@ for v in tests/fixtures/*.vector; do
     o=$("$A" verify "$T/$name.host.receipt" --model "$M" 2>&1); rc=$?
     [ $rc -eq 0 ] && pass "verify.$name.host-receipt-on-aarch64" || fail "verify.$name.host-receipt-on-aarch64" "rc=$rc $(echo "$o" | grep -m2 MISMATCH)"
 done
+# int8 (docs/quantization.md §2): the quantized llama fixture, and one whose layer-0 q_proj
+# scale multiply lands in the §1.3 FTZ window (tests/int8_ftz.py): run and receipt = host
+Q="$T/models/llama-q"; W="$T/models/ftzw-q"
+if "$HOST" quantize --model "$T/models/llama" --out "$Q" >/dev/null 2>&1 && cp -r "$Q" "$W" &&
+    python3 tests/int8_ftz.py ones "$W" && "$HOST" trace --model "$W" --prompt-ids 5,17,42 -n 2 -o "$T/ftzw1.st" >/dev/null 2>&1 &&
+    python3 tests/int8_ftz.py place "$W" "$T/ftzw1.st" >/dev/null; then
+    for M in "$Q" "$W"; do
+        name=int8-$(basename "$M")
+        "$HOST" run --model "$M" --prompt-ids 5,17,42,3 -n 4 --receipt "$T/$name.host.receipt" 2>&1 | strip > "$T/$name.host.out"
+        for be in ref fast; do
+            o=$("$A" run --model "$M" --prompt-ids 5,17,42,3 -n 4 --backend $be --threads 2 --receipt "$T/$name.$be.receipt" 2>&1); rc=$?
+            echo "$o" | strip > "$T/$name.$be.out"
+            if [ $rc -eq 0 ] && grep -q 'dtype=int8-row$' "$T/$name.$be.out" && cmp -s "$T/$name.$be.out" "$T/$name.host.out" &&
+                cmp -s "$T/$name.$be.receipt" "$T/$name.host.receipt"; then
+                pass "run.$name.$be-output-and-receipt-equal-host (CIS2_REF $(sed -n 's/^CIS2_REF digest=\(.\{16\}\).*/\1/p' "$T/$name.$be.out")...)"
+            else fail "run.$name.$be-output-and-receipt-equal-host" "rc=$rc $(diff "$T/$name.host.out" "$T/$name.$be.out" | head -4 | tr '\n' ' ')"; fi
+        done
+    done
+else fail run.int8-fixtures "quantize / tests/int8_ftz.py failed on the host"; fi
 # a longer prompt and a text prompt: prefill batching + tokenizer, both backends
 M="$T/models/llama"
 for be in ref fast; do

@@ -4,7 +4,7 @@
  * the aggregate decode speed of B sequences decoded together.
  *
  *   cis2 bench --model DIR [--prompt-len P] [-n N] [--threads T]
- *              [--backend ref|fast] [--isa X] [--positions 256,2048,8000]
+ *              [--backend ref|fast|approx] [--isa X] [--positions 256,2048,8000]
  *              [--batch 1,4,8,16]
  *
  * The prompt is deterministic ids. No pass/fail: numbers only. */
@@ -254,8 +254,11 @@ int cis2_cmd_bench(int argc, char **argv)
     printf("kv_cache_mb=%.1f\n", kv_mb);
     printf("read_gbs=%.2f\n", gbs);
     printf("floor_ms_per_token=%.3f\n", floor_ms);
-    printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=fp32\n", wh,
-           r.n_prompt, r.n_gen);
+    if (eo.backend == CIS2_BACKEND_APPROX) /* arm D: not reproducible (docs/quantization.md §6) */
+        printf("arm=D approximate: no CIS2_REF\n");
+    else
+        printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=%s\n", wh,
+               r.n_prompt, r.n_gen, cis2_model_dtype(&m));
     fflush(stdout);
     for (int i = 0; i < nbs; i++)
         if (batch_row(&m, eo, bs[i], plen, n, 1000.0 / ms_tok, r.witness, err)) {

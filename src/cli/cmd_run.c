@@ -126,6 +126,10 @@ int cis2_cmd_run(int argc, char **argv)
     if (o.receipt && cis2_cli_output_ok("run", "--receipt", o.receipt, 0)) return 2;
     cis2_engine_opts eo;
     if (cis2_cli_run_engine_opts("run", &o, &eo)) return 2;
+    int armd = eo.backend == CIS2_BACKEND_APPROX;
+    if (o.receipt && armd)
+        return cis2_cli_usage_error("run", "--receipt: --backend approx (arm D) is approximate and "
+                                           "not reproducible; its runs get no receipt");
     cis2_model *m;
     cis2_engine *e;
     if (cis2_cli_open("run", o.model, &eo, &m, &e)) return 2;
@@ -164,8 +168,10 @@ int cis2_cmd_run(int argc, char **argv)
     if (o.check_det) printf("determinism=PASS\n");
     char wh[65];
     cis2_hex(r.witness, 32, wh);
-    printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=fp32\n", wh,
-           r.n_prompt, r.n_gen);
+    if (armd) printf("arm=D approximate: no CIS2_REF (docs/quantization.md §6)\n");
+    else
+        printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=%s\n", wh,
+               r.n_prompt, r.n_gen, cis2_model_dtype(m));
     fflush(stdout);
     rc = 0;
     if (o.receipt) {

@@ -114,6 +114,14 @@ int cis2_cli_engine_opts(const char *cmd, const char *backend, const char *isa, 
     memset(eo, 0, sizeof *eo);
     if (backend && cis2_backend_from_name(backend, &eo->backend))
         return cis2_cli_usage_error(cmd, "--backend must be ref or fast, got '%s'", backend);
+    /* Arm D is not reproducible (docs/quantization.md §6): only the commands
+     * that write no receipt may run it. */
+    if (eo->backend == CIS2_BACKEND_APPROX && strcmp(cmd, "run") && strcmp(cmd, "trace") &&
+        strcmp(cmd, "bench"))
+        return cis2_cli_usage_error(cmd,
+                                    "--backend approx (arm D) is approximate and never receipted; "
+                                    "%s needs ref or fast",
+                                    cmd);
     if (isa && cis2_isa_from_name(isa, &eo->isa))
         return cis2_cli_usage_error(
             cmd, "unknown --isa \"%.40s\" (expected sse2, avx2, avx512, neon or scalar)", isa);

@@ -42,6 +42,11 @@ int cis2_backend_ref_new(cis2_backend **b, const cis2_weights *w, const cis2_fau
 /* The fast backend reads the weights' tiles as they are: nothing to prepare. */
 int cis2_backend_fast_new(cis2_backend **b, const cis2_engine_opts *o, char *err);
 
+/* Arm D (backend_armd.c): the fast backend with approximate int8 linears
+ * (docs/quantization.md §6); refused for a checkpoint without int8 linears. */
+int cis2_backend_armd_new(cis2_backend **b, const cis2_engine_opts *o, const cis2_weights *w,
+                          char *err);
+
 /* The reference attention, shared by the ref backend and by traced runs. */
 void cis2_ref_attention(const float *q, const float *kc, const float *vc, int T, int pos0,
                         int n_heads, int n_kv, int hd, float scale, float *out,

@@ -15,8 +15,12 @@
 _Static_assert(FAST_TILE == CIS2_TILE, "the kernels read the model's tile layout");
 
 /* ---------------------------------------------------------------- state */
+typedef void (*mm_i8_fn)(const int8_t *W, const float *S, int K, int ntiles, int nrows,
+                         const float *X, int ldx, int T, float *Y, int ldy);
+
 typedef struct {
     const fast_kernels *k;
+    mm_i8_fn k_i8; /* the ISA's int8 kernel, else the scalar path's */
     tp_pool *pool;
     char name[32];
     float **scratch; /* per thread: attention scores */
@@ -30,6 +34,7 @@ typedef struct {
 /* ---------------------------------------------------------------- matmul */
 typedef struct {
     const fast_kernels *k;
+    mm_i8_fn k_i8; /* the ISA's int8 kernel, else the scalar path's */
     const cis2_weight *p;
     const float *X;
     float *Y;
@@ -49,7 +54,10 @@ static void mm_task(void *ctx, int task, int tid)
     int nrows = p->rows - t0 * FAST_TILE;
     const float *X = j->X + (size_t)k0 * K;
     float *Y = j->Y + (size_t)k0 * p->rows + (size_t)t0 * FAST_TILE;
-    if (p->fmt == CIS2_WF_BF16)
+    if (p->fmt == CIS2_WF_I8) /* docs/quantization.md §2 */
+        j->k_i8((const int8_t *)p->tiles + (size_t)t0 * K * FAST_TILE,
+                p->scales + (size_t)t0 * FAST_TILE, (int)K, nt, nrows, X, (int)K, T, Y, p->rows);
+    else if (p->fmt == CIS2_WF_BF16)
         j->k->mm_bf16((const uint16_t *)p->tiles + (size_t)t0 * K * FAST_TILE, (int)K, nt, nrows, X,
                       (int)K, T, Y, p->rows);
     else
@@ -62,7 +70,7 @@ static int mm_setup(const fast_state *s, const cis2_weight *p, const float *X, i
                     mm_job *j)
 {
     int nth = tp_threads(s->pool);
-    *j = (mm_job){ s->k, p, X, Y, T, 0, 0, 0 };
+    *j = (mm_job){ s->k, s->k_i8, p, X, Y, T, 0, 0, 0 };
     if (T <= 4) {
         /* decode: rows only, ~4 tasks per thread, multiples of 8 tiles */
         int want = nth == 1 ? 1 : nth * 4;
@@ -352,6 +360,9 @@ static int make_backend(cis2_backend **out, const char *isa, int threads, char *
     b->matmul_multi = fast_mm_multi;
     b->swiglu = k->swiglu;
     s->k = k;
+    /* An ISA without an int8 kernel (wasm128) runs the scalar path's: the
+     * same bits (tests/unit_int8.c), only slower. */
+    s->k_i8 = k->mm_i8 ? k->mm_i8 : fast_kernels_scalar()->mm_i8;
     snprintf(s->name, sizeof s->name, "fast/%s", k->name);
     b->name = s->name;
     s->scratch = calloc((size_t)threads + 1, sizeof *s->scratch); /* NULL-terminated */

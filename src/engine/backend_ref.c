@@ -1,13 +1,16 @@
 /* The reference backend: the scalar kernels of kernels_ref.c over row-major
  * f32 copies of the weights, widened exactly (§4.2) by this backend from the
- * model's tiles. Slow, obvious, and the oracle for all others. */
+ * model's tiles — int8 weights as row-major q and their row scales for
+ * ref_matvec_i8 (docs/quantization.md §2). Slow, obvious, and the oracle
+ * for all others. */
 #include "engine/backend.h"
 #include "kernels/kernels.h"
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
-    float **f32; /* per weight id: [rows][cols], in `arena` */
+    float **f32;   /* per weight id: [rows][cols], in `arena` (int8: the row scales) */
+    int8_t **i8;   /* per weight id: int8 q [rows][cols] in `arena`, NULL for float weights */
     void *arena;
     size_t arena_len;
     float *scores;
@@ -19,11 +22,15 @@ static void ref_mm(cis2_backend *b, const cis2_weight *w, const float *X, int T,
 {
     ref_state *s = b->impl;
     const float *W = s->f32[w->id];
+    const int8_t *Q = s->i8[w->id];
     int fma = __builtin_expect(s->fma_layer >= 0 && w->layer == s->fma_layer, 0); /* FAULT */
     for (int t = 0; t < T; t++) {
         const float *x = X + (size_t)t * w->cols;
         float *y = Y + (size_t)t * w->rows;
-        if (fma) cis2_fault_fma_matvec(W, w->rows, w->cols, x, y);
+        if (Q) { /* the weight's dtype decides the kernel */
+            if (fma) cis2_fault_fma_matvec_i8(Q, W, w->rows, w->cols, x, y);
+            else ref_matvec_i8(Q, W, w->rows, w->cols, x, y);
+        } else if (fma) cis2_fault_fma_matvec(W, w->rows, w->cols, x, y);
         else ref_matvec(W, w->rows, w->cols, x, y);
     }
 }
@@ -62,16 +69,21 @@ static void ref_destroy(cis2_backend *b)
     if (s) {
         cis2_big_free(s->arena, s->arena_len);
         free(s->f32);
+        free(s->i8);
         free(s->scores);
         free(s);
     }
     free(b);
 }
 
-/* A row-major f32 copy of w, rounded up to 64 bytes. */
+static size_t up64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* A row-major f32 copy of w, rounded up to 64 bytes (int8: q, then the scales). */
 static size_t f32_bytes(const cis2_weight *w)
 {
-    return ((size_t)w->rows * (size_t)w->cols * sizeof(float) + 63) & ~(size_t)63;
+    size_t n = (size_t)w->rows * (size_t)w->cols;
+    if (w->fmt == CIS2_WF_I8) return up64(n) + up64((size_t)w->rows * sizeof(float));
+    return up64(n * sizeof(float));
 }
 
 int cis2_backend_ref_new(cis2_backend **out, const cis2_weights *w, const cis2_fault *f, char *err)
@@ -95,7 +107,8 @@ int cis2_backend_ref_new(cis2_backend **out, const cis2_weights *w, const cis2_f
     if (w) {
         all = calloc((size_t)w->n_linear + 1, sizeof *all);
         s->f32 = calloc((size_t)w->n_linear + 1, sizeof *s->f32);
-        if (!all || !s->f32) goto oom;
+        s->i8 = calloc((size_t)w->n_linear + 1, sizeof *s->i8);
+        if (!all || !s->f32 || !s->i8) goto oom;
         cis2_weights_linears(w, all);
         size_t total = 0;
         for (int i = 0; i < w->n_linear; i++) total += f32_bytes(all[i]);
@@ -103,8 +116,14 @@ int cis2_backend_ref_new(cis2_backend **out, const cis2_weights *w, const cis2_f
         char *at = s->arena;
         for (int i = 0; i < w->n_linear; i++) {
             /* §4.2: widened once, exactly, into this backend's own memory. */
-            s->f32[i] = (float *)at;
-            cis2_weight_widen(all[i], s->f32[i]);
+            if (all[i]->fmt == CIS2_WF_I8) {
+                s->i8[i] = (int8_t *)at;
+                s->f32[i] = (float *)(at + up64((size_t)all[i]->rows * (size_t)all[i]->cols));
+                cis2_weight_i8_rows(all[i], s->i8[i], s->f32[i]);
+            } else {
+                s->f32[i] = (float *)at;
+                cis2_weight_widen(all[i], s->f32[i]);
+            }
             at += f32_bytes(all[i]);
         }
         free((void *)all);

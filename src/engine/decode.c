@@ -191,8 +191,9 @@ int cis2_engine_new(cis2_engine **out, const cis2_model *m, const cis2_engine_op
         free(e);
         return 1;
     }
-    const char *bn = e->o.backend == CIS2_BACKEND_FAST ? "fast" : "ref";
-    if (e->o.backend != CIS2_BACKEND_REF && e->o.backend != CIS2_BACKEND_FAST) {
+    const char *bn = e->o.backend == CIS2_BACKEND_REF ? "ref" : "fast";
+    if (e->o.backend != CIS2_BACKEND_REF && e->o.backend != CIS2_BACKEND_FAST &&
+        e->o.backend != CIS2_BACKEND_APPROX) {
         snprintf(err, CIS2_ERR_LEN,
                  "unknown backend %d (expected CIS2_BACKEND_REF or CIS2_BACKEND_FAST)",
                  (int)e->o.backend);
@@ -215,6 +216,8 @@ int cis2_engine_new(cis2_engine **out, const cis2_model *m, const cis2_engine_op
     if (!rc) {
         if (e->o.backend == CIS2_BACKEND_REF)
             rc = cis2_backend_ref_new(&e->be, &e->w, &e->fault, err);
+        else if (e->o.backend == CIS2_BACKEND_APPROX)
+            rc = cis2_backend_armd_new(&e->be, &e->o, &e->w, err);
         else rc = cis2_backend_fast_new(&e->be, &e->o, err);
     }
     if (rc) {

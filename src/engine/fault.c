@@ -73,8 +73,23 @@ static int weight_bit(cis2_fault *f, const char *a, const cis2_config *c, cis2_w
         f->copy = v;
         word = v + idx;
     } else {
-        /* F32 tiles hold every bit of the f32 the fault flips (§4.1 widening is exact). */
         cis2_weight *lw = slot;
+        if (lw->fmt == CIS2_WF_I8) { /* int8: one bit of one q (docs/quantization.md §2) */
+            if (bit > 7) {
+                snprintf(err, CIS2_ERR_LEN,
+                         "--fault-arg: bit %ld is not in [0, 7] for the int8 tensor \"%.150s\"",
+                         bit, name);
+                return 1;
+            }
+            void *t = aligned_alloc(64, cis2_weight_bytes(lw->rows, lw->cols, lw->fmt));
+            if (!t) goto oom;
+            cis2_weight_copy(lw, lw, t);
+            f->copy = t;
+            int8_t *q = cis2_weight_i8_at(lw, t, (int)(idx / lw->cols), (int)(idx % lw->cols));
+            *q = (int8_t)((uint8_t)*q ^ (1u << bit));
+            return 0;
+        }
+        /* F32 tiles hold every bit of the f32 the fault flips (§4.1 widening is exact). */
         void *t = aligned_alloc(64, cis2_weight_bytes(lw->rows, lw->cols, CIS2_WF_F32));
         if (!t) goto oom;
         cis2_weight_to_f32_tiles(lw, lw, t);
@@ -169,5 +184,16 @@ void cis2_fault_fma_matvec(const float *w, int rows, int cols, const float *x, f
         float acc = 0.0f;
         for (int i = 0; i < cols; i++) acc = (float)((double)wr[i] * (double)x[i] + (double)acc);
         y[o] = acc;
+    }
+}
+
+void cis2_fault_fma_matvec_i8(const int8_t *q, const float *s, int rows, int cols, const float *x,
+                              float *y)
+{
+    for (int o = 0; o < rows; o++) {
+        const int8_t *qr = q + (size_t)o * cols;
+        float acc = 0.0f;
+        for (int i = 0; i < cols; i++) acc = (float)((double)qr[i] * (double)x[i] + (double)acc);
+        y[o] = acc * s[o];
     }
 }

@@ -33,4 +33,7 @@ void cis2_fault_free(cis2_fault *f);
 void cis2_fault_rmsnorm_assoc(const float *x, const float *w, int n, float eps, float *out);
 /* fma: y[o] = fused-multiply-add chain over row o (emulated in double). */
 void cis2_fault_fma_matvec(const float *w, int rows, int cols, const float *x, float *y);
+/* fma on an int8 linear: the fused chain over (float)q[o, :], then * s[o]. */
+void cis2_fault_fma_matvec_i8(const int8_t *q, const float *s, int rows, int cols, const float *x,
+                              float *y);
 #endif

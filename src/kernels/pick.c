@@ -58,5 +58,9 @@ int cis2_backend_from_name(const char *name, cis2_backend_kind *out)
         *out = CIS2_BACKEND_FAST;
         return 0;
     }
+    if (name && !strcmp(name, "approx")) {
+        *out = CIS2_BACKEND_APPROX;
+        return 0;
+    }
     return 1;
 }

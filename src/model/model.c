@@ -15,6 +15,7 @@
  * the system, so memory holds about one copy of the weights, not two. */
 #include "model/model.h"
 #include <errno.h>
+#include <stddef.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,8 +138,10 @@ static void hasher_finish(hasher *h, int ok, uint8_t out[32])
 /* One tensor to bring into the arena, in file order. */
 typedef struct {
     const cis2_st_tensor *t;
+    const cis2_st_tensor *scale; /* I8 linears: X.weight_scale, else NULL */
     const cis2_tensor_def *d;
-    size_t off; /* in the arena */
+    size_t off;          /* in the arena */
+    uint64_t start, end; /* the bytes the job reads, from the data section's start */
     int rows, cols, layer, id;
 } job;
 
@@ -157,7 +160,7 @@ typedef struct {
 static int cmp_job(const void *a, const void *b)
 {
     const job *x = a, *y = b;
-    return x->t->offset < y->t->offset ? -1 : x->t->offset > y->t->offset;
+    return x->start < y->start ? -1 : x->start > y->start;
 }
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -170,6 +173,44 @@ static void shape_str(const cis2_st_tensor *t, char *out, size_t cap)
         n += (size_t)snprintf(out + n, cap - n, i ? ", %lld" : "%lld", (long long)t->shape[i]);
 }
 
+/* Whether quantization_config makes this linear int8 (docs/quantization.md
+ * §4): the embedding by the Embedding target, the LM head unless ignored,
+ * every other linear unless its module is named in `ignore`. */
+static int targeted(const cis2_quant_config *q, const cis2_tensor_def *d, const char *name)
+{
+    if (!q->present) return 0;
+    if (d->need == CIS2_NEED_HEAD) return q->lm_head;
+    if (d->field == offsetof(cis2_weights, embed) && !d->per_layer) return q->embed;
+    size_t n = strlen(name) - strlen(".weight");
+    for (int i = 0; i < q->n_ignore; i++)
+        if (strlen(q->ignore[i]) == n && !strncmp(q->ignore[i], name, n)) return 0;
+    return 1;
+}
+
+/* An I8 linear's X.weight_scale: a float [rows, 1] beside it. */
+static int want_scale(plan *p, const char *name, int rows, const cis2_st_tensor **out)
+{
+    char sn[300];
+    snprintf(sn, sizeof sn, "%s_scale", name);
+    const cis2_st_tensor *s = cis2_st_find(p->st, sn);
+    if (!s) {
+        snprintf(p->err, CIS2_ERR_LEN, "%s: int8 tensor \"%s\" has no \"%s\" (one scale per row)",
+                 p->path, name, sn);
+        return 1;
+    }
+    if (s->dtype == CIS2_DT_I8 || s->ndim != 2 || s->shape[0] != rows || s->shape[1] != 1) {
+        char have[128];
+        shape_str(s, have, sizeof have);
+        snprintf(p->err, CIS2_ERR_LEN,
+                 "%s: tensor \"%s\" is %s [%s]; an int8 weight's scale must be a float [%d, 1]",
+                 p->path, sn, cis2_dtype_name(s->dtype), have, rows);
+        return 1;
+    }
+    p->used[s - p->st->t] = 1;
+    *out = s;
+    return 0;
+}
+
 /* Check one tensor against the shape config.json implies and queue it. */
 static int want(plan *p, const cis2_st_tensor *t, const cis2_tensor_def *d, int layer,
                 const char *name)
@@ -177,6 +218,23 @@ static int want(plan *p, const cis2_st_tensor *t, const cis2_tensor_def *d, int 
     const cis2_config *c = &p->m->cfg;
     int rows = cis2_tensor_dim(c, d->rows), cols = cis2_tensor_dim(c, d->cols);
     int ndim = d->kind == CIS2_TK_LINEAR ? 2 : 1;
+    int i8 = t->dtype == CIS2_DT_I8, tg = d->kind == CIS2_TK_LINEAR && targeted(&p->m->qc, d, name);
+    if (i8 != tg) {
+        if (!i8)
+            snprintf(p->err, CIS2_ERR_LEN,
+                     "%s: tensor \"%s\" is %s but config.json's quantization_config makes it "
+                     "int8 (I8 with a weight_scale)",
+                     p->path, name, cis2_dtype_name(t->dtype));
+        else if (d->kind != CIS2_TK_LINEAR)
+            snprintf(p->err, CIS2_ERR_LEN, "%s: tensor \"%s\" is I8; only linear weights may be",
+                     p->path, name);
+        else
+            snprintf(p->err, CIS2_ERR_LEN,
+                     "%s: tensor \"%s\" is I8 but config.json's quantization_config %s",
+                     p->path, name,
+                     p->m->qc.present ? "leaves it in float" : "is absent (int8 needs one)");
+        return 1;
+    }
     if (t->ndim != ndim || t->shape[0] != rows || (ndim == 2 && t->shape[1] != cols)) {
         char have[128];
         shape_str(t, have, sizeof have);
@@ -190,12 +248,18 @@ static int want(plan *p, const cis2_st_tensor *t, const cis2_tensor_def *d, int 
                      have, rows);
         return 1;
     }
+    const cis2_st_tensor *sc = NULL;
+    if (i8 && want_scale(p, name, rows, &sc)) return 1;
     p->used[t - p->st->t] = 1;
     int linear = d->kind == CIS2_TK_LINEAR;
+    uint64_t start = t->offset, end = t->offset + t->nbytes;
+    if (sc && sc->offset < start) start = sc->offset;
+    if (sc && sc->offset + sc->nbytes > end) end = sc->offset + sc->nbytes;
     p->jobs[p->n_jobs++] =
-        (job){ t, d, p->arena_len, rows, cols, layer, linear ? p->n_linear : -1 };
+        (job){ t, sc, d, p->arena_len, start, end, rows, cols, layer, linear ? p->n_linear : -1 };
     if (linear) {
         p->n_linear++;
+        p->m->n_int8 += i8;
         p->arena_len += cis2_weight_bytes(rows, cols, cis2_wfmt_of(t->dtype));
     } else {
         p->arena_len += align64((size_t)rows * sizeof(float));
@@ -300,7 +364,15 @@ static int run_job(plan *p, const job *j, const uint8_t *image)
     void *slot = cis2_tensor_slot(&p->m->w, j->d, j->layer);
     if (j->d->kind == CIS2_TK_LINEAR) {
         cis2_weight *w = slot;
-        cis2_weight_pack(w, dst, src, j->t->dtype, j->rows, j->cols);
+        if (j->scale) {
+            int r = cis2_weight_pack_i8(w, dst, src, image + p->st->data_start + j->scale->offset,
+                                        j->scale->dtype, j->rows, j->cols);
+            if (r >= 0) {
+                snprintf(p->err, CIS2_ERR_LEN, "%s: tensor \"%s\" row %d is NaN or Inf", p->path,
+                         j->scale->name, r);
+                return 1;
+            }
+        } else cis2_weight_pack(w, dst, src, j->t->dtype, j->rows, j->cols);
         w->id = j->id;
         w->layer = j->layer;
         return 0;
@@ -365,11 +437,10 @@ static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o
         }
         pos += n;
         hashed = hashing ? hasher_feed(&h, pos) : pos;
-        while (ok && next < p.n_jobs &&
-               st.data_start + p.jobs[next].t->offset + p.jobs[next].t->nbytes <= pos)
+        while (ok && next < p.n_jobs && st.data_start + p.jobs[next].end <= pos)
             ok = !run_job(&p, &p.jobs[next++], image);
-        /* Both the hash and the packing are past these bytes. */
-        uint64_t low = next < p.n_jobs ? st.data_start + p.jobs[next].t->offset : pos;
+        /* Both the hash and the packing are past these bytes (jobs sorted by start). */
+        uint64_t low = next < p.n_jobs ? st.data_start + p.jobs[next].start : pos;
         if (hashed < low) low = hashed;
         released = cis2_big_release(image, released, low);
     }
@@ -421,6 +492,7 @@ int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, cha
     size_t clen;
     if (cis2_read_file_max(cpath, CONFIG_MAX, &cbuf, &clen, err)) return 1;
     int rc = cis2_config_parse(cbuf, clen, cpath, &m->cfg, err);
+    if (!rc) rc = cis2_quant_config_parse(cbuf, clen, cpath, &m->qc, err);
     if (!rc) cis2_sha256_buf(cbuf, clen, m->dg.config_sha256);
     free(cbuf);
     if (rc) return 1;
@@ -469,6 +541,7 @@ void cis2_model_unload(cis2_model *m)
     cis2_big_free(m->arena, m->arena_len);
     free(m->inv_freq);
     cis2_tokenizer_free(m->tokenizer);
+    cis2_quant_config_free(&m->qc);
     memset(m, 0, sizeof *m);
 }
 
@@ -500,10 +573,71 @@ void cis2_model_free(cis2_model *m)
 
 const cis2_config *cis2_model_config(const cis2_model *m) { return &m->cfg; }
 const cis2_digests *cis2_model_digests(const cis2_model *m) { return &m->dg; }
-const char *cis2_model_dtype(const cis2_model *m)
+const char *cis2_model_dtype(const cis2_model *m) { return m->n_int8 ? "int8-row" : "fp32"; }
+
+static int cmp_str(const void *a, const void *b)
 {
-    (void)m;
-    return "fp32";
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int cis2_model_int8_digest(const cis2_model *m, uint8_t out[32])
+{
+    if (!m->n_int8) return 1;
+    /* "NAME\0" then the weight's index into `all`, sorted by name */
+    char **names = calloc((size_t)m->w.n_linear, sizeof *names);
+    const cis2_weight **all = calloc((size_t)m->w.n_linear + 1, sizeof *all);
+    int n = 0, rc = 1;
+    if (!names || !all) goto out;
+    cis2_weights_linears(&m->w, all);
+    for (int l = -1; l < m->cfg.n_layers; l++)
+        for (int i = 0; i < cis2_tensor_count; i++) {
+            const cis2_tensor_def *d = &cis2_tensor_table[i];
+            if (d->kind != CIS2_TK_LINEAR || (l >= 0) != d->per_layer) continue;
+            const cis2_weight *w = cis2_tensor_slot((cis2_weights *)&m->w, d, l);
+            if (!w->tiles || w->fmt != CIS2_WF_I8) continue;
+            if (d->need == CIS2_NEED_HEAD && m->w.tied) continue;
+            char name[256];
+            cis2_tensor_name(d, l, name, sizeof name);
+            name[strlen(name) - strlen(".weight")] = 0;
+            size_t nl = strlen(name);
+            if (!(names[n] = malloc(nl + 8))) goto out;
+            memcpy(names[n], name, nl + 1);
+            memcpy(names[n] + nl + 1, &w->id, sizeof(int));
+            n++;
+        }
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    cis2_sha256 h;
+    cis2_sha256_init(&h);
+    for (int i = 0; i < n; i++) {
+        int id;
+        size_t nl = strlen(names[i]);
+        memcpy(&id, names[i] + nl + 1, sizeof id);
+        const cis2_weight *w = all[id];
+        size_t nq = (size_t)w->rows * (size_t)w->cols;
+        int8_t *q = malloc(nq ? nq : 1);
+        float *s = malloc((size_t)w->rows * sizeof *s);
+        uint8_t *le = malloc((size_t)w->rows * 4);
+        if (!q || !s || !le) {
+            free(q), free(s), free(le);
+            goto out;
+        }
+        cis2_weight_i8_rows(w, q, s);
+        for (int r = 0; r < w->rows; r++) {
+            uint32_t b = cis2_f2u(s[r]);
+            for (int k = 0; k < 4; k++) le[4 * r + k] = (uint8_t)(b >> (8 * k));
+        }
+        cis2_sha256_update(&h, names[i], nl + 1);
+        cis2_sha256_update(&h, q, nq);
+        cis2_sha256_update(&h, le, (size_t)w->rows * 4);
+        free(q), free(s), free(le);
+    }
+    cis2_sha256_final(&h, out);
+    rc = 0;
+out:
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    free((void *)all);
+    return rc;
 }
 
 int cis2_model_warning_count(const cis2_model *m) { return m->n_warnings; }

@@ -6,6 +6,7 @@
 #define CIS2_MODEL_H
 #include "core/core.h"
 #include "model/weights.h"
+#include "model/quant.h"
 
 /* ------------------------------------------------------------------ config */
 /* config.json -> cfg. Where config.json leaves a choice to the tensors
@@ -71,6 +72,8 @@ struct cis2_model {
     cis2_digests dg;
     float *inv_freq; /* [head_dim/2] */
     cis2_weights w;  /* resident weights; w.layers and every tile live in `arena` */
+    cis2_quant_config qc; /* config.json's quantization_config (present = 0: none) */
+    int n_int8;           /* linears held as I8 (docs/quantization.md): dtype "int8-row" */
     void *arena;
     size_t arena_len;
     cis2_tokenizer *tokenizer; /* NULL when tokenizer.json is not one we reproduce */
@@ -107,6 +110,11 @@ typedef struct {
  * file is opened once and read once into memory the process owns; the
  * hashes are of exactly those bytes; weights are packed from them. */
 int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, char *err);
+/* State 1 of the divergence method: SHA-256 over the I8 linears in name
+ * order ("model.layers.0.mlp.down_proj"), each its name, a NUL, its q bytes
+ * row-major and its scales as f32 little-endian (docs/quantization.md §7);
+ * 1 when the model has none. */
+int cis2_model_int8_digest(const cis2_model *m, uint8_t out[32]);
 /* Release what cis2_model_load allocated (not the struct itself). */
 void cis2_model_unload(cis2_model *m);
 #endif

@@ -1,6 +1,7 @@
 /* Stored dtypes, the tile layout of resident weights, and the tensor table
  * (src/model/weights.h says what each is for). */
 #include "model/weights.h"
+#include "core/fparith.h"
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,10 @@ static const struct {
     const char *name;
     size_t size;
 } DTYPES[] = {
-    [CIS2_DT_F32] = { "F32", 4 }, [CIS2_DT_BF16] = { "BF16", 2 }, [CIS2_DT_F16] = { "F16", 2 }
+    [CIS2_DT_F32] = { "F32", 4 },
+    [CIS2_DT_BF16] = { "BF16", 2 },
+    [CIS2_DT_F16] = { "F16", 2 },
+    [CIS2_DT_I8] = { "I8", 1 },
 };
 
 size_t cis2_dtype_size(cis2_dtype dt) { return DTYPES[dt].size; }
@@ -56,6 +60,7 @@ static uint32_t elem_bits(cis2_dtype dt, const uint8_t *p)
 {
     if (dt == CIS2_DT_F32) return ld32(p);
     if (dt == CIS2_DT_BF16) return (uint32_t)ld16(p) << 16;
+    if (dt == CIS2_DT_I8) return cis2_f2u((float)(int8_t)p[0]); /* exact: |q| <= 128 */
     return cis2_f2u(cis2_f16_to_f32(ld16(p)));
 }
 
@@ -68,17 +73,27 @@ void cis2_dtype_to_f32(cis2_dtype dt, const uint8_t *src, size_t n, float *out)
 /* ----------------------------------------------------------------- tiles */
 cis2_wfmt cis2_wfmt_of(cis2_dtype stored)
 {
+    if (stored == CIS2_DT_I8) return CIS2_WF_I8;
     return stored == CIS2_DT_BF16 ? CIS2_WF_BF16 : CIS2_WF_F32;
 }
 
-size_t cis2_wfmt_size(cis2_wfmt f) { return f == CIS2_WF_BF16 ? 2 : 4; }
+size_t cis2_wfmt_size(cis2_wfmt f) { return f == CIS2_WF_I8 ? 1 : f == CIS2_WF_BF16 ? 2 : 4; }
 
-size_t cis2_weight_bytes(int rows, int cols, cis2_wfmt fmt)
+static size_t tiles_bytes(int rows, int cols, cis2_wfmt fmt)
 {
     size_t ntiles = ((size_t)rows + CIS2_TILE - 1) / CIS2_TILE;
     size_t b = ntiles * CIS2_TILE * (size_t)cols * cis2_wfmt_size(fmt);
     b = (b + 63) & ~(size_t)63;
     return b ? b : 64;
+}
+
+size_t cis2_weight_i8_scale_off(int rows, int cols) { return tiles_bytes(rows, cols, CIS2_WF_I8); }
+
+size_t cis2_weight_bytes(int rows, int cols, cis2_wfmt fmt)
+{
+    size_t b = tiles_bytes(rows, cols, fmt);
+    if (fmt == CIS2_WF_I8) b += tiles_bytes(rows, 1, CIS2_WF_F32); /* the row scales */
+    return b;
 }
 
 static void weight_init(cis2_weight *w, int rows, int cols, cis2_wfmt fmt, const void *tiles)
@@ -88,6 +103,9 @@ static void weight_init(cis2_weight *w, int rows, int cols, cis2_wfmt fmt, const
     w->ntiles = (rows + CIS2_TILE - 1) / CIS2_TILE;
     w->fmt = fmt;
     w->tiles = tiles;
+    w->scales = fmt == CIS2_WF_I8
+                    ? (const float *)((const uint8_t *)tiles + cis2_weight_i8_scale_off(rows, cols))
+                    : NULL;
 }
 
 #if defined(__SSE2__)
@@ -189,6 +207,49 @@ void cis2_weight_pack(cis2_weight *w, void *dst, const uint8_t *src, cis2_dtype 
     memset((uint8_t *)dst + used, 0, all - used);
 }
 
+int cis2_weight_pack_i8(cis2_weight *w, void *dst, const uint8_t *q, const uint8_t *scales,
+                        cis2_dtype sdt, int rows, int cols)
+{
+    weight_init(w, rows, cols, CIS2_WF_I8, dst);
+    size_t K = (size_t)cols, es = cis2_dtype_size(sdt);
+    memset(dst, 0, cis2_weight_bytes(rows, cols, CIS2_WF_I8)); /* pad rows: q = 0, s = 0 */
+    int8_t *d = dst;
+    uint32_t *sc = (uint32_t *)w->scales;
+    int bad = -1;
+    for (int r = 0; r < rows; r++) {
+        int8_t *t = d + (size_t)(r / CIS2_TILE) * K * CIS2_TILE + r % CIS2_TILE;
+        const uint8_t *row = q + (size_t)r * K;
+        for (size_t k = 0; k < K; k++) t[k * CIS2_TILE] = (int8_t)row[k]; /* a pure re-layout */
+        sc[r] = elem_bits(sdt, scales + (size_t)r * es); /* exact (§4.1) */
+        if (bad < 0 && (sc[r] & 0x7F800000u) == 0x7F800000u) bad = r;
+    }
+    return bad;
+}
+
+void cis2_weight_i8_rows(const cis2_weight *w, int8_t *q, float *s)
+{
+    size_t K = (size_t)w->cols;
+    const int8_t *src = w->tiles;
+    for (int r = 0; r < w->rows; r++) {
+        const int8_t *t = src + (size_t)(r / CIS2_TILE) * K * CIS2_TILE + r % CIS2_TILE;
+        for (size_t k = 0; k < K; k++) q[(size_t)r * K + k] = t[k * CIS2_TILE];
+        s[r] = w->scales[r];
+    }
+}
+
+void cis2_weight_copy(const cis2_weight *w, cis2_weight *out, void *dst)
+{
+    memcpy(dst, w->tiles, cis2_weight_bytes(w->rows, w->cols, w->fmt));
+    *out = *w;
+    weight_init(out, w->rows, w->cols, w->fmt, dst);
+}
+
+int8_t *cis2_weight_i8_at(const cis2_weight *w, void *tiles, int r, int k)
+{
+    return (int8_t *)tiles + ((size_t)(r / CIS2_TILE) * (size_t)w->cols + (size_t)k) * CIS2_TILE +
+           (size_t)(r % CIS2_TILE);
+}
+
 static uint32_t tile_bits(const cis2_weight *w, size_t at)
 {
     if (w->fmt == CIS2_WF_BF16) return (uint32_t)((const uint16_t *)w->tiles)[at] << 16;
@@ -198,6 +259,12 @@ static uint32_t tile_bits(const cis2_weight *w, size_t at)
 void cis2_weight_row(const cis2_weight *w, int r, float *out)
 {
     size_t K = (size_t)w->cols, base = (size_t)(r / CIS2_TILE) * K * CIS2_TILE + r % CIS2_TILE;
+    if (w->fmt == CIS2_WF_I8) {
+        const int8_t *q = (const int8_t *)w->tiles + base;
+        /* docs/quantization.md §2: x[i] = (float)q[tok, i] * s[tok] */
+        for (size_t k = 0; k < K; k++) out[k] = cis2_fmul((float)q[k * CIS2_TILE], w->scales[r]);
+        return;
+    }
     for (size_t k = 0; k < K; k++) out[k] = cis2_u2f(tile_bits(w, base + k * CIS2_TILE));
 }
 

@@ -10,18 +10,19 @@
  * Tile layout (CIS2_TILE = 16): tile i holds rows 16i..16i+15 and element k
  * of those 16 rows is adjacent: tiles[(i*cols + k)*16 + lane]. Rows past
  * `rows` are zero. BF16 weights stay BF16 (widened exactly in registers,
- * §4.1); F32 stays F32; F16 is widened exactly to F32 at load (§4.2). A
- * future resident format (e.g. I8 with a per-row F32 scale) is one more
- * cis2_wfmt value plus a field here, packed by the same table walk. */
+ * §4.1); F32 stays F32; F16 is widened exactly to F32 at load (§4.2).
+ * I8 (row-wise int8 with one f32 scale per row, docs/quantization.md §2)
+ * stays int8, one byte per weight in the same tile layout, with the tile's
+ * 16 row scales after all the tiles: scales[16i + lane] (pad rows 0). */
 #ifndef CIS2_WEIGHTS_H
 #define CIS2_WEIGHTS_H
 #include "core/core.h"
 
 /* -------------------------------------------------------- stored dtypes */
-typedef enum { CIS2_DT_F32 = 0, CIS2_DT_BF16 = 1, CIS2_DT_F16 = 2 } cis2_dtype;
+typedef enum { CIS2_DT_F32 = 0, CIS2_DT_BF16 = 1, CIS2_DT_F16 = 2, CIS2_DT_I8 = 3 } cis2_dtype;
 
-/* Bytes per stored element; "F32", "BF16", "F16"; 0 when `name` (n bytes)
- * is one of them. */
+/* Bytes per stored element; "F32", "BF16", "F16", "I8"; 0 when `name` (n
+ * bytes) is one of them. I8 widens to the integer's value (exact). */
 size_t cis2_dtype_size(cis2_dtype dt);
 const char *cis2_dtype_name(cis2_dtype dt);
 int cis2_dtype_from_name(const char *name, size_t n, cis2_dtype *dt);
@@ -44,33 +45,49 @@ uint64_t cis2_big_release(uint8_t *base, uint64_t a, uint64_t b);
 #define CIS2_TILE 16
 
 /* Resident element format of a packed weight. */
-typedef enum { CIS2_WF_F32 = 0, CIS2_WF_BF16 = 1 } cis2_wfmt;
+typedef enum { CIS2_WF_F32 = 0, CIS2_WF_BF16 = 1, CIS2_WF_I8 = 2 } cis2_wfmt;
 
 /* A linear layer's weight, [rows, cols] (PyTorch's [out, in], §2.5). */
 typedef struct {
     int rows, cols, ntiles;
     cis2_wfmt fmt;
-    const void *tiles; /* 64-byte aligned; cis2_weight_bytes() bytes */
+    const void *tiles;    /* 64-byte aligned; cis2_weight_bytes() bytes */
+    const float *scales;  /* I8 only: [ntiles * 16] row scales (inside the tiles' bytes) */
     int id;            /* 0..n_linear-1: backends keep per-weight state by it */
     int layer;         /* the decoder layer, -1 for the embedding / LM head */
 } cis2_weight;
 
-cis2_wfmt cis2_wfmt_of(cis2_dtype stored); /* BF16 -> BF16; F16, F32 -> F32 */
+cis2_wfmt cis2_wfmt_of(cis2_dtype stored); /* BF16 -> BF16; I8 -> I8; F16, F32 -> F32 */
 size_t cis2_wfmt_size(cis2_wfmt f);        /* bytes per resident element */
-/* Bytes of a packed [rows, cols] weight (a multiple of 64, at least 64). */
+/* Bytes of a packed [rows, cols] weight (a multiple of 64, at least 64; I8:
+ * the tiles, then the scales at cis2_weight_i8_scale_off()). */
 size_t cis2_weight_bytes(int rows, int cols, cis2_wfmt fmt);
 /* Pack `rows` x `cols` stored elements (row-major, any alignment) into dst
  * (64-byte aligned, cis2_weight_bytes() long; every byte is written) and
  * describe them in *w (id and layer are left to the caller). */
 void cis2_weight_pack(cis2_weight *w, void *dst, const uint8_t *src, cis2_dtype dt, int rows,
                       int cols);
-/* Row r widened to f32 (the embedding lookup, §4.1). */
+size_t cis2_weight_i8_scale_off(int rows, int cols);
+/* Pack an int8 weight: q [rows, cols] int8 row-major, scales [rows] stored
+ * as sdt (F32/BF16/F16, widened exactly). Returns -1, or the first row whose
+ * scale is NaN/Inf (dst is fully written either way). */
+int cis2_weight_pack_i8(cis2_weight *w, void *dst, const uint8_t *q, const uint8_t *scales,
+                        cis2_dtype sdt, int rows, int cols);
+/* Row r as f32 (the embedding lookup): §4.1's exact widening; I8 rows are
+ * (float)q[r, i] * s[r], one multiply each (docs/quantization.md §2). */
 void cis2_weight_row(const cis2_weight *w, int r, float *out);
-/* The whole weight as row-major f32 [rows][cols] (the reference kernels). */
+/* The whole weight as row-major f32 [rows][cols] (the reference kernels);
+ * not for I8 weights (their values are q and s apart: cis2_weight_i8_rows). */
 void cis2_weight_widen(const cis2_weight *w, float *out);
+/* An I8 weight back to row-major q [rows][cols] and s [rows]. */
+void cis2_weight_i8_rows(const cis2_weight *w, int8_t *q, float *s);
 /* A copy of w as F32 tiles in dst (cis2_weight_bytes(rows, cols, F32)):
- * the same values, each one writable as an f32 (fault injection). */
+ * the same values, each one writable as an f32 (fault injection); not I8. */
 void cis2_weight_to_f32_tiles(const cis2_weight *w, cis2_weight *out, void *dst);
+/* A writable copy of an I8 weight's bytes in dst (cis2_weight_bytes()). */
+void cis2_weight_copy(const cis2_weight *w, cis2_weight *out, void *dst);
+/* Address of int8 element (r, k) of an I8-tiled weight's tiles. */
+int8_t *cis2_weight_i8_at(const cis2_weight *w, void *tiles, int r, int k);
 /* Address of element (r, k) of an F32-tiled weight. */
 float *cis2_weight_f32_at(cis2_weight *w, void *tiles, int r, int k);
 

@@ -230,8 +230,8 @@ int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_rece
             r->gen_toks = (int)v;
             break;
         }
-        case 7:
-            bad = strcmp(val, "fp32") != 0;
+        case 7: /* int8-row: the linears are int8 (docs/quantization.md §2) */
+            bad = strcmp(val, "fp32") != 0 && strcmp(val, "int8-row") != 0;
             if (!bad) strcpy(r->dtype, val);
             break;
         case 8: bad = cis2_unhex32(val, r->table_digest); break;
@@ -242,7 +242,7 @@ int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_rece
         free(line);
         if (bad) {
             if (i == 0) FAIL("spec-version must be %s", CIS2_SPEC_VERSION);
-            if (i == 7) FAIL("dtype must be fp32");
+            if (i == 7) FAIL("dtype must be fp32 or int8-row");
             FAIL("malformed value for \"%s\"", KEYS[i]);
         }
     }

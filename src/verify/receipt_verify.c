@@ -72,6 +72,11 @@ int cis2_receipt_verify_begin(const cis2_model *m, const cis2_receipt *r, cis2_v
     oom |= add_hash(v, "tokenizer-sha256", r->tokenizer_sha, d->tokenizer_sha256);
     oom |= add_hash(v, "table-digest", r->table_digest, d->table_digest);
     oom |= add_hash(v, "inv-freq-table-digest", r->inv_freq_digest, d->inv_freq_digest);
+    /* fp32 and int8-row runs are different computations (docs/quantization.md §2):
+     * a receipt is only ever checked by an engine doing the one it names. */
+    const char *mdt = cis2_model_dtype(m);
+    oom |= add(v, "dtype", strcmp(r->dtype, mdt) ? CIS2_FIELD_MISMATCH : CIS2_FIELD_MATCH,
+               dup_str(r->dtype), dup_str(mdt));
     /* prompt-hex is the bytes the prompt ids decode to (byte-level BPE
      * decoding is total: valid UTF-8 or not), so it is never empty. */
     char terr[CIS2_ERR_LEN];

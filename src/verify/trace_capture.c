@@ -152,7 +152,7 @@ static int do_trace(cis2_engine *e, const cis2_config *c, const int32_t *prompt,
         memcpy(run->pred, r.gen, (size_t)r.n_gen * sizeof(int32_t));
         run->n_pred = r.n_gen;
         memcpy(run->witness, r.witness, 32);
-        run->have_witness = 1;
+        run->have_witness = strncmp(cis2_engine_backend(e), "approx", 6) != 0; /* arm D: none */
     } else {
         for (int i = 0; i < total; i++) {
             int32_t tok;
@@ -213,6 +213,9 @@ static int fill_meta(cis2_trace *tr, const cis2_model *m, const char *backend,
     bad |= meta_hex(tr, "tokenizer_sha256", dg->tokenizer_sha256);
     bad |= meta_hex(tr, "table_digest", dg->table_digest);
     bad |= meta_hex(tr, "inv_freq_table_digest", dg->inv_freq_digest);
+    bad |= cis2_trace_meta_set(tr, "dtype", cis2_model_dtype(m));
+    uint8_t i8d[32]; /* State 1: the int8 weights and scales computed with */
+    if (!cis2_model_int8_digest(m, i8d)) bad |= meta_hex(tr, "int8_weights_sha256", i8d);
     bad |= meta_ids(tr, "prompt_ids", prompt, np);
     bad |= meta_ids(tr, "teacher_force", force, nf);
     bad |= cis2_trace_meta_set(tr, "mode", rq->greedy_n ? "greedy" : "teacher-force");
@@ -245,7 +248,9 @@ int cis2_trace_arm(const cis2_model *m, const cis2_engine_opts *eo, const cis2_t
                    cis2_trace_run *run, char *err)
 {
     const cis2_config *c = cis2_model_config(m);
-    const char *backend = eo->backend == CIS2_BACKEND_FAST ? "fast" : "ref";
+    const char *backend = eo->backend == CIS2_BACKEND_FAST     ? "fast"
+                          : eo->backend == CIS2_BACKEND_APPROX ? "approx"
+                                                                : "ref";
     memset(run, 0, sizeof *run);
     for (int i = 0; i < np + nf; i++) {
         int32_t t = i < np ? prompt[i] : force[i - np];
