@@ -2,9 +2,12 @@
  * peak RSS, the machine's streaming read bandwidth measured in the same run
  * and the decode floor it implies, plus decode speed at long positions.
  *
- *   cis2 bench --model DIR [--prompt-len P] [-n N] [--threads T]
- *              [--backend ref|fast] [--isa X] [--positions 256,2048,8000]
+ *   cis2 bench --model DIR [--prompt-len P[,P2...]] [-n N] [--threads T]
+ *              [--backend ref|fast] [--isa X] [--positions 256,2048,8000] [--peak]
  *
+ * Several prompt lengths and/or positions end with one table of prefill and
+ * decode tok/s; --peak (alone or with --model) prints the machine's
+ * mul+add and read-bandwidth ceilings (bench_peak.c).
  * The prompt is deterministic ids. No pass/fail: numbers only. */
 #include "cli/commands.h"
 #include "engine/fast.h"
@@ -41,7 +44,7 @@ static void *bw_worker(void *a)
     return NULL;
 }
 
-static double read_bandwidth_gbs(int threads)
+double cis2_bench_read_gbs(int threads)
 {
     size_t bytes = (size_t)256 << 20, n = bytes / 8;
     uint64_t *buf = malloc(bytes);
@@ -94,33 +97,107 @@ static double attn_ms_at(cis2_backend *b, const cis2_config *c, float **kc, floa
     return best;
 }
 
+/* Prefill tok/s for one more prompt length (a run that stops after its
+ * first generated token); < 0 when the run fails. */
+static double prefill_tok_s(cis2_engine *e, const cis2_config *c, int plen)
+{
+    int32_t *prompt = malloc((size_t)plen * sizeof(int32_t));
+    if (!prompt) return -1.0;
+    for (int i = 0; i < plen; i++) prompt[i] = (int32_t)(((int64_t)i * 7919 + 13) % c->vocab);
+    cis2_gen_opts g = { 1, 0, NULL, NULL, NULL, 0 };
+    cis2_result r;
+    char err[CIS2_ERR_LEN];
+    int rc = cis2_generate(e, prompt, plen, &g, &r, err);
+    free(prompt);
+    if (rc) return -1.0;
+    double v = plen / (r.prefill_ms / 1000.0);
+    cis2_result_free(&r);
+    return v;
+}
+
+/* The one table: a column per prompt length or position (ascending), a row
+ * of prefill tok/s at that prompt length and one of decode tok/s at that
+ * position ("-" where not measured). */
+static void print_table(const char *backend, int threads, const int32_t *pl, const double *pf,
+                        int npl, const int32_t *ps, const double *dc, int nps)
+{
+    int cols[64], nc = 0;
+    for (int i = 0; i < npl + nps; i++) {
+        int v = i < npl ? pl[i] : ps[i - npl], k = 0;
+        while (k < nc && cols[k] < v) k++;
+        if ((k < nc && cols[k] == v) || nc == 64) continue;
+        memmove(cols + k + 1, cols + k, (size_t)(nc - k) * sizeof(int));
+        cols[k] = v;
+        nc++;
+    }
+    printf("table backend=%s threads=%d (tok/s)\n|  |", backend, threads);
+    for (int k = 0; k < nc; k++) printf(" %d |", cols[k]);
+    printf("\n|---|");
+    for (int k = 0; k < nc; k++) printf("---|");
+    for (int row = 0; row < 2; row++) {
+        const int32_t *key = row ? ps : pl;
+        const double *val = row ? dc : pf;
+        int nk = row ? nps : npl;
+        printf("\n| %s |", row ? "decode at position" : "prefill, prompt length");
+        for (int k = 0; k < nc; k++) {
+            int f = -1;
+            for (int i = 0; i < nk; i++)
+                if (key[i] == cols[k]) f = i;
+            if (f >= 0 && val[f] > 0) printf(" %.1f |", val[f]);
+            else printf(" - |");
+        }
+    }
+    printf("\n");
+}
+
 int cis2_cmd_bench(int argc, char **argv)
 {
-    const char *cmd = "bench", *model = NULL, *backend = "fast", *isa = NULL, *positions = NULL;
-    int plen = 256, n = 32, threads = 0;
+    const char *cmd = "bench", *model = NULL, *backend = "fast", *isa = NULL, *positions = NULL,
+               *plens = "256";
+    int n = 32, threads = 0, peak = 0;
     const cis2_opt opts[] = {
         { "--model", NULL, CIS2_OPT_PATH, &model, 0, 0 },
         { "--backend", NULL, CIS2_OPT_STR, &backend, 0, 0 },
         { "--isa", NULL, CIS2_OPT_STR, &isa, 0, 0 },
         { "--positions", NULL, CIS2_OPT_STR, &positions, 0, 0 },
-        { "--prompt-len", NULL, CIS2_OPT_INT, &plen, 1, 8192 },
+        { "--prompt-len", NULL, CIS2_OPT_STR, &plens, 0, 0 },
+        { "--peak", NULL, CIS2_OPT_FLAG, &peak, 0, 0 },
         { "--n", "-n", CIS2_OPT_INT, &n, 2, 100000 },
         { "--threads", NULL, CIS2_OPT_INT, &threads, 1, 1024 },
     };
     if (cis2_cli_parse(cmd, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL,
                        0))
         return 2;
+    if (peak) {
+        long x = sysconf(_SC_NPROCESSORS_ONLN);
+        cis2_bench_peak(threads > 0 ? threads : x > 0 ? (int)x : 1);
+        if (!model) return 0;
+    }
     if (!model) return cis2_cli_usage_error(cmd, "--model DIR is required");
-    int32_t *pos = NULL;
-    int npos = 0;
+    int32_t *pos = NULL, *pl = NULL;
+    int npos = 0, npl = 0;
     char perr[CIS2_ERR_LEN];
-    if (positions && cis2_parse_ids(positions, &pos, &npos, perr))
+    if (cis2_parse_ids(plens, &pl, &npl, perr) || npl > 32)
+        return cis2_cli_usage_error(cmd,
+                                    "--prompt-len wants a length or a list like 256,1024, "
+                                    "got '%s'",
+                                    plens);
+    for (int i = 0; i < npl; i++)
+        if (pl[i] < 1 || pl[i] > 8192) {
+            free(pl);
+            return cis2_cli_usage_error(cmd, "--prompt-len: %d is outside [1, 8192]", pl[i]);
+        }
+    int plen = pl[0];
+    if (positions && (cis2_parse_ids(positions, &pos, &npos, perr) || npos > 32)) {
+        free(pl);
         return cis2_cli_usage_error(cmd, "--positions wants a list like 256,2048,8000, got '%s'",
                                     positions);
+    }
 
     cis2_engine_opts eo;
     if (cis2_cli_engine_opts(cmd, backend, isa, threads, &eo)) {
         free(pos);
+        free(pl);
         return 2;
     }
     cis2_model m;
@@ -132,22 +209,31 @@ int cis2_cmd_bench(int argc, char **argv)
         cis2_load_opts lo = { 0 };
         if (cis2_cli_fp_ready(cmd)) {
             free(pos);
+            free(pl);
             return 2;
         }
         if (cis2_model_load(&m, model, &lo, lerr)) {
             cis2_cli_usage_error(cmd, "%s", lerr);
             free(pos);
+            free(pl);
             return 2;
         }
         if (cis2_engine_new(&e, &m, &eo, lerr)) {
             cis2_cli_usage_error(cmd, "%s", lerr);
             cis2_model_unload(&m);
             free(pos);
+            free(pl);
             return 2;
         }
     }
     double load_ms = cis2_now_ms() - t0;
     const cis2_config *c = &m.cfg;
+    for (int i = 1; i < npl; i++)
+        if (pl[i] > c->max_pos) {
+            cis2_cli_usage_error(cmd, "--prompt-len %d exceeds max_position_embeddings = %d", pl[i],
+                                 c->max_pos);
+            goto fail;
+        }
     if (plen + n - 1 > c->max_pos) {
         cis2_cli_usage_error(cmd, "--prompt-len + -n exceeds max_position_embeddings = %d",
                              c->max_pos);
@@ -177,7 +263,7 @@ int cis2_cmd_bench(int argc, char **argv)
         nth = x > 0 ? (int)x : 1;
     }
     if (!strcmp(backend, "ref")) nth = 1;
-    double gbs = read_bandwidth_gbs(nth);
+    double gbs = cis2_bench_read_gbs(nth);
     size_t wbytes = cis2_weights_step_bytes(&m.w);
     double ms_tok = r.decode_ms / (double)(n - 1);
     double floor_ms = gbs > 0 ? (double)wbytes / (gbs * 1e6) : 0.0;
@@ -200,7 +286,10 @@ int cis2_cmd_bench(int argc, char **argv)
     printf("CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=fp32\n", wh,
            r.n_prompt, r.n_gen);
     fflush(stdout);
+    double pf[32], dc[32];
+    pf[0] = plen / (r.prefill_ms / 1000.0);
     cis2_result_free(&r);
+    for (int i = 1; i < npl; i++) pf[i] = prefill_tok_s(e, c, pl[i]);
 
     if (npos) {
         /* decode at position P = the measured short-context decode, with its
@@ -245,6 +334,7 @@ int cis2_cmd_bench(int argc, char **argv)
         for (int i = 0; i < npos; i++) {
             double a = attn_ms_at(b, c, kc, vc, q, out, pos[i], pos[i] > 4000 ? 3 : 5);
             double ms = ms_tok - base + a;
+            dc[i] = 1000.0 / ms;
             printf("pos=%d decode_tok_s=%.2f ms_per_token=%.3f attn_ms=%.3f\n", pos[i], 1000.0 / ms,
                    ms, a);
         }
@@ -258,12 +348,15 @@ int cis2_cmd_bench(int argc, char **argv)
         free(out);
         b->destroy(b);
     }
+    if (npl > 1 || npos > 0) print_table(cis2_engine_backend(e), nth, pl, pf, npl, pos, dc, npos);
     free(pos);
+    free(pl);
     cis2_engine_free(e);
     cis2_model_unload(&m);
     return 0;
 fail:
     free(pos);
+    free(pl);
     cis2_engine_free(e);
     cis2_model_unload(&m);
     return 2;
