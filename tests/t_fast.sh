@@ -86,3 +86,16 @@ expect_err "bench needs --model" "--model" "$C" bench
 out=$("$C" bench --model "$D" --backend fast --threads 2 --prompt-len 7 -n 5 --batch 1,3,16 2>&1)
 rows=$(printf '%s\n' "$out" | grep '^batch=' | sed -E 's/^batch=([0-9]+) decode_tok_s=[0-9.]+ ms_per_step=[0-9.]+ x_single=[0-9.]+ same_as_single=(yes|no)$/\1:\2/' | tr '\n' ' ')
 expect_eq "bench --batch prints one row per B (B = 1,3,16), each as solo" "$rows" "1:yes 3:yes 16:yes "
+# --prompt-len as a list + --positions: one table, a column per length/position in ascending
+# order, "-" where a row was not measured
+out=$("$C" bench --model "$D" --backend fast --threads 2 --prompt-len 19,40 -n 6 --positions 30 2>&1)
+hdr=$(printf '%s\n' "$out" | grep -A1 '^table backend=' | tail -1)
+expect_eq "bench table columns" "$hdr" "|  | 19 | 30 | 40 |"
+row=$(printf '%s\n' "$out" | grep '^| decode at position' | sed -E 's/[0-9]+\.[0-9]/N/g')
+expect_eq "bench table decode row" "$row" "| decode at position | - | N | - |"
+expect_err "bench --prompt-len out of range" "outside [1, 8192]" "$C" bench --model "$D" --prompt-len 19,0
+# --peak alone: the four ceilings, each a positive number
+out=$("$C" bench --peak --threads 2 2>&1)
+n=$(printf '%s\n' "$out" | grep -cE '^peak_(mul_add_512_gflops_per_core|mul_add_256_gflops_per_core|read_gbs_1_thread|read_gbs_2_threads)=[0-9]*[1-9][0-9]*\.[0-9]+$')
+if grep -qw avx512f /proc/cpuinfo; then want=4; else want=$(printf '%s\n' "$out" | grep -c '^peak_'); fi
+[ "$n" -ge 3 ] && [ "$n" = "$want" ] && pass "bench --peak prints its ceilings" || fail "bench --peak" "$out"

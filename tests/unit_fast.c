@@ -501,6 +501,89 @@ static void test_matmul_multi(void)
     }
 }
 
+/* One attention case, fast vs cis2_ref_attention (the oracle); 0 = same bits. */
+static int attn_case(cis2_backend *b, int hd, int nh, int nkv, int pos0, int T, size_t *at)
+{
+    int n = pos0 + T, qd = nh * hd, kvd = nkv * hd;
+    float *q = malloc((size_t)T * qd * 4), *kc = malloc((size_t)n * kvd * 4),
+          *vc = malloc((size_t)n * kvd * 4), *o0 = malloc((size_t)T * qd * 4),
+          *o1 = malloc((size_t)T * qd * 4), *sc = malloc((size_t)n * 4);
+    for (int i = 0; i < T * qd; i++) q[i] = rval() * 4.0f;
+    for (int i = 0; i < n * kvd; i++) {
+        kc[i] = rval();
+        vc[i] = rval();
+    }
+    float scale = cis2_rsqrt((float)hd);
+    cis2_ref_attention(q, kc, vc, T, pos0, nh, nkv, hd, scale, o0, sc);
+    b->attention(b, q, kc, vc, T, pos0, nh, nkv, hd, scale, o1);
+    int bad = !same_bits(o0, o1, (size_t)T * qd, at);
+    free(q);
+    free(kc);
+    free(vc);
+    free(o0);
+    free(o1);
+    free(sc);
+    return bad;
+}
+
+/* The register-blocked attention: prefill tiles of 8 query tokens x 32 keys
+ * and 4 tokens x 64 dims, decode key blocks of 64 scored for a whole GQA
+ * group. Token counts and positions that cross every tile edge (1, 15-17,
+ * 31-33, 63-65 ...), head_dim 16/40/64/96 and the GQA ratios 1/3/4/9, thread
+ * counts 1 and 2, every ISA; and a prefill whose last token is at 8191. */
+static void test_attention_tiles(void)
+{
+    static const int HD[] = { 16, 40, 64, 96 };
+    static const int GR[][2] = { { 1, 2 }, { 3, 3 }, { 4, 1 }, { 9, 1 } }; /* group, n_kv */
+    static const int PF[][2] = { { 0, 1 },   { 0, 2 },  { 0, 9 },   { 0, 17 },   { 3, 30 },
+                                 { 15, 33 }, { 31, 1 }, { 40, 24 }, { 100, 65 }, { 200, 7 } };
+    static const int DEC[] = { 512, 513, 527, 528, 575, 576, 577, 1087, 1153 };
+    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+        char err[CIS2_ERR_LEN], name[200];
+        if (!fast_kernels_pick(ISAS[ii], err)) continue; /* skipped in test_attention */
+        for (int th = 1; th <= 2; th++) {
+            cis2_backend *b;
+            if (cis2_backend_fast_create(&b, ISAS[ii], th, err)) {
+                printf("FAIL create: %s\n", err);
+                unit_failed++;
+                continue;
+            }
+            int bad = 0, count = 0;
+            char why[200] = "";
+            for (size_t hi = 0; hi < sizeof HD / sizeof *HD; hi++)
+                for (size_t gi = 0; gi < sizeof GR / sizeof *GR; gi++) {
+                    int hd = HD[hi], nkv = GR[gi][1], nh = GR[gi][0] * nkv;
+                    for (size_t c = 0; c < sizeof PF / sizeof *PF + sizeof DEC / sizeof *DEC; c++) {
+                        int pf = c < sizeof PF / sizeof *PF, di = (int)(c - sizeof PF / sizeof *PF);
+                        if (!pf && (int)(c + hi + gi) % 3) continue; /* a third: time */
+                        int pos0 = pf ? PF[c][0] : DEC[di] - 1, T = pf ? PF[c][1] : 1;
+                        size_t at;
+                        count++;
+                        if (attn_case(b, hd, nh, nkv, pos0, T, &at)) {
+                            if (!bad)
+                                snprintf(why, sizeof why, "hd=%d nh=%d nkv=%d pos0=%d T=%d: %zu",
+                                         hd, nh, nkv, pos0, T, at);
+                            bad++;
+                        }
+                    }
+                }
+            snprintf(name, sizeof name,
+                     "attention tiles %s threads=%d: %d cases (prefill and decode across tile "
+                     "edges) bit-identical",
+                     ISAS[ii], th, count);
+            CHECK(name, bad == 0, "%d of %d differ; first %s", bad, count, why);
+            if (th == 2) {
+                size_t at;
+                snprintf(name, sizeof name,
+                         "attention tiles %s threads=2: prefill of 21 tokens ending at 8191",
+                         ISAS[ii]);
+                CHECK(name, !attn_case(b, 64, 9, 3, 8171, 21, &at), "element %zu differs", at);
+            }
+            b->destroy(b);
+        }
+    }
+}
+
 int main(void)
 {
     if (cis2_fpenv_pin()) {
@@ -513,5 +596,6 @@ int main(void)
     test_softmax();
     test_matmul();
     test_attention();
+    test_attention_tiles();
     UNIT_END();
 }

@@ -3,10 +3,13 @@
  * and the decode floor it implies, plus decode speed at long positions and
  * the aggregate decode speed of B sequences decoded together.
  *
- *   cis2 bench --model DIR [--prompt-len P] [-n N] [--threads T]
+ *   cis2 bench --model DIR [--prompt-len P[,P2...]] [-n N] [--threads T]
  *              [--backend ref|fast|approx] [--isa X] [--positions 256,2048,8000]
- *              [--batch 1,4,8,16]
+ *              [--batch 1,4,8,16] [--peak]
  *
+ * Several prompt lengths and/or positions end with one table of prefill and
+ * decode tok/s; --peak (alone or with --model) prints the machine's
+ * mul+add and read-bandwidth ceilings (bench_peak.c).
  * The prompt is deterministic ids. No pass/fail: numbers only. */
 #include "cli/commands.h"
 #include "engine/fast.h"
@@ -43,7 +46,7 @@ static void *bw_worker(void *a)
     return NULL;
 }
 
-static double read_bandwidth_gbs(int threads)
+double cis2_bench_read_gbs(int threads)
 {
     size_t bytes = (size_t)256 << 20, n = bytes / 8;
     uint64_t *buf = malloc(bytes);
@@ -138,46 +141,114 @@ static int batch_row(const cis2_model *m, cis2_engine_opts eo, int B, int plen, 
     return rc;
 }
 
+/* Prefill tok/s for one more prompt length (a run that stops after its
+ * first generated token); < 0 when the run fails. */
+static double prefill_tok_s(cis2_engine *e, const cis2_config *c, int plen)
+{
+    int32_t *prompt = malloc((size_t)plen * sizeof(int32_t));
+    if (!prompt) return -1.0;
+    for (int i = 0; i < plen; i++) prompt[i] = (int32_t)(((int64_t)i * 7919 + 13) % c->vocab);
+    cis2_gen_opts g = { 1, 0, NULL, NULL, NULL, 0 };
+    cis2_result r;
+    char err[CIS2_ERR_LEN];
+    int rc = cis2_generate(e, prompt, plen, &g, &r, err);
+    free(prompt);
+    if (rc) return -1.0;
+    double v = plen / (r.prefill_ms / 1000.0);
+    cis2_result_free(&r);
+    return v;
+}
+
+/* The one table: a column per prompt length or position (ascending), a row
+ * of prefill tok/s at that prompt length and one of decode tok/s at that
+ * position ("-" where not measured). */
+static void print_table(const char *backend, int threads, const int32_t *pl, const double *pf,
+                        int npl, const int32_t *ps, const double *dc, int nps)
+{
+    int cols[64], nc = 0;
+    for (int i = 0; i < npl + nps; i++) {
+        int v = i < npl ? pl[i] : ps[i - npl], k = 0;
+        while (k < nc && cols[k] < v) k++;
+        if ((k < nc && cols[k] == v) || nc == 64) continue;
+        memmove(cols + k + 1, cols + k, (size_t)(nc - k) * sizeof(int));
+        cols[k] = v;
+        nc++;
+    }
+    printf("table backend=%s threads=%d (tok/s)\n|  |", backend, threads);
+    for (int k = 0; k < nc; k++) printf(" %d |", cols[k]);
+    printf("\n|---|");
+    for (int k = 0; k < nc; k++) printf("---|");
+    for (int row = 0; row < 2; row++) {
+        const int32_t *key = row ? ps : pl;
+        const double *val = row ? dc : pf;
+        int nk = row ? nps : npl;
+        printf("\n| %s |", row ? "decode at position" : "prefill, prompt length");
+        for (int k = 0; k < nc; k++) {
+            int f = -1;
+            for (int i = 0; i < nk; i++)
+                if (key[i] == cols[k]) f = i;
+            if (f >= 0 && val[f] > 0) printf(" %.1f |", val[f]);
+            else printf(" - |");
+        }
+    }
+    printf("\n");
+}
+
 int cis2_cmd_bench(int argc, char **argv)
 {
     const char *cmd = "bench", *model = NULL, *backend = "fast", *isa = NULL, *positions = NULL,
-               *batch = NULL;
-    int plen = 256, n = 32, threads = 0;
+               *batch = NULL, *plens = "256";
+    int n = 32, threads = 0, peak = 0;
     const cis2_opt opts[] = {
         { "--model", NULL, CIS2_OPT_PATH, &model, 0, 0 },
         { "--backend", NULL, CIS2_OPT_STR, &backend, 0, 0 },
         { "--isa", NULL, CIS2_OPT_STR, &isa, 0, 0 },
         { "--positions", NULL, CIS2_OPT_STR, &positions, 0, 0 },
         { "--batch", NULL, CIS2_OPT_STR, &batch, 0, 0 },
-        { "--prompt-len", NULL, CIS2_OPT_INT, &plen, 1, 8192 },
+        { "--prompt-len", NULL, CIS2_OPT_STR, &plens, 0, 0 },
+        { "--peak", NULL, CIS2_OPT_FLAG, &peak, 0, 0 },
         { "--n", "-n", CIS2_OPT_INT, &n, 2, 100000 },
         { "--threads", NULL, CIS2_OPT_INT, &threads, 1, 1024 },
     };
     if (cis2_cli_parse(cmd, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL,
                        0))
         return 2;
-    if (!model) return cis2_cli_usage_error(cmd, "--model DIR is required");
-    int32_t *pos = NULL, *bs = NULL;
-    int npos = 0, nbs = 0;
-    char perr[CIS2_ERR_LEN];
-    if (positions && cis2_parse_ids(positions, &pos, &npos, perr))
-        return cis2_cli_usage_error(cmd, "--positions wants a list like 256,2048,8000, got '%s'",
-                                    positions);
-    if (batch && cis2_parse_ids(batch, &bs, &nbs, perr)) {
-        free(pos);
-        return cis2_cli_usage_error(cmd, "--batch wants a list like 1,4,8,16, got '%s'", batch);
+    if (peak) {
+        long x = sysconf(_SC_NPROCESSORS_ONLN);
+        cis2_bench_peak(threads > 0 ? threads : x > 0 ? (int)x : 1);
+        if (!model) return 0;
     }
-    for (int i = 0; i < nbs; i++)
-        if (bs[i] < 1 || bs[i] > 4096) {
-            cis2_cli_usage_error(cmd, "--batch: %d is outside [1, 4096]", bs[i]);
-            free(pos);
-            free(bs);
-            return 2;
-        }
+    if (!model) return cis2_cli_usage_error(cmd, "--model DIR is required");
+    int32_t *pos = NULL, *bs = NULL, *pl = NULL;
+    int npos = 0, nbs = 0, npl = 0, bad = 0;
+    char perr[CIS2_ERR_LEN];
+    if (cis2_parse_ids(plens, &pl, &npl, perr) || npl > 32)
+        bad = cis2_cli_usage_error(cmd, "--prompt-len wants a length or a list like 256,1024, "
+                                        "got '%s'", plens);
+    for (int i = 0; !bad && i < npl; i++)
+        if (pl[i] < 1 || pl[i] > 8192)
+            bad = cis2_cli_usage_error(cmd, "--prompt-len: %d is outside [1, 8192]", pl[i]);
+    if (!bad && positions && (cis2_parse_ids(positions, &pos, &npos, perr) || npos > 32))
+        bad = cis2_cli_usage_error(cmd, "--positions wants a list like 256,2048,8000, got '%s'",
+                                   positions);
+    if (!bad && batch && cis2_parse_ids(batch, &bs, &nbs, perr))
+        bad = cis2_cli_usage_error(cmd, "--batch wants a list like 1,4,8,16, got '%s'", batch);
+    for (int i = 0; !bad && i < nbs; i++)
+        if (bs[i] < 1 || bs[i] > 4096)
+            bad = cis2_cli_usage_error(cmd, "--batch: %d is outside [1, 4096]", bs[i]);
+    if (bad) {
+        free(pl);
+        free(pos);
+        free(bs);
+        return 2;
+    }
+    int plen = pl[0];
 
     cis2_engine_opts eo;
     if (cis2_cli_engine_opts(cmd, backend, isa, threads, &eo)) {
         free(pos);
+        free(bs);
+        free(pl);
         return 2;
     }
     cis2_model m;
@@ -189,22 +260,34 @@ int cis2_cmd_bench(int argc, char **argv)
         cis2_load_opts lo = { 0 };
         if (cis2_cli_fp_ready(cmd)) {
             free(pos);
+            free(bs);
+            free(pl);
             return 2;
         }
         if (cis2_model_load(&m, model, &lo, lerr)) {
             cis2_cli_usage_error(cmd, "%s", lerr);
             free(pos);
+            free(bs);
+            free(pl);
             return 2;
         }
         if (cis2_engine_new(&e, &m, &eo, lerr)) {
             cis2_cli_usage_error(cmd, "%s", lerr);
             cis2_model_unload(&m);
             free(pos);
+            free(bs);
+            free(pl);
             return 2;
         }
     }
     double load_ms = cis2_now_ms() - t0;
     const cis2_config *c = &m.cfg;
+    for (int i = 1; i < npl; i++)
+        if (pl[i] > c->max_pos) {
+            cis2_cli_usage_error(cmd, "--prompt-len %d exceeds max_position_embeddings = %d", pl[i],
+                                 c->max_pos);
+            goto fail;
+        }
     if (plen + n - 1 > c->max_pos) {
         cis2_cli_usage_error(cmd, "--prompt-len + -n exceeds max_position_embeddings = %d",
                              c->max_pos);
@@ -234,7 +317,7 @@ int cis2_cmd_bench(int argc, char **argv)
         nth = x > 0 ? (int)x : 1;
     }
     if (!strcmp(backend, "ref")) nth = 1;
-    double gbs = read_bandwidth_gbs(nth);
+    double gbs = cis2_bench_read_gbs(nth);
     size_t wbytes = cis2_weights_step_bytes(&m.w);
     double ms_tok = r.decode_ms / (double)(n - 1);
     double floor_ms = gbs > 0 ? (double)wbytes / (gbs * 1e6) : 0.0;
@@ -266,7 +349,10 @@ int cis2_cmd_bench(int argc, char **argv)
             cis2_cli_usage_error(cmd, "--batch %d: %s", bs[i], err);
             goto fail;
         }
+    double pf[32], dc[32];
+    pf[0] = plen / (r.prefill_ms / 1000.0);
     cis2_result_free(&r);
+    for (int i = 1; i < npl; i++) pf[i] = prefill_tok_s(e, c, pl[i]);
 
     if (npos) {
         /* decode at position P = the measured short-context decode, with its
@@ -311,6 +397,7 @@ int cis2_cmd_bench(int argc, char **argv)
         for (int i = 0; i < npos; i++) {
             double a = attn_ms_at(b, c, kc, vc, q, out, pos[i], pos[i] > 4000 ? 3 : 5);
             double ms = ms_tok - base + a;
+            dc[i] = 1000.0 / ms;
             printf("pos=%d decode_tok_s=%.2f ms_per_token=%.3f attn_ms=%.3f\n", pos[i], 1000.0 / ms,
                    ms, a);
         }
@@ -324,14 +411,17 @@ int cis2_cmd_bench(int argc, char **argv)
         free(out);
         b->destroy(b);
     }
+    if (npl > 1 || npos > 0) print_table(cis2_engine_backend(e), nth, pl, pf, npl, pos, dc, npos);
     free(pos);
     free(bs);
+    free(pl);
     cis2_engine_free(e);
     cis2_model_unload(&m);
     return 0;
 fail:
     free(pos);
     free(bs);
+    free(pl);
     cis2_engine_free(e);
     cis2_model_unload(&m);
     return 2;

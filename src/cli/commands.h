@@ -15,6 +15,9 @@ int cis2_cmd_detokenize(int argc, char **argv);
 int cis2_cmd_op(int argc, char **argv);
 int cis2_cmd_suite(int argc, char **argv);
 int cis2_cmd_bench(int argc, char **argv);
+/* bench helpers: streaming read GB/s over `threads` threads; --peak's lines. */
+double cis2_bench_read_gbs(int threads);
+void cis2_bench_peak(int threads);
 int cis2_cmd_trace(int argc, char **argv);
 int cis2_cmd_diff(int argc, char **argv);
 int cis2_cmd_compare(int argc, char **argv);

@@ -29,6 +29,8 @@ typedef struct {
     size_t kt_cap;
     float *sall; /* decode: every head's scores, [n_heads][n] */
     size_t sall_cap;
+    float **ktl; /* per thread: a transposed block of AT1_KB keys, [hd][AT1_KB] */
+    int ktl_hd;
 } fast_state;
 
 /* ---------------------------------------------------------------- matmul */
@@ -156,6 +158,32 @@ static void at_task(void *ctx, int task, int tid)
                   j->out + (size_t)t * j->qd + (size_t)h * j->hd);
 }
 
+/* Prefill, register-blocked: a task is AT_TQ consecutive tokens of one
+ * query head. Their scores are one tile of queries x keys over the
+ * transposed keys (keys past a token's own context are computed and never
+ * read), each row's softmax runs over exactly that token's keys in order,
+ * and the V-mix is a tile of queries x dims, token i summing its own keys
+ * in order (§9.2–§9.4). */
+#define AT_TQ 8
+
+static void at_tile_task(void *ctx, int task, int tid)
+{
+    const at_job *j = ctx;
+    int ntile = (j->T + AT_TQ - 1) / AT_TQ;
+    int tile = ntile - 1 - task / j->nh, h = task % j->nh; /* longest contexts first */
+    int t0 = tile * AT_TQ, nq = j->T - t0 < AT_TQ ? j->T - t0 : AT_TQ;
+    int n0 = j->pos0 + t0 + 1, kvh = h / j->group;
+    size_t ldo = (size_t)j->s->scratch_cap;
+    float *sc = j->s->scratch[tid];
+    const fast_kernels *k = j->s->k;
+    k->scores_tq(j->q + (size_t)t0 * j->qd + (size_t)h * j->hd, (size_t)j->qd, nq,
+                 j->kt + (size_t)kvh * j->hd * j->ldkt, j->ldkt, n0 + nq - 1, j->hd, j->scale, sc,
+                 ldo);
+    for (int i = 0; i < nq; i++) k->softmax(sc + (size_t)i * ldo, n0 + i);
+    k->vmix_tq(sc, ldo, nq, n0, 1, j->vc + (size_t)kvh * j->hd, (size_t)j->kvd, j->hd,
+               j->out + (size_t)t0 * j->qd + (size_t)h * j->hd, (size_t)j->qd);
+}
+
 /* Decode (T = 1), long contexts: the group's query heads share each key.
  * Phase 1 tasks are (KV group x key range): each key's score is its own
  * output (dot_seq then * scale), so a key range is any split; every head of
@@ -170,13 +198,29 @@ typedef struct {
     float scale;
 } at1_job;
 
+/* Keys per transposed block in decode (AT1_KB x hd floats stay in L1). */
+#define AT1_KB 64
+
 static void at1_scores_task(void *ctx, int task, int tid)
 {
-    (void)tid;
     const at1_job *j = ctx;
     int kvh = task / j->nchunks, c = task % j->nchunks;
     int a = c * j->chunk, len = j->n - a < j->chunk ? j->n - a : j->chunk;
     const float *k = j->kc + (size_t)a * j->kvd + (size_t)kvh * j->hd;
+    if (j->s->k->scores_tq) {
+        /* Each key is read once for the whole group: a block of keys is
+         * transposed (a copy) and the group's query heads score it as one
+         * tile, lanes over keys, each score its own in-order sum. */
+        float *kt = j->s->ktl[tid];
+        int h0 = kvh * j->group;
+        for (int b = 0; b < len; b += AT1_KB) {
+            int m = len - b < AT1_KB ? len - b : AT1_KB;
+            j->s->k->kt_pack(k + (size_t)b * j->kvd, (size_t)j->kvd, m, j->hd, kt, AT1_KB);
+            j->s->k->scores_tq(j->q + (size_t)h0 * j->hd, (size_t)j->hd, j->group, kt, AT1_KB, m,
+                               j->hd, j->scale, j->S + (size_t)h0 * j->n + a + b, (size_t)j->n);
+        }
+        return;
+    }
     for (int g = 0; g < j->group; g++) {
         int h = kvh * j->group + g;
         j->s->k->scores(j->q + (size_t)h * j->hd, k, (size_t)j->kvd, len, j->hd, j->scale,
@@ -226,7 +270,7 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
         int cap = s->scratch_cap ? s->scratch_cap : 256;
         while (cap < need) cap *= 2;
         for (int i = 0; i < nth; i++) {
-            float *p = realloc(s->scratch[i], (size_t)cap * sizeof(float));
+            float *p = realloc(s->scratch[i], (size_t)AT_TQ * cap * sizeof(float));
             if (!p) {
                 fprintf(stderr, "cis2: fast backend: out of memory for attention scores\n");
                 abort();
@@ -236,6 +280,17 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
         s->scratch_cap = cap;
     }
     if (T == 1 && need >= AT1_MIN_CTX) {
+        if (s->k->scores_tq && hd > s->ktl_hd) {
+            for (int i = 0; i < nth; i++) {
+                free(s->ktl[i]);
+                s->ktl[i] = calloc((size_t)hd * AT1_KB, sizeof(float)); /* pad keys: zeros */
+                if (!s->ktl[i]) {
+                    fprintf(stderr, "cis2: fast backend: out of memory for transposed keys\n");
+                    abort();
+                }
+            }
+            s->ktl_hd = hd;
+        }
         size_t want = (size_t)n_heads * (size_t)need;
         if (want > s->sall_cap) {
             float *p = realloc(s->sall, want * sizeof(float));
@@ -270,7 +325,7 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
     if (T > 1 && s->k->scores_t) {
         /* Prefill: every key is read by T x group queries, so transpose the
          * layer's keys once (a pure copy) and score without shuffles. */
-        size_t ld = ((size_t)need + 7) & ~(size_t)7, kvd = (size_t)n_kv * hd;
+        size_t ld = ((size_t)need + 15) & ~(size_t)15, kvd = (size_t)n_kv * hd;
         size_t want = (size_t)n_kv * hd * ld;
         if (want > s->kt_cap) {
             float *p = realloc(s->kt, want * sizeof(float));
@@ -281,15 +336,22 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
             s->kt = p;
             s->kt_cap = want;
         }
-        for (int h = 0; h < n_kv; h++)
-            for (int d = 0; d < hd; d++) {
-                float *row = s->kt + ((size_t)h * hd + d) * ld;
-                const float *src = kc + (size_t)h * hd + d;
-                for (int p = 0; p < need; p++) row[p] = src[(size_t)p * kvd];
-                for (size_t p = (size_t)need; p < ld; p++) row[p] = 0.0f;
-            }
+        for (int h = 0; h < n_kv; h++) {
+            float *kt = s->kt + (size_t)h * hd * ld;
+            if (s->k->kt_pack) s->k->kt_pack(kc + (size_t)h * hd, kvd, need, hd, kt, ld);
+            else
+                for (int d = 0; d < hd; d++)
+                    for (int p = 0; p < need; p++)
+                        kt[(size_t)d * ld + p] = kc[p * kvd + h * hd + d];
+            for (int d = 0; d < hd; d++)
+                for (size_t p = (size_t)need; p < ld; p++) kt[(size_t)d * ld + p] = 0.0f;
+        }
         j.kt = s->kt;
         j.ldkt = ld;
+        if (s->k->scores_tq && s->k->vmix_tq) {
+            tp_run(s->pool, (T + AT_TQ - 1) / AT_TQ * n_heads, at_tile_task, &j);
+            return;
+        }
     }
     tp_run(s->pool, T * n_heads, at_task, &j);
 }
@@ -326,6 +388,8 @@ static void fast_destroy(cis2_backend *b)
         tp_free(s->pool);
         for (int i = 0; s->scratch && s->scratch[i]; i++) free(s->scratch[i]);
         free(s->scratch);
+        for (int i = 0; s->ktl && s->ktl[i]; i++) free(s->ktl[i]);
+        free(s->ktl);
         free(s->kt);
         free(s->sall);
         free(s);
@@ -366,7 +430,8 @@ static int make_backend(cis2_backend **out, const char *isa, int threads, char *
     snprintf(s->name, sizeof s->name, "fast/%s", k->name);
     b->name = s->name;
     s->scratch = calloc((size_t)threads + 1, sizeof *s->scratch); /* NULL-terminated */
-    if (!s->scratch) {
+    s->ktl = calloc((size_t)threads + 1, sizeof *s->ktl);
+    if (!s->scratch || !s->ktl) {
         fast_destroy(b);
         snprintf(err, CIS2_ERR_LEN, "out of memory");
         return 1;

@@ -44,6 +44,19 @@ typedef struct {
      * in-order sum, then one multiply. NULL = not available. */
     void (*mm_i8)(const int8_t *W, const float *S, int K, int ntiles, int nrows, const float *X,
                   int ldx, int T, float *Y, int ldy);
+    /* Attention tiles (each NULL = not available; then the engine scores
+     * and mixes one query at a time). kt_pack: kt[d*ld + j] = k[j*stride + d]
+     * for j < n, d < hd, a pure copy. scores_tq: out[i*ldo + j] = dot_seq(q_i,
+     * k_j) * scale for queries i < nq at q + i*ldq and keys j < n over kt as
+     * kt_pack writes it (readable for j < round_up(n, 16); only j < n is
+     * written) — for each output bit for bit the `scores` kernel. vmix_tq:
+     * out[i*ldo + d] = sum over j < n0 + i*step, in order, of p[i*ldp + j] *
+     * v[j*stride + d] — for each query bit for bit the `vmix` kernel. */
+    void (*kt_pack)(const float *k, size_t stride, int n, int hd, float *kt, size_t ld);
+    void (*scores_tq)(const float *q, size_t ldq, int nq, const float *kt, size_t ld, int n, int hd,
+                      float scale, float *out, size_t ldo);
+    void (*vmix_tq)(const float *p, size_t ldp, int nq, int n0, int step, const float *v,
+                    size_t stride, int hd, float *out, size_t ldo);
 } fast_kernels;
 
 /* int8 tiles (i8_pack.c): tile i holds rows 16i..16i+15 as for bf16, one byte

@@ -49,6 +49,33 @@ static ATTR inline __attribute__((always_inline)) void tr8(__m256 r[8])
     r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
+/* kt[d*ld + j] = k[j*stride + d] for keys j < n, dims d < hd: a pure copy
+ * (8x8 blocks through registers), so the scores can run lanes over keys. */
+#define KT_PF 32
+ATTR void fast_avx2_kt_pack(const float *k, size_t stride, int n, int hd, float *kt, size_t ld)
+{
+    int j = 0, hd8 = hd & ~7;
+    for (; j + 8 <= n; j += 8) {
+        const float *k0 = k + (size_t)j * stride;
+        if (j + 8 + KT_PF <= n) /* strided rows: fetch KT_PF keys ahead */
+            for (int i = 0; i < 8; i++) {
+                const char *r = (const char *)(k0 + (size_t)(KT_PF + i) * stride);
+                for (int o = 0; o < hd * 4; o += 64) _mm_prefetch(r + o, _MM_HINT_T0);
+            }
+        int d = 0;
+        for (; d < hd8; d += 8) {
+            __m256 r[8];
+            for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(k0 + i * stride + d);
+            tr8(r);
+            for (int e = 0; e < 8; e++) _mm256_storeu_ps(kt + (size_t)(d + e) * ld + j, r[e]);
+        }
+        for (; d < hd; d++)
+            for (int i = 0; i < 8; i++) kt[(size_t)d * ld + j + i] = k0[i * stride + d];
+    }
+    for (; j < n; j++)
+        for (int d = 0; d < hd; d++) kt[(size_t)d * ld + j] = k[(size_t)j * stride + d];
+}
+
 /* Scores: lanes over keys. Lane i of a vector owns key j+i and adds its
  * q[d]*k[d] terms d = 0..hd-1 in order; 16 keys (two chains) per step. */
 #define SC_PF 128
@@ -319,10 +346,19 @@ ATTR void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, i
     }
 }
 
-static const fast_kernels K_AVX2 = { "avx2",           avx2_mm_bf16,       avx2_mm_f32,
-                                     fast_avx2_scores, fast_avx2_softmax,  fast_avx2_vmix,
-                                     fast_avx2_swiglu, fast_avx2_scores_t, NULL,
-                                     avx2_mm_i8 };
+static const fast_kernels K_AVX2 = { "avx2",
+                                     avx2_mm_bf16,
+                                     avx2_mm_f32,
+                                     fast_avx2_scores,
+                                     fast_avx2_softmax,
+                                     fast_avx2_vmix,
+                                     fast_avx2_swiglu,
+                                     fast_avx2_scores_t,
+                                     NULL,
+                                     avx2_mm_i8,
+                                     fast_avx2_kt_pack,
+                                     NULL,
+                                     NULL };
 
 const fast_kernels *fast_kernels_avx2(void)
 {

@@ -32,6 +32,11 @@ void fast_avx2_scores(const float *q, const float *k, size_t stride, int n, int 
 void fast_avx2_softmax(float *s, int n);
 void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, int hd, float *out);
 void fast_avx2_swiglu(const float *g, const float *u, float *out, int n);
+void fast_avx2_kt_pack(const float *k, size_t stride, int n, int hd, float *kt, size_t ld);
+void fast_avx512_scores_tq(const float *q, size_t ldq, int nq, const float *kt, size_t ld, int n,
+                           int hd, float scale, float *out, size_t ldo);
+void fast_avx512_vmix_tq(const float *p, size_t ldp, int nq, int n0, int step, const float *v,
+                         size_t stride, int hd, float *out, size_t ldo);
 void fast_avx2_scores_t(const float *q, const float *kt, size_t ld, int n, int hd, float scale,
                         float *out);
 
@@ -135,10 +140,12 @@ ATTR static void avx512_vmix_g(const float *p, size_t ldp, int g, const float *v
 }
 #undef VG_BLOCK
 
-static const fast_kernels K_AVX512 = { "avx512",         avx512_mm_bf16,     avx512_mm_f32,
-                                       fast_avx2_scores, fast_avx2_softmax,  avx512_vmix,
-                                       fast_avx2_swiglu, fast_avx2_scores_t, avx512_vmix_g,
-                                       avx512_mm_i8 };
+static const fast_kernels K_AVX512 = {
+    "avx512",           avx512_mm_bf16, avx512_mm_f32,     fast_avx2_scores,
+    fast_avx2_softmax,  avx512_vmix,    fast_avx2_swiglu,  fast_avx2_scores_t,
+    avx512_vmix_g,      avx512_mm_i8,   fast_avx2_kt_pack, fast_avx512_scores_tq,
+    fast_avx512_vmix_tq
+};
 
 const fast_kernels *fast_kernels_avx512(void)
 {
