@@ -39,6 +39,14 @@
 #define TM_CHK_END(KIND, W, ts, K, nt, X, ldx, tb, Y, ldy, nrows)
 #endif
 
+/* A few tiles streamed side by side are too few streams for the hardware
+ * prefetcher to keep DRAM busy (T > 1, small batches): each tile's weights
+ * TM_PF_K steps ahead are requested early. A hint only: no value changes. */
+#ifndef TM_PF_K
+#define TM_PF_K 64
+#endif
+#define TM_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+
 #define TM_STORE(acc, S, Y, ldy, nt, tb, nrows)                                           \
     do {                                                                                  \
         _Pragma("GCC unroll 16") for (int i = 0; i < (nt); i++)                           \
@@ -72,6 +80,8 @@
         TM_CHK_INIT();                                                                    \
         for (int k = 0; k < K; k++) {                                                     \
             V w[NTB > NT1 ? NTB : NT1][NV];                                               \
+            _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                         \
+                TM_PREFETCH(W + (size_t)i * ts + (size_t)(k + TM_PF_K) * 16);             \
             _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                         \
             _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                         \
                 w[i][j] = LOAD(W + (size_t)i * ts + (size_t)k * 16 + (size_t)j * VL);     \
