@@ -223,8 +223,10 @@ int cis2_cmd_bench(int argc, char **argv)
     int npos = 0, nbs = 0, npl = 0, bad = 0;
     char perr[CIS2_ERR_LEN];
     if (cis2_parse_ids(plens, &pl, &npl, perr) || npl > 32)
-        bad = cis2_cli_usage_error(cmd, "--prompt-len wants a length or a list like 256,1024, "
-                                        "got '%s'", plens);
+        bad = cis2_cli_usage_error(cmd,
+                                   "--prompt-len wants a length or a list like 256,1024, "
+                                   "got '%s'",
+                                   plens);
     for (int i = 0; !bad && i < npl; i++)
         if (pl[i] < 1 || pl[i] > 8192)
             bad = cis2_cli_usage_error(cmd, "--prompt-len: %d is outside [1, 8192]", pl[i]);

@@ -115,8 +115,8 @@ int cis2_cmd_conform(int argc, char **argv)
     if (!o.no_check_det)
         cis2_sb_str(&rep, "PASS determinism: second in-process run identical (§12.4)\n");
     cis2_hex(r1.witness, 32, h);
-    cis2_sb_printf(&rep, "CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=%s\n",
-                   h, r1.n_prompt, r1.n_gen, cis2_model_dtype(m));
+    cis2_sb_printf(&rep, "CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=%s\n", h,
+                   r1.n_prompt, r1.n_gen, cis2_model_dtype(m));
     cis2_sb_printf(&rep, "conform: %s\n",
                    fails ? "FAIL" : "PASS: every pinned value reproduced bit for bit");
     rc = fails ? 1 : 0;

@@ -82,8 +82,8 @@ int cis2_cmd_trace(int argc, char **argv)
     if (run.have_witness) {
         char wh[65];
         cis2_hex(run.witness, 32, wh);
-        fprintf(sf, "CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=%s\n", wh,
-                np, run.n_pred, cis2_model_dtype(m));
+        fprintf(sf, "CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=%s\n", wh, np,
+                run.n_pred, cis2_model_dtype(m));
     }
     rc = 0;
 out:

@@ -9,8 +9,8 @@
 #include <string.h>
 
 typedef struct {
-    float **f32;   /* per weight id: [rows][cols], in `arena` (int8: the row scales) */
-    int8_t **i8;   /* per weight id: int8 q [rows][cols] in `arena`, NULL for float weights */
+    float **f32; /* per weight id: [rows][cols], in `arena` (int8: the row scales) */
+    int8_t **i8; /* per weight id: int8 q [rows][cols] in `arena`, NULL for float weights */
     void *arena;
     size_t arena_len;
     float *scores;

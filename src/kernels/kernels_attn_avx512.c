@@ -67,11 +67,12 @@ ATTR void fast_avx512_scores_tq(const float *q, size_t ldq, int nq, const float 
         float *oi = out + (size_t)i0 * ldo;
         for (int j = 0; j < n; j += 32) {
             int nk = n - j > 16 ? 2 : 1;
+            /* clang-format off */
             switch (m) {
-                SC_CASE(1)
-                SC_CASE(2) SC_CASE(3) SC_CASE(4) SC_CASE(5) SC_CASE(6) SC_CASE(7) default
-                    : SC_CASE(8)
+                SC_CASE(1) SC_CASE(2) SC_CASE(3) SC_CASE(4)
+                SC_CASE(5) SC_CASE(6) SC_CASE(7) default: SC_CASE(8)
             }
+            /* clang-format on */
         }
     }
 }

@@ -230,9 +230,8 @@ static int want(plan *p, const cis2_st_tensor *t, const cis2_tensor_def *d, int 
                      p->path, name);
         else
             snprintf(p->err, CIS2_ERR_LEN,
-                     "%s: tensor \"%s\" is I8 but config.json's quantization_config %s",
-                     p->path, name,
-                     p->m->qc.present ? "leaves it in float" : "is absent (int8 needs one)");
+                     "%s: tensor \"%s\" is I8 but config.json's quantization_config %s", p->path,
+                     name, p->m->qc.present ? "leaves it in float" : "is absent (int8 needs one)");
         return 1;
     }
     if (t->ndim != ndim || t->shape[0] != rows || (ndim == 2 && t->shape[1] != cols)) {

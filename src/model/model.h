@@ -70,8 +70,8 @@ struct cis2_model {
     char dir[1024];
     cis2_config cfg;
     cis2_digests dg;
-    float *inv_freq; /* [head_dim/2] */
-    cis2_weights w;  /* resident weights; w.layers and every tile live in `arena` */
+    float *inv_freq;      /* [head_dim/2] */
+    cis2_weights w;       /* resident weights; w.layers and every tile live in `arena` */
     cis2_quant_config qc; /* config.json's quantization_config (present = 0: none) */
     int n_int8;           /* linears held as I8 (docs/quantization.md): dtype "int8-row" */
     void *arena;

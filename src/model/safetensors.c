@@ -121,7 +121,8 @@ int cis2_st_parse_header(cis2_safetensors *st, const uint8_t *header, uint64_t h
         if (!dn) FAIL("%s: out of memory", path);
         if (cis2_dtype_from_name(dn, strlen(dn), &t->dtype)) {
             snprintf(err, CIS2_ERR_LEN,
-                     "%s: tensor \"%s\": unsupported dtype \"%.32s\" (supported: BF16, F32, F16, I8)",
+                     "%s: tensor \"%s\": unsupported dtype \"%.32s\" "
+                     "(supported: BF16, F32, F16, I8)",
                      path, name, dn);
             free(dn);
             goto fail;

@@ -220,7 +220,7 @@ int cis2_weight_pack_i8(cis2_weight *w, void *dst, const uint8_t *q, const uint8
         int8_t *t = d + (size_t)(r / CIS2_TILE) * K * CIS2_TILE + r % CIS2_TILE;
         const uint8_t *row = q + (size_t)r * K;
         for (size_t k = 0; k < K; k++) t[k * CIS2_TILE] = (int8_t)row[k]; /* a pure re-layout */
-        sc[r] = elem_bits(sdt, scales + (size_t)r * es); /* exact (§4.1) */
+        sc[r] = elem_bits(sdt, scales + (size_t)r * es);                  /* exact (§4.1) */
         if (bad < 0 && (sc[r] & 0x7F800000u) == 0x7F800000u) bad = r;
     }
     return bad;

@@ -51,10 +51,10 @@ typedef enum { CIS2_WF_F32 = 0, CIS2_WF_BF16 = 1, CIS2_WF_I8 = 2 } cis2_wfmt;
 typedef struct {
     int rows, cols, ntiles;
     cis2_wfmt fmt;
-    const void *tiles;    /* 64-byte aligned; cis2_weight_bytes() bytes */
-    const float *scales;  /* I8 only: [ntiles * 16] row scales (inside the tiles' bytes) */
-    int id;            /* 0..n_linear-1: backends keep per-weight state by it */
-    int layer;         /* the decoder layer, -1 for the embedding / LM head */
+    const void *tiles;   /* 64-byte aligned; cis2_weight_bytes() bytes */
+    const float *scales; /* I8 only: [ntiles * 16] row scales (inside the tiles' bytes) */
+    int id;              /* 0..n_linear-1: backends keep per-weight state by it */
+    int layer;           /* the decoder layer, -1 for the embedding / LM head */
 } cis2_weight;
 
 cis2_wfmt cis2_wfmt_of(cis2_dtype stored); /* BF16 -> BF16; I8 -> I8; F16, F32 -> F32 */

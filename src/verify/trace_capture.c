@@ -250,7 +250,7 @@ int cis2_trace_arm(const cis2_model *m, const cis2_engine_opts *eo, const cis2_t
     const cis2_config *c = cis2_model_config(m);
     const char *backend = eo->backend == CIS2_BACKEND_FAST     ? "fast"
                           : eo->backend == CIS2_BACKEND_APPROX ? "approx"
-                                                                : "ref";
+                                                               : "ref";
     memset(run, 0, sizeof *run);
     for (int i = 0; i < np + nf; i++) {
         int32_t t = i < np ? prompt[i] : force[i - np];
