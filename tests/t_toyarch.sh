@@ -143,3 +143,19 @@ print('ok %d' % checked)
 EOF
 )
 expect_eq toyarch.numpy-second-reading "$res" "ok 14"
+
+# --- the Python client reads the variant through libcis2 (the same CIS2_REF line as the CLI)
+abi=$(sed -n 's/^#define CIS2_ABI_VERSION  *\([0-9]*\).*/\1/p' include/cis2.h)
+SO="${BUILD:-build}/libcis2.so.$abi"
+if [ -f "$SO" ] && $PY -c 'import ctypes, numpy' 2>/dev/null; then
+    got=$(CIS2_LIBRARY="$PWD/$SO" PYTHONPATH="$PWD/python" $PY - "$T/toy" "$P" $N <<'EOF2' 2>&1
+import sys, cis2
+m = cis2.Model(sys.argv[1], backend="fast", threads=2)
+r = m.generate([int(x) for x in sys.argv[2].split(',')], int(sys.argv[3]))
+print(m.config.arch, r.cis2_ref)
+EOF2
+)
+    expect_eq toyarch.python-client "$got" "cis2-toy $(grep '^CIS2_REF' "$T/ref")"
+else
+    skip toyarch.python-client "no $SO or no /usr/bin/python3 with numpy"
+fi
