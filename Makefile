@@ -160,7 +160,7 @@ test-asan:
 	  EXTRA="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  LDFLAGS="-fsanitize=address,undefined" test
 
-# Issue 7: the aarch64 leg. Cross-builds with $(AARCH64_CROSS)gcc, runs the unit
+# The aarch64 leg. Cross-builds with $(AARCH64_CROSS)gcc, runs the unit
 # binaries and shell suites under qemu-aarch64, the FMA gate over the aarch64
 # disassembly, and checks every digest/receipt equals this host's ./$(BIN).
 AARCH64_CROSS ?= aarch64-linux-gnu-
@@ -176,7 +176,7 @@ test-aarch64: all
 test-matrix:
 	bash tools/ci_matrix.sh
 
-# Issue 7: libFuzzer harnesses (clang; Debian libclang-rt-14-dev).
+# libFuzzer harnesses (clang; Debian libclang-rt-14-dev).
 FUZZ_CC      ?= clang
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
@@ -199,7 +199,7 @@ fuzz-regress: fuzz-build
 clean:
 	rm -rf build build-* cis2 cis2-* tests/tmp
 
-# Issue 5: a SmolLM2-135M-shaped synthetic checkpoint (uses the real tokenizer.json when present).
+# A SmolLM2-135M-shaped synthetic checkpoint (uses the real tokenizer.json when present).
 BENCH_MODEL ?= models/bench-135m
 REAL_TOK := $(firstword $(wildcard $(CIS2_SMOLLM2_DIR)/tokenizer.json models/SmolLM2-135M/tokenizer.json ../shared/models/SmolLM2-135M/tokenizer.json))
 bench-model: $(BENCH_MODEL)/model.safetensors
@@ -215,7 +215,7 @@ bench: all bench-model
 serve-load: all bench-model
 	bash tools/serve_bench.sh $(BENCH_MODEL)
 
-# Issue 8: the engine as web/cis2.wasm (clang + wasi-libc, docs/wasm.md), and the
+# The engine as web/cis2.wasm (clang + wasi-libc, docs/wasm.md), and the
 # page driven by headless Chromium (playwright-core from web/test/package-lock.json).
 wasm:
 	bash tools/build_wasm.sh

@@ -80,7 +80,15 @@ typedef enum {
  * time or fuzz loading: the hashes read as zero and receipts are refused. */
 typedef enum { CIS2_HASH_FULL = 0, CIS2_HASH_SKIP = 1 } cis2_hash_mode;
 
-typedef enum { CIS2_ARCH_LLAMA = 0, CIS2_ARCH_QWEN2 = 1, CIS2_ARCH_QWEN3 = 2 } cis2_arch;
+/* CIS2_ARCH_TOY ("cis2-toy") is a fixture for the tests only: Llama with a
+ * per-layer gain on the attention output (docs/architecture.md). config.json
+ * may name it only while the environment has CIS2_TEST_ARCHS=1. */
+typedef enum {
+    CIS2_ARCH_LLAMA = 0,
+    CIS2_ARCH_QWEN2 = 1,
+    CIS2_ARCH_QWEN3 = 2,
+    CIS2_ARCH_TOY = 3
+} cis2_arch;
 
 /* "ref" / "fast" / "scalar", "sse2", ... <-> enums; 0 on success. */
 int cis2_backend_from_name(const char *name, cis2_backend_kind *out);

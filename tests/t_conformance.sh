@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Op-level conformance (issue 4): `cis2 suite` against `cis2 op` on every vector,
+# Op-level conformance: `cis2 suite` against `cis2 op` on every vector,
 # negative controls that must FAIL, and `cis2 op` input errors.
 # The suite's own PASS/FAIL lines are captured, never echoed (run.sh counts ours).
 source "$(dirname "$0")/lib.sh"

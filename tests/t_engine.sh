@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CLI tests for the engine (issue 2): pinned fixture vectors, receipts and
+# CLI tests for the engine: pinned fixture vectors, receipts and
 # verify, KV-cache vs recompute, determinism, and every bad-input path.
 source "$(dirname "$0")/lib.sh"
 T="$TESTTMP/engine"; rm -rf "$T"; mkdir -p "$T"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The bad-input catalogue (issue 7): every row of the table in docs/errors.md
+# The bad-input catalogue: every row of the table in docs/errors.md
 # is run here, and the one stderr line and the exit status must be exactly
 # what the table says (paths of the damaged model written as DIR).
 # ERRORS_DUMP=1 prints the table rows from what the binary says instead

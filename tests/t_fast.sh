@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 5: full decodes on fixture models, `--backend fast` (every ISA this
+# Full decodes on fixture models, `--backend fast` (every ISA this
 # CPU has, thread counts 1/2/3/7) against `--backend ref`: the CIS2_REF
 # digest (a witness over every full logit vector), generated ids and the
 # receipt must match bit for bit. Plus `--isa` errors and `cis2 bench` output.

@@ -129,7 +129,7 @@ expect_eq serve.stop.stream-text "$st" " w"
 # /v1/verify: the receipt checked field by field on the server (JSON body or the text itself).
 python3 -c 'import json,sys; print(json.dumps({"receipt": open(sys.argv[1]).read()}))' "$T/c1.receipt" > "$T/vreq.json"
 C "$U/v1/verify" -d @"$T/vreq.json" > "$T/v.json"
-expect_eq serve.verify.good "$(jget "$T/v.json" '[d["verified"], d["mismatches"], len(d["fields"])]')" "[true, 0, 9]"
+expect_eq serve.verify.good "$(jget "$T/v.json" '[d["verified"], d["mismatches"], len(d["fields"])]')" "[true, 0, 10]"
 awk '/^witness-digest /{ c=substr($2,1,1); $2=(c=="0"?"1":"0") substr($2,2) } { print }' "$T/c1.receipt" > "$T/doctored.receipt"
 C "$U/v1/verify" -H 'Content-Type: text/plain' --data-binary @"$T/doctored.receipt" > "$T/vbad.json"
 expect_eq serve.verify.doctored "$(jget "$T/vbad.json" '[d["verified"], [f["field"] for f in d["fields"] if f["status"]=="mismatch"]]')" '[false, ["witness-digest"]]'

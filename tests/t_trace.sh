@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6: layer traces, cis2 diff, fault injection, cis2 compare and the
+# Layer traces, cis2 diff, fault injection, cis2 compare and the
 # PyTorch oracle. Each fault is traced against a clean run and `cis2 diff`
 # must name the right first divergent node and decision-tree branch.
 source "$(dirname "$0")/lib.sh"

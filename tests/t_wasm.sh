@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 8: the wasm32 build (web/cis2.wasm via web/cis2.js, run by node) gives
+# The wasm32 build (web/cis2.wasm via web/cis2.js, run by node) gives
 # the same bits as the native binary: the §1.3 self-test against the
 # software FTZ/DAZ, every tests/fixtures/*.vector decode (ids, digests,
 # CIS2_REF) equal to the pinned values and to native `cis2 run`, receipts

@@ -1,4 +1,4 @@
-/* Issue 5: every fast kernel path is bit-identical to the scalar reference.
+/* Every fast kernel path is bit-identical to the scalar reference.
  * Matmul over many shapes (odd sizes, rows not a multiple of the 16-row
  * tile, T = 1..40, bf16/f32/f16 weights), attention (head_dim 6/24/64/128,
  * GQA groups 1-7, long contexts to 8192), softmax on adversarial rows —

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 8: build the engine for wasm32 → web/cis2.wasm (the JS glue is the
+# Build the engine for wasm32 → web/cis2.wasm (the JS glue is the
 # hand-written web/cis2.js, committed; nothing is generated but the .wasm).
 #
 # Toolchain: clang + wasm-ld (lld) + Debian's wasi-libc + the wasm32

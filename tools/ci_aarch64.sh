@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7: the aarch64 leg, run by `make test-aarch64` (and .ci/run).
+# The aarch64 leg, run by `make test-aarch64` (and .ci/run).
 #   tools/ci_aarch64.sh ARM_BUILD_DIR ARM_BINARY HOST_BINARY
 # Runs the cross-built (aarch64) unit binaries and the shell suites under
 # qemu-aarch64, the §1.3 self-test with the FPCR.FZ pin and readback, the op

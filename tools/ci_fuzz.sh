@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7: runs each libFuzzer harness (built by `make fuzz-build` into
+# Runs each libFuzzer harness (built by `make fuzz-build` into
 # $FUZZ_BUILD) for $FUZZ_SECONDS from its committed seeds fuzz/corpus/NAME and
 # past finds fuzz/regressions/NAME. New coverage goes to $FUZZ_BUILD/corpus-NAME
 # (never into the committed corpus); a crash leaves $FUZZ_BUILD/crash-NAME-*

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7 / §13.4 in small: the compiler-invariance matrix. Builds cis2 with
+# §13.4 in small: the compiler-invariance matrix. Builds cis2 with
 # gcc and clang at -O0, -O2, -O3 and -O2 -march=native (each cell in its own
 # build-m-CELL/ dir), then per cell: the §1.3 self-test, the FMA gate
 # (-march=native puts FMA in the ISA; -ffp-contract=off must keep it out of the

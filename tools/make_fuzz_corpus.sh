@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the committed libFuzzer seed corpora under fuzz/corpus/<name>/
-# and fuzz/tokenizer.json (issue 7). Needs python3 and a built cis2 (CIS2=...).
+# and fuzz/tokenizer.json. Needs python3 and a built cis2 (CIS2=...).
 # Seeds are small on purpose: libFuzzer mutates them, it does not need big ones.
 set -eu
 cd "$(dirname "$0")/.."

@@ -2,7 +2,7 @@
 """Write a small deterministic Hugging Face-style checkpoint (config.json,
 model.safetensors, tokenizer.json) for tests, the demo and the benchmark.
 
-  make_model.py OUT_DIR [--arch llama|qwen2|qwen3] [--hidden 64] [--inter 128]
+  make_model.py OUT_DIR [--arch llama|qwen2|qwen3|cis2-toy] [--hidden 64] [--inter 128]
       [--layers 2] [--heads 4] [--kv-heads 2] [--head-dim N] [--vocab 320]
       [--theta 10000] [--eps 1e-5] [--untied] [--dtype bf16|f32|f16] [--seed 1]
       [--max-pos 8192] [--tokenizer FILE] [--smollm2-shape] [--drop-config KEY,...]
@@ -12,6 +12,10 @@ tensors come from splitmix64, large bf16 tensors from SHAKE-256 with a fixed
 exponent band (so the 135M-shaped benchmark model is written in seconds).
 --smollm2-shape sets SmolLM2-135M's shape (30 layers, hidden 576, inter 1536,
 9/3 heads, vocab 49152, theta 100000, tied) and copies --tokenizer if given.
+--arch cis2-toy writes the test-only fixture architecture of docs/architecture.md:
+the llama checkpoint of the same arguments (the same bytes for every shared
+tensor) plus a per-layer self_attn.o_gain.weight [hidden] (--toy-gain ones:
+all 1.0); cis2 reads it only with CIS2_TEST_ARCHS=1.
 --ftz-window writes a checkpoint whose RMSNorms multiply in the §1.3
 flush-to-zero window (see ftz_window below).
 """
@@ -123,7 +127,8 @@ def make_tokenizer(vocab_size):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('out')
-    ap.add_argument('--arch', default='llama', choices=['llama', 'qwen2', 'qwen3'])
+    ap.add_argument('--arch', default='llama', choices=['llama', 'qwen2', 'qwen3', 'cis2-toy'])
+    ap.add_argument('--toy-gain', default='random', choices=['random', 'ones'])
     ap.add_argument('--hidden', type=int, default=64)
     ap.add_argument('--inter', type=int, default=128)
     ap.add_argument('--layers', type=int, default=2)
@@ -150,6 +155,7 @@ def main():
         a.vocab, a.theta, a.untied, a.dtype = 49152, 100000.0, False, 'bf16'
     hd = a.head_dim or a.hidden // a.heads
     rng = SplitMix(a.seed)
+    toy_rng = SplitMix(a.seed ^ 0x70E)  # its own stream: the shared tensors stay llama's
     tensors = []  # (name, shape, payload bytes, dtype)
 
     def pack(vals):
@@ -186,6 +192,10 @@ def main():
             vec(p + 'self_attn.q_norm.weight', hd)
             vec(p + 'self_attn.k_norm.weight', hd)
         lin(p + 'self_attn.o_proj.weight', a.hidden, a.heads * hd, 4.0 / math.sqrt(a.heads * hd))
+        if a.arch == 'cis2-toy':
+            g = [1.0 if a.toy_gain == 'ones' else 1.0 + toy_rng.uniform(0.75) for _ in range(a.hidden)]
+            data, dt = pack(g)
+            tensors.append((p + 'self_attn.o_gain.weight', [a.hidden], data, dt))
         vec(p + 'post_attention_layernorm.weight', a.hidden)
         lin(p + 'mlp.gate_proj.weight', a.inter, a.hidden)
         lin(p + 'mlp.up_proj.weight', a.inter, a.hidden)
@@ -209,7 +219,8 @@ def main():
         f.write(hb)
         for _, _, data, _ in tensors:
             f.write(data)
-    arch = {'llama': 'LlamaForCausalLM', 'qwen2': 'Qwen2ForCausalLM', 'qwen3': 'Qwen3ForCausalLM'}[a.arch]
+    arch = {'llama': 'LlamaForCausalLM', 'qwen2': 'Qwen2ForCausalLM', 'qwen3': 'Qwen3ForCausalLM',
+            'cis2-toy': 'Cis2ToyForCausalLM'}[a.arch]
     cfg = {"architectures": [arch], "model_type": a.arch, "hidden_act": "silu", "hidden_size": a.hidden,
            "intermediate_size": a.inter, "num_hidden_layers": a.layers, "num_attention_heads": a.heads,
            "num_key_value_heads": a.kv_heads, "rms_norm_eps": a.eps,

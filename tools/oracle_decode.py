@@ -11,6 +11,20 @@ sys.path.insert(0, sys.argv[4] if len(sys.argv) > 4 else os.path.join(here, '..'
 import cis2_oracle as o
 
 m = o.Model(sys.argv[1])
+cfg = o.json.load(open(os.path.join(sys.argv[1], 'config.json')))
+if cfg.get('model_type') == 'cis2-toy':
+    # The test-only variant of docs/architecture.md: o_proj's output times
+    # self_attn.o_gain.weight, one rounded multiply per element, before the
+    # residual. The oracle's forward calls matvec by its global name.
+    gains = {id(m.t['model.layers.%d.self_attn.o_proj.weight' % l]):
+             m.t['model.layers.%d.self_attn.o_gain.weight' % l] for l in range(m.L)}
+    plain = o.matvec
+
+    def matvec(w, rows, cols, x):
+        y = plain(w, rows, cols, x)
+        g = gains.get(id(w))
+        return y if g is None else [o.mul(y[i], g[i]) for i in range(rows)]
+    o.matvec = matvec
 prompt = [int(t) for t in sys.argv[2].split(',')]
 out, wit, am = m.run(prompt, int(sys.argv[3]))
 print('generated_token_ids=' + ','.join(map(str, out)))

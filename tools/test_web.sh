@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 8 (`make test-web`): serve web/ on 127.0.0.1 (a random free port) and
+# `make test-web`: serve web/ on 127.0.0.1 (a random free port) and
 # drive the page in Debian's Chromium, headless, via playwright-core:
 # load a fixture model, verify a good receipt made by the native
 # `cis2 run --receipt` (PASS), verify a doctored one (shows which field

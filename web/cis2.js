@@ -1,4 +1,4 @@
-// cis2.js — the JS glue for web/cis2.wasm (issue 8). One ES module for the
+// cis2.js — the JS glue for web/cis2.wasm. One ES module for the
 // browser (run inside a Worker by web/worker.js) and for node (the tests).
 //
 // It provides the few WASI preview1 calls wasi-libc makes, over a tiny

@@ -108,7 +108,7 @@ TRACE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, c
 STEP_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_float),
                            ctypes.c_int, ctypes.c_int32)
 
-ARCH = {0: "llama", 1: "qwen2", 2: "qwen3"}  # cis2_arch
+ARCH = {0: "llama", 1: "qwen2", 2: "qwen3", 3: "cis2-toy"}  # cis2_arch (3: test-only)
 BACKEND = {"ref": 0, "fast": 1}  # cis2_backend_kind
 FIELD_STATUS = {0: "MATCH", 1: "MISMATCH", 2: "SKIPPED"}  # cis2_field_status
 

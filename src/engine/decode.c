@@ -370,6 +370,15 @@ static void qkv_row(void *pp, int t)
     }
 }
 
+/* The test-only cis2-toy stage (docs/architecture.md): o_proj's output times
+ * a learned per-channel gain, one separately rounded multiply per element
+ * (§1.2, §1.4; cis2_fmul keeps §1.3's flush the same on every ISA), before
+ * the residual. The o_proj node is the matmul's output; resid_attn shows the gain. */
+static void toy_gain(float *o, const float *g, int n)
+{
+    for (int i = 0; i < n; i++) o[i] = cis2_fmul(o[i], g[i]);
+}
+
 /* §5.4 residual after o_proj, then §8 the MLP block's input norm. */
 static void attn_residual_row(void *pp, int t)
 {
@@ -380,6 +389,7 @@ static void attn_residual_row(void *pp, int t)
     float *x = e->x + (size_t)t * H, *xn = e->xn + (size_t)t * H, *o = e->proj + (size_t)t * H;
     trace(e, pos, l, CIS2_N_ATTN_OUT, e->att + (size_t)t * qd, (size_t)qd);
     trace(e, pos, l, CIS2_N_O_PROJ, o, (size_t)H);
+    if (p->y->o_gain) toy_gain(o, p->y->o_gain, H);
     ref_add(x, o, H);
     trace(e, pos, l, CIS2_N_RESID_ATTN, x, (size_t)H);
     rmsnorm(e, x, p->y->mlp_norm, H, c->eps, xn);

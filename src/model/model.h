@@ -15,7 +15,7 @@
  * both from the checkpoint (a loaded model's config holds the outcome). */
 int cis2_config_parse(const char *json, size_t len, const char *path, cis2_config *cfg, char *err);
 int cis2_config_load(const char *path, cis2_config *cfg, char *err);
-const char *cis2_arch_name(cis2_arch a); /* "llama", "qwen2", "qwen3" */
+const char *cis2_arch_name(cis2_arch a); /* "llama", "qwen2", "qwen3", "cis2-toy" */
 
 /* ------------------------------------------------------------- safetensors */
 typedef struct {

@@ -336,6 +336,8 @@ const cis2_tensor_def cis2_tensor_table[] = {
       L(k_norm) },
     { "self_attn.o_proj.weight", 1, CIS2_TK_LINEAR, CIS2_DIM_HIDDEN, CIS2_DIM_Q, CIS2_NEED_ALWAYS,
       L(o) },
+    { "self_attn.o_gain.weight", 1, CIS2_TK_VECTOR, CIS2_DIM_HIDDEN, CIS2_DIM_NONE, CIS2_NEED_TOY,
+      L(o_gain) },
     { "post_attention_layernorm.weight", 1, CIS2_TK_VECTOR, CIS2_DIM_HIDDEN, CIS2_DIM_NONE,
       CIS2_NEED_ALWAYS, L(mlp_norm) },
     { "mlp.gate_proj.weight", 1, CIS2_TK_LINEAR, CIS2_DIM_INTER, CIS2_DIM_HIDDEN, CIS2_NEED_ALWAYS,
@@ -374,6 +376,7 @@ cis2_use cis2_tensor_use(const cis2_config *c, const cis2_tensor_def *d)
         return c->arch == CIS2_ARCH_QWEN2 ? CIS2_TENSOR_REQUIRED : CIS2_TENSOR_OPTIONAL;
     case CIS2_NEED_QK_NORM:
         return c->arch == CIS2_ARCH_QWEN3 ? CIS2_TENSOR_REQUIRED : CIS2_TENSOR_UNUSED;
+    case CIS2_NEED_TOY: return c->arch == CIS2_ARCH_TOY ? CIS2_TENSOR_REQUIRED : CIS2_TENSOR_UNUSED;
     }
     return CIS2_TENSOR_UNUSED;
 }

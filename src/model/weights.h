@@ -97,6 +97,7 @@ typedef struct {
     cis2_weight q, k, v, o, gate, up, down;
     const float *q_bias, *k_bias, *v_bias; /* §9.1: each NULL when the checkpoint has none */
     const float *q_norm, *k_norm;          /* Qwen3 [head_dim], else NULL */
+    const float *o_gain;                   /* test-only cis2-toy [hidden], else NULL */
 } cis2_layer;
 
 typedef struct {
@@ -133,6 +134,7 @@ typedef enum {
     CIS2_NEED_HEAD,    /* lm_head.weight: the loader resolves tying (§11.1) */
     CIS2_NEED_BIAS,    /* §9.1 q/k/v bias: required by qwen2, used when present otherwise */
     CIS2_NEED_QK_NORM, /* required by qwen3, refused as unexpected otherwise */
+    CIS2_NEED_TOY,     /* required by the test-only cis2-toy, refused otherwise */
 } cis2_need;
 /* What a row means for one config. */
 typedef enum { CIS2_TENSOR_UNUSED, CIS2_TENSOR_OPTIONAL, CIS2_TENSOR_REQUIRED } cis2_use;
