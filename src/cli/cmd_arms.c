@@ -98,12 +98,13 @@ static void find_script(char *out, size_t cap)
 static int work_dir(const char *dir)
 {
     struct stat st;
+    char ed[200];
     if (lstat(dir, &st) == 0) {
         if (S_ISDIR(st.st_mode)) return 0;
-        return cis2_cli_usage_error("arms", "-o %s: exists and is not a directory", dir);
+        return cis2_cli_usage_error("arms", "-o %s: exists and is not a directory", ESC(dir, ed));
     }
     if (errno != ENOENT || mkdir(dir, 0755))
-        return cis2_cli_usage_error("arms", "-o %s: cannot create the directory: %s", dir,
+        return cis2_cli_usage_error("arms", "-o %s: cannot create the directory: %s", ESC(dir, ed),
                                     strerror(errno));
     return 0;
 }
@@ -266,10 +267,6 @@ int cis2_cmd_arms(int argc, char **argv)
     if (!pids) return cis2_cli_usage_error("arms", "--prompt-ids IDS is required");
     if (!tf) return cis2_cli_usage_error("arms", "--teacher-force IDS is required");
     if (fault_arg && !fault) return cis2_cli_usage_error("arms", "--fault-arg needs --fault");
-    char tmpl[] = "/tmp/cis2-arms-XXXXXX";
-    if (!out && !(out = mkdtemp(tmpl)))
-        return cis2_cli_usage_error("arms", "cannot create a work directory: %s", strerror(errno));
-    if (work_dir(out)) return 2;
     char spath[PATH_MAX];
     if (script) snprintf(spath, sizeof spath, "%s", script);
     else find_script(spath, sizeof spath);
@@ -290,12 +287,18 @@ int cis2_cmd_arms(int argc, char **argv)
     }
     if (cis2_cli_load_model("arms", qdir, &m)) goto out;
     if (strcmp(cis2_model_dtype(m), "int8-row")) {
-        cis2_cli_usage_error("arms",
-                             "--quantized %s: not an int8 checkpoint (make one with cis2 "
-                             "quantize)",
-                             qdir);
+        char eq[200];
+        cis2_cli_usage_error("arms", "--quantized %s: not an int8 checkpoint (cis2 quantize)",
+                             ESC(qdir, eq));
         goto out;
     }
+    /* the work directory: made only once the inputs are known good */
+    char tmpl[] = "/tmp/cis2-arms-XXXXXX";
+    if (!out && !(out = mkdtemp(tmpl))) {
+        cis2_cli_usage_error("arms", "cannot create a work directory: %s", strerror(errno));
+        goto out;
+    }
+    if (work_dir(out)) goto out;
     /* C (with the fault, if any), C' and D in this process */
     if (trace_ours(m, A_C, "ref", fault, fault_arg, threads, prompt, np, force, nf, out,
                    &ar[A_C]) ||
