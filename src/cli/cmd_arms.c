@@ -188,7 +188,8 @@ static void worst_line(const cis2_diff_sum *s, char *out, size_t cap)
              cis2_trace_node_name(wk), cmin, s->top1_same, s->n_logits);
 }
 
-static void print_states(const arm *ar, int *c_exact)
+/* Prints States 1-5; returns State 1's result (-1 unknown, 0 fail, 1 pass). */
+static int print_states(const arm *ar, int *c_exact)
 {
     const arm *b = &ar[A_B], *c = &ar[A_C];
     const char *hb = meta(b, "int8_weights_sha256");
@@ -242,6 +243,7 @@ static void print_states(const arm *ar, int *c_exact)
         if (br == 4) stop = 0;
         printf("  %s %s\n", st[i], v);
     }
+    return s1;
 }
 
 int cis2_cmd_arms(int argc, char **argv)
@@ -416,7 +418,7 @@ int cis2_cmd_arms(int argc, char **argv)
         printf("  top-1 agreement A vs B: %d of %d positions\n", s->top1_same, s->n_logits);
     }
     int c_exact = 0;
-    print_states(ar, &c_exact);
+    int s1 = print_states(ar, &c_exact);
     int incomplete = !ar[A_A].ran || !ar[A_B].ran;
     const arm *c = &ar[A_C], *cf = &ar[A_CF];
     if (!ar[A_B].ran) {
@@ -433,7 +435,9 @@ int cis2_cmd_arms(int argc, char **argv)
            c->s.top1_same, np + nf, np + nf < 512 ? " [the document's window is 512]" : "",
            c->s.diverged ? "C DIVERGED" : "C yes", cf->s.diverged ? "C' DIVERGED" : "C' yes",
            ESC(ar[A_E].why, ew));
-    if (!ship && c->s.have_first)
+    if (!ship && s1 == 0)
+        printf("no-ship: State 1: the arms computed with different int8 weights or scales\n");
+    else if (!ship && c->s.have_first)
         printf("no-ship: first divergent node %s, branch=%s\n", ESC(c->s.first, ew),
                c->s.branch_name);
     printf("verdict=%s%s\n", ship ? "SHIP" : "NO-SHIP",
