@@ -133,6 +133,14 @@ row receipt-unknown-dtype "a receipt whose dtype is neither fp32 nor int8-row" "
 row armd-receipt "--receipt with --backend approx (arm D is not reproducible)" "t_int8.sh" "$CIS2" "${RUN[@]}" "$T/q8" --backend approx --receipt "$T/armd.r"
 row armd-float-checkpoint "--backend approx on a checkpoint without int8 linears" "" "$CIS2" "${RUN[@]}" "$G" --backend approx
 row armd-verify "--backend approx for a command that checks or writes receipts" "t_int8.sh" "$CIS2" verify "$T/i8r.txt" --model "$T/q8" --backend approx
+# cis2 arms (docs/divergence.md §7)
+AR=(arms --source "$G" --prompt-ids 5 --teacher-force 7)
+row arms-no-source "arms without --source" "" "$CIS2" arms --quantized "$T/q8" --prompt-ids 5 --teacher-force 7
+row arms-no-teacher-force "arms without --teacher-force" "" "$CIS2" arms --source "$G" --quantized "$T/q8" --prompt-ids 5
+row arms-float-quantized "arms --quantized naming a float checkpoint" "" "$CIS2" "${AR[@]}" --quantized "$G"
+row arms-workdir-file "arms -o naming a file, not a directory" "" "$CIS2" "${AR[@]}" --quantized "$T/q8" -o "$T/q8/config.json"
+row arms-fault-arg-alone "arms --fault-arg without --fault" "" "$CIS2" "${AR[@]}" --quantized "$T/q8" --fault-arg 1
+row arms-fault-unknown "arms --fault with an unknown name" "" "$CIS2" "${AR[@]}" --quantized "$T/q8" --fault bogus -o "$T/arms-w"
 
 # ---- config.json
 cpm cfg-missing; rm "$T/cfg-missing/config.json"

@@ -5,6 +5,7 @@
 #include "unit.h"
 #include "verify/conformance.h"
 #include "verify/trace.h"
+#include <math.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ receipts */
@@ -286,6 +287,66 @@ static void test_trace(void)
     cis2_trace_free(&c);
 }
 
+/* The diff's summary (what cis2 arms prints): counts, ULPs, top-1 and the
+ * first divergent node, on two hand-made traces whose differences are known. */
+static void add_entry(cis2_trace *t, const char *name, int pos, int layer, int node, int n,
+                      const float *v)
+{
+    cis2_tentry *e = cis2_trace_add(t);
+    e->name = strdup(name);
+    e->pos = pos;
+    e->layer = layer;
+    e->node = node;
+    e->ndim = 1;
+    e->shape[0] = e->n = n;
+    e->v = malloc((size_t)n * sizeof(float));
+    memcpy(e->v, v, (size_t)n * sizeof(float));
+}
+
+static void test_diff_sum(void)
+{
+    cis2_trace a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    a.path = "a";
+    b.path = "b";
+    float up[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 }, up2[16],
+          l0[4] = { 0.5f, 3, 1, 2 }, l1[4] = { 4, 1, 2, 3 }, l1b[4] = { 4, 1, 5, 3 };
+    memcpy(up2, up, sizeof up);
+    up2[5] = nextafterf(6.0f, 7.0f); /* one element, one ulp */
+    add_entry(&a, "p0.L0.up", 0, 0, CIS2_N_UP, 16, up);
+    add_entry(&b, "p0.L0.up", 0, 0, CIS2_N_UP, 16, up2);
+    add_entry(&a, "p0.logits", 0, -1, CIS2_N_LOGITS, 4, l0);
+    add_entry(&b, "p0.logits", 0, -1, CIS2_N_LOGITS, 4, l0);
+    add_entry(&a, "p1.logits", 1, -1, CIS2_N_LOGITS, 4, l1);
+    add_entry(&b, "p1.logits", 1, -1, CIS2_N_LOGITS, 4, l1b); /* top-1 moves from 0 to 2 */
+    cis2_trace_sort(&a);
+    cis2_trace_sort(&b);
+    char *rep = NULL;
+    size_t rl = 0;
+    FILE *f = open_memstream(&rep, &rl);
+    cis2_diff_sum s;
+    int d = cis2_trace_diff_sum(f, &a, &b, 1, NULL, 0, 0, &s);
+    fclose(f);
+    CHECK("trace.diff-sum-counts",
+          d == 1 && s.diverged == 1 && s.compared == 3 && s.n_failed == 2 && s.ndiff == 2 &&
+              s.n_logits == 2 && s.top1_same == 1 && !s.nan_ulp,
+          "d=%d compared=%d failed=%d ndiff=%lld logits=%d top1=%d", d, s.compared, s.n_failed,
+          (long long)s.ndiff, s.n_logits, s.top1_same);
+    /* l1 vs l1b: 2 -> 5 is 0x40000000 -> 0x40A00000, the largest ULP distance here */
+    CHECK("trace.diff-sum-max-ulp", s.max_ulp == 0x00A00000u, "max_ulp=%llu",
+          (unsigned long long)s.max_ulp);
+    CHECK("trace.diff-sum-first-node",
+          s.have_first && !strcmp(s.first, "p0.L0.up") && s.first_node == CIS2_N_UP &&
+              s.branch == 1 && !strcmp(s.branch_name, "linear-projection") &&
+              strstr(s.cause, "isolated outputs differ (1 of 16 elements differ, first at 5)") &&
+              s.kind[CIS2_N_UP].n == 1 && s.kind[CIS2_N_LOGITS].n == 2,
+          "first=%s branch=%d cause=%s", s.first, s.branch, s.cause);
+    free(rep);
+    cis2_trace_free(&a);
+    cis2_trace_free(&b);
+}
+
 int main(void)
 {
     test_receipts();
@@ -294,5 +355,6 @@ int main(void)
     test_tol();
     test_answer();
     test_trace();
+    test_diff_sum();
     UNIT_END();
 }

@@ -117,7 +117,7 @@ int cis2_cli_engine_opts(const char *cmd, const char *backend, const char *isa, 
     /* Arm D is not reproducible (docs/quantization.md §6): only the commands
      * that write no receipt may run it. */
     if (eo->backend == CIS2_BACKEND_APPROX && strcmp(cmd, "run") && strcmp(cmd, "trace") &&
-        strcmp(cmd, "bench"))
+        strcmp(cmd, "bench") && strcmp(cmd, "arms"))
         return cis2_cli_usage_error(cmd,
                                     "--backend approx (arm D) is approximate and never receipted; "
                                     "%s needs ref or fast",

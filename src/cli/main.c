@@ -41,6 +41,9 @@ static void usage(FILE *f)
         "  cis2 verify-batch RESULTS.jsonl --model DIR [--batch B] [--backend ref|fast] "
         "[--threads N]\n"
         "  cis2 quantize --model DIR --out QDIR [--lm-head] [--embed]     (int8 twin)\n"
+        "  cis2 arms --source DIR --quantized QDIR --prompt-ids IDS --teacher-force IDS\n"
+        "            [--python PY] [--script PATH] [--fault NAME [--fault-arg A]] [--threads N]\n"
+        "            [-o WORKDIR]                  (all arms against arm B, docs/divergence.md)\n"
         "  cis2 serve --model DIR [--host 127.0.0.1] [--port 8080] [--threads N] [--max-batch B]\n"
         "             [--queue Q] [--ctx N] [--api-key-file F] [--alias NAME]\n"
         "             [--verifier-dir DIR] [--max-body BYTES] [--header-limit BYTES]\n"
@@ -83,6 +86,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "merge")) return cis2_cmd_merge(sub_argc, sub_argv);
     if (!strcmp(c, "verify-batch")) return cis2_cmd_verify_batch(sub_argc, sub_argv);
     if (!strcmp(c, "quantize")) return cis2_cmd_quantize(sub_argc, sub_argv);
+    if (!strcmp(c, "arms")) return cis2_cmd_arms(sub_argc, sub_argv);
     if (!strcmp(c, "serve")) return cis2_cmd_serve(sub_argc, sub_argv);
     if (!strcmp(c, "help") || !strcmp(c, "--help") || !strcmp(c, "-h")) {
         usage(stdout);

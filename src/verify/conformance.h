@@ -51,6 +51,20 @@ int cis2_op_find(const char *name); /* -1 when unknown */
 int cis2_op_eval(int k, const cis2_kv_doc *d, float **out, size_t *n, char *err);
 
 /* ------------------------------------------------------------ checker (suite.c) */
+#define CIS2_CHILD_STDERR ((size_t)4096) /* a child's stderr kept (for reasons) */
+typedef struct {
+    char *out; /* stdout, NUL-terminated (malloc'd; at most 64 MiB) */
+    size_t out_len;
+    char err[CIS2_CHILD_STDERR + 1]; /* its first bytes of stderr, NUL-terminated */
+    size_t err_len;
+    int status, timed_out, too_much; /* waitpid status */
+} cis2_child_result;
+/* Runs cargv (execvp) with `input` on stdin (then closed), collecting
+ * stdout/stderr, within timeout_s seconds. The child and anything it spawns
+ * form one process group, killed as a whole on timeout. 1 (err) when it
+ * could not be run at all; a child that cannot exec exits 127. */
+int cis2_run_child(char **cargv, const char *input, size_t in_len, double timeout_s,
+                   cis2_child_result *r, char *err);
 typedef struct {
     const char *const *dirs; /* vector folders */
     int ndirs;

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #define MAX_STDOUT ((size_t)64 << 20) /* candidate stdout kept by the checker */
-#define MAX_STDERR ((size_t)4096)     /* candidate stderr kept (for reasons) */
+#define MAX_STDERR CIS2_CHILD_STDERR
 
 static void seterr(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void seterr(char *err, const char *fmt, ...)
@@ -122,14 +122,6 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-typedef struct {
-    char *out;
-    size_t out_len;
-    char err[MAX_STDERR + 1];
-    size_t err_len;
-    int status, timed_out, too_much;
-} run_result;
-
 static int set_flags(int fd, int cloexec, int nonblock)
 {
     if (cloexec && fcntl(fd, F_SETFD, FD_CLOEXEC) == -1) return -1;
@@ -154,11 +146,8 @@ static void kill_group(pid_t pid)
     kill(pid, SIGKILL);
 }
 
-/* Runs cargv with `input` on stdin (then closed), collecting stdout/stderr,
- * within timeout_s seconds. The candidate and anything it spawns form one
- * process group, killed as a whole on timeout. */
-static int run_candidate(char **cargv, const char *input, size_t in_len, double timeout_s,
-                         run_result *r, char *err)
+int cis2_run_child(char **cargv, const char *input, size_t in_len, double timeout_s,
+                   cis2_child_result *r, char *err)
 {
     int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
     memset(r, 0, sizeof *r);
@@ -413,7 +402,7 @@ static int check_vector(FILE *out, const vec_ent *v, const cis2_suite_opts *o)
     uint32_t *want_bits = NULL, *got_bits = NULL;
     size_t n_want = 0, n_got = 0;
     int have_want_bits = 0, have_got_bits = 0;
-    run_result rr = { 0 };
+    cis2_child_result rr = { 0 };
     int res = 1;
     ESC(v->name, en);
 
@@ -483,7 +472,7 @@ static int check_vector(FILE *out, const vec_ent *v, const cis2_suite_opts *o)
     }
     for (int i = 0; i < o->ncand; i++) argvv[i] = o->cand[i];
     argvv[o->ncand] = (char *)op;
-    if (run_candidate(argvv, txt, txt_len, o->timeout_s, &rr, err)) {
+    if (cis2_run_child(argvv, txt, txt_len, o->timeout_s, &rr, err)) {
         seterr(why, "checker: %s", err);
         res = -1;
         goto report;

@@ -110,4 +110,24 @@ int cis2_tol_load(cis2_tol_table *t, const char *path, char *err);
  * skipped (B captured less), not reported. */
 int cis2_trace_diff(FILE *out, const cis2_trace *A, const cis2_trace *B, int exact,
                     const cis2_tol_table *tol, int brief, int only_b_names);
+/* What a diff found, for a report over many arms (cis2 arms). Per node kind
+ * (over the tensors with values): worst max_rel (max_abs / max|A|), worst
+ * and mean mean_rel, lowest cosine. */
+typedef struct {
+    int n;
+    double max_rel, mean_rel_max, mean_rel_sum, min_cos;
+} cis2_diff_kind;
+typedef struct {
+    int compared, structural, n_failed, diverged; /* tensors; diverged = the return value */
+    uint64_t max_ulp;                             /* over every compared tensor */
+    int nan_ulp;                                  /* a NaN differs somewhere */
+    int64_t ndiff;                                /* elements whose bits differ, summed */
+    int n_logits, top1_same;                      /* positions with logits; top-1 equal */
+    int have_first, first_pos, first_layer, first_node, branch; /* branch: 0..3 */
+    char first[64], branch_name[32], cause[320];
+    cis2_diff_kind kind[CIS2_N_NODES];
+} cis2_diff_sum;
+/* cis2_trace_diff that also fills *sum (may be NULL). */
+int cis2_trace_diff_sum(FILE *out, const cis2_trace *A, const cis2_trace *B, int exact,
+                        const cis2_tol_table *tol, int brief, int only_b_names, cis2_diff_sum *sum);
 #endif

@@ -209,7 +209,7 @@ typedef struct {
 
 /* Walk the decision tree for the first divergent node; prints and returns
  * the branch index. */
-static int decide(FILE *out, const first_div *f, int p0_clean, int p0_seen)
+static int decide(FILE *out, const first_div *f, int p0_clean, int p0_seen, cis2_diff_sum *sum)
 {
     const cis2_tentry *e = f->a;
     const metrics *mt = &f->mt;
@@ -311,6 +311,9 @@ static int decide(FILE *out, const first_div *f, int p0_clean, int p0_seen)
                 : "-");
     fprintf(out, "branch=%s\n", branch_names[br]);
     fprintf(out, "cause=%s\n", cause);
+    sum->branch = br;
+    snprintf(sum->branch_name, sizeof sum->branch_name, "%s", branch_names[br]);
+    snprintf(sum->cause, sizeof sum->cause, "%s", cause);
     return br;
 }
 
@@ -341,10 +344,42 @@ static void fmt_metric_line(FILE *out, const cis2_tentry *a, const cis2_tentry *
     }
 }
 
-/* The core of diff and compare. Returns 0 within bounds, 1 diverged. */
 int cis2_trace_diff(FILE *out, const cis2_trace *A, const cis2_trace *B, int exact,
                     const cis2_tol_table *tol, int brief, int only_b_names)
 {
+    return cis2_trace_diff_sum(out, A, B, exact, tol, brief, only_b_names, NULL);
+}
+
+/* One measured tensor into the per-kind summary. */
+static void sum_add(cis2_diff_sum *s, const cis2_tentry *a, const cis2_tentry *b, const metrics *mt)
+{
+    cis2_diff_kind *k = &s->kind[a->node];
+    double rel = mt->max_a > 0 ? mt->max_abs / mt->max_a : (mt->max_abs > 0 ? INFINITY : 0);
+    if (!k->n || rel > k->max_rel) k->max_rel = rel;
+    if (!k->n || mt->mean_rel > k->mean_rel_max) k->mean_rel_max = mt->mean_rel;
+    if (!k->n || mt->cos < k->min_cos) k->min_cos = mt->cos;
+    k->mean_rel_sum += mt->mean_rel;
+    k->n++;
+    if (mt->max_ulp > s->max_ulp) s->max_ulp = mt->max_ulp;
+    s->nan_ulp |= mt->nan_ulp;
+    s->ndiff += mt->ndiff;
+    if (a->node == CIS2_N_LOGITS) {
+        int64_t ta[5], tb[5];
+        top5(a->v, a->n, ta);
+        top5(b->v, b->n, tb);
+        s->n_logits++;
+        s->top1_same += ta[0] == tb[0];
+    }
+}
+
+/* The core of diff, compare and arms. Returns 0 within bounds, 1 diverged. */
+int cis2_trace_diff_sum(FILE *out, const cis2_trace *A, const cis2_trace *B, int exact,
+                        const cis2_tol_table *tol, int brief, int only_b_names, cis2_diff_sum *sum)
+{
+    cis2_diff_sum scratch;
+    if (!sum) sum = &scratch;
+    memset(sum, 0, sizeof *sum);
+    sum->branch = -1;
     const char *aa = cis2_trace_meta_get(A, "arm"), *ba = cis2_trace_meta_get(B, "arm");
     char pa[300], pb[300], ea[200], eb[200];
     ESC(A->path, pa);
@@ -416,11 +451,13 @@ int cis2_trace_diff(FILE *out, const cis2_trace *A, const cis2_trace *B, int exa
             shape_bad = 1;
         } else if (!a->v || !b->v) {
             ok = memcmp(a->sha, b->sha, 32) == 0;
+            if (a->node == CIS2_N_LOGITS) sum->n_logits++;
             fprintf(out, "%-22s n=%-6lld sha256 %s %s\n", a->name, (long long)a->n,
                     ok ? "equal" : "differs", ok ? "ok" : "DIVERGED");
         } else {
             measure(a->v, b->v, a->n, &mt);
             have_mt = 1;
+            sum_add(sum, a, b, &mt);
             if (exact) ok = mt.ndiff == 0;
             else {
                 const cis2_tol_row *r = &tol->row[a->node];
@@ -442,6 +479,7 @@ int cis2_trace_diff(FILE *out, const cis2_trace *A, const cis2_trace *B, int exa
         }
         if (!ok) {
             diverged = 1;
+            sum->n_failed++;
             if (!have_first) {
                 have_first = 1;
                 f.a = a;
@@ -469,7 +507,12 @@ int cis2_trace_diff(FILE *out, const cis2_trace *A, const cis2_trace *B, int exa
                 cis2_trace_node_name(f.a->node));
         /* the position-0 verdict needs every position-0 tensor, not just those before the first
          * divergence */
-        decide(out, &f, p0_clean, p0_seen);
+        decide(out, &f, p0_clean, p0_seen, sum);
+        sum->have_first = 1;
+        sum->first_pos = f.a->pos;
+        sum->first_layer = f.a->layer;
+        sum->first_node = f.a->node;
+        snprintf(sum->first, sizeof sum->first, "%s", f.a->name);
     } else if (structural) {
         fprintf(out,
                 "first_divergence=none among the compared tensors, but the traces hold different "
@@ -480,5 +523,8 @@ int cis2_trace_diff(FILE *out, const cis2_trace *A, const cis2_trace *B, int exa
         fprintf(out, "first_divergence=none\n");
     }
     fprintf(out, "verdict=%s\n", diverged ? "DIVERGED" : exact ? "IDENTICAL" : "WITHIN-TOLERANCE");
+    sum->compared = compared;
+    sum->structural = structural;
+    sum->diverged = diverged;
     return diverged;
 }

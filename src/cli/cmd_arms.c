@@ -1,0 +1,452 @@
+/* `cis2 arms`: the whole localization method in one command
+ * (docs/divergence.md §7) — traces every available arm on the same
+ * teacher-forced tokens, diffs each against arm B, and prints the matrix, the
+ * state machine's verdicts and the ship/no-ship line. */
+#include "cli/commands.h"
+#include "verify/conformance.h"
+#include "verify/trace.h"
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define ESC(s, buf)  cis2_escape((s), strlen(s), (buf), sizeof(buf), CIS2_ESC_TEXT)
+#define N_ARMS       6
+#define PY_TIMEOUT_S 86400.0 /* arm B is a strict left-to-right loop: slow, but it ends */
+
+enum { A_A, A_B, A_C, A_CF, A_D, A_E };
+static const char *arm_label[N_ARMS] = { "A", "B", "C", "C'", "D", "E" };
+static const char *arm_what[N_ARMS] = {
+    "source fp32 (torch)",        "emulated int8 (torch, truth)", "exact int8, --backend ref",
+    "exact int8, --backend fast", "approx int8 dot products",     "wasm32 build",
+};
+static const char *arm_file[N_ARMS] = { "A.st", "B.st", "C.st", "Cfast.st", "D.st", "" };
+
+typedef struct {
+    int ran;       /* a trace is in tr */
+    char why[300]; /* not available / failed: one line */
+    cis2_trace tr;
+    cis2_diff_sum s; /* against B */
+    int diverged;
+} arm;
+
+/* WORKDIR/NAME */
+static void path_in(char *out, size_t cap, const char *dir, const char *name)
+{
+    snprintf(out, cap, "%s/%s", dir, name);
+}
+
+/* The first line of a child's stderr (its last line when the first is a
+ * Python traceback header), escaped. */
+static void child_reason(const cis2_child_result *r, char *out, size_t cap)
+{
+    const char *s = r->err, *line = s;
+    for (const char *p = s; *p; p++)
+        if (*p == '\n' && p[1]) line = p + 1;
+    if (strncmp(s, "Traceback", 9)) line = s;
+    size_t n = strcspn(line, "\n");
+    cis2_escape(line, n > 200 ? 200 : n, out, cap, CIS2_ESC_TEXT);
+}
+
+/* Runs PY SCRIPT ARGS...; 0 when it exited 0, else why[] says what happened. */
+static int run_py(char **argv, char *why, size_t cap)
+{
+    cis2_child_result r;
+    char err[CIS2_ERR_LEN], rs[240];
+    memset(&r, 0, sizeof r);
+    int bad = cis2_run_child(argv, "", 0, PY_TIMEOUT_S, &r, err);
+    if (bad) snprintf(why, cap, "%s", err);
+    else if (r.timed_out) snprintf(why, cap, "no result within %gs (killed)", PY_TIMEOUT_S);
+    else if (WIFSIGNALED(r.status)) snprintf(why, cap, "killed by signal %d", WTERMSIG(r.status));
+    else if (!WIFEXITED(r.status) || WEXITSTATUS(r.status)) {
+        child_reason(&r, rs, sizeof rs);
+        snprintf(why, cap, "exit status %d%s%s", WIFEXITED(r.status) ? WEXITSTATUS(r.status) : -1,
+                 *rs ? ": " : "", rs);
+        bad = 1;
+    }
+    if (r.timed_out || WIFSIGNALED(r.status)) bad = 1;
+    free(r.out);
+    return bad;
+}
+
+/* tools/torch_trace.py next to this binary (the checkout root, or its parent
+ * for build/cis2); *out empty when neither holds it. */
+static void find_script(char *out, size_t cap)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    out[0] = 0;
+    if (n <= 0) return;
+    exe[n] = 0;
+    char *sl = strrchr(exe, '/');
+    if (!sl) return;
+    *sl = 0;
+    static const char *rel[] = { "tools/torch_trace.py", "../tools/torch_trace.py" };
+    for (int i = 0; i < 2; i++) {
+        struct stat st;
+        snprintf(out, cap, "%s/%s", exe, rel[i]);
+        if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) return;
+    }
+    out[0] = 0;
+}
+
+/* The work directory: made when absent (mode 0755), used when it is a
+ * directory, refused otherwise. */
+static int work_dir(const char *dir)
+{
+    struct stat st;
+    char ed[200];
+    if (lstat(dir, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return 0;
+        return cis2_cli_usage_error("arms", "-o %s: exists and is not a directory", ESC(dir, ed));
+    }
+    if (errno != ENOENT || mkdir(dir, 0755))
+        return cis2_cli_usage_error("arms", "-o %s: cannot create the directory: %s", ESC(dir, ed),
+                                    strerror(errno));
+    return 0;
+}
+
+/* A trace, or the report of a diff, written to WORKDIR/NAME (atomically). */
+static int save(const char *dir, const char *name, const char *bytes, size_t len)
+{
+    char p[PATH_MAX + 64], err[CIS2_ERR_LEN];
+    path_in(p, sizeof p, dir, name);
+    if (cis2_write_file_atomic(p, bytes, len, err)) return cis2_cli_usage_error("arms", "%s", err);
+    return 0;
+}
+
+/* One in-process arm: trace, keep the trace in the work directory. */
+static int trace_ours(const cis2_model *m, int which, const char *backend, const char *fault,
+                      const char *fault_arg, int threads, const int32_t *prompt, int np,
+                      const int32_t *force, int nf, const char *dir, arm *a)
+{
+    cis2_engine_opts eo;
+    char err[CIS2_ERR_LEN];
+    if (cis2_cli_engine_opts("arms", backend, NULL, threads, &eo)) return 1;
+    eo.fault = fault;
+    eo.fault_arg = fault_arg;
+    cis2_trace_req rq = { arm_label[which], NULL, NULL, 0, 0, 0 };
+    cis2_trace_run run;
+    memset(&run, 0, sizeof run);
+    a->tr.path = arm_file[which];
+    int bad = cis2_trace_arm(m, &eo, &rq, prompt, np, force, nf, &a->tr, &run, err);
+    cis2_trace_run_free(&run);
+    if (bad) return cis2_cli_usage_error("arms", "arm %s: %s", arm_label[which], err);
+    char *bytes = NULL;
+    size_t blen;
+    if (cis2_trace_format(&a->tr, &bytes, &blen, err)) {
+        free(bytes);
+        return cis2_cli_usage_error("arms", "%s", err);
+    }
+    bad = save(dir, arm_file[which], bytes, blen);
+    free(bytes);
+    a->ran = !bad;
+    return bad;
+}
+
+/* arm X against B: the diff's full report to WORKDIR/diff-X.txt, its summary in a->s. */
+static int diff_vs_b(const arm *b, arm *a, int which, int exact, const cis2_tol_table *tol,
+                     const char *dir)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return cis2_cli_usage_error("arms", "out of memory");
+    a->diverged = cis2_trace_diff_sum(f, &b->tr, &a->tr, exact, tol, 0, 0, &a->s);
+    fclose(f);
+    char name[32];
+    snprintf(name, sizeof name, "diff-%s.txt", which == A_CF ? "Cfast" : arm_label[which]);
+    int bad = save(dir, name, buf, len);
+    free(buf);
+    return bad;
+}
+
+static const char *meta(const arm *a, const char *k)
+{
+    const char *v = a->ran ? cis2_trace_meta_get(&a->tr, k) : NULL;
+    return v ? v : "";
+}
+
+/* The worst node kind of a tolerance diff, by max_rel. */
+static void worst_line(const cis2_diff_sum *s, char *out, size_t cap)
+{
+    int wk = -1;
+    double cmin = 1;
+    for (int k = 0; k < CIS2_N_NODES; k++) {
+        if (!s->kind[k].n) continue;
+        if (wk < 0 || s->kind[k].max_rel > s->kind[wk].max_rel) wk = k;
+        if (s->kind[k].min_cos < cmin) cmin = s->kind[k].min_cos;
+    }
+    if (wk < 0) {
+        snprintf(out, cap, "no tensors compared");
+        return;
+    }
+    snprintf(out, cap, "worst max_rel %.3e (%s), min cos %.6f, top-1 %d/%d", s->kind[wk].max_rel,
+             cis2_trace_node_name(wk), cmin, s->top1_same, s->n_logits);
+}
+
+/* Prints States 1-5; returns State 1's result (-1 unknown, 0 fail, 1 pass). */
+static int print_states(const arm *ar, int *c_exact)
+{
+    const arm *b = &ar[A_B], *c = &ar[A_C];
+    const char *hb = meta(b, "int8_weights_sha256");
+    int s1 = -1; /* -1 unknown, 0 fail, 1 pass */
+    char names[64] = "";
+    if (b->ran && *hb) {
+        s1 = 1;
+        for (int i = A_C; i <= A_D; i++) {
+            if (!ar[i].ran) continue;
+            if (strcmp(meta(&ar[i], "int8_weights_sha256"), hb)) s1 = 0;
+            strcat(names, " ");
+            strcat(names, arm_label[i]);
+        }
+    }
+    printf("state machine (arm C against arm B; DIVERGENCE_LOCALIZATION.md's decision tree):\n");
+    char hx[20], hs[80];
+    snprintf(hx, sizeof hx, "%.12s", hb);
+    if (s1 < 0)
+        printf("  State 1 weight extraction ...... not checked (%s)\n",
+               b->ran ? "arm B's trace carries no int8_weights_sha256" : "no arm B");
+    else
+        printf("  State 1 weight extraction ...... %s (int8_weights_sha256 of B vs%s: %s...)\n",
+               s1 ? "pass" : "FAIL: the arms computed with different int8 weights or scales", names,
+               ESC(hx, hs));
+    static const char *st[4] = { "State 2 embedding ..............",
+                                 "State 3 linear projections .....",
+                                 "State 4 attention norm, FTZ ....",
+                                 "State 5 autoregressive state ..." };
+    int stop = s1 == 0 ? 0 : -1, br = -1;
+    *c_exact = 0;
+    if (s1 != 0 && b->ran && c->ran) {
+        br = c->s.have_first ? c->s.branch : (c->s.diverged ? 4 : -1);
+        *c_exact = !c->s.diverged;
+    }
+    for (int i = 0; i < 4; i++) {
+        const char *v;
+        char line[400];
+        if (stop == 0) v = "- (stopped above)";
+        else if (!b->ran || !c->ran) v = "not checked (arm B or C missing)";
+        else if (br == 4) v = "FAIL: the traces differ in names or tokens (see diff-C.txt)";
+        else if (br == i) {
+            char ec[340];
+            snprintf(line, sizeof line, "%s at %s: %s",
+                     i == 3 ? "YES, divergence starts after position 0" : "FAIL",
+                     ESC(c->s.first, hs), ESC(c->s.cause, ec));
+            v = line;
+            stop = 0;
+        } else if (i == 3)
+            v = br < 0 ? "pass (no divergence at any position)" : "- (stopped above)";
+        else v = "pass";
+        if (br == 4) stop = 0;
+        printf("  %s %s\n", st[i], v);
+    }
+    return s1;
+}
+
+int cis2_cmd_arms(int argc, char **argv)
+{
+    const char *src = NULL, *qdir = NULL, *pids = NULL, *tf = NULL, *py = "/usr/bin/python3",
+               *fault = NULL, *fault_arg = NULL, *out = NULL, *script = NULL;
+    int threads = 0;
+    const cis2_opt opts[] = {
+        { "--source", NULL, CIS2_OPT_PATH, &src, 0, 0 },
+        { "--quantized", NULL, CIS2_OPT_PATH, &qdir, 0, 0 },
+        { "--prompt-ids", NULL, CIS2_OPT_STR, &pids, 0, 0 },
+        { "--teacher-force", NULL, CIS2_OPT_STR, &tf, 0, 0 },
+        { "--python", NULL, CIS2_OPT_PATH, &py, 0, 0 },
+        { "--script", NULL, CIS2_OPT_PATH, &script, 0, 0 },
+        { "--fault", NULL, CIS2_OPT_STR, &fault, 0, 0 },
+        { "--fault-arg", NULL, CIS2_OPT_STR, &fault_arg, 0, 0 },
+        { "--threads", NULL, CIS2_OPT_INT, &threads, 0, 1024 },
+        { "--output", "-o", CIS2_OPT_PATH, &out, 0, 0 },
+    };
+    if (cis2_cli_parse("arms", argc, argv, opts, 10, NULL, 0, NULL, 0)) return 2;
+    if (!src) return cis2_cli_usage_error("arms", "--source DIR is required (arm A)");
+    if (!qdir) return cis2_cli_usage_error("arms", "--quantized QDIR is required (cis2 quantize)");
+    if (!pids) return cis2_cli_usage_error("arms", "--prompt-ids IDS is required");
+    if (!tf) return cis2_cli_usage_error("arms", "--teacher-force IDS is required");
+    if (fault_arg && !fault) return cis2_cli_usage_error("arms", "--fault-arg needs --fault");
+    char spath[PATH_MAX];
+    if (script) snprintf(spath, sizeof spath, "%s", script);
+    else find_script(spath, sizeof spath);
+
+    char err[CIS2_ERR_LEN];
+    int32_t *prompt = NULL, *force = NULL;
+    int np = 0, nf = 0, rc = 2;
+    cis2_model *m = NULL;
+    arm ar[N_ARMS];
+    memset(ar, 0, sizeof ar);
+    if (cis2_parse_ids(pids, &prompt, &np, err)) {
+        cis2_cli_usage_error("arms", "--prompt-ids: %s", err);
+        goto out;
+    }
+    if (cis2_parse_ids(tf, &force, &nf, err)) {
+        cis2_cli_usage_error("arms", "--teacher-force: %s", err);
+        goto out;
+    }
+    if (cis2_cli_load_model("arms", qdir, &m)) goto out;
+    if (strcmp(cis2_model_dtype(m), "int8-row")) {
+        char eq[200];
+        cis2_cli_usage_error("arms", "--quantized %s: not an int8 checkpoint (cis2 quantize)",
+                             ESC(qdir, eq));
+        goto out;
+    }
+    /* the work directory: made only once the inputs are known good */
+    char tmpl[] = "/tmp/cis2-arms-XXXXXX";
+    if (!out && !(out = mkdtemp(tmpl))) {
+        cis2_cli_usage_error("arms", "cannot create a work directory: %s", strerror(errno));
+        goto out;
+    }
+    if (work_dir(out)) goto out;
+    /* C (with the fault, if any), C' and D in this process */
+    if (trace_ours(m, A_C, "ref", fault, fault_arg, threads, prompt, np, force, nf, out,
+                   &ar[A_C]) ||
+        trace_ours(m, A_CF, "fast", NULL, NULL, threads, prompt, np, force, nf, out, &ar[A_CF]) ||
+        trace_ours(m, A_D, "approx", NULL, NULL, threads, prompt, np, force, nf, out, &ar[A_D]))
+        goto out;
+
+    /* A and B: tools/torch_trace.py under PY, when PY has torch */
+    char *probe[] = { (char *)py, "-c", "import torch, numpy", NULL };
+    char why[300] = "";
+    if (!*spath) snprintf(why, sizeof why, "tools/torch_trace.py not found (give --script)");
+    else if (run_py(probe, why, sizeof why)) {
+        char w2[300];
+        snprintf(w2, sizeof w2, "%s cannot import torch and numpy (%s)", py, why);
+        snprintf(why, sizeof why, "%s", w2);
+    }
+    for (int i = A_A; i <= A_B; i++) {
+        if (*why) {
+            snprintf(ar[i].why, sizeof ar[i].why, "not available: %s", why);
+            continue;
+        }
+        char op[PATH_MAX + 64];
+        path_in(op, sizeof op, out, arm_file[i]);
+        char *pa[] = { (char *)py,
+                       spath,
+                       "--model",
+                       (char *)(i ? qdir : src),
+                       "--arm",
+                       i ? "B" : "A",
+                       "--prompt-ids",
+                       (char *)pids,
+                       "--teacher-force",
+                       (char *)tf,
+                       "-o",
+                       op,
+                       NULL };
+        char w[300];
+        if (run_py(pa, w, sizeof w)) {
+            snprintf(ar[i].why, sizeof ar[i].why, "FAILED: torch_trace.py %s", w);
+            continue;
+        }
+        ar[i].tr.path = arm_file[i];
+        if (cis2_trace_load(&ar[i].tr, op, err)) {
+            snprintf(ar[i].why, sizeof ar[i].why, "FAILED: %s", err);
+            continue;
+        }
+        ar[i].ran = 1;
+    }
+    snprintf(ar[A_E].why, sizeof ar[A_E].why,
+             "not available: the wasm build writes no traces (E = C is checked on outputs by "
+             "tests/t_wasm.sh)");
+
+    /* every arm against B */
+    cis2_tol_table tol;
+    cis2_tol_defaults(&tol);
+    if (ar[A_B].ran) {
+        for (int i = A_A; i <= A_D; i++) {
+            if (i == A_B || !ar[i].ran) continue;
+            if (diff_vs_b(&ar[A_B], &ar[i], i, i == A_C || i == A_CF, &tol, out)) goto out;
+        }
+    }
+
+    char eo_[400];
+    printf("arms: work directory %s (traces, and each diff against B in diff-X.txt)\n",
+           ESC(out, eo_));
+    printf("window: %d prompt + %d teacher-forced tokens = %d positions\n", np, nf, np + nf);
+    if (fault) {
+        char ef[80], ea[160];
+        printf("fault: %s%s%s injected into arm C\n", ESC(fault, ef), fault_arg ? " " : "",
+               fault_arg ? ESC(fault_arg, ea) : "");
+    }
+    printf("%-3s %-29s %s\n", "arm", "what", "against B");
+    for (int i = 0; i < N_ARMS; i++) {
+        const arm *a = &ar[i];
+        char v[400], ew[320];
+        if (!a->ran) snprintf(v, sizeof v, "%s", ESC(a->why, ew));
+        else if (i == A_B) snprintf(v, sizeof v, "the ground truth (%d tensors)", a->tr.n);
+        else if (!ar[A_B].ran) snprintf(v, sizeof v, "ran; not compared (no arm B)");
+        else if (i == A_C || i == A_CF) {
+            char ef[80], u[24];
+            if (a->s.nan_ulp) snprintf(u, sizeof u, "nan");
+            else snprintf(u, sizeof u, "%llu", (unsigned long long)a->s.max_ulp);
+            if (!a->s.diverged)
+                snprintf(v, sizeof v, "0 ULP on %d tensors, top-1 %d/%d: IDENTICAL", a->s.compared,
+                         a->s.top1_same, a->s.n_logits);
+            else
+                snprintf(v, sizeof v,
+                         "max_ulp %s ndiff %lld in %d of %d tensors, top-1 %d/%d, first "
+                         "divergence %s: DIVERGED",
+                         u, (long long)a->s.ndiff, a->s.n_failed, a->s.compared, a->s.top1_same,
+                         a->s.n_logits,
+                         a->s.have_first ? ESC(a->s.first, ef) : "none (names/tokens differ)");
+        } else {
+            char wl[200];
+            worst_line(&a->s, wl, sizeof wl);
+            snprintf(v, sizeof v, "%s: %s", wl,
+                     i == A_D ? (a->s.diverged ? "outside cis2 diff's default table"
+                                               : "within cis2 diff's default table")
+                              : "quantization error (statistical, not a gate)");
+        }
+        printf("%-3s %-29s %s\n", arm_label[i], arm_what[i], v);
+    }
+    if (ar[A_A].ran && ar[A_B].ran) {
+        const cis2_diff_sum *s = &ar[A_A].s;
+        printf("quantization error, arm A against arm B, per node (worst over positions and "
+               "layers):\n");
+        printf("  %-12s %5s %10s %10s %10s %12s\n", "node", "n", "max_rel", "mean_rel",
+               "mean_rel_max", "min_cos");
+        for (int k = 0; k < CIS2_N_NODES; k++) {
+            const cis2_diff_kind *d = &s->kind[k];
+            if (!d->n) continue;
+            printf("  %-12s %5d %10.3e %10.3e %10.3e %12.9f\n", cis2_trace_node_name(k), d->n,
+                   d->max_rel, d->mean_rel_sum / d->n, d->mean_rel_max, d->min_cos);
+        }
+        printf("  top-1 agreement A vs B: %d of %d positions\n", s->top1_same, s->n_logits);
+    }
+    int c_exact = 0;
+    int s1 = print_states(ar, &c_exact);
+    int incomplete = !ar[A_A].ran || !ar[A_B].ran;
+    const arm *c = &ar[A_C], *cf = &ar[A_CF];
+    if (!ar[A_B].ran) {
+        printf("ship: cannot decide: arm B %s\n", ar[A_B].why);
+        printf("verdict=INCOMPLETE\n");
+        rc = 3;
+        goto out;
+    }
+    int top1 = c->s.n_logits == np + nf && c->s.top1_same == c->s.n_logits;
+    int ship = top1 && c_exact && !cf->s.diverged;
+    char ew[320];
+    printf("ship criterion: arm C reproduces arm B's top-1 at every position (%d/%d)%s, C and C' "
+           "0 ULP on every node (%s, %s), arm E %s\n",
+           c->s.top1_same, np + nf, np + nf < 512 ? " [the document's window is 512]" : "",
+           c->s.diverged ? "C DIVERGED" : "C yes", cf->s.diverged ? "C' DIVERGED" : "C' yes",
+           ESC(ar[A_E].why, ew));
+    if (!ship && s1 == 0)
+        printf("no-ship: State 1: the arms computed with different int8 weights or scales\n");
+    else if (!ship && c->s.have_first)
+        printf("no-ship: first divergent node %s, branch=%s\n", ESC(c->s.first, ew),
+               c->s.branch_name);
+    printf("verdict=%s%s\n", ship ? "SHIP" : "NO-SHIP",
+           incomplete ? " (the method is incomplete: arm A did not run)" : "");
+    rc = !ship ? 1 : incomplete ? 3 : 0;
+out:
+    for (int i = 0; i < N_ARMS; i++) cis2_trace_free(&ar[i].tr);
+    cis2_model_free(m);
+    free(prompt);
+    free(force);
+    return rc;
+}

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# `cis2 arms` (docs/divergence.md §7): the whole localization method in one
+# command. On a quantized fixture: the matrix prints every arm, C and C' equal
+# B to 0 ULP (cross-checked by a separate `cis2 diff --exact` of the traces it
+# left), State 1-5 pass and the verdict is SHIP; a weight-bit fault in C is
+# named at its node (State 3, linear-projection) and says NO-SHIP, a kv-stale
+# fault is State 5 (autoregressive); a python without torch makes A and B "not
+# available" and the exit status 3 (method incomplete). SKIPs (saying why)
+# the torch parts without Debian's python3-torch.
+cd "$(dirname "$0")/.."
+source tests/lib.sh
+T="$TESTTMP/arms"
+rm -rf "$T"; mkdir -p "$T"
+TORCH=""
+for p in "${TORCH_PYTHON:-}" /usr/bin/python3; do
+    [ -n "$p" ] && "$p" -c 'import torch, numpy' 2>/dev/null && { TORCH="$p"; break; }
+done
+python3 tools/make_model.py "$T/m" >/dev/null 2>&1 &&
+    "$CIS2" quantize --model "$T/m" --out "$T/q" >/dev/null 2>&1 ||
+    { fail arms.setup "make_model/quantize failed"; exit 0; }
+ARGS=(arms --source "$T/m" --quantized "$T/q" --prompt-ids 5,17,42 --teacher-force 7,99)
+has() { grep -qE -- "$2" "$1"; } # has FILE REGEX
+
+# --- no torch: A and B are "not available", never passed; exit 3
+for py in /bin/false "$T/no-such-python"; do
+    n=$(basename "$py")
+    "$CIS2" "${ARGS[@]}" --python "$py" -o "$T/w-$n" > "$T/nt-$n.out" 2>&1; rc=$?
+    if [ $rc -eq 3 ] && has "$T/nt-$n.out" '^A +source.*not available: ' &&
+        has "$T/nt-$n.out" '^B +emulated.*not available: ' &&
+        has "$T/nt-$n.out" '^verdict=INCOMPLETE$' && ! has "$T/nt-$n.out" 'verdict=SHIP' &&
+        has "$T/nt-$n.out" "^C +exact int8, --backend ref +ran; not compared"; then
+        pass "arms.no-torch-$n-is-incomplete (exit 3, A/B not available)"
+    else fail "arms.no-torch-$n-is-incomplete" "rc=$rc $(grep -E '^(A|B) |verdict' "$T/nt-$n.out")"; fi
+done
+
+if [ -z "$TORCH" ]; then
+    skip arms.matrix "no python with torch and numpy (apt-get install python3-torch python3-numpy)"
+    
+# --- State 1's negative control: a B whose recorded int8 hash differs (the trace is B's own,
+# only the hash is rewritten, same length) stops the machine at State 1 and says NO-SHIP
+cat > "$T/b_other_weights.py" <<'PY'
+import json, os, runpy, struct, sys
+real = os.path.join(os.environ["ARMS_TOOLS"], "torch_trace.py")
+sys.argv[0] = real
+try:
+    runpy.run_path(real, run_name="__main__")
+except SystemExit as e:
+    if e.code: raise
+if "B" in sys.argv:
+    p = sys.argv[sys.argv.index("-o") + 1]
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n]); m = h["__metadata__"]
+    m["int8_weights_sha256"] = "0" * len(m["int8_weights_sha256"])
+    hj = json.dumps(h, separators=(",", ":")).encode(); hj += b" " * (n - len(hj))
+    open(p, "wb").write(b[:8] + hj + b[8 + n:])
+PY
+ARMS_TOOLS="$PWD/tools" "$CIS2" "${ARGS[@]}" --python "$TORCH" --script "$T/b_other_weights.py" \
+    -o "$T/ws1" > "$T/s1.out" 2>&1; rc=$?
+[ $rc -eq 1 ] && has "$T/s1.out" '^  State 1 weight extraction \.+ FAIL: the arms computed with different' &&
+    has "$T/s1.out" '^  State 2 .* - \(stopped above\)' && has "$T/s1.out" '^no-ship: State 1' &&
+    has "$T/s1.out" '^verdict=NO-SHIP$' && pass "arms.state-1-weight-hash-mismatch-stops (negative control)" ||
+    fail arms.state-1-weight-hash-mismatch-stops "rc=$rc $(grep -E 'State 1|verdict|^B ' "$T/s1.out")"
+exit 0
+fi
+
+# --- the clean method: every arm, 0 ULP, SHIP
+W="$T/w"
+"$CIS2" "${ARGS[@]}" --python "$TORCH" -o "$W" > "$T/clean.out" 2>&1; rc=$?
+bad=""
+for re in '^A +source fp32.*top-1 [0-9]+/5: quantization error' '^B +emulated int8.*ground truth \(185 tensors\)' \
+    "^C +exact int8, --backend ref +0 ULP on 185 tensors, top-1 5/5: IDENTICAL" \
+    "^C' +exact int8, --backend fast +0 ULP on 185 tensors, top-1 5/5: IDENTICAL" \
+    '^D +approx int8.*top-1 [0-9]/5' '^E +wasm32 build +not available: ' \
+    '^  State 1 weight extraction \.+ pass \(int8_weights_sha256 of B vs C C'"'"' D: [0-9a-f]{12}' \
+    '^  State 2 .* pass$' '^  State 3 .* pass$' '^  State 4 .* pass$' \
+    '^  State 5 .* pass \(no divergence at any position\)$' '^  logits +5 ' '^verdict=SHIP$'; do
+    has "$T/clean.out" "$re" || bad="$bad [$re]"
+done
+[ $rc -eq 0 ] && [ -z "$bad" ] && pass "arms.clean-matrix-C-equals-B-ship (13 lines checked, exit 0)" ||
+    fail arms.clean-matrix-C-equals-B-ship "rc=$rc missing:$bad"
+# a second reading of the same traces: cis2 diff --exact, and the recorded predictions
+"$CIS2" diff "$W/B.st" "$W/C.st" --exact --brief > "$T/d.out" 2>&1; rc=$?
+pb=$(python3 -c "
+import json,struct,sys
+for f in sys.argv[1:]:
+    b=open(f,'rb').read(); n=struct.unpack('<Q',b[:8])[0]; print(json.loads(b[8:8+n])['__metadata__']['predicted_ids'])" "$W/B.st" "$W/C.st" | sort -u | wc -l)
+[ $rc -eq 0 ] && has "$T/d.out" '^verdict=IDENTICAL$' && [ "$pb" = 1 ] &&
+    pass "arms.traces-left-behind-diff-identical (cis2 diff --exact B C; predicted_ids equal)" ||
+    fail arms.traces-left-behind-diff-identical "rc=$rc distinct predictions=$pb"
+has "$W/diff-D.txt" '^mode: tolerance' && has "$W/diff-A.txt" '^p4.logits' &&
+    pass arms.diff-reports-written || fail arms.diff-reports-written "$(ls "$W")"
+
+# --- a weight-bit fault in C: named at its node, State 3, NO-SHIP; C' unaffected
+"$CIS2" "${ARGS[@]}" --python "$TORCH" -o "$T/wf" --fault weight-bit \
+    --fault-arg model.layers.1.mlp.up_proj.weight:1000:6 > "$T/fault.out" 2>&1; rc=$?
+bad=""
+for re in '^fault: weight-bit model.layers.1.mlp.up_proj.weight:1000:6 injected into arm C$' \
+    '^C +exact int8, --backend ref +max_ulp [1-9][0-9]* .*first divergence p0.L1.up: DIVERGED' \
+    "^C' +exact int8, --backend fast +0 ULP" '^  State 1 .* pass ' '^  State 2 .* pass$' \
+    '^  State 3 linear projections \.+ FAIL at p0.L1.up: isolated outputs differ \(1 of 128' \
+    '^  State 4 .* - \(stopped above\)' '^no-ship: first divergent node p0.L1.up, branch=linear-projection$' \
+    '^verdict=NO-SHIP$'; do
+    has "$T/fault.out" "$re" || bad="$bad [$re]"
+done
+[ $rc -eq 1 ] && [ -z "$bad" ] && pass "arms.weight-bit-fault-localized-no-ship (p0.L1.up, exit 1)" ||
+    fail arms.weight-bit-fault-localized-no-ship "rc=$rc missing:$bad"
+
+# --- a stale KV slot: State 5 (divergence only after position 0)
+"$CIS2" "${ARGS[@]}" --python "$TORCH" -o "$T/wk" --fault kv-stale > "$T/kv.out" 2>&1; rc=$?
+[ $rc -eq 1 ] && has "$T/kv.out" '^  State 4 .* pass$' &&
+    has "$T/kv.out" '^  State 5 autoregressive state \.+ YES, divergence starts after position 0 at p1.L0.attn_scores: KV cache' &&
+    has "$T/kv.out" 'branch=autoregressive-state$' && has "$T/kv.out" '^verdict=NO-SHIP$' &&
+    pass "arms.kv-stale-fault-is-state-5 (p1.L0.attn_scores)" ||
+    fail arms.kv-stale-fault-is-state-5 "rc=$rc $(grep -E 'State 5|verdict' "$T/kv.out")"
+
+# --- State 1's negative control: a B whose recorded int8 hash differs (the trace is B's own,
+# only the hash is rewritten, same length) stops the machine at State 1 and says NO-SHIP
+cat > "$T/b_other_weights.py" <<'PY'
+import json, os, runpy, struct, sys
+real = os.path.join(os.environ["ARMS_TOOLS"], "torch_trace.py")
+sys.argv[0] = real
+try:
+    runpy.run_path(real, run_name="__main__")
+except SystemExit as e:
+    if e.code: raise
+if "B" in sys.argv:
+    p = sys.argv[sys.argv.index("-o") + 1]
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n]); m = h["__metadata__"]
+    m["int8_weights_sha256"] = "0" * len(m["int8_weights_sha256"])
+    hj = json.dumps(h, separators=(",", ":")).encode(); hj += b" " * (n - len(hj))
+    open(p, "wb").write(b[:8] + hj + b[8 + n:])
+PY
+ARMS_TOOLS="$PWD/tools" "$CIS2" "${ARGS[@]}" --python "$TORCH" --script "$T/b_other_weights.py" \
+    -o "$T/ws1" > "$T/s1.out" 2>&1; rc=$?
+[ $rc -eq 1 ] && has "$T/s1.out" '^  State 1 weight extraction \.+ FAIL: the arms computed with different' &&
+    has "$T/s1.out" '^  State 2 .* - \(stopped above\)' && has "$T/s1.out" '^no-ship: State 1' &&
+    has "$T/s1.out" '^verdict=NO-SHIP$' && pass "arms.state-1-weight-hash-mismatch-stops (negative control)" ||
+    fail arms.state-1-weight-hash-mismatch-stops "rc=$rc $(grep -E 'State 1|verdict|^B ' "$T/s1.out")"
+exit 0
