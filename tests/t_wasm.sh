@@ -84,8 +84,9 @@ fi
 # Cross-verification on the first fixture: native receipt in wasm, wasm receipt natively, doctored one.
 v=$(ls tests/fixtures/*.vector | head -1); name=$(basename "$v" .vector); d="$W/$name"
 if [ -f "$d.native.receipt" ] && [ -f "$d.wasm.receipt" ]; then
+    # the ten receipt fields, dtype among them
     o=$($NC verify "$d" "$d.native.receipt" 2>&1); rc=$?
-    if [ $rc -eq 0 ] && [ "$(printf '%s\n' "$o" | grep -c '^MATCH')" -eq 9 ]; then pass wasm-verifies-native-receipt; else fail wasm-verifies-native-receipt "rc=$rc: $o"; fi
+    if [ $rc -eq 0 ] && [ "$(printf '%s\n' "$o" | grep -c '^MATCH')" -eq 10 ] && printf '%s\n' "$o" | grep -qx 'MATCH dtype'; then pass wasm-verifies-native-receipt; else fail wasm-verifies-native-receipt "rc=$rc: $o"; fi
     o=$("$CIS2" verify "$d.wasm.receipt" --model "$d" 2>&1); rc=$?
     if [ $rc -eq 0 ]; then pass native-verifies-wasm-receipt; else fail native-verifies-wasm-receipt "rc=$rc: $o"; fi
     # flip one hex digit of the witness digest

@@ -128,6 +128,8 @@ static void approx_i8_mm_scalar(const int8_t *W, const float *S, const int32_t *
         }
 }
 
+/* Helpers of the SIMD paths (none on wasm32, where arm D is the scalar path). */
+#if defined(__x86_64__) || defined(__aarch64__)
 static int32_t approx_i8_ld4(const int8_t *p)
 {
     int32_t v;
@@ -150,6 +152,7 @@ static const float *approx_i8_bias16(const float *bias, int r0, int nrows, float
     memcpy(tmp, bias + r0, (size_t)(nrows - r0) * sizeof(float));
     return tmp;
 }
+#endif
 
 /* One call's operands, shared by every path's register blocks. */
 typedef struct {
