@@ -147,8 +147,17 @@ expect_eq toyarch.numpy-second-reading "$res" "ok 14"
 # --- the Python client reads the variant through libcis2 (the same CIS2_REF line as the CLI)
 abi=$(sed -n 's/^#define CIS2_ABI_VERSION  *\([0-9]*\).*/\1/p' include/cis2.h)
 SO="${BUILD:-build}/libcis2.so.$abi"
-if [ -f "$SO" ] && $PY -c 'import ctypes, numpy' 2>/dev/null; then
-    got=$(CIS2_LIBRARY="$PWD/$SO" PYTHONPATH="$PWD/python" $PY - "$T/toy" "$P" $N <<'EOF2' 2>&1
+# (as t_python.sh: a library of another architecture is skipped; an ASan/UBSan one gets its
+# runtimes preloaded into the uninstrumented python, leak checks off)
+RUN=(env)
+[ -f "$SO" ] && nm -D "$SO" 2>/dev/null | grep -q ' U __asan_' &&
+    RUN=(env "LD_PRELOAD=$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+         ASAN_OPTIONS=detect_leaks=0)
+so_arch=$([ -f "$SO" ] && readelf -h "$SO" | sed -n 's/^ *Machine: *//p')
+if [ -f "$SO" ] && [ "$so_arch" != "$(readelf -h /bin/sh | sed -n 's/^ *Machine: *//p')" ]; then
+    skip toyarch.python-client "$SO is built for '$so_arch', not this host"
+elif [ -f "$SO" ] && $PY -c 'import ctypes, numpy' 2>/dev/null; then
+    got=$("${RUN[@]}" CIS2_LIBRARY="$PWD/$SO" PYTHONPATH="$PWD/python" $PY - "$T/toy" "$P" $N <<'EOF2' 2>&1
 import sys, cis2
 m = cis2.Model(sys.argv[1], backend="fast", threads=2)
 r = m.generate([int(x) for x in sys.argv[2].split(',')], int(sys.argv[3]))

@@ -342,11 +342,11 @@ int cis2_cmd_arms(int argc, char **argv)
             snprintf(ar[i].why, sizeof ar[i].why, "FAILED: torch_trace.py %s", w);
             continue;
         }
-        ar[i].tr.path = arm_file[i];
         if (cis2_trace_load(&ar[i].tr, op, err)) {
             snprintf(ar[i].why, sizeof ar[i].why, "FAILED: %s", err);
             continue;
         }
+        ar[i].tr.path = arm_file[i]; /* the loader keeps `op`, which ends with this loop */
         ar[i].ran = 1;
     }
     snprintf(ar[A_E].why, sizeof ar[A_E].why,

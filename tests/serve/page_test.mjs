@@ -63,7 +63,7 @@ try {
   await page.waitForFunction(() => /^(PASS|FAIL)/.test(document.getElementById('verdict').textContent) || document.getElementById('error').textContent !== '');
   const verdict = await page.textContent('#verdict');
   const rows = await page.locator('#fields tr.match').count();
-  check('verify-on-server', verdict.startsWith('PASS') && rows === 9, `${verdict} (${rows} matching rows)`);
+  check('verify-on-server', verdict.startsWith('PASS') && rows === 10, `${verdict} (${rows} matching rows)`);
   const shot = path.join(outDir, 'serve-page.png');
   await page.screenshot({ path: shot, fullPage: true });
   console.log(`screenshot ${shot}`);
