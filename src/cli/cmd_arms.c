@@ -263,7 +263,9 @@ int cis2_cmd_arms(int argc, char **argv)
         { "--threads", NULL, CIS2_OPT_INT, &threads, 0, 1024 },
         { "--output", "-o", CIS2_OPT_PATH, &out, 0, 0 },
     };
-    if (cis2_cli_parse("arms", argc, argv, opts, 10, NULL, 0, NULL, 0)) return 2;
+    if (cis2_cli_parse("arms", argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL,
+                       0))
+        return 2;
     if (!src) return cis2_cli_usage_error("arms", "--source DIR is required (arm A)");
     if (!qdir) return cis2_cli_usage_error("arms", "--quantized QDIR is required (cis2 quantize)");
     if (!pids) return cis2_cli_usage_error("arms", "--prompt-ids IDS is required");
