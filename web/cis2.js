@@ -275,6 +275,21 @@ export class Cis2 {
   verify(receiptText) {
     return this._withStr(receiptText, (p, l) => this._json(this.x.cis2w_verify(p, l)));
   }
+
+  // A teacher-forced trace (`cis2 trace` format, docs/divergence.md): promptIds and
+  // teacherIds as '1,2,3' (teacherIds may be ''); arm names the trace (null: "cis2-fast").
+  // Returns the trace file's bytes (a copy out of the heap).
+  trace({ promptIds, teacherIds = '', arm = null }) {
+    return this._withStr(promptIds, (ip) => this._withStr(teacherIds, (tp) => this._withStr(arm, (ap) => {
+      const lp = this.x.cis2w_malloc(4);
+      if (!lp) throw new Error('out of wasm memory');
+      try {
+        const p = this.x.cis2w_trace(ip, tp, ap, lp);
+        if (!p) throw new Error(this._cstr(this.x.cis2w_error()));
+        return this.u8.slice(p, p + this.dv.getUint32(lp, true));
+      } finally { this.x.cis2w_free(lp); }
+    })));
+  }
 }
 
 // A source over a browser File/Blob.
