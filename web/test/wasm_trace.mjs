@@ -5,7 +5,8 @@
 // (--ids and --teacher are short for --prompt-ids and --teacher-force, the flags of
 // `cis2 trace`, whose messages the engine's errors quote.)
 // DIR holds config.json, tokenizer.json and model.safetensors (bf16/f32 or `cis2 quantize`'s
-// int8). Errors: one line on stderr, exit 1 (2 for usage). The output is written to a new
+// int8). Errors: one line on stderr; exit 2 for bad usage or a missing/unreadable file, 1 when
+// the engine refuses or fails (ids outside the vocabulary, a bad checkpoint, out of memory). The output is written to a new
 // temporary file next to OUT (O_EXCL) and renamed over it; OUT must be absent or a regular file.
 import { readFileSync, lstatSync, openSync, writeSync, closeSync, renameSync, unlinkSync } from 'node:fs';
 import { open } from 'node:fs/promises';
@@ -39,13 +40,13 @@ if (opt.teacher && !idsRe.test(opt.teacher)) die(`--teacher-force '${opt.teacher
 
 function regularOrAbsent(p, what) {
   let st;
-  try { st = lstatSync(p); } catch (e) { if (e.code === 'ENOENT') return; die(`${what} ${p}: ${why(e)}`); }
-  if (!st.isFile()) die(`${what} ${p}: not a regular file`);
+  try { st = lstatSync(p); } catch (e) { if (e.code === 'ENOENT') return; die(`${what} ${p}: ${why(e)}`, 2); }
+  if (!st.isFile()) die(`${what} ${p}: not a regular file`, 2);
 }
 regularOrAbsent(opt.out, '--out');
 
 let wasm;
-try { wasm = readFileSync(opt.wasm); } catch (e) { die(`--wasm ${opt.wasm}: ${why(e)}`); }
+try { wasm = readFileSync(opt.wasm); } catch (e) { die(`--wasm ${opt.wasm}: ${why(e)}`, 2); }
 async function fileSource(p) {
   const fh = await open(p, 'r');
   const { size } = await fh.stat();
@@ -60,7 +61,7 @@ try {
   for (const n of FILE_NAMES) {
     const p = path.join(opt.model, n);
     regularOrAbsent(p, '--model');
-    try { src[n] = await fileSource(p); } catch (e) { die(`--model ${opt.model}: ${n}: ${why(e)}`); }
+    try { src[n] = await fileSource(p); } catch (e) { die(`--model ${opt.model}: ${n}: ${why(e)}`, 2); }
   }
   await c.load(src);
   const bytes = c.trace({ promptIds: opt.ids, teacherIds: opt.teacher, arm: opt.arm });
