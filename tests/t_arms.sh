@@ -9,9 +9,10 @@
 # build under node, web/test/wasm_trace.mjs): E = C bit for bit on the int8
 # fixture (and E = B in the clean run, both cross-checked by `cis2 diff
 # --exact` of the traces left behind), E = `cis2 trace --backend fast` on a
-# bf16 llama and an f32 qwen3 fixture, a one-bit change in E's trace reported
-# and NO-SHIP-worthy, a missing node making E "not available" (exit 3 on an
-# otherwise clean SHIP), and wasm_trace.mjs's error rows of docs/errors.md.
+# bf16 llama and an f32 qwen3 fixture, a one-bit change in E's trace named and
+# NO-SHIP (exit 1), a missing node making E "not available" (exit 3 on an
+# otherwise clean SHIP; these two with A and B stood in for by `cis2 trace`, so
+# they run without torch), and wasm_trace.mjs's error rows of docs/errors.md.
 # SKIPs (saying why) the torch parts without Debian's python3-torch and the E
 # parts without node >= 18 or a wasm32 toolchain.
 cd "$(dirname "$0")/.."
@@ -62,8 +63,19 @@ if [ ${#E[@]} -gt 0 ]; then
         [ $rc -eq 0 ] && has "$T/de.out" '^verdict=IDENTICAL$' &&
         pass "arms.E-equals-C-int8 (0 ULP on 185 tensors; cis2 diff --exact C.st E.st IDENTICAL)" ||
         fail arms.E-equals-C-int8 "rc=$rc $(grep '^E ' "$o") $(tail -1 "$T/de.out")"
-    # negative control: a node that runs the real one, then changes the lowest bit of the
-    # last float of E's trace (p4.logits' last element): 1 ULP, 1 element, named
+    # A and B stood in for by `cis2 trace --backend ref` (a fake python: the ship logic is
+    # what is tested here, cheaply and without torch; the real B is tested below): with E a
+    # clean SHIP (exit 0); without node E is "not available", never passed, exit 3; a
+    # node that changes the lowest bit of the last float of E's trace (p4.logits' last
+    # element) gives 1 ULP against B and C, named, and NO-SHIP (exit 1)
+    cat > "$T/fakepy" <<SH
+#!/usr/bin/env bash
+[ "\$1" = -c ] && exit 0
+shift
+while [ \$# -gt 1 ]; do case "\$1" in --model) m=\$2 ;; --arm) a=\$2 ;; --prompt-ids) p=\$2 ;;
+    --teacher-force) t=\$2 ;; -o) o=\$2 ;; esac; shift 2; done
+exec "$CIS2" trace --model "\$m" --prompt-ids "\$p" --teacher-force "\$t" --backend ref --arm "\$a" -o "\$o"
+SH
     cat > "$T/flipnode" <<'SH'
 #!/usr/bin/env bash
 node "$@" || exit
@@ -71,12 +83,22 @@ node "$@" || exit
 out=""; while [ $# -gt 0 ]; do [ "$1" = --out ] && out="$2"; shift; done
 python3 -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[-4]^=1; open(p,'wb').write(b)" "$out"
 SH
-    chmod +x "$T/flipnode"
-    "$CIS2" "${ARGS[@]}" --python /bin/false "${E[@]}" --node "$T/flipnode" -o "$T/w-flip" > "$T/flip.out" 2>&1
-    has "$T/flip.out" '^E +wasm32 build +ran; .*against C: max_ulp 1, 1 elements differ, in 1 of 185 tensors' &&
+    chmod +x "$T/fakepy" "$T/flipnode"
+    FA=("${ARGS[@]}" --python "$T/fakepy" "${E[@]}")
+    "$CIS2" "${FA[@]}" -o "$T/wfe" > "$T/fe.out" 2>&1; rc=$?
+    [ $rc -eq 0 ] && has "$T/fe.out" '^verdict=SHIP$' && has "$T/fe.out" '^E +wasm32 build +0 ULP on 185 tensors' &&
+        pass "arms.E-fake-B-ship (exit 0)" || fail arms.E-fake-B-ship "rc=$rc $(grep -E '^E |verdict' "$T/fe.out")"
+    "$CIS2" "${FA[@]}" "${NOT_E[@]}" -o "$T/wne" > "$T/ne.out" 2>&1; rc=$?
+    [ $rc -eq 3 ] && has "$T/ne.out" '^E +wasm32 build +not available: node .*no-such-node cannot run' &&
+        has "$T/ne.out" '^verdict=SHIP \(the method is incomplete: arm E did not run\)$' &&
+        pass "arms.E-no-node-not-available (exit 3, incomplete)" ||
+        fail arms.E-no-node-not-available "rc=$rc $(grep -E '^E |verdict' "$T/ne.out")"
+    "$CIS2" "${FA[@]}" --node "$T/flipnode" -o "$T/w-flip" > "$T/flip.out" 2>&1; rc=$?
+    [ $rc -eq 1 ] && has "$T/flip.out" '^E +wasm32 build +max_ulp 1 ndiff 1 in 1 of 185 tensors.*first divergence p4.logits: DIVERGED; against C: max_ulp 1, 1 elements differ, in 1 of 185 tensors' &&
         has "$T/w-flip/diff-E-C.txt" '^p4\.logits .*max_ulp=1 ndiff=1' &&
-        pass "arms.E-one-bit-off-is-reported (negative control: max_ulp 1 at p4.logits)" ||
-        fail arms.E-one-bit-off-is-reported "$(grep '^E ' "$T/flip.out")"
+        has "$T/flip.out" '^no-ship: arm E \(the wasm32 build\) DIVERGED' && has "$T/flip.out" '^verdict=NO-SHIP$' &&
+        pass "arms.E-one-bit-off-is-no-ship (negative control: 1 ULP at p4.logits, exit 1)" ||
+        fail arms.E-one-bit-off-is-no-ship "rc=$rc $(grep -E '^E |ship|verdict' "$T/flip.out")"
     # E on float checkpoints: the wasm trace = cis2 trace --backend fast, bit for bit
     python3 tools/make_model.py "$T/f32q3" --arch qwen3 --dtype f32 --untied >/dev/null 2>&1
     for d in m f32q3; do
@@ -147,12 +169,6 @@ if [ ${#E[@]} -gt 0 ]; then
         has "$T/clean.out" 'arm E ran the whole window without running out of memory, 0 ULP against B and C$' &&
         pass "arms.E-equals-B-equals-C (cis2 diff --exact B E and C E: IDENTICAL)" ||
         fail arms.E-equals-B-equals-C "rc=$rc/$rc2 $(grep '^ship' "$T/clean.out")"
-    # no node: E is "not available", never passed, and a clean SHIP becomes incomplete (exit 3)
-    "$CIS2" "${ARGS[@]}" --python "$TORCH" "${E[@]}" "${NOT_E[@]}" -o "$T/wne" > "$T/ne.out" 2>&1; rc=$?
-    [ $rc -eq 3 ] && has "$T/ne.out" '^E +wasm32 build +not available: node .*no-such-node cannot run' &&
-        has "$T/ne.out" '^verdict=SHIP \(the method is incomplete: arm E did not run\)$' &&
-        pass "arms.E-no-node-not-available (exit 3, incomplete)" ||
-        fail arms.E-no-node-not-available "rc=$rc $(grep -E '^E |verdict' "$T/ne.out")"
 fi
 
 # --- a weight-bit fault in C: named at its node, State 3, NO-SHIP; C' unaffected
