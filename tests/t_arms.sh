@@ -109,7 +109,9 @@ SH
         "$CIS2" diff "$T/N-$d.st" "$T/E-$d.st" --exact --brief > "$T/dn-$d.out" 2>&1; rc=$?
         [ $wrc -eq 0 ] && [ $rc -eq 0 ] && has "$T/dn-$d.out" '^verdict=IDENTICAL$' &&
             has "$T/dn-$d.out" '^compared [1-9][0-9]* tensors$' &&
-            pass "arms.E-equals-native-trace-$d (cis2 diff --exact: IDENTICAL)" ||
+            "$CIS2" trace --model "$T/$d" --prompt-ids 5,17,42 --teacher-force 7,99 --backend fast \
+                --arm E -o "$T/NE-$d.st" > /dev/null 2>&1 && cmp -s "$T/NE-$d.st" "$T/E-$d.st" &&
+            pass "arms.E-equals-native-trace-$d (cis2 diff --exact: IDENTICAL; with --arm E the same file byte for byte)" ||
             fail "arms.E-equals-native-trace-$d" "wasm rc=$wrc diff rc=$rc $(cat "$T/we-$d.out") $(tail -2 "$T/dn-$d.out")"
     done
     # wasm_trace.mjs's one-line errors (docs/errors.md rows)

@@ -371,13 +371,24 @@ EXPORT("cis2w_verify") const char *w_verify(const char *text, size_t len)
 /* `cis2 trace` teacher-forced (arm E of docs/divergence.md "cis2 arms"):
  * prompt ids ++ forced ids, one token per forward, every node captured by the
  * native capture code (src/verify/trace_capture.c) on the loaded model with
- * the backend cis2w_load chose (fast: SIMD128, software FTZ/DAZ per §1.3),
- * formatted by the native writer (trace_file.c). arm: the trace's "arm"
- * entry (NULL: "cis2-BACKEND", as `cis2 trace`). Returns the file's bytes
- * and their count in *len, or NULL. */
+ * the backend cis2w_load chose (fast: SIMD128, software FTZ/DAZ per §1.3).
+ * arm: the trace's "arm" entry (NULL: "cis2-BACKEND", as `cis2 trace`).
+ * Returns the start of the file (trace_file.c's writer, up to the tensor data)
+ * and its length in *len, or NULL; the glue then writes each tensor's bytes,
+ * cis2w_trace_data(0 .. cis2w_trace_count()-1), straight from the heap, so a
+ * long window is held once, not twice, in wasm32's 4 GiB. */
+static cis2_trace g_tr;
+
+EXPORT("cis2w_trace_free") void w_trace_free(void)
+{
+    cis2_trace_free(&g_tr);
+    memset(&g_tr, 0, sizeof g_tr);
+}
+
 EXPORT("cis2w_trace")
 const char *w_trace(const char *prompt_csv, const char *force_csv, const char *arm, size_t *len)
 {
+    w_trace_free();
     if (!g_e) {
         snprintf(g_err, CIS2_ERR_LEN, "no model loaded");
         return NULL;
@@ -403,24 +414,32 @@ const char *w_trace(const char *prompt_csv, const char *force_csv, const char *a
     eo.threads = 1;
     cis2_trace_req rq = { arm, NULL, NULL, 0, 0, 0 };
     cis2_trace_run run;
-    cis2_trace tr;
-    memset(&tr, 0, sizeof tr);
-    tr.path = "(wasm run)";
+    g_tr.path = "(wasm run)";
     char *out = NULL;
     size_t n = 0;
-    if (cis2_trace_arm(&g_m, &eo, &rq, prompt, np, force, nf, &tr, &run, g_err) == 0) {
+    if (cis2_trace_arm(&g_m, &eo, &rq, prompt, np, force, nf, &g_tr, &run, g_err) == 0) {
         cis2_trace_run_free(&run);
-        if (cis2_trace_format(&tr, &out, &n, g_err) == 0) {
+        if (cis2_trace_format_header(&g_tr, &out, &n, g_err) == 0) {
             free(g_out);
             g_out = out;
             *len = n;
             bytes = g_out;
-        } else free(out);
+        }
     }
-    cis2_trace_free(&tr);
+    if (!bytes) w_trace_free();
     free(prompt);
     free(force);
     return bytes;
+}
+
+EXPORT("cis2w_trace_count") int w_trace_count(void) { return g_tr.n; }
+
+/* Entry i's values (NULL for none), *len bytes. */
+EXPORT("cis2w_trace_data") const float *w_trace_data(int i, size_t *len)
+{
+    if (i < 0 || i >= g_tr.n || !g_tr.t[i].v) return NULL;
+    *len = (size_t)g_tr.t[i].n * sizeof(float);
+    return g_tr.t[i].v;
 }
 
 /* One decode-path operation through src/core/fparith.h, on bit patterns, so the

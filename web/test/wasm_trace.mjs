@@ -47,8 +47,10 @@ regularOrAbsent(opt.out, '--out');
 
 let wasm;
 try { wasm = readFileSync(opt.wasm); } catch (e) { die(`--wasm ${opt.wasm}: ${why(e)}`, 2); }
+const handles = [];
 async function fileSource(p) {
   const fh = await open(p, 'r');
+  handles.push(fh);
   const { size } = await fh.stat();
   return { size, read: async (a, b) => { const buf = Buffer.alloc(b - a); const { bytesRead } = await fh.read(buf, 0, b - a, a); return buf.subarray(0, bytesRead); } };
 }
@@ -63,17 +65,19 @@ try {
     regularOrAbsent(p, '--model');
     try { src[n] = await fileSource(p); } catch (e) { die(`--model ${opt.model}: ${n}: ${why(e)}`, 2); }
   }
-  await c.load(src);
-  const bytes = c.trace({ promptIds: opt.ids, teacherIds: opt.teacher, arm: opt.arm });
+  try { await c.load(src); } finally { for (const fh of handles) await fh.close(); }
   const tmp = path.join(path.dirname(opt.out), `.${path.basename(opt.out)}.tmp.${process.pid}`);
   const fd = openSync(tmp, 'wx', 0o644);
+  let nbytes;
   try {
-    for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, bytes.length - off);
+    nbytes = c.trace({ promptIds: opt.ids, teacherIds: opt.teacher, arm: opt.arm }, (b) => {
+      for (let off = 0; off < b.length;) off += writeSync(fd, b, off, b.length - off);
+    });
     closeSync(fd);
     renameSync(tmp, opt.out);
-  } catch (e) { try { unlinkSync(tmp); } catch { /* gone */ } throw e; }
+  } catch (e) { try { closeSync(fd); } catch { /* closed */ } try { unlinkSync(tmp); } catch { /* gone */ } throw e; }
   const mib = c.x.memory.buffer.byteLength / 1048576;
-  process.stderr.write(`wasm_trace: ${bytes.length} bytes in ${((performance.now() - t0) / 1000).toFixed(2)} s, wasm memory ${mib.toFixed(0)} MiB\n`);
+  process.stderr.write(`wasm_trace: ${nbytes} bytes in ${((performance.now() - t0) / 1000).toFixed(2)} s, wasm memory ${mib.toFixed(0)} MiB\n`);
 } catch (e) {
   die(e && e.message ? e.message : e);
 }
