@@ -5,8 +5,16 @@
 # left), State 1-5 pass and the verdict is SHIP; a weight-bit fault in C is
 # named at its node (State 3, linear-projection) and says NO-SHIP, a kv-stale
 # fault is State 5 (autoregressive); a python without torch makes A and B "not
-# available" and the exit status 3 (method incomplete). SKIPs (saying why)
-# the torch parts without Debian's python3-torch.
+# available" and the exit status 3 (method incomplete). Arm E (the wasm32
+# build under node, web/test/wasm_trace.mjs): E = C bit for bit on the int8
+# fixture (and E = B in the clean run, both cross-checked by `cis2 diff
+# --exact` of the traces left behind), E = `cis2 trace --backend fast` on a
+# bf16 llama and an f32 qwen3 fixture, a one-bit change in E's trace named and
+# NO-SHIP (exit 1), a missing node making E "not available" (exit 3 on an
+# otherwise clean SHIP; these two with A and B stood in for by `cis2 trace`, so
+# they run without torch), and wasm_trace.mjs's error rows of docs/errors.md.
+# SKIPs (saying why) the torch parts without Debian's python3-torch and the E
+# parts without node >= 18 or a wasm32 toolchain.
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 T="$TESTTMP/arms"
@@ -21,10 +29,24 @@ python3 tools/make_model.py "$T/m" >/dev/null 2>&1 &&
 ARGS=(arms --source "$T/m" --quantized "$T/q" --prompt-ids 5,17,42 --teacher-force 7,99)
 has() { grep -qE -- "$2" "$1"; } # has FILE REGEX
 
+# --- arm E's module: built as tests/t_wasm.sh builds it (same object cache, so a full run
+# compiles it once); E=() holds the flags that point cis2 arms at it, empty when unavailable
+E=()
+WM="$TESTTMP/wasm-$(basename "${BUILD:-build}")"
+nodev=$(node -e 'console.log(process.versions.node.split(".")[0])' 2>/dev/null || echo 0)
+if [ "$nodev" -lt 18 ]; then
+    skip arms.E "node >= 18 is not installed (apt-get install -y nodejs)"
+elif bout=$(WASM_BUILD="$WM/obj" WASM_OUT="$WM/cis2.wasm" bash tools/build_wasm.sh 2>&1); then
+    E=(--wasm "$WM/cis2.wasm" --wasm-script web/test/wasm_trace.mjs)
+else
+    skip arms.E "no wasm32 module: $(printf '%s\n' "$bout" | tail -1)"
+fi
+NOT_E=(--node "$T/no-such-node")
+
 # --- no torch: A and B are "not available", never passed; exit 3
 for py in /bin/false "$T/no-such-python"; do
     n=$(basename "$py")
-    "$CIS2" "${ARGS[@]}" --python "$py" -o "$T/w-$n" > "$T/nt-$n.out" 2>&1; rc=$?
+    "$CIS2" "${ARGS[@]}" --python "$py" "${E[@]}" -o "$T/w-$n" > "$T/nt-$n.out" 2>&1; rc=$?
     if [ $rc -eq 3 ] && has "$T/nt-$n.out" '^A +source.*not available: ' &&
         has "$T/nt-$n.out" '^B +emulated.*not available: ' &&
         has "$T/nt-$n.out" '^verdict=INCOMPLETE$' && ! has "$T/nt-$n.out" 'verdict=SHIP' &&
@@ -33,6 +55,76 @@ for py in /bin/false "$T/no-such-python"; do
     else fail "arms.no-torch-$n-is-incomplete" "rc=$rc $(grep -E '^(A|B) |verdict' "$T/nt-$n.out")"; fi
 done
 
+# --- arm E without torch: E against C bit for bit, and a second reading by cis2 diff
+if [ ${#E[@]} -gt 0 ]; then
+    o="$T/nt-false.out"
+    "$CIS2" diff "$T/w-false/C.st" "$T/w-false/E.st" --exact --brief > "$T/de.out" 2>&1; rc=$?
+    has "$o" '^E +wasm32 build +ran; not compared \(no arm B\); against C: max_ulp 0, 0 elements differ, in 0 of 185 tensors \([0-9]+ bytes in ' &&
+        [ $rc -eq 0 ] && has "$T/de.out" '^verdict=IDENTICAL$' &&
+        pass "arms.E-equals-C-int8 (0 ULP on 185 tensors; cis2 diff --exact C.st E.st IDENTICAL)" ||
+        fail arms.E-equals-C-int8 "rc=$rc $(grep '^E ' "$o") $(tail -1 "$T/de.out")"
+    # A and B stood in for by `cis2 trace --backend ref` (a fake python: the ship logic is
+    # what is tested here, cheaply and without torch; the real B is tested below): with E a
+    # clean SHIP (exit 0); without node E is "not available", never passed, exit 3; a
+    # node that changes the lowest bit of the last float of E's trace (p4.logits' last
+    # element) gives 1 ULP against B and C, named, and NO-SHIP (exit 1)
+    cat > "$T/fakepy" <<SH
+#!/usr/bin/env bash
+[ "\$1" = -c ] && exit 0
+shift
+while [ \$# -gt 1 ]; do case "\$1" in --model) m=\$2 ;; --arm) a=\$2 ;; --prompt-ids) p=\$2 ;;
+    --teacher-force) t=\$2 ;; -o) o=\$2 ;; esac; shift 2; done
+exec "$CIS2" trace --model "\$m" --prompt-ids "\$p" --teacher-force "\$t" --backend ref --arm "\$a" -o "\$o"
+SH
+    cat > "$T/flipnode" <<'SH'
+#!/usr/bin/env bash
+node "$@" || exit
+[ "$1" = --version ] && exit 0
+out=""; while [ $# -gt 0 ]; do [ "$1" = --out ] && out="$2"; shift; done
+python3 -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[-4]^=1; open(p,'wb').write(b)" "$out"
+SH
+    chmod +x "$T/fakepy" "$T/flipnode"
+    FA=("${ARGS[@]}" --python "$T/fakepy" "${E[@]}")
+    "$CIS2" "${FA[@]}" -o "$T/wfe" > "$T/fe.out" 2>&1; rc=$?
+    [ $rc -eq 0 ] && has "$T/fe.out" '^verdict=SHIP$' && has "$T/fe.out" '^E +wasm32 build +0 ULP on 185 tensors' &&
+        pass "arms.E-fake-B-ship (exit 0)" || fail arms.E-fake-B-ship "rc=$rc $(grep -E '^E |verdict' "$T/fe.out")"
+    "$CIS2" "${FA[@]}" "${NOT_E[@]}" -o "$T/wne" > "$T/ne.out" 2>&1; rc=$?
+    [ $rc -eq 3 ] && has "$T/ne.out" '^E +wasm32 build +not available: node .*no-such-node cannot run' &&
+        has "$T/ne.out" '^verdict=SHIP \(the method is incomplete: arm E did not run\)$' &&
+        pass "arms.E-no-node-not-available (exit 3, incomplete)" ||
+        fail arms.E-no-node-not-available "rc=$rc $(grep -E '^E |verdict' "$T/ne.out")"
+    "$CIS2" "${FA[@]}" --node "$T/flipnode" -o "$T/w-flip" > "$T/flip.out" 2>&1; rc=$?
+    [ $rc -eq 1 ] && has "$T/flip.out" '^E +wasm32 build +max_ulp 1 ndiff 1 in 1 of 185 tensors.*first divergence p4.logits: DIVERGED; against C: max_ulp 1, 1 elements differ, in 1 of 185 tensors' &&
+        has "$T/w-flip/diff-E-C.txt" '^p4\.logits .*max_ulp=1 ndiff=1' &&
+        has "$T/flip.out" '^no-ship: arm E \(the wasm32 build\) DIVERGED' && has "$T/flip.out" '^verdict=NO-SHIP$' &&
+        pass "arms.E-one-bit-off-is-no-ship (negative control: 1 ULP at p4.logits, exit 1)" ||
+        fail arms.E-one-bit-off-is-no-ship "rc=$rc $(grep -E '^E |ship|verdict' "$T/flip.out")"
+    # E on float checkpoints: the wasm trace = cis2 trace --backend fast, bit for bit
+    python3 tools/make_model.py "$T/f32q3" --arch qwen3 --dtype f32 --untied >/dev/null 2>&1
+    for d in m f32q3; do
+        node web/test/wasm_trace.mjs --wasm "$WM/cis2.wasm" --model "$T/$d" --prompt-ids 5,17,42 \
+            --teacher-force 7,99 --out "$T/E-$d.st" > "$T/we-$d.out" 2>&1; wrc=$?
+        "$CIS2" trace --model "$T/$d" --prompt-ids 5,17,42 --teacher-force 7,99 --backend fast \
+            -o "$T/N-$d.st" > /dev/null 2>&1
+        "$CIS2" diff "$T/N-$d.st" "$T/E-$d.st" --exact --brief > "$T/dn-$d.out" 2>&1; rc=$?
+        [ $wrc -eq 0 ] && [ $rc -eq 0 ] && has "$T/dn-$d.out" '^verdict=IDENTICAL$' &&
+            has "$T/dn-$d.out" '^compared [1-9][0-9]* tensors$' &&
+            "$CIS2" trace --model "$T/$d" --prompt-ids 5,17,42 --teacher-force 7,99 --backend fast \
+                --arm E -o "$T/NE-$d.st" > /dev/null 2>&1 && cmp -s "$T/NE-$d.st" "$T/E-$d.st" &&
+            pass "arms.E-equals-native-trace-$d (cis2 diff --exact: IDENTICAL; with --arm E the same file byte for byte)" ||
+            fail "arms.E-equals-native-trace-$d" "wasm rc=$wrc diff rc=$rc $(cat "$T/we-$d.out") $(tail -2 "$T/dn-$d.out")"
+    done
+    # wasm_trace.mjs's one-line errors (docs/errors.md rows)
+    ERRORS_DIR="$T"
+    WT=(node web/test/wasm_trace.mjs --wasm "$WM/cis2.wasm")
+    errors_row wasm-trace-no-ids "wasm_trace.mjs without --prompt-ids" "t_arms.sh" "${WT[@]}" --model "$T/m" --out "$T/x.st"
+    errors_row wasm-trace-bad-ids "wasm_trace.mjs --prompt-ids not a list of ids" "t_arms.sh" "${WT[@]}" --model "$T/m" --prompt-ids 5,x --out "$T/x.st"
+    errors_row wasm-trace-vocab "wasm_trace.mjs with an id outside the vocabulary" "t_arms.sh" "${WT[@]}" --model "$T/m" --prompt-ids 5,999999 --out "$T/x.st"
+    errors_row wasm-trace-no-model "wasm_trace.mjs --model naming a missing directory" "t_arms.sh" "${WT[@]}" --model "$T/nodir" --prompt-ids 5 --out "$T/x.st"
+    errors_row wasm-trace-out-dir "wasm_trace.mjs --out naming a directory" "t_arms.sh" "${WT[@]}" --model "$T/m" --prompt-ids 5 --out "$T/m"
+    errors_row wasm-trace-no-wasm "wasm_trace.mjs --wasm naming a missing file" "t_arms.sh" node web/test/wasm_trace.mjs --wasm "$T/no.wasm" --model "$T/m" --prompt-ids 5 --out "$T/x.st"
+fi
+
 if [ -z "$TORCH" ]; then
     skip arms.matrix "no python with torch and numpy (apt-get install python3-torch python3-numpy)"
     exit 0
@@ -40,18 +132,25 @@ fi
 
 # --- the clean method: every arm, 0 ULP, SHIP
 W="$T/w"
-"$CIS2" "${ARGS[@]}" --python "$TORCH" -o "$W" > "$T/clean.out" 2>&1; rc=$?
+if [ ${#E[@]} -gt 0 ]; then
+    ERE="^E +wasm32 build +0 ULP on 185 tensors, top-1 5/5: IDENTICAL; against C: max_ulp 0, 0 elements differ"
+    EHASH=" E"; WANT_RC=0; WANT_V='^verdict=SHIP$'
+else
+    ERE='^E +wasm32 build +not available: '; EHASH=""; WANT_RC=3
+    WANT_V='^verdict=SHIP \(the method is incomplete: arm E did not run\)$'
+fi
+"$CIS2" "${ARGS[@]}" --python "$TORCH" "${E[@]}" -o "$W" > "$T/clean.out" 2>&1; rc=$?
 bad=""
 for re in '^A +source fp32.*top-1 [0-9]+/5: quantization error' '^B +emulated int8.*ground truth \(185 tensors\)' \
     "^C +exact int8, --backend ref +0 ULP on 185 tensors, top-1 5/5: IDENTICAL" \
     "^C' +exact int8, --backend fast +0 ULP on 185 tensors, top-1 5/5: IDENTICAL" \
-    '^D +approx int8.*top-1 [0-9]/5' '^E +wasm32 build +not available: ' \
-    '^  State 1 weight extraction \.+ pass \(int8_weights_sha256 of B vs C C'"'"' D: [0-9a-f]{12}' \
+    '^D +approx int8.*top-1 [0-9]/5' "$ERE" \
+    '^  State 1 weight extraction \.+ pass \(int8_weights_sha256 of B vs C C'"'"' D'"$EHASH"': [0-9a-f]{12}' \
     '^  State 2 .* pass$' '^  State 3 .* pass$' '^  State 4 .* pass$' \
-    '^  State 5 .* pass \(no divergence at any position\)$' '^  logits +5 ' '^verdict=SHIP$'; do
+    '^  State 5 .* pass \(no divergence at any position\)$' '^  logits +5 ' "$WANT_V"; do
     has "$T/clean.out" "$re" || bad="$bad [$re]"
 done
-[ $rc -eq 0 ] && [ -z "$bad" ] && pass "arms.clean-matrix-C-equals-B-ship (13 lines checked, exit 0)" ||
+[ $rc -eq $WANT_RC ] && [ -z "$bad" ] && pass "arms.clean-matrix-C-equals-B-ship (13 lines checked, exit $WANT_RC)" ||
     fail arms.clean-matrix-C-equals-B-ship "rc=$rc missing:$bad"
 # a second reading of the same traces: cis2 diff --exact, and the recorded predictions
 "$CIS2" diff "$W/B.st" "$W/C.st" --exact --brief > "$T/d.out" 2>&1; rc=$?
@@ -64,6 +163,15 @@ for f in sys.argv[1:]:
     fail arms.traces-left-behind-diff-identical "rc=$rc distinct predictions=$pb"
 has "$W/diff-D.txt" '^mode: tolerance' && has "$W/diff-A.txt" '^p4.logits' &&
     pass arms.diff-reports-written || fail arms.diff-reports-written "$(ls "$W")"
+if [ ${#E[@]} -gt 0 ]; then
+    # E = B = C: a second reading of the traces E left, and the ship line's E clause
+    "$CIS2" diff "$W/B.st" "$W/E.st" --exact --brief > "$T/dbe.out" 2>&1; rc=$?
+    "$CIS2" diff "$W/C.st" "$W/E.st" --exact --brief > "$T/dce.out" 2>&1; rc2=$?
+    [ $rc -eq 0 ] && [ $rc2 -eq 0 ] && has "$T/dbe.out" '^verdict=IDENTICAL$' && has "$T/dce.out" '^verdict=IDENTICAL$' &&
+        has "$T/clean.out" 'arm E ran the whole window without running out of memory, 0 ULP against B and C$' &&
+        pass "arms.E-equals-B-equals-C (cis2 diff --exact B E and C E: IDENTICAL)" ||
+        fail arms.E-equals-B-equals-C "rc=$rc/$rc2 $(grep '^ship' "$T/clean.out")"
+fi
 
 # --- a weight-bit fault in C: named at its node, State 3, NO-SHIP; C' unaffected
 "$CIS2" "${ARGS[@]}" --python "$TORCH" -o "$T/wf" --fault weight-bit \

@@ -275,6 +275,32 @@ export class Cis2 {
   verify(receiptText) {
     return this._withStr(receiptText, (p, l) => this._json(this.x.cis2w_verify(p, l)));
   }
+
+  // A teacher-forced trace (`cis2 trace` format, docs/divergence.md): promptIds and
+  // teacherIds as '1,2,3' (teacherIds may be ''); arm names the trace (null: "cis2-fast").
+  // sink(bytes) receives the file in order: its header, then each tensor's data, as views
+  // of the wasm heap valid only during the call (so the trace is never held twice).
+  // Returns the number of bytes written.
+  trace({ promptIds, teacherIds = '', arm = null }, sink) {
+    return this._withStr(promptIds, (ip) => this._withStr(teacherIds, (tp) => this._withStr(arm, (ap) => {
+      const lp = this.x.cis2w_malloc(4);
+      if (!lp) throw new Error('out of wasm memory');
+      try {
+        const p = this.x.cis2w_trace(ip, tp, ap, lp);
+        if (!p) throw new Error(this._cstr(this.x.cis2w_error()));
+        let total = this.dv.getUint32(lp, true);
+        sink(this.u8.subarray(p, p + total));
+        for (let i = 0, n = this.x.cis2w_trace_count(); i < n; i++) {
+          const d = this.x.cis2w_trace_data(i, lp);
+          if (!d) continue;
+          const len = this.dv.getUint32(lp, true);
+          sink(this.u8.subarray(d, d + len));
+          total += len;
+        }
+        return total;
+      } finally { this.x.cis2w_trace_free(); this.x.cis2w_free(lp); }
+    })));
+  }
 }
 
 // A source over a browser File/Blob.

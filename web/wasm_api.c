@@ -10,9 +10,9 @@
  * hashed by cis2_model_load itself, as natively).
  *
  * Results come back as JSON text (a pointer to a NUL-terminated string that
- * stays valid until the next call); errors as a NULL/nonzero return and
- * cis2w_error(). */
-#include "verify/verify.h"
+ * stays valid until the next call), or for cis2w_trace the bytes of a trace
+ * file; errors as a NULL/nonzero return and cis2w_error(). */
+#include "verify/trace.h"
 #include "core/fparith.h"
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +24,7 @@ cis2js_progress(int done, int total);
 #define MODEL_DIR "/m"
 
 static char g_err[CIS2_ERR_LEN];
-static char *g_out;
+static char *g_out; /* the last result: JSON text or trace bytes */
 static cis2_model g_m;
 static int g_loaded;
 static int g_ref; /* 1: reference backend (cis2w_set_backend) */
@@ -366,6 +366,80 @@ EXPORT("cis2w_verify") const char *w_verify(const char *text, size_t len)
     cis2_verdict_free(&v);
     cis2_receipt_free(&rc);
     return sb_finish(&s);
+}
+
+/* `cis2 trace` teacher-forced (arm E of docs/divergence.md "cis2 arms"):
+ * prompt ids ++ forced ids, one token per forward, every node captured by the
+ * native capture code (src/verify/trace_capture.c) on the loaded model with
+ * the backend cis2w_load chose (fast: SIMD128, software FTZ/DAZ per §1.3).
+ * arm: the trace's "arm" entry (NULL: "cis2-BACKEND", as `cis2 trace`).
+ * Returns the start of the file (trace_file.c's writer, up to the tensor data)
+ * and its length in *len, or NULL; the glue then writes each tensor's bytes,
+ * cis2w_trace_data(0 .. cis2w_trace_count()-1), straight from the heap, so a
+ * long window is held once, not twice, in wasm32's 4 GiB. */
+static cis2_trace g_tr;
+
+EXPORT("cis2w_trace_free") void w_trace_free(void)
+{
+    cis2_trace_free(&g_tr);
+    memset(&g_tr, 0, sizeof g_tr);
+}
+
+EXPORT("cis2w_trace")
+const char *w_trace(const char *prompt_csv, const char *force_csv, const char *arm, size_t *len)
+{
+    w_trace_free();
+    if (!g_e) {
+        snprintf(g_err, CIS2_ERR_LEN, "no model loaded");
+        return NULL;
+    }
+    if (!hashes_ready()) return NULL;
+    int32_t *prompt = NULL, *force = NULL;
+    int np = 0, nf = 0;
+    char e2[CIS2_ERR_LEN];
+    const char *bytes = NULL;
+    if (cis2_parse_ids(prompt_csv, &prompt, &np, e2)) {
+        snprintf(g_err, CIS2_ERR_LEN, "prompt ids: %s", e2);
+        return NULL;
+    }
+    if (force_csv && *force_csv && cis2_parse_ids(force_csv, &force, &nf, e2)) {
+        snprintf(g_err, CIS2_ERR_LEN, "teacher-forced ids: %s", e2);
+        free(prompt);
+        return NULL;
+    }
+    cis2_engine_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.backend = g_ref ? CIS2_BACKEND_REF : CIS2_BACKEND_FAST;
+    eo.isa = CIS2_ISA_WASM128;
+    eo.threads = 1;
+    cis2_trace_req rq = { arm, NULL, NULL, 0, 0, 0 };
+    cis2_trace_run run;
+    g_tr.path = "(wasm run)";
+    char *out = NULL;
+    size_t n = 0;
+    if (cis2_trace_arm(&g_m, &eo, &rq, prompt, np, force, nf, &g_tr, &run, g_err) == 0) {
+        cis2_trace_run_free(&run);
+        if (cis2_trace_format_header(&g_tr, &out, &n, g_err) == 0) {
+            free(g_out);
+            g_out = out;
+            *len = n;
+            bytes = g_out;
+        }
+    }
+    if (!bytes) w_trace_free();
+    free(prompt);
+    free(force);
+    return bytes;
+}
+
+EXPORT("cis2w_trace_count") int w_trace_count(void) { return g_tr.n; }
+
+/* Entry i's values (NULL for none), *len bytes. */
+EXPORT("cis2w_trace_data") const float *w_trace_data(int i, size_t *len)
+{
+    if (i < 0 || i >= g_tr.n || !g_tr.t[i].v) return NULL;
+    *len = (size_t)g_tr.t[i].n * sizeof(float);
+    return g_tr.t[i].v;
 }
 
 /* One decode-path operation through src/core/fparith.h, on bit patterns, so the

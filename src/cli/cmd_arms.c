@@ -23,14 +23,16 @@ static const char *arm_what[N_ARMS] = {
     "source fp32 (torch)",        "emulated int8 (torch, truth)", "exact int8, --backend ref",
     "exact int8, --backend fast", "approx int8 dot products",     "wasm32 build",
 };
-static const char *arm_file[N_ARMS] = { "A.st", "B.st", "C.st", "Cfast.st", "D.st", "" };
+static const char *arm_file[N_ARMS] = { "A.st", "B.st", "C.st", "Cfast.st", "D.st", "E.st" };
 
 typedef struct {
     int ran;       /* a trace is in tr */
     char why[300]; /* not available / failed: one line */
     cis2_trace tr;
     cis2_diff_sum s; /* against B */
-    int diverged;
+    int failed;      /* tried and failed (not "not available") */
+    char note[160];  /* arm E: the script's own line (bytes, seconds, wasm memory) */
+    cis2_diff_sum c; /* arm E against arm C */
 } arm;
 
 /* WORKDIR/NAME */
@@ -51,8 +53,10 @@ static void child_reason(const cis2_child_result *r, char *out, size_t cap)
     cis2_escape(line, n > 200 ? 200 : n, out, cap, CIS2_ESC_TEXT);
 }
 
-/* Runs PY SCRIPT ARGS...; 0 when it exited 0, else why[] says what happened. */
-static int run_py(char **argv, char *why, size_t cap)
+/* Runs PY SCRIPT ARGS... (or NODE SCRIPT ARGS...); 0 when it exited 0, else
+ * why[] says what happened. note (may be NULL): the first line of its stderr
+ * when it exited 0. */
+static int run_child(char **argv, char *why, size_t cap, char *note, size_t ncap)
 {
     cis2_child_result r;
     char err[CIS2_ERR_LEN], rs[240];
@@ -68,13 +72,15 @@ static int run_py(char **argv, char *why, size_t cap)
         bad = 1;
     }
     if (r.timed_out || WIFSIGNALED(r.status)) bad = 1;
+    if (!bad && note) child_reason(&r, note, ncap);
     free(r.out);
     return bad;
 }
 
-/* tools/torch_trace.py next to this binary (the checkout root, or its parent
- * for build/cis2); *out empty when neither holds it. */
-static void find_script(char *out, size_t cap)
+/* REL (tools/torch_trace.py, web/cis2.wasm, ...) next to this binary: in its
+ * directory (the checkout root) or the parent (build/cis2); *out empty when
+ * neither holds it. */
+static void find_tool(const char *relp, char *out, size_t cap)
 {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -84,10 +90,9 @@ static void find_script(char *out, size_t cap)
     char *sl = strrchr(exe, '/');
     if (!sl) return;
     *sl = 0;
-    static const char *rel[] = { "tools/torch_trace.py", "../tools/torch_trace.py" };
     for (int i = 0; i < 2; i++) {
         struct stat st;
-        snprintf(out, cap, "%s/%s", exe, rel[i]);
+        snprintf(out, cap, "%s/%s%s", exe, i ? "../" : "", relp);
         if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) return;
     }
     out[0] = 0;
@@ -147,18 +152,80 @@ static int trace_ours(const cis2_model *m, int which, const char *backend, const
     return bad;
 }
 
-/* arm X against B: the diff's full report to WORKDIR/diff-X.txt, its summary in a->s. */
-static int diff_vs_b(const arm *b, arm *a, int which, int exact, const cis2_tol_table *tol,
-                     const char *dir)
+/* Arm E: WSCRIPT (web/test/wasm_trace.mjs) under NODE runs the wasm32 build
+ * WASM teacher-forced on the int8 checkpoint and writes WORKDIR/E.st with the
+ * native capture and writer compiled into it. Not available (never passed)
+ * when node, the module or the script is missing; FAILED when it ran and did
+ * not finish (running out of wasm32's 4 GiB included). */
+static void trace_wasm(const char *node, const char *wasm, const char *wscript, const char *qdir,
+                       const char *pids, const char *tf, const char *dir, arm *a)
+{
+    char why[300] = "", w2[300], ep[200], err[CIS2_ERR_LEN];
+    struct stat st;
+    int se;
+    if (!*wasm)
+        snprintf(why, sizeof why,
+                 "web/cis2.wasm not found next to this binary (bash tools/build_wasm.sh, or give "
+                 "--wasm)");
+    else if ((se = stat(wasm, &st) ? errno : 0) || !S_ISREG(st.st_mode))
+        snprintf(why, sizeof why, "--wasm %s: %s", ESC(wasm, ep),
+                 se ? strerror(se) : "not a regular file");
+    else if (!*wscript)
+        snprintf(why, sizeof why,
+                 "web/test/wasm_trace.mjs not found next to this binary (give --wasm-script)");
+    else if (stat(wscript, &st) || !S_ISREG(st.st_mode))
+        snprintf(why, sizeof why, "--wasm-script %s: not a regular file", ESC(wscript, ep));
+    else {
+        char *probe[] = { (char *)node, "--version", NULL };
+        if (run_child(probe, w2, sizeof w2, NULL, 0))
+            snprintf(why, sizeof why, "node %s cannot run (%s)", ESC(node, ep), w2);
+    }
+    if (*why) {
+        snprintf(a->why, sizeof a->why, "not available: %s", why);
+        return;
+    }
+    char op[PATH_MAX + 64];
+    path_in(op, sizeof op, dir, arm_file[A_E]);
+    char *pa[] = { (char *)node,
+                   (char *)wscript,
+                   "--wasm",
+                   (char *)wasm,
+                   "--model",
+                   (char *)qdir,
+                   "--prompt-ids",
+                   (char *)pids,
+                   "--teacher-force",
+                   (char *)tf,
+                   "--out",
+                   op,
+                   "--arm",
+                   "E",
+                   NULL };
+    if (run_child(pa, w2, sizeof w2, a->note, sizeof a->note)) {
+        snprintf(a->why, sizeof a->why, "FAILED: wasm_trace.mjs %s", w2);
+        a->failed = 1;
+        return;
+    }
+    if (cis2_trace_load(&a->tr, op, err)) {
+        snprintf(a->why, sizeof a->why, "FAILED: %s", err);
+        a->failed = 1;
+        return;
+    }
+    a->tr.path = arm_file[A_E]; /* the loader keeps `op`, which ends here */
+    a->ran = 1;
+}
+
+/* arm X against REF (B, or C for E's second diff): the diff's full report to
+ * WORKDIR/NAME, its summary in *s. */
+static int diff_arm(const arm *ref, const arm *a, const char *name, int exact,
+                    const cis2_tol_table *tol, const char *dir, cis2_diff_sum *s)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f) return cis2_cli_usage_error("arms", "out of memory");
-    a->diverged = cis2_trace_diff_sum(f, &b->tr, &a->tr, exact, tol, 0, 0, &a->s);
+    cis2_trace_diff_sum(f, &ref->tr, &a->tr, exact, tol, 0, 0, s);
     fclose(f);
-    char name[32];
-    snprintf(name, sizeof name, "diff-%s.txt", which == A_CF ? "Cfast" : arm_label[which]);
     int bad = save(dir, name, buf, len);
     free(buf);
     return bad;
@@ -168,6 +235,24 @@ static const char *meta(const arm *a, const char *k)
 {
     const char *v = a->ran ? cis2_trace_meta_get(&a->tr, k) : NULL;
     return v ? v : "";
+}
+
+/* A bit-for-bit diff in one phrase: "0 ULP on N tensors, top-1 a/b: IDENTICAL"
+ * or where and by how much it diverged. */
+static void exact_line(const cis2_diff_sum *s, char *v, size_t cap)
+{
+    char ef[80], u[24];
+    if (s->nan_ulp) snprintf(u, sizeof u, "nan");
+    else snprintf(u, sizeof u, "%llu", (unsigned long long)s->max_ulp);
+    if (!s->diverged)
+        snprintf(v, cap, "0 ULP on %d tensors, top-1 %d/%d: IDENTICAL", s->compared, s->top1_same,
+                 s->n_logits);
+    else
+        snprintf(v, cap,
+                 "max_ulp %s ndiff %lld in %d of %d tensors, top-1 %d/%d, first divergence %s: "
+                 "DIVERGED",
+                 u, (long long)s->ndiff, s->n_failed, s->compared, s->top1_same, s->n_logits,
+                 s->have_first ? ESC(s->first, ef) : "none (names/tokens differ)");
 }
 
 /* The worst node kind of a tolerance diff, by max_rel. */
@@ -197,7 +282,7 @@ static int print_states(const arm *ar, int *c_exact)
     char names[64] = "";
     if (b->ran && *hb) {
         s1 = 1;
-        for (int i = A_C; i <= A_D; i++) {
+        for (int i = A_C; i <= A_E; i++) {
             if (!ar[i].ran) continue;
             if (strcmp(meta(&ar[i], "int8_weights_sha256"), hb)) s1 = 0;
             strcat(names, " ");
@@ -249,7 +334,8 @@ static int print_states(const arm *ar, int *c_exact)
 int cis2_cmd_arms(int argc, char **argv)
 {
     const char *src = NULL, *qdir = NULL, *pids = NULL, *tf = NULL, *py = "/usr/bin/python3",
-               *fault = NULL, *fault_arg = NULL, *out = NULL, *script = NULL;
+               *fault = NULL, *fault_arg = NULL, *out = NULL, *script = NULL, *node = "node",
+               *wasm = NULL, *wscript = NULL;
     int threads = 0;
     const cis2_opt opts[] = {
         { "--source", NULL, CIS2_OPT_PATH, &src, 0, 0 },
@@ -258,6 +344,9 @@ int cis2_cmd_arms(int argc, char **argv)
         { "--teacher-force", NULL, CIS2_OPT_STR, &tf, 0, 0 },
         { "--python", NULL, CIS2_OPT_PATH, &py, 0, 0 },
         { "--script", NULL, CIS2_OPT_PATH, &script, 0, 0 },
+        { "--node", NULL, CIS2_OPT_PATH, &node, 0, 0 },
+        { "--wasm", NULL, CIS2_OPT_PATH, &wasm, 0, 0 },
+        { "--wasm-script", NULL, CIS2_OPT_PATH, &wscript, 0, 0 },
         { "--fault", NULL, CIS2_OPT_STR, &fault, 0, 0 },
         { "--fault-arg", NULL, CIS2_OPT_STR, &fault_arg, 0, 0 },
         { "--threads", NULL, CIS2_OPT_INT, &threads, 0, 1024 },
@@ -273,7 +362,12 @@ int cis2_cmd_arms(int argc, char **argv)
     if (fault_arg && !fault) return cis2_cli_usage_error("arms", "--fault-arg needs --fault");
     char spath[PATH_MAX];
     if (script) snprintf(spath, sizeof spath, "%s", script);
-    else find_script(spath, sizeof spath);
+    else find_tool("tools/torch_trace.py", spath, sizeof spath);
+    char wpath[PATH_MAX], wspath[PATH_MAX]; /* arm E: the module and its node driver */
+    if (wasm) snprintf(wpath, sizeof wpath, "%s", wasm);
+    else find_tool("web/cis2.wasm", wpath, sizeof wpath);
+    if (wscript) snprintf(wspath, sizeof wspath, "%s", wscript);
+    else find_tool("web/test/wasm_trace.mjs", wspath, sizeof wspath);
 
     char err[CIS2_ERR_LEN];
     int32_t *prompt = NULL, *force = NULL;
@@ -314,7 +408,7 @@ int cis2_cmd_arms(int argc, char **argv)
     char *probe[] = { (char *)py, "-c", "import torch, numpy", NULL };
     char why[300] = "";
     if (!*spath) snprintf(why, sizeof why, "tools/torch_trace.py not found (give --script)");
-    else if (run_py(probe, why, sizeof why)) {
+    else if (run_child(probe, why, sizeof why, NULL, 0)) {
         char w2[300];
         snprintf(w2, sizeof w2, "%s cannot import torch and numpy (%s)", py, why);
         snprintf(why, sizeof why, "%s", w2);
@@ -340,30 +434,38 @@ int cis2_cmd_arms(int argc, char **argv)
                        op,
                        NULL };
         char w[300];
-        if (run_py(pa, w, sizeof w)) {
+        if (run_child(pa, w, sizeof w, NULL, 0)) {
             snprintf(ar[i].why, sizeof ar[i].why, "FAILED: torch_trace.py %s", w);
+            ar[i].failed = 1;
             continue;
         }
         if (cis2_trace_load(&ar[i].tr, op, err)) {
             snprintf(ar[i].why, sizeof ar[i].why, "FAILED: %s", err);
+            ar[i].failed = 1;
             continue;
         }
         ar[i].tr.path = arm_file[i]; /* the loader keeps `op`, which ends with this loop */
         ar[i].ran = 1;
     }
-    snprintf(ar[A_E].why, sizeof ar[A_E].why,
-             "not available: the wasm build writes no traces (E = C is checked on outputs by "
-             "tests/t_wasm.sh)");
+    trace_wasm(node, wpath, wspath, qdir, pids, tf, out, &ar[A_E]);
 
     /* every arm against B */
     cis2_tol_table tol;
     cis2_tol_defaults(&tol);
     if (ar[A_B].ran) {
-        for (int i = A_A; i <= A_D; i++) {
+        for (int i = A_A; i <= A_E; i++) {
             if (i == A_B || !ar[i].ran) continue;
-            if (diff_vs_b(&ar[A_B], &ar[i], i, i == A_C || i == A_CF, &tol, out)) goto out;
+            char name[32];
+            snprintf(name, sizeof name, "diff-%s.txt", i == A_CF ? "Cfast" : arm_label[i]);
+            if (diff_arm(&ar[A_B], &ar[i], name, i == A_C || i == A_CF || i == A_E, &tol, out,
+                         &ar[i].s))
+                goto out;
         }
     }
+    /* E against C as well, bit for bit: the browser build must be the exact engine */
+    if (ar[A_E].ran && ar[A_C].ran &&
+        diff_arm(&ar[A_C], &ar[A_E], "diff-E-C.txt", 1, &tol, out, &ar[A_E].c))
+        goto out;
 
     char eo_[400];
     printf("arms: work directory %s (traces, and each diff against B in diff-X.txt)\n",
@@ -380,22 +482,20 @@ int cis2_cmd_arms(int argc, char **argv)
         char v[400], ew[320];
         if (!a->ran) snprintf(v, sizeof v, "%s", ESC(a->why, ew));
         else if (i == A_B) snprintf(v, sizeof v, "the ground truth (%d tensors)", a->tr.n);
-        else if (!ar[A_B].ran) snprintf(v, sizeof v, "ran; not compared (no arm B)");
-        else if (i == A_C || i == A_CF) {
-            char ef[80], u[24];
-            if (a->s.nan_ulp) snprintf(u, sizeof u, "nan");
-            else snprintf(u, sizeof u, "%llu", (unsigned long long)a->s.max_ulp);
-            if (!a->s.diverged)
-                snprintf(v, sizeof v, "0 ULP on %d tensors, top-1 %d/%d: IDENTICAL", a->s.compared,
-                         a->s.top1_same, a->s.n_logits);
-            else
-                snprintf(v, sizeof v,
-                         "max_ulp %s ndiff %lld in %d of %d tensors, top-1 %d/%d, first "
-                         "divergence %s: DIVERGED",
-                         u, (long long)a->s.ndiff, a->s.n_failed, a->s.compared, a->s.top1_same,
-                         a->s.n_logits,
-                         a->s.have_first ? ESC(a->s.first, ef) : "none (names/tokens differ)");
-        } else {
+        else if (i == A_E) {
+            char vc[200], ec[200];
+            if (ar[A_B].ran) exact_line(&a->s, v, sizeof v);
+            else snprintf(v, sizeof v, "ran; not compared (no arm B)");
+            char u[24] = "nan";
+            if (!a->c.nan_ulp) snprintf(u, sizeof u, "%llu", (unsigned long long)a->c.max_ulp);
+            snprintf(vc, sizeof vc, "max_ulp %s, %lld elements differ, in %d of %d tensors", u,
+                     (long long)a->c.ndiff, a->c.n_failed, a->c.compared);
+            size_t l = strlen(v);
+            snprintf(v + l, sizeof v - l, "; against C: %s (%s)", vc,
+                     ESC(strncmp(a->note, "wasm_trace: ", 12) ? a->note : a->note + 12, ec));
+        } else if (!ar[A_B].ran) snprintf(v, sizeof v, "ran; not compared (no arm B)");
+        else if (i == A_C || i == A_CF) exact_line(&a->s, v, sizeof v);
+        else {
             char wl[200];
             worst_line(&a->s, wl, sizeof wl);
             snprintf(v, sizeof v, "%s: %s", wl,
@@ -421,8 +521,10 @@ int cis2_cmd_arms(int argc, char **argv)
     }
     int c_exact = 0;
     int s1 = print_states(ar, &c_exact);
-    int incomplete = !ar[A_A].ran || !ar[A_B].ran;
-    const arm *c = &ar[A_C], *cf = &ar[A_CF];
+    const arm *c = &ar[A_C], *cf = &ar[A_CF], *e = &ar[A_E];
+    /* E not available leaves the method incomplete, as A does; E failed or not 0 ULP: no-ship */
+    int e_missing = !e->ran && !e->failed;
+    int incomplete = !ar[A_A].ran || !ar[A_B].ran || e_missing;
     if (!ar[A_B].ran) {
         printf("ship: cannot decide: arm B %s\n", ar[A_B].why);
         printf("verdict=INCOMPLETE\n");
@@ -430,20 +532,35 @@ int cis2_cmd_arms(int argc, char **argv)
         goto out;
     }
     int top1 = c->s.n_logits == np + nf && c->s.top1_same == c->s.n_logits;
-    int ship = top1 && c_exact && !cf->s.diverged;
-    char ew[320];
+    int e_ok = e->ran && !e->s.diverged && !e->c.diverged && e->s.n_logits == np + nf;
+    int ship = top1 && c_exact && !cf->s.diverged && (e_ok || e_missing);
+    char ew[320], es[360];
+    if (e_ok)
+        snprintf(es, sizeof es,
+                 "ran the whole window without running out of memory, 0 ULP against B and C");
+    else if (e->ran)
+        snprintf(es, sizeof es,
+                 "DIVERGED (against B: max_ulp %llu ndiff %lld; against C: "
+                 "max_ulp %llu ndiff %lld)",
+                 (unsigned long long)e->s.max_ulp, (long long)e->s.ndiff,
+                 (unsigned long long)e->c.max_ulp, (long long)e->c.ndiff);
+    else snprintf(es, sizeof es, "%s", ESC(e->why, ew));
     printf("ship criterion: arm C reproduces arm B's top-1 at every position (%d/%d)%s, C and C' "
            "0 ULP on every node (%s, %s), arm E %s\n",
            c->s.top1_same, np + nf, np + nf < 512 ? " [the document's window is 512]" : "",
-           c->s.diverged ? "C DIVERGED" : "C yes", cf->s.diverged ? "C' DIVERGED" : "C' yes",
-           ESC(ar[A_E].why, ew));
+           c->s.diverged ? "C DIVERGED" : "C yes", cf->s.diverged ? "C' DIVERGED" : "C' yes", es);
     if (!ship && s1 == 0)
         printf("no-ship: State 1: the arms computed with different int8 weights or scales\n");
     else if (!ship && c->s.have_first)
         printf("no-ship: first divergent node %s, branch=%s\n", ESC(c->s.first, ew),
                c->s.branch_name);
-    printf("verdict=%s%s\n", ship ? "SHIP" : "NO-SHIP",
-           incomplete ? " (the method is incomplete: arm A did not run)" : "");
+    else if (!ship && !e_ok && !e_missing) printf("no-ship: arm E (the wasm32 build) %s\n", es);
+    const char *miss = !ar[A_A].ran && e_missing ? "arms A and E did not run"
+                       : !ar[A_A].ran            ? "arm A did not run"
+                                                 : "arm E did not run";
+    printf("verdict=%s%s%s%s\n", ship ? "SHIP" : "NO-SHIP",
+           incomplete ? " (the method is incomplete: " : "", incomplete ? miss : "",
+           incomplete ? ")" : "");
     rc = !ship ? 1 : incomplete ? 3 : 0;
 out:
     for (int i = 0; i < N_ARMS; i++) cis2_trace_free(&ar[i].tr);

@@ -43,6 +43,7 @@ static void usage(FILE *f)
         "  cis2 quantize --model DIR --out QDIR [--lm-head] [--embed]     (int8 twin)\n"
         "  cis2 arms --source DIR --quantized QDIR --prompt-ids IDS --teacher-force IDS\n"
         "            [--python PY] [--script PATH] [--fault NAME [--fault-arg A]] [--threads N]\n"
+        "            [--node NODE] [--wasm FILE] [--wasm-script PATH]\n"
         "            [-o WORKDIR]                  (all arms against arm B, docs/divergence.md)\n"
         "  cis2 serve --model DIR [--host 127.0.0.1] [--port 8080] [--threads N] [--max-batch B]\n"
         "             [--queue Q] [--ctx N] [--api-key-file F] [--alias NAME]\n"

@@ -61,6 +61,10 @@ int cis2_trace_parse(cis2_trace *tr, const uint8_t *buf, size_t len, const char 
 int cis2_trace_load(cis2_trace *tr, const char *path, char *err);
 /* The file's bytes (malloc'd). */
 int cis2_trace_format(const cis2_trace *tr, char **out, size_t *len, char *err);
+/* Only its start, up to the tensor data (malloc'd); the data that follows is
+ * each entry's values (those with v), in order, as little-endian F32 — for a
+ * writer that streams them instead of holding the file twice (web/wasm_api.c). */
+int cis2_trace_format_header(const cis2_trace *tr, char **out, size_t *len, char *err);
 
 /* ------------------------------------------------ a traced run (trace_capture.c) */
 typedef struct {

@@ -159,7 +159,9 @@ void cis2_trace_dims(const cis2_tentry *e, char *out, size_t cap)
 }
 
 /* ------------------------------------------------------------- writer */
-int cis2_trace_format(const cis2_trace *tr, char **out, size_t *len, char *err)
+/* The file up to the tensor data: its 8-byte length, the header JSON (padded
+ * to 8 bytes). The data that follows is every entry with values, in order. */
+int cis2_trace_format_header(const cis2_trace *tr, char **out, size_t *len, char *err)
 {
     cis2_sb h = { 0 }, f = { 0 };
     cis2_sb_str(&h, "{\"__metadata__\":{");
@@ -190,8 +192,6 @@ int cis2_trace_format(const cis2_trace *tr, char **out, size_t *len, char *err)
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
     cis2_sb_put(&f, len8, 8);
     cis2_sb_put(&f, h.b ? h.b : "", h.len);
-    for (int i = 0; i < tr->n; i++)
-        if (tr->t[i].v) cis2_sb_put(&f, tr->t[i].v, (size_t)tr->t[i].n * 4);
     int oom = h.oom;
     cis2_sb_free(&h);
     *out = oom ? NULL : cis2_sb_take(&f, len);
@@ -200,6 +200,28 @@ int cis2_trace_format(const cis2_trace *tr, char **out, size_t *len, char *err)
         snprintf(err, CIS2_ERR_LEN, "%s: out of memory building the trace", tr->path);
         return 1;
     }
+    return 0;
+}
+
+int cis2_trace_format(const cis2_trace *tr, char **out, size_t *len, char *err)
+{
+    if (cis2_trace_format_header(tr, out, len, err)) return 1;
+    size_t total = *len;
+    for (int i = 0; i < tr->n; i++)
+        if (tr->t[i].v) total += (size_t)tr->t[i].n * 4;
+    char *all = realloc(*out, total ? total : 1);
+    if (!all) {
+        free(*out);
+        *out = NULL;
+        snprintf(err, CIS2_ERR_LEN, "%s: out of memory building the trace", tr->path);
+        return 1;
+    }
+    for (int i = 0; i < tr->n; i++)
+        if (tr->t[i].v) {
+            memcpy(all + *len, tr->t[i].v, (size_t)tr->t[i].n * 4);
+            *len += (size_t)tr->t[i].n * 4;
+        }
+    *out = all;
     return 0;
 }
 
