@@ -67,7 +67,8 @@ async function ensureLoaded() {
   setProgress(1, `loaded in ${s} s`);
   $('load-status').textContent =
     `${info.arch}: ${info.layers} layers, hidden ${info.hidden}, ${info.heads}/${info.kv_heads} heads, vocab ${info.vocab}; backend ${info.backend} on ${info.isa}; hashed with ${info.hash_impl}\n` +
-    `weights-sha256   ${info.weights_sha256}\nconfig-sha256    ${info.config_sha256}\ntokenizer-sha256 ${info.tokenizer_sha256}`;
+    `weights-sha256   ${info.weights_sha256}\nconfig-sha256    ${info.config_sha256}\ntokenizer-sha256 ${info.tokenizer_sha256}` +
+    (info.timing ? '\ntiming ' + Object.entries(info.timing).filter(([k]) => k !== 't0').map(([k, v]) => `${k} ${(v / 1000).toFixed(3)} s`).join(', ') : '');
   $('load-status').style.whiteSpace = 'pre-wrap';
   loadedKey = key;
   return (performance.now() - t0) / 1000;

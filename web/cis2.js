@@ -145,7 +145,7 @@ export class Cis2 {
       cis2: {
         fd_heap_ptr: (fd, len) => {
           const f = self.fds.get(fd);
-          return f && len <= f.file.size ? f.file.ptr : 0;
+          return f && len === f.file.size ? f.file.ptr : 0;
         },
         progress: (done, total) => { if (self.opts.progress) self.opts.progress(done, total); },
       },
@@ -224,6 +224,8 @@ export class Cis2 {
     this.hashImpl = subtle ? 'WebCrypto SHA-256' : 'cis2 SHA-256 (wasm)';
     const total = FILE_NAMES.reduce((a, n) => a + sources[n].size, 0);
     let doneAll = 0;
+    const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
+    const T = { t0: now(), read: 0, copy: 0, hash: 0 };
     const digests = [];   // WebCrypto: [name, slot, promise]; awaited while cis2w_load packs
     for (const slot of Object.values(HASH_SLOT)) this.x.cis2w_hash_begin(slot);   // nothing stale
     for (const name of FILE_NAMES) {
@@ -235,23 +237,37 @@ export class Cis2 {
       const slot = HASH_SLOT[name];
       const chunked = slot !== undefined && !subtle;
       if (chunked) this.x.cis2w_hash_begin(slot);
+      // One read ahead: the next chunk is on its way while this one is copied.
+      const ahead = (a) => { const r = src.read(a, Math.min(size, a + CHUNK)); r.catch(() => {}); return r; };
+      let next = size > 0 ? ahead(0) : null;
       for (let off = 0; off < size; off += CHUNK) {
         const end = Math.min(size, off + CHUNK);
-        const chunk = await src.read(off, end);
+        let t = now();
+        const chunk = await next;
+        if (end < size) next = ahead(end);
+        T.read += now() - t; t = now();
         if (chunk.length !== end - off) throw new Error(`${name}: short read at ${off}`);
         this.u8.set(chunk, ptr + off);
+        T.copy += now() - t; t = now();
         if (chunked) this.x.cis2w_hash_update(slot, ptr + off, end - off);
+        T.hash += now() - t;
         doneAll += end - off;
         if (onProgress) onProgress({ file: name, done: doneAll, total });
       }
       if (chunked) this.x.cis2w_hash_end(slot);
       // digest() copies the bytes before it returns its promise, so it runs (off this thread,
       // in browsers) while cis2w_load packs the weights and changes the heap.
-      else if (slot !== undefined) digests.push([name, slot, subtle.digest('SHA-256', this.u8.subarray(ptr, ptr + size))]);
+      else if (slot !== undefined) {
+        const t = now();
+        digests.push([name, slot, subtle.digest('SHA-256', this.u8.subarray(ptr, ptr + size))]);
+        T.hash += now() - t;
+      }
     }
     if (onProgress) onProgress({ file: 'model.safetensors', done: total, total, step: 'pack' });
     let info, err = null;
+    T.files = now() - T.t0; let t = now();
     try { info = this._json(this.x.cis2w_load()); } catch (e) { err = e; }
+    T.load = now() - t; t = now();
     for (const [name, slot, promise] of digests) {
       const d = new Uint8Array(await promise);
       const p = this.x.cis2w_malloc(32);
@@ -261,7 +277,9 @@ export class Cis2 {
       if (rc) throw new Error(`cannot record the ${name} digest`);
       if (info) info[name === 'model.safetensors' ? 'weights_sha256' : 'tokenizer_sha256'] = [...d].map((b) => b.toString(16).padStart(2, '0')).join('');
     }
+    T.digestWait = now() - t;
     if (err) throw err;
+    info.timing = T;
     return info;
   }
 

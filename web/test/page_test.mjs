@@ -107,6 +107,7 @@ try {
     const seen = (re) => labels.some((l) => re.test(l));
     check('page-big-model-progress-shown', seen(/reading \+ hashing model\.safetensors/) && seen(new RegExp(`decoding: token ${nGen} / ${nGen}`)),
           `labels seen: ${[...new Set(labels)].slice(0, 8).join(' | ')}`);
+    console.log(`load status: ${await page.textContent('#load-status')}`);
     console.log(`big model: ${nGen}-token receipt verified in ${wall.toFixed(2)} s from the click (${ls}); ${sp}`);
     const shotBig = path.join(outDir, 'web-verify-big-model.png');
     await page.screenshot({ path: shotBig, fullPage: true });
