@@ -237,23 +237,20 @@ export class Cis2 {
       const slot = HASH_SLOT[name];
       const chunked = slot !== undefined && !subtle;
       if (chunked) this.x.cis2w_hash_begin(slot);
-      // One read ahead: the next chunk is on its way while this one is copied.
-      const ahead = (a) => { const r = src.read(a, Math.min(size, a + CHUNK)); r.catch(() => {}); return r; };
-      let next = size > 0 ? ahead(0) : null;
-      for (let off = 0; off < size; off += CHUNK) {
-        const end = Math.min(size, off + CHUNK);
-        let t = now();
-        const chunk = await next;
-        if (end < size) next = ahead(end);
+      let off = 0, t = now();
+      for await (const chunk of sourceChunks(src)) {
         T.read += now() - t; t = now();
-        if (chunk.length !== end - off) throw new Error(`${name}: short read at ${off}`);
-        this.u8.set(chunk, ptr + off);
+        if (off + chunk.length > size) throw new Error(`${name}: longer than its ${size} bytes`);
+        this.u8.set(chunk, ptr + off);   // the chunk's buffer is reused once we ask for the next
         T.copy += now() - t; t = now();
-        if (chunked) this.x.cis2w_hash_update(slot, ptr + off, end - off);
+        if (chunked) this.x.cis2w_hash_update(slot, ptr + off, chunk.length);
         T.hash += now() - t;
-        doneAll += end - off;
+        off += chunk.length;
+        doneAll += chunk.length;
         if (onProgress) onProgress({ file: name, done: doneAll, total });
+        t = now();
       }
+      if (off !== size) throw new Error(`${name}: short read at ${off} of ${size} bytes`);
       if (chunked) this.x.cis2w_hash_end(slot);
       // digest() copies the bytes before it returns its promise, so it runs (off this thread,
       // in browsers) while cis2w_load packs the weights and changes the heap.
@@ -295,7 +292,35 @@ export class Cis2 {
   }
 }
 
-// A source over a browser File/Blob.
+// The chunks of a source in order. src.chunks() where the source streams (each chunk valid
+// until the next is asked for); else src.read(a, b) in CHUNK steps, one read ahead.
+async function* sourceChunks(src) {
+  if (src.chunks) { yield* src.chunks(); return; }
+  const ahead = (a) => { const r = src.read(a, Math.min(src.size, a + CHUNK)); r.catch(() => {}); return r; };
+  let next = src.size > 0 ? ahead(0) : null;
+  for (let off = 0; off < src.size; off += CHUNK) {
+    const chunk = await next;
+    if (off + CHUNK < src.size) next = ahead(off + CHUNK);
+    if (chunk.length !== Math.min(CHUNK, src.size - off)) throw new Error(`short read at ${off}`);
+    yield chunk;
+  }
+}
+
+// A source over a browser File/Blob: its byte stream read into one reused buffer (BYOB: no
+// fresh 270 MB of ArrayBuffers for the allocator to fault in), or slices where the browser's
+// Blob stream is not a byte stream.
 export function blobSource(blob) {
-  return { size: blob.size, read: async (a, b) => new Uint8Array(await blob.slice(a, b).arrayBuffer()) };
+  const src = { size: blob.size, read: async (a, b) => new Uint8Array(await blob.slice(a, b).arrayBuffer()) };
+  let reader = null;
+  try { reader = blob.stream().getReader({ mode: 'byob' }); } catch { return src; }
+  src.chunks = async function* () {
+    let buf = new ArrayBuffer(CHUNK);
+    for (;;) {
+      const { value, done } = await reader.read(new Uint8Array(buf));
+      if (done) return;
+      yield value;
+      buf = value.buffer;   // read() transferred it; the same memory comes back
+    }
+  };
+  return src;
 }
