@@ -164,7 +164,8 @@ $('download-btn').onclick = () => {
 $('use-btn').onclick = () => { $('receipt-text').value = $('run-receipt').value; $('receipt-text').scrollIntoView(); };
 
 busy(true);
-call('init').then((st) => {
+// ?hash=wasm: hash with the engine's own SHA-256 instead of the platform's (tests compare the two).
+call('init', { hash: new URLSearchParams(location.search).get('hash') }).then((st) => {
   const ok = st.fails === 0;
   $('selftest-status').textContent = `${ok ? 'PASS' : 'FAIL'} §1.3 self-test against the software FTZ/DAZ (wasm32)` +
     (ok ? ': engine ready' : ' — this engine will refuse to decode');
