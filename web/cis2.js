@@ -4,10 +4,10 @@
 // It provides the few WASI preview1 calls wasi-libc makes, over a tiny
 // read-only file system: the preopened directory /m holds config.json,
 // tokenizer.json and model.safetensors, each *in the wasm heap*. Files are
-// written into the heap chunk by chunk straight from their source (a File in
-// the browser, a file handle in node) and hashed as they arrive with the
-// engine's own SHA-256 (cis2w_hash_update); the engine then mmaps them with
-// no copy (web/wasm_stubs.c), so the 269 MB SmolLM2 file is held once.
+// written into the heap chunk by chunk straight from their source (a File's
+// byte stream in the browser, a file handle in node) and hashed there (see
+// load()); the loader then packs the weights from those same heap bytes
+// (cis2.fd_heap_ptr, src/model/bigmem.c), so the 269 MB file is held once.
 
 const ERRNO = { SUCCESS: 0, ACCES: 2, BADF: 8, INVAL: 28, NOENT: 44, NOSYS: 52, SPIPE: 70 };
 const FILETYPE = { CHAR: 2, DIR: 3, REG: 4 };
@@ -213,10 +213,16 @@ export class Cis2 {
   }
 
   // sources: { 'config.json': src, 'tokenizer.json': src, 'model.safetensors': src }
-  // where src = { size, read(start, end) -> Promise<Uint8Array> }.
-  // onProgress({ file, done, total }) while reading + hashing. Returns cis2w_load's JSON.
+  // where src = { size, read(start, end) -> Promise<Uint8Array>, optional chunks() }.
+  // onProgress({ file, done, total }) while reading + hashing. Returns cis2w_load's JSON,
+  // with info.timing (ms: read, copy, hash, files = all three in, load = cis2w_load).
   // Hashing: the platform's SHA-256 (WebCrypto) over the heap bytes once a file is in,
   // when it has one and opts.hash !== 'wasm'; else the engine's own SHA-256 chunk by chunk.
+  // Either way the digest is of exactly the bytes the engine computes on (§12.1; docs/wasm.md):
+  // the heap bytes are final before digest() is called, digest() takes its copy of them
+  // before it returns (WebCrypto: "get a copy of the bytes held by the data parameter"),
+  // nothing writes them afterwards (the loader only reads the held file), and the engine
+  // parses and packs from that same region.
   async load(sources, onProgress) {
     this.unload();
     for (const name of FILE_NAMES) if (!sources[name]) throw new Error(`missing ${name}`);
@@ -252,8 +258,8 @@ export class Cis2 {
       }
       if (off !== size) throw new Error(`${name}: short read at ${off} of ${size} bytes`);
       if (chunked) this.x.cis2w_hash_end(slot);
-      // digest() copies the bytes before it returns its promise, so it runs (off this thread,
-      // in browsers) while cis2w_load packs the weights and changes the heap.
+      // digest() copies the bytes before it returns its promise; the hashing itself runs (off
+      // this thread, in browsers) while cis2w_load packs the weights from the same bytes.
       else if (slot !== undefined) {
         const t = now();
         digests.push([name, slot, subtle.digest('SHA-256', this.u8.subarray(ptr, ptr + size))]);
