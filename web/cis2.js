@@ -237,7 +237,7 @@ export class Cis2 {
     for (const name of FILE_NAMES) {
       const src = sources[name];
       const size = src.size;
-      const ptr = this.x.cis2w_malloc(size);
+      const ptr = this.x.cis2w_malloc(size) >>> 0;   // an address past 2 GiB comes back negative
       if (!ptr) throw new Error(`out of wasm memory for ${name} (${size} bytes)`);
       this.files.set(name, { ptr, size });
       const slot = HASH_SLOT[name];

@@ -4,7 +4,6 @@
  * part; plain aligned malloc on wasm32, which has no mmap. */
 #include "model/weights.h"
 #include <stdlib.h>
-#include <string.h>
 #if !defined(__wasi__)
 #define CIS2_HAVE_MMAP 1
 #include <sys/mman.h>
@@ -33,12 +32,8 @@ void *cis2_big_alloc(size_t bytes, size_t *len)
     *len = n;
     return (void *)a;
 #else
-    /* zeroed, as the mappings above are (the loader counts on it: absent
-     * optional weights stay NULL); malloc may hand back used memory */
-    void *p = aligned_alloc(64, n);
-    if (p) memset(p, 0, n);
-    *len = n;
-    return p;
+    *len = n; /* not zeroed (the mappings above are): callers write what they read */
+    return aligned_alloc(64, n);
 #endif
 }
 

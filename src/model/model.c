@@ -427,6 +427,8 @@ static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o
         goto out;
     }
     m->w.layers = m->arena;
+    /* the layer table: a weight the checkpoint lacks (a bias, a q/k norm) stays NULL */
+    memset(m->arena, 0, (size_t)m->cfg.n_layers * sizeof(cis2_layer));
     phase(o, CIS2_LOAD_WEIGHTS_OPEN, m->dir);
 
     int hashing = o->skip_hash != CIS2_LOAD_HASH_SKIP;
