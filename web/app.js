@@ -67,7 +67,8 @@ async function ensureLoaded() {
   setProgress(1, `loaded in ${s} s`);
   $('load-status').textContent =
     `${info.arch}: ${info.layers} layers, hidden ${info.hidden}, ${info.heads}/${info.kv_heads} heads, vocab ${info.vocab}; backend ${info.backend} on ${info.isa}; hashed with ${info.hash_impl}\n` +
-    `weights-sha256   ${info.weights_sha256}\nconfig-sha256    ${info.config_sha256}\ntokenizer-sha256 ${info.tokenizer_sha256}`;
+    `weights-sha256   ${info.weights_sha256}\nconfig-sha256    ${info.config_sha256}\ntokenizer-sha256 ${info.tokenizer_sha256}` +
+    (info.timing ? '\ntiming ' + Object.entries(info.timing).filter(([k]) => k !== 't0').map(([k, v]) => `${k} ${(v / 1000).toFixed(3)} s`).join(', ') : '');
   $('load-status').style.whiteSpace = 'pre-wrap';
   loadedKey = key;
   return (performance.now() - t0) / 1000;
@@ -163,7 +164,8 @@ $('download-btn').onclick = () => {
 $('use-btn').onclick = () => { $('receipt-text').value = $('run-receipt').value; $('receipt-text').scrollIntoView(); };
 
 busy(true);
-call('init').then((st) => {
+// ?hash=wasm: hash with the engine's own SHA-256 instead of the platform's (tests compare the two).
+call('init', { hash: new URLSearchParams(location.search).get('hash') }).then((st) => {
   const ok = st.fails === 0;
   $('selftest-status').textContent = `${ok ? 'PASS' : 'FAIL'} §1.3 self-test against the software FTZ/DAZ (wasm32)` +
     (ok ? ': engine ready' : ' — this engine will refuse to decode');

@@ -4,10 +4,10 @@
 // It provides the few WASI preview1 calls wasi-libc makes, over a tiny
 // read-only file system: the preopened directory /m holds config.json,
 // tokenizer.json and model.safetensors, each *in the wasm heap*. Files are
-// written into the heap chunk by chunk straight from their source (a File in
-// the browser, a file handle in node) and hashed as they arrive with the
-// engine's own SHA-256 (cis2w_hash_update); the engine then mmaps them with
-// no copy (web/wasm_stubs.c), so the 269 MB SmolLM2 file is held once.
+// written into the heap chunk by chunk straight from their source (a File's
+// byte stream in the browser, a file handle in node) and hashed there (see
+// load()); the loader then packs the weights from those same heap bytes
+// (cis2.fd_heap_ptr, src/model/bigmem.c), so the 269 MB file is held once.
 
 const ERRNO = { SUCCESS: 0, ACCES: 2, BADF: 8, INVAL: 28, NOENT: 44, NOSYS: 52, SPIPE: 70 };
 const FILETYPE = { CHAR: 2, DIR: 3, REG: 4 };
@@ -145,7 +145,7 @@ export class Cis2 {
       cis2: {
         fd_heap_ptr: (fd, len) => {
           const f = self.fds.get(fd);
-          return f && len <= f.file.size ? f.file.ptr : 0;
+          return f && len === f.file.size ? f.file.ptr : 0;
         },
         progress: (done, total) => { if (self.opts.progress) self.opts.progress(done, total); },
       },
@@ -213,10 +213,16 @@ export class Cis2 {
   }
 
   // sources: { 'config.json': src, 'tokenizer.json': src, 'model.safetensors': src }
-  // where src = { size, read(start, end) -> Promise<Uint8Array> }.
-  // onProgress({ file, done, total }) while reading + hashing. Returns cis2w_load's JSON.
+  // where src = { size, read(start, end) -> Promise<Uint8Array>, optional chunks() }.
+  // onProgress({ file, done, total }) while reading + hashing. Returns cis2w_load's JSON,
+  // with info.timing (ms: read, copy, hash, files = all three in, load = cis2w_load).
   // Hashing: the platform's SHA-256 (WebCrypto) over the heap bytes once a file is in,
   // when it has one and opts.hash !== 'wasm'; else the engine's own SHA-256 chunk by chunk.
+  // Either way the digest is of exactly the bytes the engine computes on (§12.1; docs/wasm.md):
+  // the heap bytes are final before digest() is called, digest() takes its copy of them
+  // before it returns (WebCrypto: "get a copy of the bytes held by the data parameter"),
+  // nothing writes them afterwards (the loader only reads the held file), and the engine
+  // parses and packs from that same region.
   async load(sources, onProgress) {
     this.unload();
     for (const name of FILE_NAMES) if (!sources[name]) throw new Error(`missing ${name}`);
@@ -224,34 +230,47 @@ export class Cis2 {
     this.hashImpl = subtle ? 'WebCrypto SHA-256' : 'cis2 SHA-256 (wasm)';
     const total = FILE_NAMES.reduce((a, n) => a + sources[n].size, 0);
     let doneAll = 0;
+    const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
+    const T = { t0: now(), read: 0, copy: 0, hash: 0 };
     const digests = [];   // WebCrypto: [name, slot, promise]; awaited while cis2w_load packs
     for (const slot of Object.values(HASH_SLOT)) this.x.cis2w_hash_begin(slot);   // nothing stale
     for (const name of FILE_NAMES) {
       const src = sources[name];
       const size = src.size;
-      const ptr = this.x.cis2w_malloc(size);
+      const ptr = this.x.cis2w_malloc(size) >>> 0;   // an address past 2 GiB comes back negative
       if (!ptr) throw new Error(`out of wasm memory for ${name} (${size} bytes)`);
       this.files.set(name, { ptr, size });
       const slot = HASH_SLOT[name];
       const chunked = slot !== undefined && !subtle;
       if (chunked) this.x.cis2w_hash_begin(slot);
-      for (let off = 0; off < size; off += CHUNK) {
-        const end = Math.min(size, off + CHUNK);
-        const chunk = await src.read(off, end);
-        if (chunk.length !== end - off) throw new Error(`${name}: short read at ${off}`);
-        this.u8.set(chunk, ptr + off);
-        if (chunked) this.x.cis2w_hash_update(slot, ptr + off, end - off);
-        doneAll += end - off;
+      let off = 0, t = now();
+      for await (const chunk of sourceChunks(src)) {
+        T.read += now() - t; t = now();
+        if (off + chunk.length > size) throw new Error(`${name}: longer than its ${size} bytes`);
+        this.u8.set(chunk, ptr + off);   // the chunk's buffer is reused once we ask for the next
+        T.copy += now() - t; t = now();
+        if (chunked) this.x.cis2w_hash_update(slot, ptr + off, chunk.length);
+        T.hash += now() - t;
+        off += chunk.length;
+        doneAll += chunk.length;
         if (onProgress) onProgress({ file: name, done: doneAll, total });
+        t = now();
       }
+      if (off !== size) throw new Error(`${name}: short read at ${off} of ${size} bytes`);
       if (chunked) this.x.cis2w_hash_end(slot);
-      // digest() copies the bytes before it returns its promise, so it runs (off this thread,
-      // in browsers) while cis2w_load packs the weights and changes the heap.
-      else if (slot !== undefined) digests.push([name, slot, subtle.digest('SHA-256', this.u8.subarray(ptr, ptr + size))]);
+      // digest() copies the bytes before it returns its promise; the hashing itself runs (off
+      // this thread, in browsers) while cis2w_load packs the weights from the same bytes.
+      else if (slot !== undefined) {
+        const t = now();
+        digests.push([name, slot, subtle.digest('SHA-256', this.u8.subarray(ptr, ptr + size))]);
+        T.hash += now() - t;
+      }
     }
     if (onProgress) onProgress({ file: 'model.safetensors', done: total, total, step: 'pack' });
     let info, err = null;
+    T.files = now() - T.t0; let t = now();
     try { info = this._json(this.x.cis2w_load()); } catch (e) { err = e; }
+    T.load = now() - t; t = now();
     for (const [name, slot, promise] of digests) {
       const d = new Uint8Array(await promise);
       const p = this.x.cis2w_malloc(32);
@@ -261,7 +280,9 @@ export class Cis2 {
       if (rc) throw new Error(`cannot record the ${name} digest`);
       if (info) info[name === 'model.safetensors' ? 'weights_sha256' : 'tokenizer_sha256'] = [...d].map((b) => b.toString(16).padStart(2, '0')).join('');
     }
+    T.digestWait = now() - t;
     if (err) throw err;
+    info.timing = T;
     return info;
   }
 
@@ -303,7 +324,35 @@ export class Cis2 {
   }
 }
 
-// A source over a browser File/Blob.
+// The chunks of a source in order. src.chunks() where the source streams (each chunk valid
+// until the next is asked for); else src.read(a, b) in CHUNK steps, one read ahead.
+async function* sourceChunks(src) {
+  if (src.chunks) { yield* src.chunks(); return; }
+  const ahead = (a) => { const r = src.read(a, Math.min(src.size, a + CHUNK)); r.catch(() => {}); return r; };
+  let next = src.size > 0 ? ahead(0) : null;
+  for (let off = 0; off < src.size; off += CHUNK) {
+    const chunk = await next;
+    if (off + CHUNK < src.size) next = ahead(off + CHUNK);
+    if (chunk.length !== Math.min(CHUNK, src.size - off)) throw new Error(`short read at ${off}`);
+    yield chunk;
+  }
+}
+
+// A source over a browser File/Blob: its byte stream read into one reused buffer (BYOB: no
+// fresh 270 MB of ArrayBuffers for the allocator to fault in), or slices where the browser's
+// Blob stream is not a byte stream.
 export function blobSource(blob) {
-  return { size: blob.size, read: async (a, b) => new Uint8Array(await blob.slice(a, b).arrayBuffer()) };
+  const src = { size: blob.size, read: async (a, b) => new Uint8Array(await blob.slice(a, b).arrayBuffer()) };
+  let reader = null;
+  try { reader = blob.stream().getReader({ mode: 'byob' }); } catch { return src; }
+  src.chunks = async function* () {
+    let buf = new ArrayBuffer(CHUNK);
+    for (;;) {
+      const { value, done } = await reader.read(new Uint8Array(buf));
+      if (done) return;
+      yield value;
+      buf = value.buffer;   // read() transferred it; the same memory comes back
+    }
+  };
+  return src;
 }

@@ -3,11 +3,13 @@
  * same library API, on the three files the glue serves from the wasm heap
  * at /m/{config.json,tokenizer.json,model.safetensors}.
  *
- * Hash-as-you-load: the glue writes model.safetensors and tokenizer.json
- * into the heap in chunks and feeds each chunk to cis2w_hash_update, so the
- * big file is read once and held once; cis2_model_load then runs with
- * skip_hash and the incremental digests are filled in (config.json is
- * hashed by cis2_model_load itself, as natively).
+ * Hash what is computed on: the glue writes model.safetensors and
+ * tokenizer.json into the heap in chunks and hashes those heap bytes
+ * (WebCrypto over them once in, cis2w_hash_set; or cis2w_hash_update chunk
+ * by chunk); cis2_model_load then runs with skip_hash, packing the weights
+ * from the same heap bytes (src/model/bigmem.c: cis2_big_file_image), so the
+ * big file is read once and held once (config.json is hashed by
+ * cis2_model_load itself, as natively).
  *
  * Results come back as JSON text (a pointer to a NUL-terminated string that
  * stays valid until the next call), or for cis2w_trace the bytes of a trace

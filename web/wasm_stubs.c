@@ -2,9 +2,9 @@
  *
  *  - getpid: used only for the temporary name of an atomic file write.
  *
- * (The model loader reads each file once into memory it owns, as natively,
- * so no mmap shim is needed; the fast backend is built for wasm32 with the
- * SIMD128 kernels and a single-threaded pool.) */
+ * (No mmap shim: the loader packs model.safetensors from the copy the glue
+ * holds in the heap, src/model/bigmem.c; the fast backend is built for
+ * wasm32 with the SIMD128 kernels and a single-threaded pool.) */
 #include "engine/backend.h"
 #include <unistd.h>
 

@@ -17,6 +17,7 @@ self.onmessage = async (ev) => {
       engine = await Cis2.create(wasm, {
         stdout: (line) => post({ type: 'log', line }),
         progress: (done, total) => post({ type: 'progress', phase: 'decode', done, total }),
+        hash: ev.data.hash,   // 'wasm': the engine's own SHA-256 even where WebCrypto exists
       });
       result = engine.selftest();
     } else if (cmd === 'load') {

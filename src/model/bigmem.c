@@ -7,6 +7,10 @@
 #if !defined(__wasi__)
 #define CIS2_HAVE_MMAP 1
 #include <sys/mman.h>
+#else
+/* web/cis2.js: the heap address of an open file's bytes, or 0. */
+__attribute__((import_module("cis2"), import_name("fd_heap_ptr"))) extern uint32_t
+cis2js_fd_heap_ptr(int fd, uint32_t len);
 #endif
 
 #define HUGE_PAGE ((size_t)2 << 20)
@@ -28,7 +32,7 @@ void *cis2_big_alloc(size_t bytes, size_t *len)
     *len = n;
     return (void *)a;
 #else
-    *len = n;
+    *len = n; /* not zeroed (the mappings above are): callers write what they read */
     return aligned_alloc(64, n);
 #endif
 }
@@ -64,4 +68,16 @@ uint64_t cis2_big_release(uint8_t *base, uint64_t a, uint64_t b)
     (void)base;
 #endif
     return b;
+}
+
+const uint8_t *cis2_big_file_image(int fd, uint64_t size)
+{
+#if defined(__wasi__)
+    if (size > UINT32_MAX) return NULL;
+    return (const uint8_t *)(uintptr_t)cis2js_fd_heap_ptr(fd, (uint32_t)size);
+#else
+    (void)fd;
+    (void)size;
+    return NULL;
+#endif
 }

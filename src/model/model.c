@@ -399,6 +399,7 @@ static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o
     cis2_safetensors st;
     plan p = { m, &st, path, err, NULL, NULL, 0, 0, 0 };
     uint8_t *image = NULL, *head;
+    const uint8_t *held = NULL; /* wasm32: the file as it already lies in memory */
     size_t image_len = 0;
     /* Cheap checks first: the length, the header, the tensors against
      * config.json — all before a byte of tensor data is read. */
@@ -410,17 +411,24 @@ static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o
         goto out;
     }
     if (make_plan(&p)) goto out;
-    if (!(image = cis2_big_alloc((size_t)size, &image_len))) {
+    /* wasm32: the file already lies in memory (the page's glue put it there and
+     * hashed those very bytes), so it is packed from there: no second copy. */
+    if ((held = cis2_big_file_image(fd, size))) {
+        image = (uint8_t *)held; /* only read: nothing below writes the image */
+    } else if (!(image = cis2_big_alloc((size_t)size, &image_len))) {
         snprintf(err, CIS2_ERR_LEN, "%s: out of memory (%llu bytes)", path,
                  (unsigned long long)size);
         goto out;
+    } else {
+        memcpy(image, head, (size_t)st.data_start);
     }
-    memcpy(image, head, (size_t)st.data_start);
     if (!(m->arena = cis2_big_alloc(p.arena_len, &m->arena_len))) {
         snprintf(err, CIS2_ERR_LEN, "%s: out of memory (%zu bytes of weights)", path, p.arena_len);
         goto out;
     }
     m->w.layers = m->arena;
+    /* the layer table: a weight the checkpoint lacks (a bias, a q/k norm) stays NULL */
+    memset(m->arena, 0, (size_t)m->cfg.n_layers * sizeof(cis2_layer));
     phase(o, CIS2_LOAD_WEIGHTS_OPEN, m->dir);
 
     int hashing = o->skip_hash != CIS2_LOAD_HASH_SKIP;
@@ -430,7 +438,7 @@ static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o
     int next = 0, ok = 1;
     while (ok && pos < size) {
         uint64_t n = size - pos < CHUNK ? size - pos : CHUNK;
-        if (cis2_read_fd(fd, image + pos, (size_t)n, path, err)) {
+        if (!held && cis2_read_fd(fd, image + pos, (size_t)n, path, err)) {
             ok = 0;
             break;
         }
@@ -441,7 +449,7 @@ static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o
         /* Both the hash and the packing are past these bytes (jobs sorted by start). */
         uint64_t low = next < p.n_jobs ? st.data_start + p.jobs[next].start : pos;
         if (hashed < low) low = hashed;
-        released = cis2_big_release(image, released, low);
+        if (!held) released = cis2_big_release(image, released, low);
     }
     if (ok) phase(o, CIS2_LOAD_WEIGHTS_READ, m->dir);
     if (hashing) {
@@ -454,7 +462,7 @@ static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o
 out:
     close(fd);
     free(head);
-    cis2_big_free(image, image_len);
+    if (!held) cis2_big_free(image, image_len);
     cis2_st_close(&st);
     free(p.used);
     free(p.jobs);

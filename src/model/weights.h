@@ -32,7 +32,9 @@ float cis2_f16_to_f32(uint16_t h);
 void cis2_dtype_to_f32(cis2_dtype dt, const uint8_t *src, size_t n, float *out);
 
 /* ------------------------------------------------ big allocations (bigmem.c) */
-/* 2 MiB-aligned, huge-page backed; *len is what cis2_big_free takes. */
+/* 2 MiB-aligned, huge-page backed; *len is what cis2_big_free takes. Zeroed
+ * natively but not on wasm32 (malloc may hand back used memory, and zeroing
+ * 270 MB there costs a pass): write everything you read. */
 void *cis2_big_alloc(size_t bytes, size_t *len);
 void cis2_big_free(void *p, size_t len);
 /* From now on the allocation is read-only: a stray write faults at once. */
@@ -40,6 +42,11 @@ void cis2_big_protect(void *p, size_t len);
 /* Give the whole 2 MiB pages of [a, b) back to the system (a page aligned);
  * returns the new, page-aligned watermark. Reading them again gives zeros. */
 uint64_t cis2_big_release(uint8_t *base, uint64_t a, uint64_t b);
+/* wasm32: the bytes of open file fd (size bytes) where they already lie in
+ * memory, read-only from here on (the page's glue holds each file in the wasm
+ * heap), so the loader packs from them without a second copy; NULL natively
+ * and wherever the host cannot say. */
+const uint8_t *cis2_big_file_image(int fd, uint64_t size);
 
 /* ------------------------------------------------------------------ tiles */
 #define CIS2_TILE 16
