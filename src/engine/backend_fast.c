@@ -185,11 +185,12 @@ static void at_tile_task(void *ctx, int task, int tid)
 }
 
 /* Decode (T = 1), long contexts: the group's query heads share each key.
- * Phase 1 tasks are (KV group x key range): each key's score is its own
- * output (dot_seq then * scale), so a key range is any split; every head of
- * the group scores the range while its keys are hot in cache. Phase 2 tasks
- * are heads: softmax over the head's whole row (one in-order sum) and the
- * V-mix (every output dim summed over all keys in order). */
+ * Phase 1 tasks are key ranges of every KV head: each key's score is its
+ * own output (dot_seq then * scale), so a key range is any split; every head
+ * of a group scores a block of keys while it is hot in cache, and a task
+ * streams whole cache rows. Phase 2 tasks are heads: softmax over the head's
+ * whole row (one in-order sum); then the V-mix (every output dim summed over
+ * all keys in order), split by dims. */
 typedef struct {
     fast_state *s;
     const float *q, *kc, *vc;
@@ -204,28 +205,31 @@ typedef struct {
 static void at1_scores_task(void *ctx, int task, int tid)
 {
     const at1_job *j = ctx;
-    int kvh = task / j->nchunks, c = task % j->nchunks;
-    int a = c * j->chunk, len = j->n - a < j->chunk ? j->n - a : j->chunk;
-    const float *k = j->kc + (size_t)a * j->kvd + (size_t)kvh * j->hd;
+    int a = task * j->chunk, len = j->n - a < j->chunk ? j->n - a : j->chunk;
+    int nkv = j->kvd / j->hd;
+    const float *k = j->kc + (size_t)a * j->kvd;
     if (j->s->k->scores_tq) {
         /* Each key is read once for the whole group: a block of keys is
          * transposed (a copy) and the group's query heads score it as one
-         * tile, lanes over keys, each score its own in-order sum. */
+         * tile, lanes over keys, each score its own in-order sum. A task is
+         * a key range of every KV head, so it streams whole cache rows. */
         float *kt = j->s->ktl[tid];
-        int h0 = kvh * j->group;
         for (int b = 0; b < len; b += AT1_KB) {
             int m = len - b < AT1_KB ? len - b : AT1_KB;
-            j->s->k->kt_pack(k + (size_t)b * j->kvd, (size_t)j->kvd, m, j->hd, kt, AT1_KB);
-            j->s->k->scores_tq(j->q + (size_t)h0 * j->hd, (size_t)j->hd, j->group, kt, AT1_KB, m,
-                               j->hd, j->scale, j->S + (size_t)h0 * j->n + a + b, (size_t)j->n);
+            for (int kvh = 0; kvh < nkv; kvh++) {
+                int h0 = kvh * j->group;
+                j->s->k->kt_pack(k + (size_t)b * j->kvd + (size_t)kvh * j->hd, (size_t)j->kvd, m,
+                                 j->hd, kt, AT1_KB);
+                j->s->k->scores_tq(j->q + (size_t)h0 * j->hd, (size_t)j->hd, j->group, kt, AT1_KB,
+                                   m, j->hd, j->scale, j->S + (size_t)h0 * j->n + a + b,
+                                   (size_t)j->n);
+            }
         }
         return;
     }
-    for (int g = 0; g < j->group; g++) {
-        int h = kvh * j->group + g;
-        j->s->k->scores(j->q + (size_t)h * j->hd, k, (size_t)j->kvd, len, j->hd, j->scale,
-                        j->S + (size_t)h * j->n + a);
-    }
+    for (int h = 0; h < nkv * j->group; h++)
+        j->s->k->scores(j->q + (size_t)h * j->hd, k + (size_t)(h / j->group) * j->hd,
+                        (size_t)j->kvd, len, j->hd, j->scale, j->S + (size_t)h * j->n + a);
 }
 
 static void at1_softmax_task(void *ctx, int task, int tid)
@@ -246,6 +250,20 @@ static void at1_vmix_g_task(void *ctx, int task, int tid)
     j->s->k->vmix_g(j->S + (size_t)h0 * j->n, (size_t)j->n, j->group,
                     j->vc + (size_t)kvh * j->hd + d0, (size_t)j->kvd, j->n, j->dchunk,
                     j->out + (size_t)h0 * j->hd + d0, (size_t)j->hd);
+}
+
+/* V-mix over slices of whole cache rows, tasks = one contiguous run of the
+ * row's 16-dim vectors per thread: each output dim is its own in-order sum
+ * over all keys, so any dim split is exact, and a thread streams its slice
+ * of every row once. */
+static void at1_vmix_rows_task(void *ctx, int task, int tid)
+{
+    (void)tid;
+    const at1_job *j = ctx;
+    int nv = j->kvd / 16, e0 = nv * task / j->nchunks, e1 = nv * (task + 1) / j->nchunks;
+    if (e1 > e0)
+        j->s->k->vmix_rows(j->S, (size_t)j->n, j->group, j->vc, (size_t)j->kvd, j->n, j->hd, e0,
+                           e1 - e0, j->out, (size_t)j->hd);
 }
 
 static void at1_mix_task(void *ctx, int task, int tid)
@@ -302,7 +320,7 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
             s->sall_cap = want;
         }
         /* ~4 tasks per thread, key ranges a multiple of 16 keys */
-        int chunk = (int)(((size_t)need * n_kv + (size_t)4 * nth - 1) / ((size_t)4 * nth));
+        int chunk = (need + 4 * nth - 1) / (4 * nth);
         chunk = (chunk + 15) & ~15;
         if (chunk < 128) chunk = 128;
         if (chunk > 1024) chunk = 1024;
@@ -310,8 +328,12 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
                        out, s->sall,   need,  n_heads / n_kv,
                        hd,  n_kv * hd, chunk, (need + chunk - 1) / chunk,
                        hd,  scale };
-        tp_run(s->pool, n_kv * j1.nchunks, at1_scores_task, &j1);
-        if (s->k->vmix_g) {
+        tp_run(s->pool, j1.nchunks, at1_scores_task, &j1);
+        if (s->k->vmix_rows && hd % 16 == 0 && n_heads / n_kv <= 8) {
+            tp_run(s->pool, n_heads, at1_softmax_task, &j1);
+            j1.nchunks = nth < n_kv * hd / 16 ? nth : n_kv * hd / 16; /* V-mix tasks */
+            tp_run(s->pool, j1.nchunks, at1_vmix_rows_task, &j1);
+        } else if (s->k->vmix_g) {
             if (hd % 32 == 0 && n_kv < 2 * nth) j1.dchunk = 32;
             tp_run(s->pool, n_heads, at1_softmax_task, &j1);
             tp_run(s->pool, n_kv * (hd / j1.dchunk), at1_vmix_g_task, &j1);

@@ -57,6 +57,14 @@ typedef struct {
                       float scale, float *out, size_t ldo);
     void (*vmix_tq)(const float *p, size_t ldp, int nq, int n0, int step, const float *v,
                     size_t stride, int hd, float *out, size_t ldo);
+    /* Decode V-mix over a slice of whole cache rows, one pass over V: the
+     * row's 16-float vectors e0 <= e < e0 + ne (hd % 16 == 0); vector e is
+     * dims 16e - kvh*hd.. of KV head kvh = 16e / hd, shared by query heads
+     * kvh*g + i (i < g): out[h*ldo + d] = sum over j < n in order of
+     * p[h*ldp + j] * v[j*stride + kvh*hd + d] — for each head bit for bit the
+     * `vmix` kernel. NULL = not available (or g > 8: the engine's vmix_g). */
+    void (*vmix_rows)(const float *p, size_t ldp, int g, const float *v, size_t stride, int n,
+                      int hd, int e0, int ne, float *out, size_t ldo);
 } fast_kernels;
 
 /* int8 tiles (i8_pack.c): tile i holds rows 16i..16i+15 as for bf16, one byte

@@ -50,18 +50,19 @@ static ATTR inline __attribute__((always_inline)) void tr8(__m256 r[8])
 }
 
 /* kt[d*ld + j] = k[j*stride + d] for keys j < n, dims d < hd: a pure copy
- * (8x8 blocks through registers), so the scores can run lanes over keys. */
-#define KT_PF 32
+ * (8x8 blocks through registers), so the scores can run lanes over keys.
+ * The rows KT_PF keys ahead are prefetched even past n (a prefetch never
+ * faults): decode calls this on short blocks of a long cache. */
+#define KT_PF 64
 ATTR void fast_avx2_kt_pack(const float *k, size_t stride, int n, int hd, float *kt, size_t ld)
 {
     int j = 0, hd8 = hd & ~7;
     for (; j + 8 <= n; j += 8) {
         const float *k0 = k + (size_t)j * stride;
-        if (j + 8 + KT_PF <= n) /* strided rows: fetch KT_PF keys ahead */
-            for (int i = 0; i < 8; i++) {
-                const char *r = (const char *)(k0 + (size_t)(KT_PF + i) * stride);
-                for (int o = 0; o < hd * 4; o += 64) _mm_prefetch(r + o, _MM_HINT_T0);
-            }
+        for (int i = 0; i < 8; i++) { /* strided rows: fetch KT_PF keys ahead */
+            const char *r = (const char *)((uintptr_t)(k0 + i * stride) + KT_PF * stride * 4);
+            for (int o = 0; o < hd * 4; o += 64) _mm_prefetch(r + o, _MM_HINT_T0);
+        }
         int d = 0;
         for (; d < hd8; d += 8) {
             __m256 r[8];
@@ -357,6 +358,7 @@ static const fast_kernels K_AVX2 = { "avx2",
                                      NULL,
                                      avx2_mm_i8,
                                      fast_avx2_kt_pack,
+                                     NULL,
                                      NULL,
                                      NULL };
 

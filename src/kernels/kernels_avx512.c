@@ -78,7 +78,7 @@ ATTR static void avx512_vmix(const float *p, const float *v, size_t stride, int 
 /* Group V-mix: up to 4 heads x 4 dim vectors (16 dims each) per pass; lane
  * d of head h's accumulator adds p[h][j]*v[j][d] for keys j in order (one
  * mul, one add each) — avx512_vmix's operations per head, V read once. */
-#define VG_PF 16
+#define VG_PF 64
 #define VG_BLOCK(NH, ND)                                                                           \
     do {                                                                                           \
         __m512 a[NH][ND];                                                                          \
@@ -140,12 +140,81 @@ ATTR static void avx512_vmix_g(const float *p, size_t ldp, int g, const float *v
 }
 #undef VG_BLOCK
 
-static const fast_kernels K_AVX512 = {
-    "avx512",           avx512_mm_bf16, avx512_mm_f32,     fast_avx2_scores,
-    fast_avx2_softmax,  avx512_vmix,    fast_avx2_swiglu,  fast_avx2_scores_t,
-    avx512_vmix_g,      avx512_mm_i8,   fast_avx2_kt_pack, fast_avx512_scores_tq,
-    fast_avx512_vmix_tq
-};
+/* Row-slice V-mix: NE consecutive 16-dim vectors of the cache row (they may
+ * span KV heads) x the G heads sharing each, NE*G accumulators; per key one
+ * load per vector and a broadcast of each head's p. Lane d of a head's
+ * accumulator adds p[h][j]*v[j][d] for keys j in order (one mul, one add
+ * each): avx512_vmix's operations per head, each cache row slice read once
+ * and contiguously. */
+#define VR_BLOCK(NE, G)                                                                            \
+    do {                                                                                           \
+        __m512 a[NE][G];                                                                           \
+        const float *pe[NE];                                                                       \
+        float *oe[NE];                                                                             \
+        for (int e = 0; e < NE; e++) {                                                             \
+            int kvh = 16 * (e0 + e) / hd, d = 16 * (e0 + e) - kvh * hd;                            \
+            pe[e] = p + (size_t)kvh * G * ldp;                                                     \
+            oe[e] = out + (size_t)kvh * G * ldo + d;                                               \
+            for (int i = 0; i < G; i++) a[e][i] = _mm512_setzero_ps();                             \
+        }                                                                                          \
+        const float *vr = v + 16 * e0;                                                             \
+        for (int j = 0; j < n; j++, vr += stride) {                                                \
+            if (j + VG_PF < n) /* strided rows: prefetch VG_PF keys ahead */                       \
+                for (int o = 0; o < NE * 64; o += 64)                                              \
+                    _mm_prefetch((const char *)(vr + VG_PF * stride) + o, _MM_HINT_T0);            \
+            for (int e = 0; e < NE; e++) {                                                         \
+                __m512 x = _mm512_loadu_ps(vr + 16 * e);                                           \
+                for (int i = 0; i < G; i++)                                                        \
+                    a[e][i] = _mm512_add_ps(                                                       \
+                        a[e][i], _mm512_mul_ps(_mm512_set1_ps(pe[e][(size_t)i * ldp + j]), x));    \
+            }                                                                                      \
+        }                                                                                          \
+        for (int e = 0; e < NE; e++)                                                               \
+            for (int i = 0; i < G; i++) _mm512_storeu_ps(oe[e] + (size_t)i * ldo, a[e][i]);        \
+    } while (0)
+
+#define VR_G(G, M3)                                                                                \
+    case G:                                                                                        \
+        switch (m) {                                                                               \
+        case 1: VR_BLOCK(1, G); break;                                                             \
+        case 2: VR_BLOCK(2, G); break;                                                             \
+        case 3: VR_BLOCK(3, G); break;                                                             \
+        case 4: VR_BLOCK(4 - M3, G); break;                                                        \
+        case 5: VR_BLOCK(5 - 2 * M3, G); break;                                                    \
+        default: VR_BLOCK(6 - 3 * M3, G); break;                                                   \
+        }                                                                                          \
+        break;
+
+/* g <= 8: at most 24 accumulators a pass, passes of about equal width. */
+ATTR static void avx512_vmix_rows(const float *p, size_t ldp, int g, const float *v, size_t stride,
+                                  int n, int hd, int e_first, int ne, float *out, size_t ldo)
+{
+    int most = g <= 4 ? 6 : 3, passes = (ne + most - 1) / most;
+    for (int q = 0; q < passes; q++) {
+        int e0 = e_first + ne * q / passes, m = e_first + ne * (q + 1) / passes - e0;
+        switch (g) {
+            VR_G(1, 0)
+            VR_G(2, 0) VR_G(3, 0) VR_G(4, 0) VR_G(5, 1) VR_G(6, 1) VR_G(7, 1) default : VR_G(8, 1)
+        }
+    }
+}
+#undef VR_G
+#undef VR_BLOCK
+
+static const fast_kernels K_AVX512 = { "avx512",
+                                       avx512_mm_bf16,
+                                       avx512_mm_f32,
+                                       fast_avx2_scores,
+                                       fast_avx2_softmax,
+                                       avx512_vmix,
+                                       fast_avx2_swiglu,
+                                       fast_avx2_scores_t,
+                                       avx512_vmix_g,
+                                       avx512_mm_i8,
+                                       fast_avx2_kt_pack,
+                                       fast_avx512_scores_tq,
+                                       fast_avx512_vmix_tq,
+                                       avx512_vmix_rows };
 
 const fast_kernels *fast_kernels_avx512(void)
 {
