@@ -57,6 +57,10 @@ typedef struct {
                       float scale, float *out, size_t ldo);
     void (*vmix_tq)(const float *p, size_t ldp, int nq, int n0, int step, const float *v,
                     size_t stride, int hd, float *out, size_t ldo);
+    /* The `softmax` kernel on rows i < m, row i at s + i*lds with n0 + i*step
+     * entries (step >= 0): each row bit for bit ref_softmax. NULL = not
+     * available (the engine runs `softmax` row by row). */
+    void (*softmax_rows)(float *s, size_t lds, int m, int n0, int step);
 } fast_kernels;
 
 /* int8 tiles (i8_pack.c): tile i holds rows 16i..16i+15 as for bf16, one byte

@@ -30,6 +30,7 @@
 void fast_avx2_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale,
                       float *out);
 void fast_avx2_softmax(float *s, int n);
+void fast_avx2_softmax_rows(float *s, size_t lds, int m, int n0, int step);
 void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, int hd, float *out);
 void fast_avx2_swiglu(const float *g, const float *u, float *out, int n);
 void fast_avx2_kt_pack(const float *k, size_t stride, int n, int hd, float *kt, size_t ld);
@@ -140,12 +141,20 @@ ATTR static void avx512_vmix_g(const float *p, size_t ldp, int g, const float *v
 }
 #undef VG_BLOCK
 
-static const fast_kernels K_AVX512 = {
-    "avx512",           avx512_mm_bf16, avx512_mm_f32,     fast_avx2_scores,
-    fast_avx2_softmax,  avx512_vmix,    fast_avx2_swiglu,  fast_avx2_scores_t,
-    avx512_vmix_g,      avx512_mm_i8,   fast_avx2_kt_pack, fast_avx512_scores_tq,
-    fast_avx512_vmix_tq
-};
+static const fast_kernels K_AVX512 = { "avx512",
+                                       avx512_mm_bf16,
+                                       avx512_mm_f32,
+                                       fast_avx2_scores,
+                                       fast_avx2_softmax,
+                                       avx512_vmix,
+                                       fast_avx2_swiglu,
+                                       fast_avx2_scores_t,
+                                       avx512_vmix_g,
+                                       avx512_mm_i8,
+                                       fast_avx2_kt_pack,
+                                       fast_avx512_scores_tq,
+                                       fast_avx512_vmix_tq,
+                                       fast_avx2_softmax_rows };
 
 const fast_kernels *fast_kernels_avx512(void)
 {
