@@ -179,7 +179,9 @@ static void at_tile_task(void *ctx, int task, int tid)
     k->scores_tq(j->q + (size_t)t0 * j->qd + (size_t)h * j->hd, (size_t)j->qd, nq,
                  j->kt + (size_t)kvh * j->hd * j->ldkt, j->ldkt, n0 + nq - 1, j->hd, j->scale, sc,
                  ldo);
-    for (int i = 0; i < nq; i++) k->softmax(sc + (size_t)i * ldo, n0 + i);
+    if (k->softmax_rows) k->softmax_rows(sc, ldo, nq, n0, 1);
+    else
+        for (int i = 0; i < nq; i++) k->softmax(sc + (size_t)i * ldo, n0 + i);
     k->vmix_tq(sc, ldo, nq, n0, 1, j->vc + (size_t)kvh * j->hd, (size_t)j->kvd, j->hd,
                j->out + (size_t)t0 * j->qd + (size_t)h * j->hd, (size_t)j->qd);
 }

@@ -65,6 +65,10 @@ typedef struct {
      * `vmix` kernel. NULL = not available (or g > 8: the engine's vmix_g). */
     void (*vmix_rows)(const float *p, size_t ldp, int g, const float *v, size_t stride, int n,
                       int hd, int e0, int ne, float *out, size_t ldo);
+    /* The `softmax` kernel on rows i < m, row i at s + i*lds with n0 + i*step
+     * entries (step >= 0): each row bit for bit ref_softmax. NULL = not
+     * available (the engine runs `softmax` row by row). */
+    void (*softmax_rows)(float *s, size_t lds, int m, int n0, int step);
 } fast_kernels;
 
 /* int8 tiles (i8_pack.c): tile i holds rows 16i..16i+15 as for bf16, one byte

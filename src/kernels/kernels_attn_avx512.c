@@ -13,6 +13,9 @@
 #define AI    ATTR inline __attribute__((always_inline))
 #define SC_QT 8 /* queries per scores tile */
 #define VM_QT 4 /* queries per V-mix tile */
+/* Loops over a tile's queries and vectors carry `#pragma GCC unroll`: fully
+ * unrolled, every accumulator of the tile stays in a register (without it
+ * GCC kept the tiles in stack memory, at half the speed). */
 
 void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, int hd, float *out);
 void fast_avx2_kt_pack(const float *k, size_t stride, int n, int hd, float *kt, size_t ld);
@@ -30,18 +33,23 @@ static AI void sc_blk(const float *q, size_t ldq, const int nq, const float *kt,
                       __m512 vs, float *out, size_t ldo, const int nk, int left)
 {
     __m512 acc[SC_QT][2];
+#pragma GCC unroll 8
     for (int i = 0; i < nq; i++)
+#pragma GCC unroll 8
         for (int e = 0; e < nk; e++) acc[i][e] = _mm512_setzero_ps();
     const float *c = kt;
     for (int d = 0; d < hd; d++, c += ld) {
         __m512 k0 = _mm512_loadu_ps(c), k1 = nk > 1 ? _mm512_loadu_ps(c + 16) : k0;
+#pragma GCC unroll 8
         for (int i = 0; i < nq; i++) {
             __m512 qb = _mm512_set1_ps(q[(size_t)i * ldq + d]);
             acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_mul_ps(qb, k0));
             if (nk > 1) acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_mul_ps(qb, k1));
         }
     }
+#pragma GCC unroll 8
     for (int i = 0; i < nq; i++)
+#pragma GCC unroll 8
         for (int e = 0; e < nk; e++) {
             __m512 s = _mm512_mul_ps(acc[i][e], vs); /* §9.2: scale after the dot */
             _mm512_mask_storeu_ps(out + (size_t)i * ldo + 16 * e, tail_mask(left - 16 * e), s);
@@ -85,14 +93,19 @@ static AI void vm_blk(const float *p, size_t ldp, const int nq, int n0, int step
                       size_t stride, float *out, size_t ldo, const int nd)
 {
     __m512 acc[VM_QT][4];
+#pragma GCC unroll 8
     for (int i = 0; i < nq; i++)
+#pragma GCC unroll 8
         for (int e = 0; e < nd; e++) acc[i][e] = _mm512_setzero_ps();
     const float *vr = v;
     for (int j = 0; j < n0; j++, vr += stride) {
         __m512 x[4];
+#pragma GCC unroll 8
         for (int e = 0; e < nd; e++) x[e] = _mm512_loadu_ps(vr + 16 * e);
+#pragma GCC unroll 8
         for (int i = 0; i < nq; i++) {
             __m512 pb = _mm512_set1_ps(p[(size_t)i * ldp + j]);
+#pragma GCC unroll 8
             for (int e = 0; e < nd; e++)
                 acc[i][e] = _mm512_add_ps(acc[i][e], _mm512_mul_ps(pb, x[e]));
         }
@@ -100,15 +113,20 @@ static AI void vm_blk(const float *p, size_t ldp, const int nq, int n0, int step
     int nlast = n0 + (nq - 1) * step;
     for (int j = n0; j < nlast; j++, vr += stride) {
         __m512 x[4];
+#pragma GCC unroll 8
         for (int e = 0; e < nd; e++) x[e] = _mm512_loadu_ps(vr + 16 * e);
+#pragma GCC unroll 8
         for (int i = 0; i < nq; i++) {
             if (j >= n0 + i * step) continue; /* past query i's keys */
             __m512 pb = _mm512_set1_ps(p[(size_t)i * ldp + j]);
+#pragma GCC unroll 8
             for (int e = 0; e < nd; e++)
                 acc[i][e] = _mm512_add_ps(acc[i][e], _mm512_mul_ps(pb, x[e]));
         }
     }
+#pragma GCC unroll 8
     for (int i = 0; i < nq; i++)
+#pragma GCC unroll 8
         for (int e = 0; e < nd; e++) _mm512_storeu_ps(out + (size_t)i * ldo + 16 * e, acc[i][e]);
 }
 

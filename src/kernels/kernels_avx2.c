@@ -256,14 +256,12 @@ ATTR void fast_avx2_swiglu(const float *g, const float *u, float *out, int n)
     if (i < n) ref_swiglu(g + i, u + i, out + i, n - i);
 }
 
-/* ref_softmax bit for bit: max (NaN anywhere -> the scalar routine), exp of
- * s - max per lane, the §5.3 sum strictly in order, then divide. */
-ATTR void fast_avx2_softmax(float *s, int n)
+/* ref_softmax's max and exps of one row, in place: max (order independent),
+ * then exp of s - max per lane. Returns 1, writing nothing, when the row is
+ * short or holds a NaN (the caller runs ref_softmax on it). */
+static ATTR int sm_max_exp(float *s, int n)
 {
-    if (n < 16) {
-        ref_softmax(s, n);
-        return;
-    }
+    if (n < 16) return 1;
     __m256 mx = _mm256_loadu_ps(s), nan = _mm256_cmp_ps(mx, mx, _CMP_UNORD_Q);
     int j = 8;
     for (; j + 8 <= n; j += 8) {
@@ -271,48 +269,88 @@ ATTR void fast_avx2_softmax(float *s, int n)
         nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
         mx = _mm256_max_ps(mx, v);
     }
-    if (_mm256_movemask_ps(nan)) {
-        ref_softmax(s, n);
-        return;
-    }
+    if (_mm256_movemask_ps(nan)) return 1;
     float lanes[8];
     _mm256_storeu_ps(lanes, mx);
     float max_v = lanes[0];
     for (int i = 1; i < 8; i++)
         if (lanes[i] > max_v) max_v = lanes[i];
     for (; j < n; j++) {
-        if (s[j] != s[j]) {
-            ref_softmax(s, n);
-            return;
-        }
+        if (s[j] != s[j]) return 1;
         if (s[j] > max_v) max_v = s[j];
     }
     /* The max's value is order independent; only the sign of a zero max can
      * differ, and s - (+0) == s - (-0) except for s = +-0, where exp gives 1
      * either way. */
     __m256 vm = _mm256_set1_ps(max_v);
-    float acc = 0.0f;
     j = 0;
-    for (; j + 8 <= n; j += 8) {
-        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
-        _mm256_storeu_ps(s + j, e);
-        acc = acc + s[j];
-        acc = acc + s[j + 1];
-        acc = acc + s[j + 2];
-        acc = acc + s[j + 3];
-        acc = acc + s[j + 4];
-        acc = acc + s[j + 5];
-        acc = acc + s[j + 6];
-        acc = acc + s[j + 7];
-    }
-    for (; j < n; j++) {
-        s[j] = cis2_exp_pinned(s[j] - max_v);
-        acc = acc + s[j];
-    }
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(s + j, exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm)));
+    for (; j < n; j++) s[j] = cis2_exp_pinned(s[j] - max_v);
+    return 0;
+}
+
+/* §5.3's last step: every entry divided by the row's sum. */
+static ATTR void sm_div(float *s, int n, float acc)
+{
     __m256 vd = _mm256_set1_ps(acc);
-    j = 0;
+    int j = 0;
     for (; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, _mm256_div_ps(_mm256_loadu_ps(s + j), vd));
     for (; j < n; j++) s[j] = s[j] / acc;
+}
+
+/* ref_softmax bit for bit: max (NaN anywhere -> the scalar routine), exp of
+ * s - max per lane, the §5.3 sum strictly in order, then divide. */
+ATTR void fast_avx2_softmax(float *s, int n)
+{
+    if (sm_max_exp(s, n)) {
+        ref_softmax(s, n);
+        return;
+    }
+    float acc = 0.0f;
+    for (int j = 0; j < n; j++) acc = acc + s[j];
+    sm_div(s, n, acc);
+}
+
+/* Rows i < m of a tile, row i at s + i*lds with n0 + i*step entries: each
+ * row ref_softmax bit for bit. Each row's §5.3 sum keeps its one
+ * accumulator, strictly in order; up to 8 rows' sums run side by side over
+ * their shared first n0 entries, so their add latencies overlap. */
+ATTR void fast_avx2_softmax_rows(float *s, size_t lds, int m, int n0, int step)
+{
+    for (int i0 = 0; i0 < m; i0 += 8) {
+        float *r[8];
+        int len[8], nl = 0;
+        for (int i = i0; i < m && i < i0 + 8; i++) {
+            float *row = s + (size_t)i * lds;
+            int n = n0 + i * step;
+            if (sm_max_exp(row, n)) ref_softmax(row, n);
+            else {
+                r[nl] = row;
+                len[nl++] = n;
+            }
+        }
+        if (!nl) continue;
+        for (int i = nl; i < 8; i++) r[i] = r[0]; /* spare chains, never read back */
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f,
+              a7 = 0.0f;
+        int nc = n0 + i0 * step; /* every row of this group has at least nc entries */
+        for (int j = 0; j < nc; j++) {
+            a0 = a0 + r[0][j];
+            a1 = a1 + r[1][j];
+            a2 = a2 + r[2][j];
+            a3 = a3 + r[3][j];
+            a4 = a4 + r[4][j];
+            a5 = a5 + r[5][j];
+            a6 = a6 + r[6][j];
+            a7 = a7 + r[7][j];
+        }
+        float acc[8] = { a0, a1, a2, a3, a4, a5, a6, a7 };
+        for (int l = 0; l < nl; l++) {
+            for (int j = nc; j < len[l]; j++) acc[l] = acc[l] + r[l][j]; /* the row's rest */
+            sm_div(r[l], len[l], acc[l]);
+        }
+    }
 }
 
 /* V-mix: lanes over output dims; each lane adds p[j]*v[j][d] for j in order. */
@@ -360,7 +398,8 @@ static const fast_kernels K_AVX2 = { "avx2",
                                      fast_avx2_kt_pack,
                                      NULL,
                                      NULL,
-                                     NULL };
+                                     NULL,
+                                     fast_avx2_softmax_rows };
 
 const fast_kernels *fast_kernels_avx2(void)
 {

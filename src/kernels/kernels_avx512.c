@@ -30,6 +30,7 @@
 void fast_avx2_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale,
                       float *out);
 void fast_avx2_softmax(float *s, int n);
+void fast_avx2_softmax_rows(float *s, size_t lds, int m, int n0, int step);
 void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, int hd, float *out);
 void fast_avx2_swiglu(const float *g, const float *u, float *out, int n);
 void fast_avx2_kt_pack(const float *k, size_t stride, int n, int hd, float *kt, size_t ld);
@@ -214,7 +215,8 @@ static const fast_kernels K_AVX512 = { "avx512",
                                        fast_avx2_kt_pack,
                                        fast_avx512_scores_tq,
                                        fast_avx512_vmix_tq,
-                                       avx512_vmix_rows };
+                                       avx512_vmix_rows,
+                                       fast_avx2_softmax_rows };
 
 const fast_kernels *fast_kernels_avx512(void)
 {
