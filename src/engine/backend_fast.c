@@ -73,11 +73,13 @@ static int mm_setup(const fast_state *s, const cis2_weight *p, const float *X, i
 {
     int nth = tp_threads(s->pool);
     *j = (mm_job){ s->k, s->k_i8, p, X, Y, T, 0, 0, 0 };
-    if (T <= 4) {
-        /* decode: rows only, ~4 tasks per thread, multiples of 8 tiles */
-        int want = nth == 1 ? 1 : nth * 4;
+    if (T <= 16) {
+        /* decode (one or a few sequences): rows only, ~4 tasks per thread,
+         * multiples of 8 tiles (T = 1 blocks) or of 6 (T > 1: 1, 2 and 3
+         * tile blocks fit evenly) */
+        int want = nth == 1 ? 1 : nth * 4, mult = T == 1 ? 8 : 6;
         int tpt = (p->ntiles + want - 1) / want;
-        tpt = (tpt + 7) & ~7;
+        tpt = (tpt + mult - 1) / mult * mult;
         j->tiles_per_task = tpt;
         j->toks_per_task = T;
         j->n_tok_chunks = 1;
