@@ -494,7 +494,23 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
     float *const qkv[3] = { e->q, e->k, e->v };
     linears(be, 3, wqkv, e->xn, T, qkv);
     for_rows(p, T, qkv_row);
-    for (int i = 0; i < n_sp; i++) {
+    int one_each = !e->o.trace && be->attention_decode && n_sp > 1;
+    for (int i = 0; i < n_sp && one_each; i++) one_each = sp[i].n == 1 && sp[i].row0 == i;
+    /* A decode step (one row per sequence, row i = span i): all sequences'
+     * attention in one call, ATT_GROUP at a time. */
+    enum { ATT_GROUP = 64 };
+    for (int i0 = 0; one_each && i0 < n_sp; i0 += ATT_GROUP) {
+        const float *kc[ATT_GROUP], *vc[ATT_GROUP];
+        int pos[ATT_GROUP], n = n_sp - i0 < ATT_GROUP ? n_sp - i0 : ATT_GROUP;
+        for (int i = 0; i < n; i++) {
+            kc[i] = sp[i0 + i].s->kc[p->l];
+            vc[i] = sp[i0 + i].s->vc[p->l];
+            pos[i] = sp[i0 + i].pos0;
+        }
+        be->attention_decode(be, n, e->q + (size_t)i0 * qd, kc, vc, pos, nh, nkv, hd, scale,
+                             e->att + (size_t)i0 * qd);
+    }
+    for (int i = 0; i < n_sp && !one_each; i++) {
         if (e->o.trace) {
             if (traced_attention(e, p->l, &sp[i], scale, err)) return 1;
         } else {
