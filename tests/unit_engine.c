@@ -181,7 +181,7 @@ static void check_multi(const char *name, const char *args, cis2_backend_kind bk
  * n_gen; late ones join as slots free up and one joins every other step),
  * every result is bit-identical (ids, witness, argmax digest) to the same
  * sequence run alone on the reference backend — on the reference backend and
- * on the fast one for every ISA this CPU runs, with 1 and 2 threads. */
+ * on the fast one for every ISA this CPU runs, with 1, 2 and 3 threads. */
 enum { BS_N = 20, BS_PMAX = 13 };
 typedef struct {
     int32_t prompt[BS_PMAX], force[12];
@@ -280,7 +280,7 @@ static void check_batched(const char *name, const char *args)
     CHECK(tn, ok && n_eos >= 3 && n_eos < BS_N, "solo runs: %s (%d stopped at EOS)", err, n_eos);
     const char *isas[] = { "ref", "scalar", "sse2", "avx2", "avx512", "neon", "wasm128" };
     for (size_t k = 0; ok && k < sizeof isas / sizeof isas[0]; k++)
-        for (int th = 1; th <= 2; th++) {
+        for (int th = 1; th <= 3; th++) {
             memset(&eo, 0, sizeof eo);
             eo.threads = th;
             if (k > 0) {
@@ -292,7 +292,7 @@ static void check_batched(const char *name, const char *args)
                     continue;
                 }
                 cis2_engine_free(probe);
-            } else if (th == 2) continue; /* the reference backend is single-threaded */
+            } else if (th > 1) continue; /* the reference backend is single-threaded */
             int bad = 0, first = 0;
             for (int B = 1; B <= 16; B++) {
                 int b = bs_run(m, eo, B, it, want, err);

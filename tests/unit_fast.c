@@ -1,6 +1,6 @@
 /* Every fast kernel path is bit-identical to the scalar reference.
  * Matmul over many shapes (odd sizes, rows not a multiple of the 16-row
- * tile, T = 1..40, bf16/f32/f16 weights), attention (head_dim 6/24/64/128,
+ * tile, T = 1..16 and 25, 40, bf16/f32/f16 weights), attention (head_dim 6/24/64/128,
  * GQA groups 1-7, long contexts to 8192), softmax on adversarial rows —
  * for every ISA path this CPU has and thread counts 1, 2, 3, 7. */
 #include "unit.h"
@@ -53,9 +53,10 @@ static void free_weight(tweight *t)
 
 static void test_matmul(void)
 {
-    static const int R[] = { 1, 5, 16, 17, 33, 100, 129 };
+    static const int R[] = { 1, 5, 16, 17, 33, 100, 129, 200 };
     static const int C[] = { 1, 3, 8, 17, 64, 100 };
-    static const int TT[] = { 1, 2, 3, 4, 5, 7, 12, 13, 25, 40 };
+    /* every T a decode step of 1..16 sequences can have, then prefill sizes */
+    static const int TT[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 40 };
     static const cis2_dtype DT[] = { CIS2_DT_BF16, CIS2_DT_F32, CIS2_DT_F16 };
     static const char *DTN[] = { "bf16", "f32", "f16" };
     for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {

@@ -1,7 +1,7 @@
 /* The int8 kernels (docs/quantization.md): every exact int8 path (scalar,
  * SSE2, AVX2, AVX-512, NEON) bit-identical to the reference ref_matvec_i8
  * over many shapes (odd rows/cols, rows not a multiple of the 16-row tile,
- * T = 1..40), tile ranges and thread counts 1, 2, 3, 7; the reference itself
+ * T = 1..16, 25, 40), tile ranges and thread counts 1, 2, 3, 7; the reference itself
  * against a hand-derived value; and the approximate arm-D kernels
  * (approx_int8.c) within their derived error bound of the exact result. */
 #include "unit.h"
@@ -99,9 +99,10 @@ static void task(void *ctx, int i, int tid)
 
 static void test_fast_i8(void)
 {
-    static const int R[] = { 1, 5, 16, 17, 33, 100, 129 };
+    static const int R[] = { 1, 5, 16, 17, 33, 100, 129, 200 };
     static const int C[] = { 1, 3, 8, 17, 64, 100 };
-    static const int TT[] = { 1, 2, 3, 4, 5, 7, 12, 13, 25, 40 };
+    /* every T a decode step of 1..16 sequences can have, then prefill sizes */
+    static const int TT[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 40 };
     for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[160];
         const fast_kernels *k = fast_kernels_pick(ISAS[ii], err);

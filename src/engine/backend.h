@@ -19,6 +19,13 @@ struct cis2_backend {
      * out: [T][n_heads*hd]. Query head h reads KV head h / (n_heads/n_kv). */
     void (*attention)(cis2_backend *b, const float *q, const float *kc, const float *vc, int T,
                       int pos0, int n_heads, int n_kv, int hd, float scale, float *out);
+    /* Optional: one query token for each of n sequences in one parallel
+     * step; sequence i at position pos[i], its KV cache kc[i]/vc[i] holding
+     * 0..pos[i]; q, out: [n][n_heads*hd]. For each sequence bit for bit
+     * attention(q_i, kc[i], vc[i], 1, pos[i], ...). NULL = one call each. */
+    void (*attention_decode)(cis2_backend *b, int n, const float *q, const float *const *kc,
+                             const float *const *vc, const int *pos, int n_heads, int n_kv, int hd,
+                             float scale, float *out);
     void (*destroy)(cis2_backend *b);
     /* Optional (NULL = the engine loops itself): run fn(ctx, i) for every
      * i < n, in any order and on any of the backend's threads (each pinned

@@ -73,11 +73,13 @@ static int mm_setup(const fast_state *s, const cis2_weight *p, const float *X, i
 {
     int nth = tp_threads(s->pool);
     *j = (mm_job){ s->k, s->k_i8, p, X, Y, T, 0, 0, 0 };
-    if (T <= 4) {
-        /* decode: rows only, ~4 tasks per thread, multiples of 8 tiles */
-        int want = nth == 1 ? 1 : nth * 4;
+    if (T <= 16) {
+        /* decode (one or a few sequences): rows only, ~4 tasks per thread,
+         * multiples of 8 tiles (T = 1 blocks) or of 6 (T > 1: 1, 2 and 3
+         * tile blocks fit evenly) */
+        int want = nth == 1 ? 1 : nth * 4, mult = T == 1 ? 8 : 6;
         int tpt = (p->ntiles + want - 1) / want;
-        tpt = (tpt + 7) & ~7;
+        tpt = (tpt + mult - 1) / mult * mult;
         j->tiles_per_task = tpt;
         j->toks_per_task = T;
         j->n_tok_chunks = 1;
@@ -142,20 +144,27 @@ typedef struct {
     size_t ldkt;
 } at_job;
 
-static void at_task(void *ctx, int task, int tid)
+/* One query head of one token over its n keys: scores, softmax, V-mix
+ * (§9.2–§9.4); q and out point at the head's hd values. */
+static void at_head(const at_job *j, const float *q, const float *kc, const float *vc, int n, int h,
+                    float *out, int tid)
 {
-    const at_job *j = ctx;
-    int t = j->T - 1 - task / j->nh, h = task % j->nh; /* longest contexts first */
-    int n = j->pos0 + t + 1, kvh = h / j->group;
-    const float *q = j->q + (size_t)t * j->qd + (size_t)h * j->hd;
+    int kvh = h / j->group;
     float *sc = j->s->scratch[tid];
     if (j->kt)
         j->s->k->scores_t(q, j->kt + (size_t)kvh * j->hd * j->ldkt, j->ldkt, n, j->hd, j->scale,
                           sc);
-    else j->s->k->scores(q, j->kc + (size_t)kvh * j->hd, (size_t)j->kvd, n, j->hd, j->scale, sc);
+    else j->s->k->scores(q, kc + (size_t)kvh * j->hd, (size_t)j->kvd, n, j->hd, j->scale, sc);
     j->s->k->softmax(sc, n);
-    j->s->k->vmix(sc, j->vc + (size_t)kvh * j->hd, (size_t)j->kvd, n, j->hd,
-                  j->out + (size_t)t * j->qd + (size_t)h * j->hd);
+    j->s->k->vmix(sc, vc + (size_t)kvh * j->hd, (size_t)j->kvd, n, j->hd, out);
+}
+
+static void at_task(void *ctx, int task, int tid)
+{
+    const at_job *j = ctx;
+    int t = j->T - 1 - task / j->nh, h = task % j->nh; /* longest contexts first */
+    size_t o = (size_t)t * j->qd + (size_t)h * j->hd;
+    at_head(j, j->q + o, j->kc, j->vc, j->pos0 + t + 1, h, j->out + o, tid);
 }
 
 /* Prefill, register-blocked: a task is AT_TQ consecutive tokens of one
@@ -281,11 +290,10 @@ static void at1_mix_task(void *ctx, int task, int tid)
 
 #define AT1_MIN_CTX 512
 
-static void fast_attn(cis2_backend *b, const float *q, const float *kc, const float *vc, int T,
-                      int pos0, int n_heads, int n_kv, int hd, float scale, float *out)
+/* Each thread's score rows hold at least `need` keys (AT_TQ rows). */
+static void ensure_scratch(fast_state *s, int need)
 {
-    fast_state *s = b->impl;
-    int need = pos0 + T, nth = tp_threads(s->pool);
+    int nth = tp_threads(s->pool);
     if (need > s->scratch_cap) {
         int cap = s->scratch_cap ? s->scratch_cap : 256;
         while (cap < need) cap *= 2;
@@ -299,6 +307,14 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
         }
         s->scratch_cap = cap;
     }
+}
+
+static void fast_attn(cis2_backend *b, const float *q, const float *kc, const float *vc, int T,
+                      int pos0, int n_heads, int n_kv, int hd, float scale, float *out)
+{
+    fast_state *s = b->impl;
+    int need = pos0 + T, nth = tp_threads(s->pool);
+    ensure_scratch(s, need);
     if (T == 1 && need >= AT1_MIN_CTX) {
         if (s->k->scores_tq && hd > s->ktl_hd) {
             for (int i = 0; i < nth; i++) {
@@ -380,6 +396,51 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
     tp_run(s->pool, T * n_heads, at_task, &j);
 }
 
+/* Decode of several sequences, one query token each: every (sequence,
+ * head) pair is a task of one pool dispatch, each head's attention exactly
+ * the single-sequence path's (at_head). Long contexts take the T = 1 path
+ * above, one sequence at a time. */
+typedef struct {
+    at_job j; /* the shared shape; q, kc, vc, out, pos0 unused */
+    const float *q;
+    const float *const *kc, *const *vc;
+    const int *pos;
+    float *out;
+} atb_job;
+
+static void atb_task(void *ctx, int task, int tid)
+{
+    const atb_job *b = ctx;
+    int i = task / b->j.nh, h = task % b->j.nh;
+    size_t o = (size_t)i * b->j.qd + (size_t)h * b->j.hd;
+    at_head(&b->j, b->q + o, b->kc[i], b->vc[i], b->pos[i] + 1, h, b->out + o, tid);
+}
+
+static void fast_attn_decode(cis2_backend *b, int n, const float *q, const float *const *kc,
+                             const float *const *vc, const int *pos, int n_heads, int n_kv, int hd,
+                             float scale, float *out)
+{
+    fast_state *s = b->impl;
+    int need = 1, qd = n_heads * hd;
+    for (int i = 0; i < n; i++)
+        if (pos[i] + 1 > need) need = pos[i] + 1;
+    if (need >= AT1_MIN_CTX) {
+        for (int i = 0; i < n; i++)
+            fast_attn(b, q + (size_t)i * qd, kc[i], vc[i], 1, pos[i], n_heads, n_kv, hd, scale,
+                      out + (size_t)i * qd);
+        return;
+    }
+    ensure_scratch(s, need);
+    atb_job j = { { s, NULL, NULL, NULL, NULL, 1, 0, n_heads, n_heads / n_kv, hd, qd, n_kv * hd,
+                    scale, NULL, 0 },
+                  q,
+                  kc,
+                  vc,
+                  pos,
+                  out };
+    tp_run(s->pool, n * n_heads, atb_task, &j);
+}
+
 /* ------------------------------------------------------ engine elementwise */
 typedef struct {
     void (*fn)(void *ctx, int i);
@@ -443,6 +504,7 @@ static int make_backend(cis2_backend **out, const char *isa, int threads, char *
     b->impl = s;
     b->matmul = fast_mm;
     b->attention = fast_attn;
+    b->attention_decode = fast_attn_decode;
     b->destroy = fast_destroy;
     b->parallel_for = fast_parallel_for;
     b->matmul_multi = fast_mm_multi;

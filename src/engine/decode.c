@@ -494,7 +494,23 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
     float *const qkv[3] = { e->q, e->k, e->v };
     linears(be, 3, wqkv, e->xn, T, qkv);
     for_rows(p, T, qkv_row);
-    for (int i = 0; i < n_sp; i++) {
+    int one_each = !e->o.trace && be->attention_decode && n_sp > 1;
+    for (int i = 0; i < n_sp && one_each; i++) one_each = sp[i].n == 1 && sp[i].row0 == i;
+    /* A decode step (one row per sequence, row i = span i): all sequences'
+     * attention in one call, ATT_GROUP at a time. */
+    enum { ATT_GROUP = 64 };
+    for (int i0 = 0; one_each && i0 < n_sp; i0 += ATT_GROUP) {
+        const float *kc[ATT_GROUP], *vc[ATT_GROUP];
+        int pos[ATT_GROUP], n = n_sp - i0 < ATT_GROUP ? n_sp - i0 : ATT_GROUP;
+        for (int i = 0; i < n; i++) {
+            kc[i] = sp[i0 + i].s->kc[p->l];
+            vc[i] = sp[i0 + i].s->vc[p->l];
+            pos[i] = sp[i0 + i].pos0;
+        }
+        be->attention_decode(be, n, e->q + (size_t)i0 * qd, kc, vc, pos, nh, nkv, hd, scale,
+                             e->att + (size_t)i0 * qd);
+    }
+    for (int i = 0; i < n_sp && !one_each; i++) {
         if (e->o.trace) {
             if (traced_attention(e, p->l, &sp[i], scale, err)) return 1;
         } else {
@@ -742,8 +758,10 @@ static void seq_finalize(seq_t *s)
     s->state = SEQ_DONE;
 }
 
-/* One generated token from this step's logits (§11.2 argmax, or forced). */
-static void emit(cis2_engine *e, seq_t *s, const float *logits)
+/* The part of emitting that reads only this sequence's state: the next id
+ * (§11.2 argmax, or forced), the NaN scan and the logits into the §12.1
+ * witness stream; returns the id. */
+static int32_t emit_logits(cis2_engine *e, seq_t *s, const float *logits)
 {
     const cis2_config *c = &e->m->cfg;
     int step = s->r.n_gen;
@@ -756,12 +774,34 @@ static void emit(cis2_engine *e, seq_t *s, const float *logits)
                 break;
             }
     cis2_sha256_update(&s->w, logits, (size_t)c->vocab * sizeof(float)); /* LE bit patterns */
+    return next;
+}
+
+/* One generated token from this step's logits; `next` is emit_logits's. */
+static void emit_id(cis2_engine *e, seq_t *s, const float *logits, int32_t next)
+{
+    const cis2_config *c = &e->m->cfg;
+    int step = s->r.n_gen;
     feed_u32(&s->w, (uint32_t)next);
     s->r.gen[s->r.n_gen++] = next;
     s->next = next;
     if (s->g.on_step) s->g.on_step(s->g.ctx, step, logits, c->vocab, next);
     if (s->g.stop_at_eos && is_eos(c, next)) s->r.stopped_at_eos = 1;
     if (s->r.stopped_at_eos || s->r.n_gen == s->g.n_gen) seq_finalize(s);
+}
+
+static void emit(cis2_engine *e, seq_t *s, const float *logits)
+{
+    emit_id(e, s, logits, emit_logits(e, s, logits));
+}
+
+/* emit_logits of decode row i (each sequence's own state only, so any
+ * thread); the id waits in s->next, already fed to this step. */
+static void emit_logits_row(void *ctx, int i)
+{
+    cis2_engine *e = ctx;
+    seq_t *s = e->spans[i].s;
+    s->next = emit_logits(e, s, e->logits + (size_t)i * e->m->cfg.vocab);
 }
 
 /* One decode step for every running sequence, all in one forward pass: one
@@ -783,11 +823,14 @@ static int decode_running(cis2_engine *e, char *err)
     }
     if (forward(e, e->spans, B, B, e->logits, err)) return 1;
     double ms = cis2_now_ms() - t0;
+    if (B > 1 && e->be->parallel_for) e->be->parallel_for(e->be, B, emit_logits_row, e);
+    else
+        for (int i = 0; i < B; i++) emit_logits_row(e, i);
     for (int i = 0; i < B; i++) {
         seq_t *s = e->spans[i].s;
         s->pos++;
         s->r.decode_ms += ms;
-        emit(e, s, e->logits + (size_t)i * e->m->cfg.vocab);
+        emit_id(e, s, e->logits + (size_t)i * e->m->cfg.vocab, s->next);
     }
     return 0;
 }

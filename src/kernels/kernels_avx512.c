@@ -24,6 +24,8 @@
 #define NT1 8
 #define NTB 2
 #define TBB 12
+#define NTS 3
+#define TBS 8
 #define PFX avx512_
 #include "kernels/kernels_tmpl.h"
 

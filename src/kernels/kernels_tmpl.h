@@ -8,6 +8,8 @@
  *                         (docs/quantization.md); defines the int8 kernel mm_i8
  *   NT1                   tiles per block when T == 1 (independent add chains)
  *   NTB, TBB              tiles x tokens per block when T > 1 (register blocking)
+ *   NTS, TBS              optional: tiles x tokens per block when 2 <= T <= 2*TBS (a
+ *                         few sequences decoded at once); NTS <= 4, TBS <= TBB
  *   PFX                   name prefix
  * and may define (§1.3 exactness hooks; defaults below: the plain product):
  *   V_XSET1(x) V_XMUL(w,xb)     broadcast of an activation / product of a weight
@@ -124,6 +126,55 @@ TM_BLOCK(blk_i8, int8_t, V_I8)
         if ((NTC) <= NT1) TM_FN(KIND)(Wp, Sp, ts, K, NTC, Xp, ldx, 1, Yp, ldy, nr);       \
         break;
 
+#ifdef NTS
+_Static_assert(NTS >= 1 && NTS <= 4 && TBS >= 1 && TBS <= TBB && TBS <= 12, "NTS, TBS");
+/* Small T: more tiles side by side (NTS weight streams in flight for the
+ * prefetcher, each weight vector used by up to TBS tokens); T is split into
+ * equal token groups of at most TBS. Only the blocking changes: each output
+ * is still its own in-order sum (§5.1). */
+#define TM_TBS_CASE(KIND, NTC, TBC)                                                       \
+    case TBC:                                                                             \
+        if ((TBC) <= TBS) TM_FN(KIND)(Wp, Sp, ts, K, NTC, Xp, ldx, TBC, Yp, ldy, nr);     \
+        break;
+#define TM_NTS_CASE(KIND, NTC)                                                            \
+    case NTC:                                                                             \
+        if ((NTC) <= NTS) {                                                               \
+            switch (tb) {                                                                 \
+                TM_TBS_CASE(KIND, NTC, 1) TM_TBS_CASE(KIND, NTC, 2)                       \
+                TM_TBS_CASE(KIND, NTC, 3) TM_TBS_CASE(KIND, NTC, 4)                       \
+                TM_TBS_CASE(KIND, NTC, 5) TM_TBS_CASE(KIND, NTC, 6)                       \
+                TM_TBS_CASE(KIND, NTC, 7) TM_TBS_CASE(KIND, NTC, 8)                       \
+                TM_TBS_CASE(KIND, NTC, 9) TM_TBS_CASE(KIND, NTC, 10)                      \
+                TM_TBS_CASE(KIND, NTC, 11) TM_TBS_CASE(KIND, NTC, 12)                     \
+                default: break;                                                           \
+            }                                                                             \
+        }                                                                                 \
+        break;
+#define TM_SMALL_T(KIND, WT)                                                              \
+    if (T <= 2 * TBS) {                                                                   \
+        int ng = (T + TBS - 1) / TBS, tg = (T + ng - 1) / ng;                             \
+        for (int i0 = 0; i0 < ntiles; i0 += NTS) {                                        \
+            int nt = ntiles - i0 < NTS ? ntiles - i0 : NTS;                               \
+            const WT *Wp = W + (size_t)i0 * ts;                                           \
+            const float *Sp = TM_CAT(TM_S_, KIND);                                        \
+            int nr = nrows - i0 * 16;                                                     \
+            for (int t0 = 0; t0 < T; t0 += tg) {                                          \
+                int tb = T - t0 < tg ? T - t0 : tg;                                       \
+                const float *Xp = X + (size_t)t0 * ldx;                                   \
+                float *Yp = Y + (size_t)t0 * ldy + (size_t)i0 * 16;                       \
+                switch (nt) {                                                             \
+                    TM_NTS_CASE(blk_##KIND, 1) TM_NTS_CASE(blk_##KIND, 2)                 \
+                    TM_NTS_CASE(blk_##KIND, 3) TM_NTS_CASE(blk_##KIND, 4)                 \
+                    default: break;                                                       \
+                }                                                                         \
+            }                                                                             \
+        }                                                                                 \
+        return;                                                                           \
+    }
+#else
+#define TM_SMALL_T(KIND, WT)
+#endif
+
 /* The int8 driver takes the row scales after W; the others none (S = NULL). */
 #define TM_SP_bf16
 #define TM_SP_f32
@@ -155,6 +206,7 @@ static ATTR void TM_FN(mm_##KIND)(const WT *W, TM_CAT(TM_SP_, KIND) int K, int n
         }                                                                                 \
         return;                                                                           \
     }                                                                                     \
+    TM_SMALL_T(KIND, WT)                                                                  \
     for (int i0 = 0; i0 < ntiles; i0 += NTB) {                                            \
         int nt = ntiles - i0 < NTB ? ntiles - i0 : NTB;                                   \
         const WT *Wp = W + (size_t)i0 * ts;                                               \
