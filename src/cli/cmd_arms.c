@@ -31,6 +31,8 @@ typedef struct {
     cis2_trace tr;
     cis2_diff_sum s; /* against B */
     int diverged;
+    int judged, outside; /* arm D: against arm C with its own table (diff-D-vs-C.txt) */
+    cis2_diff_sum j;
 } arm;
 
 /* WORKDIR/NAME */
@@ -147,21 +149,30 @@ static int trace_ours(const cis2_model *m, int which, const char *backend, const
     return bad;
 }
 
-/* arm X against B: the diff's full report to WORKDIR/diff-X.txt, its summary in a->s. */
-static int diff_vs_b(const arm *b, arm *a, int which, int exact, const cis2_tol_table *tol,
-                     const char *dir)
+/* The diff of `ref` against `a` with its full report in WORKDIR/NAME; *rc
+ * its return value, *s its summary. */
+static int diff_save(const cis2_trace *ref, const cis2_trace *a, int exact,
+                     const cis2_tol_table *tol, const char *dir, const char *name, int *rc,
+                     cis2_diff_sum *s)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f) return cis2_cli_usage_error("arms", "out of memory");
-    a->diverged = cis2_trace_diff_sum(f, &b->tr, &a->tr, exact, tol, 0, 0, &a->s);
+    *rc = cis2_trace_diff_sum(f, ref, a, exact, tol, 0, 0, s);
     fclose(f);
-    char name[32];
-    snprintf(name, sizeof name, "diff-%s.txt", which == A_CF ? "Cfast" : arm_label[which]);
     int bad = save(dir, name, buf, len);
     free(buf);
     return bad;
+}
+
+/* arm X against B: the diff's full report to WORKDIR/diff-X.txt, its summary in a->s. */
+static int diff_vs_b(const arm *b, arm *a, int which, int exact, const cis2_tol_table *tol,
+                     const char *dir)
+{
+    char name[32];
+    snprintf(name, sizeof name, "diff-%s.txt", which == A_CF ? "Cfast" : arm_label[which]);
+    return diff_save(&b->tr, &a->tr, exact, tol, dir, name, &a->diverged, &a->s);
 }
 
 static const char *meta(const arm *a, const char *k)
@@ -355,8 +366,20 @@ int cis2_cmd_arms(int argc, char **argv)
              "not available: the wasm build writes no traces (E = C is checked on outputs by "
              "tests/t_wasm.sh)");
 
-    /* every arm against B */
+    /* arm D against arm C with D's own table; C' (= C bit for bit, never faulted) stands
+     * for C so that a fault injected into C is not blamed on D */
     cis2_tol_table tol;
+    if (cis2_tol_named(&tol, "armd", err)) {
+        cis2_cli_usage_error("arms", "%s", err);
+        goto out;
+    }
+    if (ar[A_CF].ran && ar[A_D].ran) {
+        if (diff_save(&ar[A_CF].tr, &ar[A_D].tr, 0, &tol, out, "diff-D-vs-C.txt", &ar[A_D].outside,
+                      &ar[A_D].j))
+            goto out;
+        ar[A_D].judged = 1;
+    }
+    /* every arm against B */
     cis2_tol_defaults(&tol);
     if (ar[A_B].ran) {
         for (int i = A_A; i <= A_D; i++) {
@@ -380,7 +403,16 @@ int cis2_cmd_arms(int argc, char **argv)
         char v[400], ew[320];
         if (!a->ran) snprintf(v, sizeof v, "%s", ESC(a->why, ew));
         else if (i == A_B) snprintf(v, sizeof v, "the ground truth (%d tensors)", a->tr.n);
-        else if (!ar[A_B].ran) snprintf(v, sizeof v, "ran; not compared (no arm B)");
+        else if (i == A_D && a->judged) {
+            char wl[200], ef[80];
+            const cis2_diff_sum *j = &a->j;
+            if (ar[A_B].ran) worst_line(&a->s, wl, sizeof wl);
+            else snprintf(wl, sizeof wl, "not compared with B (no arm B)");
+            snprintf(v, sizeof v, "%s; against C: %s arm D's table (armd%s%s)", wl,
+                     a->outside ? "OUTSIDE" : "within",
+                     a->outside && j->have_first ? ", first " : "",
+                     a->outside && j->have_first ? ESC(j->first, ef) : "");
+        } else if (!ar[A_B].ran) snprintf(v, sizeof v, "ran; not compared (no arm B)");
         else if (i == A_C || i == A_CF) {
             char ef[80], u[24];
             if (a->s.nan_ulp) snprintf(u, sizeof u, "nan");
@@ -398,10 +430,7 @@ int cis2_cmd_arms(int argc, char **argv)
         } else {
             char wl[200];
             worst_line(&a->s, wl, sizeof wl);
-            snprintf(v, sizeof v, "%s: %s", wl,
-                     i == A_D ? (a->s.diverged ? "outside cis2 diff's default table"
-                                               : "within cis2 diff's default table")
-                              : "quantization error (statistical, not a gate)");
+            snprintf(v, sizeof v, "%s: quantization error (statistical, not a gate)", wl);
         }
         printf("%-3s %-29s %s\n", arm_label[i], arm_what[i], v);
     }
