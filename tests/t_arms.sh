@@ -15,9 +15,7 @@ TORCH=""
 for p in "${TORCH_PYTHON:-}" /usr/bin/python3; do
     [ -n "$p" ] && "$p" -c 'import torch, numpy' 2>/dev/null && { TORCH="$p"; break; }
 done
-python3 tools/make_model.py "$T/m" >/dev/null 2>&1 &&
-    "$CIS2" quantize --model "$T/m" --out "$T/q" >/dev/null 2>&1 ||
-    { fail arms.setup "make_model/quantize failed"; exit 0; }
+make_fixture "$T/m" "$T/q" || { fail arms.setup "make_model/quantize failed"; exit 0; }
 ARGS=(arms --source "$T/m" --quantized "$T/q" --prompt-ids 5,17,42 --teacher-force 7,99)
 has() { grep -qE -- "$2" "$1"; } # has FILE REGEX
 
