@@ -47,3 +47,37 @@ errors_row() {
     elif [ "$out" != "$want_msg" ]; then fail "errors.$id" "message '$out', docs/errors.md says '$want_msg'"
     else pass "errors.$id"; fi
 }
+# make_fixture DIR QDIR [MAKE_MODEL_ARGS...]: a generated model (tools/make_model.py) in DIR
+# and, unless QDIR is empty, its int8 twin (`cis2 quantize`, defaults) in QDIR; non-zero when
+# either failed.
+make_fixture() {
+    local d="$1" q="$2"; shift 2
+    python3 tools/make_model.py "$d" "$@" >/dev/null 2>&1 || return 1
+    [ -z "$q" ] || "$CIS2" quantize --model "$d" --out "$q" >/dev/null 2>&1
+}
+# vector_args FILE.vector: the make_model.py arguments a fixture vector records.
+vector_args() { sed -n 's/^#   python3 tools\/make_model.py DIR //p' "$1"; }
+# serve_setup PREFIX: for the tests of `cis2 serve` (output under $T): SKIPs PREFIX and exits
+# without curl or without libmicrohttpd; otherwise every server `start` launches is killed at
+# exit. Then: start NAME ARGS... (a server on a free port: PORT and SPID; a failure is
+# PREFIX.NAME.start), C (curl), jget FILE PYTHON-EXPR-over-d (jq-like).
+serve_setup() {
+    SERVE_PREFIX="$1"
+    command -v curl >/dev/null || { skip "$1" "curl is not installed (apt-get install curl)"; exit 0; }
+    local probe
+    probe=$("$CIS2" serve --model /nonexistent 2>&1)
+    case "$probe" in *"without libmicrohttpd"*) skip "$1" "$probe"; exit 0;; esac
+    PIDS=()
+    trap serve_cleanup EXIT
+    source tools/serve_start.sh
+}
+serve_cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
+start() {
+    local name="$1"; shift
+    serve_start "$T/$name.log" "$@"; local rc=$?
+    PIDS+=("$SPID")
+    [ $rc -eq 0 ] || fail "$SERVE_PREFIX.$name.start" "$(tail -3 "$T/$name.log")"
+    return $rc
+}
+C() { curl -sS --max-time 120 "$@"; }
+jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); v=eval(sys.argv[2]); print(v if not isinstance(v,(dict,list,bool)) else json.dumps(v))' "$@"; }

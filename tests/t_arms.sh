@@ -13,6 +13,9 @@
 # NO-SHIP (exit 1), a missing node making E "not available" (exit 3 on an
 # otherwise clean SHIP; these two with A and B stood in for by `cis2 trace`, so
 # they run without torch), and wasm_trace.mjs's error rows of docs/errors.md.
+# Arm D against C' with its own table (armd): within on the fixture, the fp32
+# default outside, a scaled node and a flipped exponent bit caught, and
+# `cis2 compare --backend approx` choosing that table.
 # SKIPs (saying why) the torch parts without Debian's python3-torch and the E
 # parts without node >= 18 or a wasm32 toolchain.
 cd "$(dirname "$0")/.."
@@ -23,9 +26,7 @@ TORCH=""
 for p in "${TORCH_PYTHON:-}" /usr/bin/python3; do
     [ -n "$p" ] && "$p" -c 'import torch, numpy' 2>/dev/null && { TORCH="$p"; break; }
 done
-python3 tools/make_model.py "$T/m" >/dev/null 2>&1 &&
-    "$CIS2" quantize --model "$T/m" --out "$T/q" >/dev/null 2>&1 ||
-    { fail arms.setup "make_model/quantize failed"; exit 0; }
+make_fixture "$T/m" "$T/q" || { fail arms.setup "make_model/quantize failed"; exit 0; }
 ARGS=(arms --source "$T/m" --quantized "$T/q" --prompt-ids 5,17,42 --teacher-force 7,99)
 has() { grep -qE -- "$2" "$1"; } # has FILE REGEX
 
@@ -124,6 +125,44 @@ SH
     errors_row wasm-trace-out-dir "wasm_trace.mjs --out naming a directory" "t_arms.sh" "${WT[@]}" --model "$T/m" --prompt-ids 5 --out "$T/m"
     errors_row wasm-trace-no-wasm "wasm_trace.mjs --wasm naming a missing file" "t_arms.sh" node web/test/wasm_trace.mjs --wasm "$T/no.wasm" --model "$T/m" --prompt-ids 5 --out "$T/x.st"
 fi
+# --- arm D against arm C with its own table (docs/divergence.md "Arm D's table"); no torch needed
+Wf="$T/w-false"
+has "$T/nt-false.out" "^D +approx int8 .*against C: within arm D's table \(armd\)$" &&
+    has "$Wf/diff-D-vs-C.txt" '^table: armd$' && has "$Wf/diff-D-vs-C.txt" '^verdict=WITHIN-TOLERANCE$' &&
+    pass "arms.d-within-armd-table (D against C', report in diff-D-vs-C.txt)" ||
+    fail arms.d-within-armd-table "$(grep -E '^D ' "$T/nt-false.out")"
+"$CIS2" diff "$Wf/Cfast.st" "$Wf/D.st" --table armd > "$T/dt.out" 2>&1; rc=$?
+"$CIS2" diff "$Wf/Cfast.st" "$Wf/D.st" > "$T/dt32.out" 2>&1; rc32=$?
+[ $rc -eq 0 ] && [ $rc32 -eq 1 ] && has "$T/dt32.out" '^table: fp32$' &&
+    pass "arms.diff-table-armd-selectable (armd within, the fp32 default outside)" ||
+    fail arms.diff-table-armd-selectable "rc=$rc rc32=$rc32"
+# the negative controls: one node of D scaled by 3, or one element's top exponent bit flipped
+perturb() { # perturb IN OUT NODE MODE
+    python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, node, mode = sys.argv[1:]
+b = bytearray(open(src, "rb").read()); n = struct.unpack("<Q", b[:8])[0]
+o0, o1 = json.loads(b[8:8 + n])[node]["data_offsets"]; base = 8 + n + o0
+v = list(struct.unpack("<%df" % ((o1 - o0) // 4), b[base:base + o1 - o0]))
+if mode == "scale": v = [x * 3 for x in v]
+else:  # the top exponent bit of the first element in (0, 1): x * 2^128
+    i = next(i for i, x in enumerate(v) if 0 < abs(x) < 1)
+    v[i] = struct.unpack("<f", struct.pack("<I", struct.unpack("<I", struct.pack("<f", v[i]))[0] ^ (1 << 30)))[0]
+b[base:base + o1 - o0] = struct.pack("<%df" % len(v), *v); open(dst, "wb").write(b)
+PY
+}
+for c in "p2.L1.down scale" "p1.L0.q_proj bit"; do
+    set -- $c
+    perturb "$Wf/D.st" "$T/D-$2.st" "$1" "$2"
+    "$CIS2" diff "$Wf/Cfast.st" "$T/D-$2.st" --table armd --brief > "$T/dp-$2.out" 2>&1; rc=$?
+    [ $rc -eq 1 ] && has "$T/dp-$2.out" "^first_divergence=$1 " &&
+        pass "arms.armd-table-catches-$2 ($1 outside)" ||
+        fail "arms.armd-table-catches-$2" "rc=$rc $(grep first_div "$T/dp-$2.out")"
+done
+"$CIS2" compare --model "$T/q" --backend ref --backend approx --prompt-ids 5,17,42 --teacher-force 7,99 \
+    --brief > "$T/cmpd.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && has "$T/cmpd.out" '^table: armd$' && has "$T/cmpd.out" '^verdict=WITHIN-TOLERANCE$' &&
+    pass "arms.compare-approx-uses-armd-table" || fail arms.compare-approx-uses-armd-table "rc=$rc"
 
 if [ -z "$TORCH" ]; then
     skip arms.matrix "no python with torch and numpy (apt-get install python3-torch python3-numpy)"

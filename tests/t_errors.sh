@@ -133,6 +133,7 @@ row receipt-unknown-dtype "a receipt whose dtype is neither fp32 nor int8-row" "
 row armd-receipt "--receipt with --backend approx (arm D is not reproducible)" "t_int8.sh" "$CIS2" "${RUN[@]}" "$T/q8" --backend approx --receipt "$T/armd.r"
 row armd-float-checkpoint "--backend approx on a checkpoint without int8 linears" "" "$CIS2" "${RUN[@]}" "$G" --backend approx
 row armd-verify "--backend approx for a command that checks or writes receipts" "t_int8.sh" "$CIS2" verify "$T/i8r.txt" --model "$T/q8" --backend approx
+row armd-compare-exact "compare --exact with --backend approx (arm D is judged by its table)" "" "$CIS2" compare --model "$T/q8" --backend ref --backend approx --prompt-ids 5 --exact
 # cis2 arms (docs/divergence.md §7)
 AR=(arms --source "$G" --prompt-ids 5 --teacher-force 7)
 row arms-no-source "arms without --source" "" "$CIS2" arms --quantized "$T/q8" --prompt-ids 5 --teacher-force 7
@@ -302,6 +303,8 @@ row in-trace-huge "diff a 1 GiB file of zeros (its header length is refused befo
 row in-against-fifo "compare --against a FIFO" "" "$CIS2" compare --model "$G" --against "$H/fifo"
 row in-tol-fifo "diff --tol naming a FIFO" "" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$H/fifo"
 row in-tol-huge "diff --tol of 1 GiB" "" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$H/huge"
+row diff-table-unknown "diff --table naming no built-in table" "" "$CIS2" diff "$H/t.st" "$H/t.st" --table fp16
+row diff-table-exact "diff --table with --exact" "" "$CIS2" diff "$H/t.st" "$H/t.st" --table armd --exact
 row in-tokenizer-arg-fifo "tokenize --tokenizer naming a FIFO" "" "$CIS2" tokenize --tokenizer "$H/fifo" hi
 row in-bench-text-fifo "tokenize --bench naming a FIFO" "" "$CIS2" tokenize --model "$G" --bench "$H/fifo"
 if [ "$(id -u)" != 0 ]; then

@@ -34,9 +34,7 @@ strip() { grep -vE '^(backend|isa|threads|load_ms|model_load_ms|hash_ms|.*_ms=|.
 NAMES=""
 for v in tests/fixtures/*.vector; do
     n=$(basename "$v" .vector)
-    args=$(sed -n 's/^#   python3 tools\/make_model.py DIR //p' "$v")
-    python3 tools/make_model.py "$T/$n" $args >/dev/null 2>&1 &&
-        "$CIS2" quantize --model "$T/$n" --out "$T/$n-q" >/dev/null 2>&1 ||
+    make_fixture "$T/$n" "$T/$n-q" $(vector_args "$v") ||
         { fail "int8.fixture-$n" "make_model/quantize failed"; continue; }
     NAMES="$NAMES $n"
 done

@@ -25,8 +25,7 @@ P="--prompt-ids 5,17,42 --teacher-force 7,99"
 # --- the fixtures, as tests/fixtures/*.vector pins them
 for v in tests/fixtures/*.vector; do
     n=$(basename "$v" .vector)
-    args=$(sed -n 's/^#   python3 tools\/make_model.py DIR //p' "$v")
-    python3 tools/make_model.py "$T/$n" $args >/dev/null 2>&1 || fail "quant.fixture-$n" "make_model.py $args failed"
+    make_fixture "$T/$n" "" $(vector_args "$v") || fail "quant.fixture-$n" "make_model.py $(vector_args "$v") failed"
 done
 
 # --- quantize: every architecture, numpy's reading, determinism

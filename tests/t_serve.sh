@@ -12,9 +12,7 @@ T="$TESTTMP/serve"; rm -rf "$T"; mkdir -p "$T"
 MK="python3 tools/make_model.py"
 FX="--arch llama --heads 9 --kv-heads 3 --hidden 72 --inter 100 --layers 3 --theta 100000"
 
-command -v curl >/dev/null || { skip serve "curl is not installed (apt-get install curl)"; exit 0; }
-probe=$("$CIS2" serve --model /nonexistent 2>&1)
-case "$probe" in *"without libmicrohttpd"*) skip serve "$probe"; exit 0;; esac
+serve_setup serve
 
 $MK "$T/fx" $FX >/dev/null || { fail serve.fixture "make_model.py failed"; exit 0; }
 # The same weights whose config says the token "a b c d" runs into (102) is EOS.
@@ -24,21 +22,6 @@ sed -i 's/"eos_token_id": 0/"eos_token_id": 102/' "$T/fx-eos/config.json"
 $MK "$T/slow" --hidden 256 --inter 512 --layers 4 --heads 4 --kv-heads 2 --vocab 600 \
     --max-pos 4096 >/dev/null
 
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
-trap cleanup EXIT
-source tools/serve_start.sh
-# start NAME ARGS...: a server on a free port; sets PORT and SPID (or fails the test).
-start() {
-    local name="$1"; shift
-    serve_start "$T/$name.log" "$@"; local rc=$?
-    PIDS+=("$SPID")
-    [ $rc -eq 0 ] || fail "serve.$name.start" "$(tail -3 "$T/$name.log")"
-    return $rc
-}
-C() { curl -sS --max-time 120 "$@"; }
-# jq-like: jget FILE PYTHON-EXPR-over-d
-jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); v=eval(sys.argv[2]); print(v if not isinstance(v,(dict,list,bool)) else json.dumps(v))' "$@"; }
 health() { C "http://127.0.0.1:$1/health"; }
 # wait_idle PORT: until no sequence runs or waits (10 s at most); prints the last /health.
 wait_idle() {

@@ -11,10 +11,8 @@ source "$(dirname "$0")/lib.sh"
 T="$TESTTMP/serve_chat"; rm -rf "$T"; mkdir -p "$T"
 F=tests/fixtures/chat
 
-command -v curl >/dev/null || { skip serve.chat "curl is not installed (apt-get install curl)"; exit 0; }
 command -v python3 >/dev/null || { skip serve.chat "no python3 for tools/make_model.py"; exit 0; }
-probe=$("$CIS2" serve --model /nonexistent 2>&1)
-case "$probe" in *"without libmicrohttpd"*) skip serve.chat "$probe"; exit 0;; esac
+serve_setup serve.chat
 
 # A Qwen2-shaped fixture with the Qwen-structured tokenizer (NFC normalizer, ChatML
 # special tokens) and Qwen2.5's template, as in tests/t_chat.sh; seed 7 makes it answer in
@@ -27,19 +25,6 @@ python3 -c 'import json,sys; print(json.dumps({"chat_template": open(sys.argv[1]
     "$F/qwen2.5.jinja" > "$M/tokenizer_config.json"
 cp -r "$M" "$T/plain"; rm "$T/plain/tokenizer_config.json"   # the same weights, no template
 
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
-trap cleanup EXIT
-source tools/serve_start.sh
-start() {
-    local name="$1"; shift
-    serve_start "$T/$name.log" "$@"; local rc=$?
-    PIDS+=("$SPID")
-    [ $rc -eq 0 ] || fail "serve.chat.$name.start" "$(tail -3 "$T/$name.log")"
-    return $rc
-}
-C() { curl -sS --max-time 120 "$@"; }
-jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); v=eval(sys.argv[2]); print(v if not isinstance(v,(dict,list,bool)) else json.dumps(v))' "$@"; }
 # body FILE.json EXTRA-JSON-MEMBERS: a chat request for the messages in FILE
 body() { python3 -c 'import json,sys; r={"model":"qm","messages":json.load(open(sys.argv[1]))["messages"]}; r.update(json.loads(sys.argv[2])); print(json.dumps(r))' "$@"; }
 solo() { # solo OUT ARGS...: the receipt of `cis2 run --chat` on the same messages, alone

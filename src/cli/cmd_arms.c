@@ -29,10 +29,12 @@ typedef struct {
     int ran;       /* a trace is in tr */
     char why[300]; /* not available / failed: one line */
     cis2_trace tr;
-    cis2_diff_sum s; /* against B */
-    int failed;      /* tried and failed (not "not available") */
-    char note[160];  /* arm E: the script's own line (bytes, seconds, wasm memory) */
-    cis2_diff_sum c; /* arm E against arm C */
+    cis2_diff_sum s;     /* against B */
+    int failed;          /* tried and failed (not "not available") */
+    char note[160];      /* arm E: the script's own line (bytes, seconds, wasm memory) */
+    cis2_diff_sum c;     /* arm E against arm C */
+    int judged, outside; /* arm D: against arm C with its own table (diff-D-vs-C.txt) */
+    cis2_diff_sum j;
 } arm;
 
 /* WORKDIR/NAME */
@@ -215,20 +217,30 @@ static void trace_wasm(const char *node, const char *wasm, const char *wscript, 
     a->ran = 1;
 }
 
-/* arm X against REF (B, or C for E's second diff): the diff's full report to
- * WORKDIR/NAME, its summary in *s. */
-static int diff_arm(const arm *ref, const arm *a, const char *name, int exact,
-                    const cis2_tol_table *tol, const char *dir, cis2_diff_sum *s)
+/* The diff of `ref` against `a` with its full report in WORKDIR/NAME; *rc
+ * its return value, *s its summary. */
+static int diff_save(const cis2_trace *ref, const cis2_trace *a, int exact,
+                     const cis2_tol_table *tol, const char *dir, const char *name, int *rc,
+                     cis2_diff_sum *s)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f) return cis2_cli_usage_error("arms", "out of memory");
-    cis2_trace_diff_sum(f, &ref->tr, &a->tr, exact, tol, 0, 0, s);
+    *rc = cis2_trace_diff_sum(f, ref, a, exact, tol, 0, 0, s);
     fclose(f);
     int bad = save(dir, name, buf, len);
     free(buf);
     return bad;
+}
+
+/* arm X against REF (B, or C for E's second diff): the diff's full report to
+ * WORKDIR/NAME, its summary in *s. */
+static int diff_arm(const arm *ref, const arm *a, const char *name, int exact,
+                    const cis2_tol_table *tol, const char *dir, cis2_diff_sum *s)
+{
+    int rc;
+    return diff_save(&ref->tr, &a->tr, exact, tol, dir, name, &rc, s);
 }
 
 static const char *meta(const arm *a, const char *k)
@@ -449,8 +461,20 @@ int cis2_cmd_arms(int argc, char **argv)
     }
     trace_wasm(node, wpath, wspath, qdir, pids, tf, out, &ar[A_E]);
 
-    /* every arm against B */
+    /* arm D against arm C with D's own table; C' (= C bit for bit, never faulted) stands
+     * for C so that a fault injected into C is not blamed on D */
     cis2_tol_table tol;
+    if (cis2_tol_named(&tol, "armd", err)) {
+        cis2_cli_usage_error("arms", "%s", err);
+        goto out;
+    }
+    if (ar[A_CF].ran && ar[A_D].ran) {
+        if (diff_save(&ar[A_CF].tr, &ar[A_D].tr, 0, &tol, out, "diff-D-vs-C.txt", &ar[A_D].outside,
+                      &ar[A_D].j))
+            goto out;
+        ar[A_D].judged = 1;
+    }
+    /* every arm against B */
     cis2_tol_defaults(&tol);
     if (ar[A_B].ran) {
         for (int i = A_A; i <= A_E; i++) {
@@ -493,14 +517,22 @@ int cis2_cmd_arms(int argc, char **argv)
             size_t l = strlen(v);
             snprintf(v + l, sizeof v - l, "; against C: %s (%s)", vc,
                      ESC(strncmp(a->note, "wasm_trace: ", 12) ? a->note : a->note + 12, ec));
+        } else if (i == A_D && a->judged) {
+            char wl[200], ef[80];
+            const cis2_diff_sum *j = &a->j;
+            if (ar[A_B].ran) worst_line(&a->s, wl, sizeof wl);
+            else snprintf(wl, sizeof wl, "not compared with B (no arm B)");
+            snprintf(v, sizeof v, "%s; against C: %s arm D's table (armd%s%s)", wl,
+                     a->outside ? "OUTSIDE" : "within",
+                     a->outside && j->have_first ? ", first " : "",
+                     a->outside && j->have_first ? ESC(j->first, ef) : "");
         } else if (!ar[A_B].ran) snprintf(v, sizeof v, "ran; not compared (no arm B)");
         else if (i == A_C || i == A_CF) exact_line(&a->s, v, sizeof v);
         else {
             char wl[200];
             worst_line(&a->s, wl, sizeof wl);
             snprintf(v, sizeof v, "%s: %s", wl,
-                     i == A_D ? (a->s.diverged ? "outside cis2 diff's default table"
-                                               : "within cis2 diff's default table")
+                     i == A_D ? "not judged against C (arm C' did not run)"
                               : "quantization error (statistical, not a gate)");
         }
         printf("%-3s %-29s %s\n", arm_label[i], arm_what[i], v);

@@ -220,7 +220,9 @@ int cis2_cmd_bench(int argc, char **argv)
     }
     if (!model) return cis2_cli_usage_error(cmd, "--model DIR is required");
     int32_t *pos = NULL, *bs = NULL, *pl = NULL;
-    int npos = 0, nbs = 0, npl = 0, bad = 0;
+    int npos = 0, nbs = 0, npl = 0, bad = 0, rc = 2, loaded = 0;
+    cis2_model m;
+    cis2_engine *e = NULL;
     char perr[CIS2_ERR_LEN];
     if (cis2_parse_ids(plens, &pl, &npl, perr) || npl > 32)
         bad = cis2_cli_usage_error(cmd,
@@ -238,48 +240,26 @@ int cis2_cmd_bench(int argc, char **argv)
     for (int i = 0; !bad && i < nbs; i++)
         if (bs[i] < 1 || bs[i] > 4096)
             bad = cis2_cli_usage_error(cmd, "--batch: %d is outside [1, 4096]", bs[i]);
-    if (bad) {
-        free(pl);
-        free(pos);
-        free(bs);
-        return 2;
-    }
+    if (bad) goto out;
     int plen = pl[0];
 
     cis2_engine_opts eo;
-    if (cis2_cli_engine_opts(cmd, backend, isa, threads, &eo)) {
-        free(pos);
-        free(bs);
-        free(pl);
-        return 2;
-    }
-    cis2_model m;
-    cis2_engine *e;
+    if (cis2_cli_engine_opts(cmd, backend, isa, threads, &eo)) goto out;
     double t0 = cis2_now_ms();
     /* cis2_cli_open, with the model in a struct of ours (its timings) */
     {
         char lerr[CIS2_ERR_LEN];
         cis2_load_opts lo = { 0 };
-        if (cis2_cli_fp_ready(cmd)) {
-            free(pos);
-            free(bs);
-            free(pl);
-            return 2;
-        }
+        if (cis2_cli_fp_ready(cmd)) goto out;
         if (cis2_model_load(&m, model, &lo, lerr)) {
             cis2_cli_usage_error(cmd, "%s", lerr);
-            free(pos);
-            free(bs);
-            free(pl);
-            return 2;
+            goto out;
         }
+        loaded = 1;
         if (cis2_engine_new(&e, &m, &eo, lerr)) {
+            e = NULL;
             cis2_cli_usage_error(cmd, "%s", lerr);
-            cis2_model_unload(&m);
-            free(pos);
-            free(bs);
-            free(pl);
-            return 2;
+            goto out;
         }
     }
     double load_ms = cis2_now_ms() - t0;
@@ -288,17 +268,17 @@ int cis2_cmd_bench(int argc, char **argv)
         if (pl[i] > c->max_pos) {
             cis2_cli_usage_error(cmd, "--prompt-len %d exceeds max_position_embeddings = %d", pl[i],
                                  c->max_pos);
-            goto fail;
+            goto out;
         }
     if (plen + n - 1 > c->max_pos) {
         cis2_cli_usage_error(cmd, "--prompt-len + -n exceeds max_position_embeddings = %d",
                              c->max_pos);
-        goto fail;
+        goto out;
     }
     for (int i = 0; i < npos; i++)
         if (pos[i] < 1 || pos[i] >= c->max_pos) {
             cis2_cli_usage_error(cmd, "--positions: %d is outside [1, %d)", pos[i], c->max_pos);
-            goto fail;
+            goto out;
         }
 
     int32_t *prompt = malloc((size_t)plen * sizeof(int32_t));
@@ -309,7 +289,7 @@ int cis2_cmd_bench(int argc, char **argv)
     if (cis2_generate(e, prompt, plen, &g, &r, err)) {
         free(prompt);
         cis2_cli_usage_error(cmd, "%s", err);
-        goto fail;
+        goto out;
     }
     free(prompt);
     double rss = peak_rss_mb();
@@ -349,7 +329,7 @@ int cis2_cmd_bench(int argc, char **argv)
         if (batch_row(&m, eo, bs[i], plen, n, 1000.0 / ms_tok, r.witness, err)) {
             cis2_result_free(&r);
             cis2_cli_usage_error(cmd, "--batch %d: %s", bs[i], err);
-            goto fail;
+            goto out;
         }
     double pf[32], dc[32];
     pf[0] = plen / (r.prefill_ms / 1000.0);
@@ -360,11 +340,11 @@ int cis2_cmd_bench(int argc, char **argv)
         /* decode at position P = the measured short-context decode, with its
          * attention replaced by the attention over P cached positions. */
         cis2_backend *b = NULL;
-        int rc = !strcmp(backend, "ref") ? cis2_backend_ref_new(&b, NULL, NULL, err)
-                                         : cis2_backend_fast_create(&b, isa, threads, err);
-        if (rc) {
+        int brc = !strcmp(backend, "ref") ? cis2_backend_ref_new(&b, NULL, NULL, err)
+                                          : cis2_backend_fast_create(&b, isa, threads, err);
+        if (brc) {
             cis2_cli_usage_error(cmd, "%s", err);
-            goto fail;
+            goto out;
         }
         int maxp = plen + n / 2;
         for (int i = 0; i < npos; i++)
@@ -385,7 +365,7 @@ int cis2_cmd_bench(int argc, char **argv)
             vc[l] = malloc(((size_t)maxp + 1) * kvd * sizeof(float));
             if (!kc[l] || !vc[l]) {
                 cis2_cli_usage_error(cmd, "out of memory for the --positions KV cache");
-                goto fail;
+                goto out;
             }
             for (size_t j = 0; j < ((size_t)maxp + 1) * kvd; j++) {
                 st ^= st << 13;
@@ -414,17 +394,12 @@ int cis2_cmd_bench(int argc, char **argv)
         b->destroy(b);
     }
     if (npl > 1 || npos > 0) print_table(cis2_engine_backend(e), nth, pl, pf, npl, pos, dc, npos);
+    rc = 0;
+out:
     free(pos);
     free(bs);
     free(pl);
-    cis2_engine_free(e);
-    cis2_model_unload(&m);
-    return 0;
-fail:
-    free(pos);
-    free(bs);
-    free(pl);
-    cis2_engine_free(e);
-    cis2_model_unload(&m);
-    return 2;
+    if (e) cis2_engine_free(e);
+    if (loaded) cis2_model_unload(&m);
+    return rc;
 }

@@ -62,10 +62,11 @@ out:
 int cis2_cmd_compare(int argc, char **argv)
 {
     cis2_run_opts o;
-    if (cis2_cli_parse_opts("compare", argc, argv,
-                            " --model --prompt-ids --teacher-force --n --output --layers --nodes "
-                            "--backend --backend+ --isa --threads --against --exact --tol --brief ",
-                            &o, NULL))
+    if (cis2_cli_parse_opts(
+            "compare", argc, argv,
+            " --model --prompt-ids --teacher-force --n --output --layers --nodes "
+            "--backend --backend+ --isa --threads --against --exact --tol --table --brief ",
+            &o, NULL))
         return 2;
     const char *model = o.model, *pids = o.prompt_ids, *tf = o.teacher_force, *out = o.output,
                *against = o.against, *tolp = o.tol;
@@ -76,8 +77,9 @@ int cis2_cmd_compare(int argc, char **argv)
         return cis2_cli_usage_error(
             "compare",
             "give either --against TRACE or two backends (--backend ref --backend fast)");
-    if (exact && tolp)
-        return cis2_cli_usage_error("compare", "--exact and --tol exclude each other");
+    if (exact && (tolp || o.table))
+        return cis2_cli_usage_error("compare", "--exact and --%s exclude each other",
+                                    tolp ? "tol" : "table");
     if (tf && n)
         return cis2_cli_usage_error("compare", "--teacher-force and -n exclude each other");
     if (against && n)
@@ -89,9 +91,17 @@ int cis2_cmd_compare(int argc, char **argv)
     const char *b1 = be.n ? be.v[0] : "ref";
     if (cis2_cli_engine_opts("compare", b1, o.isa, o.threads, &eo[0])) return 2;
     if (be.n == 2 && cis2_cli_engine_opts("compare", be.v[1], o.isa, o.threads, &eo[1])) return 2;
+    /* arm D is judged by its own table (docs/divergence.md), never bit for bit */
+    int armd =
+        eo[0].backend == CIS2_BACKEND_APPROX || (be.n == 2 && eo[1].backend == CIS2_BACKEND_APPROX);
+    if (armd && exact)
+        return cis2_cli_usage_error("compare",
+                                    "--exact: --backend approx (arm D) is approximate; it is "
+                                    "judged by a tolerance table");
     char err[CIS2_ERR_LEN];
     cis2_tol_table tol;
-    cis2_tol_defaults(&tol);
+    if (cis2_tol_named(&tol, o.table ? o.table : armd ? "armd" : "fp32", err))
+        return cis2_cli_usage_error("compare", "%s", err);
     if (tolp && cis2_tol_load(&tol, tolp, err)) return cis2_cli_usage_error("compare", "%s", err);
     int32_t *prompt = NULL, *force = NULL;
     int np = 0, nf = 0, rc = 2;
@@ -154,8 +164,8 @@ int cis2_cmd_compare(int argc, char **argv)
             cis2_cli_usage_error("compare", "%s", err);
             goto out;
         }
-        /* two CIS-2 backends: bit for bit unless --tol */
-        rc = cis2_trace_diff(stdout, &ours, &ours2, !tolp, &tol, o.brief, 0);
+        /* two CIS-2 backends: bit for bit unless --tol/--table; arm D by its table */
+        rc = cis2_trace_diff(stdout, &ours, &ours2, !tolp && !o.table && !armd, &tol, o.brief, 0);
     }
 out:
     cis2_trace_run_free(&run1);

@@ -104,7 +104,7 @@ int cis2_cli_parse(const char *cmd, int argc, char **argv, const cis2_opt *opts,
  * compare), one table: the same flag means the same thing everywhere. */
 typedef struct {
     const char *model, *prompt, *prompt_ids, *teacher_force, *receipt, *output, *backend, *isa,
-        *fault, *fault_arg, *vector, *arm, *layers, *nodes, *against, *tol;
+        *fault, *fault_arg, *vector, *arm, *layers, *nodes, *against, *tol, *table;
     cis2_opt_list backends; /* every --backend given; backend is the first */
     int n, n_set, threads, stop_at_eos, check_det, no_check_det, hash_only, exact, brief;
     const char *chat, *chat_format; /* run --chat FILE [--chat-format chatml] */

@@ -117,7 +117,7 @@ int cis2_cli_engine_opts(const char *cmd, const char *backend, const char *isa, 
     /* Arm D is not reproducible (docs/quantization.md §6): only the commands
      * that write no receipt may run it. */
     if (eo->backend == CIS2_BACKEND_APPROX && strcmp(cmd, "run") && strcmp(cmd, "trace") &&
-        strcmp(cmd, "bench") && strcmp(cmd, "arms"))
+        strcmp(cmd, "bench") && strcmp(cmd, "arms") && strcmp(cmd, "compare"))
         return cis2_cli_usage_error(cmd,
                                     "--backend approx (arm D) is approximate and never receipted; "
                                     "%s needs ref or fast",
@@ -233,6 +233,7 @@ int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allo
         { "--nodes", NULL, CIS2_OPT_STR, &o->nodes, 0, 0 },
         { "--against", NULL, CIS2_OPT_PATH, &o->against, 0, 0 },
         { "--tol", NULL, CIS2_OPT_PATH, &o->tol, 0, 0 },
+        { "--table", NULL, CIS2_OPT_STR, &o->table, 0, 0 },
         { "--threads", NULL, CIS2_OPT_INT, &o->threads, 1, 1024 },
         { "--n", "-n", CIS2_OPT_INT, &o->n, 1, 1000000 },
         { "--stop-at-eos", NULL, CIS2_OPT_FLAG, &o->stop_at_eos, 0, 0 },

@@ -97,13 +97,18 @@ int cis2_trace_arm(const cis2_model *m, const cis2_engine_opts *eo, const cis2_t
 /* ----------------------------------------------------- the diff (trace_diff.c) */
 typedef struct {
     double max_rel, mean_rel, min_cos;
-    int top1;
+    int top1;        /* every position's top-1 must agree */
+    double top1_min; /* logits: the fraction of positions whose top-1 must agree (0: none) */
 } cis2_tol_row;
 typedef struct {
     cis2_tol_row row[CIS2_N_NODES];
+    const char *name; /* the built-in table it started from ("fp32", "armd") */
 } cis2_tol_table;
 /* The default table (docs/divergence.md), for fp32 engines that are not CIS-2. */
 void cis2_tol_defaults(cis2_tol_table *t);
+/* A built-in table by name: "fp32" (the default) or "armd" (arm D against
+ * arm C, docs/divergence.md); unknown names are refused. */
+int cis2_tol_named(cis2_tol_table *t, const char *name, char *err);
 /* "NODE|* key=number..." lines (# comments, CRLF allowed) over t. `text`
  * is modified. */
 int cis2_tol_parse(cis2_tol_table *t, char *text, size_t len, const char *path, char *err);
