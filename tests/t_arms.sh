@@ -9,7 +9,8 @@
 # build under node, web/test/wasm_trace.mjs): E = C bit for bit on the int8
 # fixture (and E = B in the clean run, both cross-checked by `cis2 diff
 # --exact` of the traces left behind), E = `cis2 trace --backend fast` on a
-# bf16 llama and an f32 qwen3 fixture, a one-bit change in E's trace named and
+# bf16 llama and an f32 qwen3 fixture and on the int8 twin of every fixture
+# architecture (byte-identical files), a one-bit change in E's trace named and
 # NO-SHIP (exit 1), a missing node making E "not available" (exit 3 on an
 # otherwise clean SHIP; these two with A and B stood in for by `cis2 trace`, so
 # they run without torch), and wasm_trace.mjs's error rows of docs/errors.md.
@@ -115,6 +116,22 @@ SH
             pass "arms.E-equals-native-trace-$d (cis2 diff --exact: IDENTICAL; with --arm E the same file byte for byte)" ||
             fail "arms.E-equals-native-trace-$d" "wasm rc=$wrc diff rc=$rc $(cat "$T/we-$d.out") $(tail -2 "$T/dn-$d.out")"
     done
+    # E on the int8 twin of every fixture architecture: the wasm trace is byte for byte the
+    # native `cis2 trace --backend fast --arm E` (arm C', which tests/t_int8.sh holds equal to
+    # arm B and to arm C on each of these), so C = B = E on every fixture
+    ebad=""; en=0
+    for v in tests/fixtures/*.vector; do
+        n=$(basename "$v" .vector)
+        make_fixture "$T/fx-$n" "$T/fx-$n-q" $(vector_args "$v") || { ebad="$ebad $n(setup)"; continue; }
+        node web/test/wasm_trace.mjs --wasm "$WM/cis2.wasm" --model "$T/fx-$n-q" --prompt-ids 5,17,42 \
+            --teacher-force 7,99 --arm E --out "$T/Efx-$n.st" > /dev/null 2>&1 &&
+            "$CIS2" trace --model "$T/fx-$n-q" --prompt-ids 5,17,42 --teacher-force 7,99 \
+                --backend fast --arm E -o "$T/Nfx-$n.st" > /dev/null 2>&1 &&
+            cmp -s "$T/Efx-$n.st" "$T/Nfx-$n.st" && en=$((en + 1)) || ebad="$ebad $n"
+    done
+    [ -z "$ebad" ] && [ $en -ge 8 ] &&
+        pass "arms.E-equals-native-int8-every-fixture ($en int8 twins, byte-identical traces)" ||
+        fail arms.E-equals-native-int8-every-fixture "differs or failed on:$ebad"
     # wasm_trace.mjs's one-line errors (docs/errors.md rows)
     ERRORS_DIR="$T"
     WT=(node web/test/wasm_trace.mjs --wasm "$WM/cis2.wasm")
