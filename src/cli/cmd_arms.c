@@ -162,7 +162,8 @@ static int trace_ours(const cis2_model *m, int which, const char *backend, const
 static void trace_wasm(const char *node, const char *wasm, const char *wscript, const char *qdir,
                        const char *pids, const char *tf, const char *dir, arm *a)
 {
-    char why[300] = "", w2[300], ep[200], err[CIS2_ERR_LEN];
+    /* why is kept raw: the matrix and the ship line escape it once when printing */
+    char why[300] = "", w2[300], err[CIS2_ERR_LEN];
     struct stat st;
     int se;
     if (!*wasm)
@@ -170,17 +171,16 @@ static void trace_wasm(const char *node, const char *wasm, const char *wscript, 
                  "web/cis2.wasm not found next to this binary (bash tools/build_wasm.sh, or give "
                  "--wasm)");
     else if ((se = stat(wasm, &st) ? errno : 0) || !S_ISREG(st.st_mode))
-        snprintf(why, sizeof why, "--wasm %s: %s", ESC(wasm, ep),
-                 se ? strerror(se) : "not a regular file");
+        snprintf(why, sizeof why, "--wasm %s: %s", wasm, se ? strerror(se) : "not a regular file");
     else if (!*wscript)
         snprintf(why, sizeof why,
                  "web/test/wasm_trace.mjs not found next to this binary (give --wasm-script)");
     else if (stat(wscript, &st) || !S_ISREG(st.st_mode))
-        snprintf(why, sizeof why, "--wasm-script %s: not a regular file", ESC(wscript, ep));
+        snprintf(why, sizeof why, "--wasm-script %s: not a regular file", wscript);
     else {
         char *probe[] = { (char *)node, "--version", NULL };
         if (run_child(probe, w2, sizeof w2, NULL, 0))
-            snprintf(why, sizeof why, "node %s cannot run (%s)", ESC(node, ep), w2);
+            snprintf(why, sizeof why, "node %s cannot run (%s)", node, w2);
     }
     if (*why) {
         snprintf(a->why, sizeof a->why, "not available: %s", why);
