@@ -226,8 +226,9 @@ export class Cis2 {
   async load(sources, onProgress) {
     this.unload();
     for (const name of FILE_NAMES) if (!sources[name]) throw new Error(`missing ${name}`);
-    const subtle = this.opts.hash !== 'wasm' && globalThis.crypto && globalThis.crypto.subtle;
-    this.hashImpl = subtle ? 'WebCrypto SHA-256' : 'cis2 SHA-256 (wasm)';
+    const hw = this.opts.hash !== 'wasm' && this.opts.hasher || null;
+    const subtle = !hw && this.opts.hash !== 'wasm' && globalThis.crypto && globalThis.crypto.subtle;
+    this.hashImpl = hw ? hw.name : subtle ? 'WebCrypto SHA-256' : 'cis2 SHA-256 (wasm)';
     const total = FILE_NAMES.reduce((a, n) => a + sources[n].size, 0);
     let doneAll = 0;
     const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
@@ -241,8 +242,9 @@ export class Cis2 {
       if (!ptr) throw new Error(`out of wasm memory for ${name} (${size} bytes)`);
       this.files.set(name, { ptr, size });
       const slot = HASH_SLOT[name];
-      const chunked = slot !== undefined && !subtle;
+      const chunked = slot !== undefined && !subtle && !hw;
       if (chunked) this.x.cis2w_hash_begin(slot);
+      if (hw && slot !== undefined) hw.begin(slot);
       let off = 0, t = now();
       for await (const chunk of sourceChunks(src)) {
         T.read += now() - t; t = now();
@@ -250,6 +252,7 @@ export class Cis2 {
         this.u8.set(chunk, ptr + off);   // the chunk's buffer is reused once we ask for the next
         T.copy += now() - t; t = now();
         if (chunked) this.x.cis2w_hash_update(slot, ptr + off, chunk.length);
+        else if (hw && slot !== undefined) await hw.update(slot, chunk);
         T.hash += now() - t;
         off += chunk.length;
         doneAll += chunk.length;
@@ -258,6 +261,7 @@ export class Cis2 {
       }
       if (off !== size) throw new Error(`${name}: short read at ${off} of ${size} bytes`);
       if (chunked) this.x.cis2w_hash_end(slot);
+      else if (hw && slot !== undefined) digests.push([name, slot, hw.end(slot)]);
       // digest() copies the bytes before it returns its promise; the hashing itself runs (off
       // this thread, in browsers) while cis2w_load packs the weights from the same bytes.
       else if (slot !== undefined) {
@@ -355,4 +359,43 @@ export function blobSource(blob) {
     }
   };
   return src;
+}
+
+// A hasher on a second worker (web/hash_worker.js): update(slot, chunk) copies the chunk into a
+// buffer of a small pool and transfers it there (waiting for one to come back when MAX_AHEAD
+// are out, so hashing never falls further behind); end(slot) resolves to the 32-byte digest.
+const MAX_AHEAD = 6;
+export class WorkerHasher {
+  constructor(worker, module) {
+    this.name = 'cis2 SHA-256 (wasm, second worker)';
+    this.w = worker;
+    this.pool = [];
+    this.out = 0;
+    this.waiters = [];
+    this.digests = new Map();   // slot -> resolve
+    this.failed = null;
+    worker.onmessage = (ev) => {
+      const m = ev.data;
+      if (m.cmd === 'buf') { this.out--; this.pool.push(m.buf); this._wake(); }
+      else if (m.cmd === 'digest') { const r = this.digests.get(m.slot); this.digests.delete(m.slot); r.resolve(m.digest); }
+      else if (m.cmd === 'error') { this.failed = new Error(m.message); for (const r of this.digests.values()) r.reject(this.failed); this._wake(); }
+    };
+    worker.postMessage({ cmd: 'init', module });
+  }
+  _wake() { const w = this.waiters; this.waiters = []; for (const f of w) f(); }
+  begin(slot) { this.w.postMessage({ cmd: 'begin', slot }); }
+  async update(slot, chunk) {
+    while (this.out >= MAX_AHEAD && !this.failed) await new Promise((r) => this.waiters.push(r));
+    if (this.failed) throw this.failed;
+    let buf = this.pool.pop();
+    if (!buf || buf.byteLength < chunk.length) buf = new ArrayBuffer(Math.max(CHUNK, chunk.length));
+    new Uint8Array(buf).set(chunk);
+    this.out++;
+    this.w.postMessage({ cmd: 'update', slot, buf, len: chunk.length }, [buf]);
+  }
+  end(slot) {
+    const p = new Promise((resolve, reject) => this.digests.set(slot, { resolve, reject }));
+    this.w.postMessage({ cmd: 'end', slot });
+    return p;
+  }
 }
