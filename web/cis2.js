@@ -263,7 +263,7 @@ export class Cis2 {
           if (head) this.u8.set(head, hp);
           this.files.set(name, { ptr: hp, size, avail: head ? head.length : 0 });
           began = true;
-          if (x.cis2w_load_begin()) throw err();
+          if (x.cis2w_load_begin(CHUNK)) throw err();
           for (let a = 0; head && a < head.length; a += CHUNK) await push(slot, head.subarray(a, a + CHUNK));
         };
         if (!weights) {

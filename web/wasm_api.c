@@ -147,7 +147,7 @@ EXPORT("cis2w_unload") void w_unload(void)
  * (cis2w_hash_update) or hands the same chunk to a hash worker whose digest
  * arrives by cis2w_hash_set, possibly after cis2w_load_end; run and verify
  * refuse until both digests are in. */
-EXPORT("cis2w_load_begin") int w_load_begin(void)
+EXPORT("cis2w_load_begin") int w_load_begin(size_t max_chunk)
 {
     w_unload();
     /* §1.3: the pin (here: the software emulation) and its self-test first. */
@@ -158,7 +158,7 @@ EXPORT("cis2w_load_begin") int w_load_begin(void)
     }
     /* The hashes come from the slots (cis2w_load_end, cis2w_hash_set). */
     cis2_load_opts lo = { .skip_hash = CIS2_LOAD_HASH_SKIP };
-    return cis2_model_push_begin(&g_m, MODEL_DIR, &lo, &g_push, g_err);
+    return cis2_model_push_begin(&g_m, MODEL_DIR, &lo, max_chunk, &g_push, g_err);
 }
 
 EXPORT("cis2w_load_buf") uint8_t *w_load_buf(size_t n)

@@ -579,7 +579,7 @@ int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, cha
 /* The weights file pushed in chunk by chunk (wasm32: the page's reads are
  * asynchronous, the loader is not). The chunks land in a window that holds
  * only the bytes not yet packed: its capacity is the largest span one job
- * reads plus a chunk, so a job's bytes are always in it contiguously, and the
+ * reads plus the largest chunk, so a job's bytes are always in it contiguously, and the
  * whole file is never held (§12.1: what is hashed is what lands in the window,
  * see cis2_model_push_feed). */
 struct cis2_model_push {
@@ -592,6 +592,7 @@ struct cis2_model_push {
     uint8_t *head, *win;
     size_t win_len;
     uint64_t cap, base, pos, want; /* the window holds file bytes [base, pos) */
+    size_t max_chunk;
     int next, hashing;
     cis2_sha256 sha;
     double t0;
@@ -604,7 +605,7 @@ static void push_free(cis2_model_push *w)
     free(w);
 }
 
-int cis2_model_push_begin(cis2_model *m, const char *dir, const cis2_load_opts *o,
+int cis2_model_push_begin(cis2_model *m, const char *dir, const cis2_load_opts *o, size_t max_chunk,
                           cis2_model_push **out, char *err)
 {
     cis2_load_opts defo = { 0 };
@@ -634,7 +635,9 @@ int cis2_model_push_begin(cis2_model *m, const char *dir, const cis2_load_opts *
     for (int i = 0; i < w->p.n_jobs; i++)
         if (w->p.jobs[i].end - w->p.jobs[i].start > span)
             span = w->p.jobs[i].end - w->p.jobs[i].start;
-    w->cap = span + CHUNK < w->st.file_len ? span + CHUNK : w->st.file_len;
+    if (!max_chunk) max_chunk = 1;
+    w->max_chunk = max_chunk;
+    w->cap = span + max_chunk < w->st.file_len ? span + max_chunk : w->st.file_len;
     if (!r && !(w->win = cis2_big_alloc((size_t)w->cap, &w->win_len))) {
         snprintf(err, CIS2_ERR_LEN, "%.200s: out of memory (%llu bytes)", w->path,
                  (unsigned long long)w->cap);
@@ -654,10 +657,10 @@ int cis2_model_push_begin(cis2_model *m, const char *dir, const cis2_load_opts *
 
 uint8_t *cis2_model_push_buf(cis2_model_push *w, size_t n, char *err)
 {
-    if (n > w->st.file_len - w->pos || n > CHUNK) {
+    if (n > w->st.file_len - w->pos || n > w->max_chunk) {
         snprintf(err, CIS2_ERR_LEN, "%.200s: %zu bytes at %llu: past its %llu bytes or over %llu",
                  w->path, n, (unsigned long long)w->pos, (unsigned long long)w->st.file_len,
-                 (unsigned long long)CHUNK);
+                 (unsigned long long)w->max_chunk);
         return NULL;
     }
     if (w->pos + n - w->base > w->cap) {
