@@ -667,7 +667,7 @@ uint8_t *cis2_model_push_buf(cis2_model_push *w, size_t n, char *err)
         /* Slide: keep only what the next job still needs (jobs sorted by start). */
         uint64_t low = w->next < w->p.n_jobs ? w->st.data_start + w->p.jobs[w->next].start : w->pos;
         if (low > w->pos) low = w->pos;
-        memmove(w->win, w->win + (low - w->base), (size_t)(w->pos - low));
+        if (low > w->base) memmove(w->win, w->win + (low - w->base), (size_t)(w->pos - low));
         w->base = low;
         if (w->pos + n - w->base > w->cap) { /* cannot happen: cap >= a job's span + a chunk */
             snprintf(err, CIS2_ERR_LEN, "%.200s: internal: window too small", w->path);

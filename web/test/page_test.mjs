@@ -122,7 +122,7 @@ try {
     check('page-verify-big-model', v.startsWith('PASS'), `verdict '${v}', error '${e}'`);
     const labels = await page.evaluate(() => window.__labels);
     const seen = (re) => labels.some((l) => re.test(l));
-    check('page-big-model-progress-shown', seen(/reading \+ hashing model\.safetensors/) && seen(new RegExp(`decoding: token ${nGen} / ${nGen}`)),
+    check('page-big-model-progress-shown', seen(/reading \+ hashing \+ packing model\.safetensors/) && seen(new RegExp(`decoding: token ${nGen} / ${nGen}`)),
           `labels seen: ${[...new Set(labels)].slice(0, 8).join(' | ')}`);
     console.log(`load status: ${await page.textContent('#load-status')}`);
     console.log(`big model: ${nGen}-token receipt verified in ${wall.toFixed(2)} s from the click (${ls}); ${sp}`);
