@@ -70,8 +70,8 @@ for v in tests/fixtures/*.vector; do
     if cmp -s "$d.wasm.receipt" "$d.native.receipt"; then pass "wasm-receipt-identical-$name"; else fail "wasm-receipt-identical-$name" "$(diff "$d.native.receipt" "$d.wasm.receipt" | head -4)"; fi
 done
 
-# Both hash paths of web/cis2.js (WebCrypto, the default where it exists, and the engine's own
-# SHA-256 in wasm) give the pinned artifact hashes.
+# The engine's own SHA-256 over the window bytes (opts.hash = 'wasm', as `index.html?hash=wasm`;
+# node's default too, having no hash worker) gives the pinned artifact hashes.
 v=$(ls tests/fixtures/*.vector | head -1); name=$(basename "$v" .vector); d="$W/$name"
 if [ -f "$d/model.safetensors" ]; then
     ids=$(grep '^prompt_token_ids=' "$v" | cut -d= -f2)

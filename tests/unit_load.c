@@ -264,6 +264,63 @@ static void test_hashes(const char *A)
     CHECK("load.skip-hash-zero-or-supplied", z && given, "rc=%d/%d %s", rc1, rc2, err);
 }
 
+/* The weights pushed in chunk by chunk (the wasm page's load,
+ * cis2_model_push_*), with chunks far smaller than the file so the window
+ * slides many times and tensors straddle chunks: the same digests (the
+ * loader hashing the pushed bytes) and the same decode, bit for bit, as a
+ * whole-file load; a chunk over the limit and a short file are refused. */
+static void test_push(const char *A)
+{
+    char err[CIS2_ERR_LEN], p[600];
+    snprintf(p, sizeof p, "%s/model.safetensors", A);
+    size_t n;
+    char *file = slurp(p, &n);
+    cis2_model m0;
+    cis2_result r0;
+    if (!file || cis2_model_load(&m0, A, NULL, err) ||
+        run(&m0, CIS2_BACKEND_FAST, NULL, NULL, &r0, err)) {
+        CHECK("load.push-equals-whole-file", 0, "fixture: %s", err);
+        free(file);
+        return;
+    }
+    static const size_t sizes[] = { 4093, 65536, (size_t)1 << 20 };
+    for (int k = 0; k < 3; k++) {
+        size_t max = sizes[k], off = 0;
+        cis2_model m;
+        cis2_model_push *w;
+        int ok = !cis2_model_push_begin(&m, A, NULL, max, &w, err);
+        for (int i = 0; ok && off < n; i++) {
+            size_t c = i % 3 == 1 ? max / 3 + 1 : max; /* uneven chunks too */
+            if (c > n - off) c = n - off;
+            uint8_t *dst = cis2_model_push_buf(w, c, err);
+            if (dst) memcpy(dst, file + off, c);
+            ok = dst && !cis2_model_push_feed(w, c, err);
+            off += c;
+        }
+        if (cis2_model_push_end(w, ok, err)) ok = 0;
+        cis2_result r;
+        int same = ok && !run(&m, CIS2_BACKEND_FAST, NULL, NULL, &r, err) &&
+                   !memcmp(&m.dg, &m0.dg, sizeof m.dg) && !memcmp(r.witness, r0.witness, 32) &&
+                   !memcmp(r.argmax, r0.argmax, 32);
+        CHECK("load.push-equals-whole-file", same, "chunks of %zu: %s", max, ok ? "differs" : err);
+        if (ok) cis2_model_unload(&m);
+    }
+    cis2_model m;
+    cis2_model_push *w;
+    int begun = !cis2_model_push_begin(&m, A, NULL, 4096, &w, err);
+    int refused = begun && !cis2_model_push_buf(w, 4097, err) && strstr(err, "model.safetensors");
+    if (begun) cis2_model_push_end(w, 0, err);
+    CHECK("load.push-refuses-an-oversized-chunk", refused, "%s", err);
+    int rc = cis2_model_push_begin(&m, A, NULL, 4096, &w, err);
+    uint8_t *dst = rc ? NULL : cis2_model_push_buf(w, 4096, err);
+    if (dst) memcpy(dst, file, 4096);
+    int fed = dst && !cis2_model_push_feed(w, 4096, err);
+    int shortrc = rc ? 0 : cis2_model_push_end(w, 1, err);
+    CHECK("load.push-refuses-a-short-file", fed && shortrc && strstr(err, "short"), "%s", err);
+    cis2_model_unload(&m0);
+    free(file);
+}
+
 /* An invalid header is refused before the data is touched: the hook's
  * weights-open phase (after the header) never fires, and a header that
  * contradicts config.json is refused there too. */
@@ -326,6 +383,7 @@ int main(void)
     }
     test_hashes(A);
     test_header_first(tmp, A);
+    test_push(A);
     test_replace_during_load(tmp, A, B);
     test_overwrite_during_decode(tmp, A, B);
     UNIT_END();

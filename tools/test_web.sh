@@ -4,7 +4,7 @@
 # load a fixture model, verify a good receipt made by the native
 # `cis2 run --receipt` (PASS), verify a doctored one (shows which field
 # fails), run a prompt and check its downloaded receipt equals native's,
-# check the wasm SHA-256 fallback (?hash=wasm) gives WebCrypto's hashes,
+# check the engine-worker SHA-256 (?hash=wasm) gives the hash worker's hashes,
 # and take screenshots into $TESTTMP (default tests/tmp/). Prints PASS/FAIL
 # lines, then "N passed, N failed"; exit status 0 only when all pass.
 #

@@ -17,9 +17,7 @@ const mb = (n) => (n / 1048576).toFixed(1) + ' MB';
 worker.onmessage = (ev) => {
   const m = ev.data;
   if (m.type === 'progress') {
-    if (m.phase === 'hash' && m.step === 'sha256') setProgress(m.done / m.total, `hashing ${m.file} (SHA-256)…`);
-    else if (m.phase === 'hash' && m.step === 'pack') setProgress(1, 'loading the model: packing the weights into SIMD tiles…');
-    else if (m.phase === 'hash') setProgress(m.done / m.total, `reading + hashing ${m.file}: ${mb(m.done)} / ${mb(m.total)}`);
+    if (m.phase === 'hash') setProgress(m.done / m.total, `reading + hashing + packing ${m.file}: ${mb(m.done)} / ${mb(m.total)}`);
     else setProgress(m.done / m.total, `decoding: token ${m.done} / ${m.total}`);
   } else if (m.type === 'log') {
     $('selftest-log').textContent += m.line + '\n';

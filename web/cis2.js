@@ -2,12 +2,12 @@
 // browser (run inside a Worker by web/worker.js) and for node (the tests).
 //
 // It provides the few WASI preview1 calls wasi-libc makes, over a tiny
-// read-only file system: the preopened directory /m holds config.json,
-// tokenizer.json and model.safetensors, each *in the wasm heap*. Files are
-// written into the heap chunk by chunk straight from their source (a File's
-// byte stream in the browser, a file handle in node) and hashed there (see
-// load()); the loader then packs the weights from those same heap bytes
-// (cis2.fd_heap_ptr, src/model/bigmem.c), so the 269 MB file is held once.
+// read-only file system: the preopened directory /m holds config.json and
+// tokenizer.json *in the wasm heap*, and of model.safetensors its length and
+// header only. Files are read chunk by chunk straight from their source (a
+// File's byte stream in the browser, a file handle in node); the weights'
+// chunks are pushed into the loader as they arrive, hashed and packed (see
+// load()), so the 269 MB file is read once and never held whole.
 
 const ERRNO = { SUCCESS: 0, ACCES: 2, BADF: 8, INVAL: 28, NOENT: 44, NOSYS: 52, SPIPE: 70 };
 const FILETYPE = { CHAR: 2, DIR: 3, REG: 4 };
@@ -143,10 +143,6 @@ export class Cis2 {
     return {
       wasi_snapshot_preview1: wasiProxy,
       cis2: {
-        fd_heap_ptr: (fd, len) => {
-          const f = self.fds.get(fd);
-          return f && len === f.file.size ? f.file.ptr : 0;
-        },
         progress: (done, total) => { if (self.opts.progress) self.opts.progress(done, total); },
       },
     };
@@ -157,7 +153,7 @@ export class Cis2 {
     let got = 0;
     for (let i = 0; i < n; i++) {
       const p = dv.getUint32(iovs + 8 * i, true), len = dv.getUint32(iovs + 8 * i + 4, true);
-      const k = Math.max(0, Math.min(len, file.size - pos - got));
+      const k = Math.max(0, Math.min(len, file.avail - pos - got));
       u8.copyWithin(p, file.ptr + pos + got, file.ptr + pos + got + k);
       got += k;
       if (k < len) break;
@@ -214,74 +210,115 @@ export class Cis2 {
 
   // sources: { 'config.json': src, 'tokenizer.json': src, 'model.safetensors': src }
   // where src = { size, read(start, end) -> Promise<Uint8Array>, optional chunks() }.
-  // onProgress({ file, done, total }) while reading + hashing. Returns cis2w_load's JSON,
-  // with info.timing (ms: read, copy, hash, files = all three in, load = cis2w_load).
-  // Hashing: the platform's SHA-256 (WebCrypto) over the heap bytes once a file is in,
-  // when it has one and opts.hash !== 'wasm'; else the engine's own SHA-256 chunk by chunk.
-  // Either way the digest is of exactly the bytes the engine computes on (§12.1; docs/wasm.md):
-  // the heap bytes are final before digest() is called, digest() takes its copy of them
-  // before it returns (WebCrypto: "get a copy of the bytes held by the data parameter"),
-  // nothing writes them afterwards (the loader only reads the held file), and the engine
-  // parses and packs from that same region.
+  // onProgress({ file, done, total }) while reading, hashing and packing. Returns
+  // cis2w_load_end's JSON, with info.timing (ms: read, copy = into the heap, hash = on this
+  // thread, pack = cis2w_load_feed, files = all three in, load = cis2w_load_end).
+  // config.json and tokenizer.json are held in the heap whole; model.safetensors is read once,
+  // chunk by chunk, and never held whole: its header goes in first (cis2w_load_begin parses
+  // it), then each chunk is copied into the loader's window (cis2w_load_buf), hashed, and
+  // packed (cis2w_load_feed: every tensor it completes goes into the tiles). Hashing: each
+  // chunk, the very bytes that are packed, goes to opts.hasher (a hash worker, WorkerHasher)
+  // when there is one and opts.hash !== 'wasm'; else the engine's own SHA-256 takes the
+  // window bytes before they are packed (cis2w_hash_update). Why that is "hash exactly the
+  // bytes you compute on" (§12.1): docs/wasm.md, "Memory: files held once".
   async load(sources, onProgress) {
     this.unload();
     for (const name of FILE_NAMES) if (!sources[name]) throw new Error(`missing ${name}`);
-    const subtle = this.opts.hash !== 'wasm' && globalThis.crypto && globalThis.crypto.subtle;
-    this.hashImpl = subtle ? 'WebCrypto SHA-256' : 'cis2 SHA-256 (wasm)';
+    const hw = (this.opts.hash !== 'wasm' && this.opts.hasher) || null;
+    this.hashImpl = hw ? hw.name : 'cis2 SHA-256 (wasm)';
     const total = FILE_NAMES.reduce((a, n) => a + sources[n].size, 0);
     let doneAll = 0;
     const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
-    const T = { t0: now(), read: 0, copy: 0, hash: 0 };
-    const digests = [];   // WebCrypto: [name, slot, promise]; awaited while cis2w_load packs
-    for (const slot of Object.values(HASH_SLOT)) this.x.cis2w_hash_begin(slot);   // nothing stale
-    for (const name of FILE_NAMES) {
-      const src = sources[name];
-      const size = src.size;
-      const ptr = this.x.cis2w_malloc(size) >>> 0;   // an address past 2 GiB comes back negative
-      if (!ptr) throw new Error(`out of wasm memory for ${name} (${size} bytes)`);
-      this.files.set(name, { ptr, size });
-      const slot = HASH_SLOT[name];
-      const chunked = slot !== undefined && !subtle;
-      if (chunked) this.x.cis2w_hash_begin(slot);
-      let off = 0, t = now();
-      for await (const chunk of sourceChunks(src)) {
-        T.read += now() - t; t = now();
-        if (off + chunk.length > size) throw new Error(`${name}: longer than its ${size} bytes`);
-        this.u8.set(chunk, ptr + off);   // the chunk's buffer is reused once we ask for the next
-        T.copy += now() - t; t = now();
-        if (chunked) this.x.cis2w_hash_update(slot, ptr + off, chunk.length);
-        T.hash += now() - t;
-        off += chunk.length;
-        doneAll += chunk.length;
-        if (onProgress) onProgress({ file: name, done: doneAll, total });
-        t = now();
+    const T = { t0: now(), read: 0, copy: 0, hash: 0, pack: 0 };
+    const x = this.x, err = () => new Error(this._cstr(x.cis2w_error()));
+    const digests = [];   // the hash worker's: [name, slot, promise]; awaited after cis2w_load_end
+    for (const slot of Object.values(HASH_SLOT)) x.cis2w_hash_begin(slot);   // nothing stale
+    // One chunk's bytes at heap address p: hashed (here, or by the hash worker) before anything
+    // (a pack, a window slide) can touch them.
+    const hash = async (slot, p, chunk) => {
+      if (slot === undefined) return;
+      const t = now();
+      if (hw) await hw.update(slot, chunk); else x.cis2w_hash_update(slot, p, chunk.length);
+      T.hash += now() - t;
+    };
+    const push = async (slot, chunk) => {   // model.safetensors: into the window, hashed, packed
+      let t = now();
+      const p = x.cis2w_load_buf(chunk.length) >>> 0;
+      if (!p) throw err();
+      this.u8.set(chunk, p);
+      T.copy += now() - t;
+      await hash(slot, p, chunk);
+      t = now();
+      if (x.cis2w_load_feed(chunk.length)) throw err();
+      T.pack += now() - t;
+    };
+    try {
+      for (const name of FILE_NAMES) {
+        const src = sources[name], size = src.size, slot = HASH_SLOT[name];
+        const weights = name === 'model.safetensors';
+        let head = null, began = false;   // the weights: the bytes before cis2w_load_begin
+        const begin = async () => {   // the header is in (or the file ended): parse it, push the head
+          const hp = x.cis2w_malloc(head ? head.length : 0) >>> 0;
+          if (!hp) throw new Error(`out of wasm memory for ${name}'s header`);
+          if (head) this.u8.set(head, hp);
+          this.files.set(name, { ptr: hp, size, avail: head ? head.length : 0 });
+          began = true;
+          if (x.cis2w_load_begin(CHUNK)) throw err();
+          for (let a = 0; head && a < head.length; a += CHUNK) await push(slot, head.subarray(a, a + CHUNK));
+        };
+        if (!weights) {
+          const ptr = x.cis2w_malloc(size) >>> 0;   // an address past 2 GiB comes back negative
+          if (!ptr) throw new Error(`out of wasm memory for ${name} (${size} bytes)`);
+          this.files.set(name, { ptr, size, avail: size });
+        }
+        if (hw && slot !== undefined) hw.begin(slot);
+        let off = 0, t = now();
+        for await (const chunk of sourceChunks(src)) {
+          T.read += now() - t;
+          if (off + chunk.length > size) throw new Error(`${name}: longer than its ${size} bytes`);
+          if (!weights) {
+            t = now();
+            const p = this.files.get(name).ptr + off;
+            this.u8.set(chunk, p);   // the chunk's buffer is reused once we ask for the next
+            T.copy += now() - t;
+            await hash(slot, p, chunk);
+          } else if (began) {
+            await push(slot, chunk);
+          } else {
+            head = head ? concat(head, chunk) : chunk.slice();
+            if (head.length >= headerEnd(head, size)) await begin();
+          }
+          off += chunk.length;
+          doneAll += chunk.length;
+          if (onProgress) onProgress({ file: name, done: doneAll, total });
+          t = now();
+        }
+        if (off !== size) throw new Error(`${name}: short read at ${off} of ${size} bytes`);
+        if (weights && !began) await begin();
+        if (slot !== undefined) {
+          if (hw) digests.push([name, slot, hw.end(slot)]);
+          else x.cis2w_hash_end(slot);
+        }
       }
-      if (off !== size) throw new Error(`${name}: short read at ${off} of ${size} bytes`);
-      if (chunked) this.x.cis2w_hash_end(slot);
-      // digest() copies the bytes before it returns its promise; the hashing itself runs (off
-      // this thread, in browsers) while cis2w_load packs the weights from the same bytes.
-      else if (slot !== undefined) {
-        const t = now();
-        digests.push([name, slot, subtle.digest('SHA-256', this.u8.subarray(ptr, ptr + size))]);
-        T.hash += now() - t;
-      }
+    } catch (e) {
+      this.unload();   // abandons a load in progress
+      throw e;
     }
-    if (onProgress) onProgress({ file: 'model.safetensors', done: total, total, step: 'pack' });
-    let info, err = null;
     T.files = now() - T.t0; let t = now();
-    try { info = this._json(this.x.cis2w_load()); } catch (e) { err = e; }
+    let info, failed = null;
+    try { info = this._json(x.cis2w_load_end(1)); } catch (e) { failed = e; }
     T.load = now() - t; t = now();
     for (const [name, slot, promise] of digests) {
       const d = new Uint8Array(await promise);
-      const p = this.x.cis2w_malloc(32);
+      const p = x.cis2w_malloc(32);
       this.u8.set(d, p);
-      const rc = this.x.cis2w_hash_set(slot, p);
-      this.x.cis2w_free(p);
+      const rc = x.cis2w_hash_set(slot, p);
+      x.cis2w_free(p);
       if (rc) throw new Error(`cannot record the ${name} digest`);
       if (info) info[name === 'model.safetensors' ? 'weights_sha256' : 'tokenizer_sha256'] = [...d].map((b) => b.toString(16).padStart(2, '0')).join('');
     }
     T.digestWait = now() - t;
-    if (err) throw err;
+    if (failed) throw failed;
     info.timing = T;
     return info;
   }
@@ -324,6 +361,20 @@ export class Cis2 {
   }
 }
 
+// safetensors: the length of the file's head that holds its header (8 bytes of length, then
+// the header), as far as the bytes so far tell; capped at the file's size.
+function headerEnd(head, size) {
+  if (head.length < 8) return Math.min(8, size);
+  const n = new DataView(head.buffer, head.byteOffset, 8).getBigUint64(0, true);
+  return n > BigInt(size) ? size : Math.min(size, 8 + Number(n));
+}
+
+function concat(a, b) {
+  const c = new Uint8Array(a.length + b.length);
+  c.set(a); c.set(b, a.length);
+  return c;
+}
+
 // The chunks of a source in order. src.chunks() where the source streams (each chunk valid
 // until the next is asked for); else src.read(a, b) in CHUNK steps, one read ahead.
 async function* sourceChunks(src) {
@@ -355,4 +406,43 @@ export function blobSource(blob) {
     }
   };
   return src;
+}
+
+// A hasher on a second worker (web/hash_worker.js): update(slot, chunk) copies the chunk into a
+// buffer of a small pool and transfers it there (waiting for one to come back when MAX_AHEAD
+// are out, so hashing never falls further behind); end(slot) resolves to the 32-byte digest.
+const MAX_AHEAD = 6;
+export class WorkerHasher {
+  constructor(worker, module) {
+    this.name = 'cis2 SHA-256 (wasm, second worker)';
+    this.w = worker;
+    this.pool = [];
+    this.out = 0;
+    this.waiters = [];
+    this.digests = new Map();   // slot -> resolve
+    this.failed = null;
+    worker.onmessage = (ev) => {
+      const m = ev.data;
+      if (m.cmd === 'buf') { this.out--; this.pool.push(m.buf); this._wake(); }
+      else if (m.cmd === 'digest') { const r = this.digests.get(m.slot); this.digests.delete(m.slot); r.resolve(m.digest); }
+      else if (m.cmd === 'error') { this.failed = new Error(m.message); for (const r of this.digests.values()) r.reject(this.failed); this._wake(); }
+    };
+    worker.postMessage({ cmd: 'init', module });
+  }
+  _wake() { const w = this.waiters; this.waiters = []; for (const f of w) f(); }
+  begin(slot) { this.w.postMessage({ cmd: 'begin', slot }); }
+  async update(slot, chunk) {
+    while (this.out >= MAX_AHEAD && !this.failed) await new Promise((r) => this.waiters.push(r));
+    if (this.failed) throw this.failed;
+    let buf = this.pool.pop();
+    if (!buf || buf.byteLength < chunk.length) buf = new ArrayBuffer(Math.max(CHUNK, chunk.length));
+    new Uint8Array(buf).set(chunk);
+    this.out++;
+    this.w.postMessage({ cmd: 'update', slot, buf, len: chunk.length }, [buf]);
+  }
+  end(slot) {
+    const p = new Promise((resolve, reject) => this.digests.set(slot, { resolve, reject }));
+    this.w.postMessage({ cmd: 'end', slot });
+    return p;
+  }
 }

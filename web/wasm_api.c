@@ -3,13 +3,13 @@
  * same library API, on the three files the glue serves from the wasm heap
  * at /m/{config.json,tokenizer.json,model.safetensors}.
  *
- * Hash what is computed on: the glue writes model.safetensors and
- * tokenizer.json into the heap in chunks and hashes those heap bytes
- * (WebCrypto over them once in, cis2w_hash_set; or cis2w_hash_update chunk
- * by chunk); cis2_model_load then runs with skip_hash, packing the weights
- * from the same heap bytes (src/model/bigmem.c: cis2_big_file_image), so the
- * big file is read once and held once (config.json is hashed by
- * cis2_model_load itself, as natively).
+ * Hash what is computed on: the glue reads model.safetensors once, in
+ * chunks, and pushes each chunk into the loader's window, which packs the
+ * tensors it completes (cis2_model_push_*); each chunk is hashed as it is
+ * pushed, either here over the window bytes (cis2w_hash_update) or by a hash
+ * worker given the same chunk (cis2w_hash_set), so the big file is read once
+ * and never held whole (docs/wasm.md). tokenizer.json likewise; config.json
+ * is hashed by the loader itself, as natively.
  *
  * Results come back as JSON text (a pointer to a NUL-terminated string that
  * stays valid until the next call), or for cis2w_trace the bytes of a trace
@@ -100,7 +100,7 @@ EXPORT("cis2w_hash_set") int w_hash_set(int slot, const uint8_t *p)
     if (slot < 0 || slot >= N_SLOTS || !p) return 1;
     memcpy(g_digest[slot], p, 32);
     g_hashed[slot] = 1;
-    if (g_loaded) /* the digest may arrive after cis2w_load (computed while it packed) */
+    if (g_loaded) /* the digest may arrive after cis2w_load_end (computed while it packed) */
         memcpy(slot == SLOT_WEIGHTS ? g_m.dg.weights_sha256 : g_m.dg.tokenizer_sha256, p, 32);
     return 0;
 }
@@ -122,11 +122,15 @@ EXPORT("cis2w_selftest") int w_selftest(void)
 }
 
 /* 0 (default): the fast backend with the SIMD128 kernels; 1: the scalar
- * reference backend. Takes effect at the next cis2w_load. */
+ * reference backend. Takes effect at the next load. */
 EXPORT("cis2w_set_backend") void w_set_backend(int ref) { g_ref = ref != 0; }
+
+static cis2_model_push *g_push;
 
 EXPORT("cis2w_unload") void w_unload(void)
 {
+    if (g_push) cis2_model_push_end(g_push, 0, g_err);
+    g_push = NULL;
     if (g_e) cis2_engine_free(g_e);
     g_e = NULL;
     g_tok = NULL;
@@ -134,30 +138,55 @@ EXPORT("cis2w_unload") void w_unload(void)
     g_loaded = 0;
 }
 
-/* Load /m/{config.json,model.safetensors,tokenizer.json} after the glue has
- * put them in place; a hash slot not finished yet (cis2w_hash_begin called, the
- * digest still being computed) is filled in by cis2w_hash_set later, and run
- * and verify refuse until both are. Returns JSON with the config and the
- * artifact hashes (zeros for a pending slot), or NULL. */
-EXPORT("cis2w_load") const char *w_load(void)
+/* Loading, with model.safetensors pushed in by the glue as it reads it:
+ * cis2w_load_begin once /m/config.json, /m/tokenizer.json and the head of
+ * /m/model.safetensors (its length and header) are in place; then per chunk
+ * cis2w_load_buf(n) (where its n bytes go: the loader's window) and
+ * cis2w_load_feed(n) (packs what they complete); then cis2w_load_end(1)
+ * (cis2w_load_end(0) abandons). The glue hashes each chunk's window bytes
+ * (cis2w_hash_update) or hands the same chunk to a hash worker whose digest
+ * arrives by cis2w_hash_set, possibly after cis2w_load_end; run and verify
+ * refuse until both digests are in. */
+EXPORT("cis2w_load_begin") int w_load_begin(size_t max_chunk)
 {
     w_unload();
     /* §1.3: the pin (here: the software emulation) and its self-test first. */
     if (cis2_fpenv_pin() != 0 || cis2_fpenv_selftest(NULL) != 0) {
         snprintf(g_err, CIS2_ERR_LEN,
                  "the §1.3 denormal self-test failed; refusing to run (see the self-test)");
+        return 1;
+    }
+    /* The hashes come from the slots (cis2w_load_end, cis2w_hash_set). */
+    cis2_load_opts lo = { .skip_hash = CIS2_LOAD_HASH_SKIP };
+    return cis2_model_push_begin(&g_m, MODEL_DIR, &lo, max_chunk, &g_push, g_err);
+}
+
+EXPORT("cis2w_load_buf") uint8_t *w_load_buf(size_t n)
+{
+    return g_push ? cis2_model_push_buf(g_push, n, g_err) : NULL;
+}
+
+EXPORT("cis2w_load_feed") int w_load_feed(size_t n)
+{
+    return g_push ? cis2_model_push_feed(g_push, n, g_err) : 1;
+}
+
+/* Returns JSON with the config and the artifact hashes (zeros for a slot
+ * still pending), or NULL. The fast backend reads the model's tiles; the
+ * reference backend (cis2w_set_backend(1), tests) widens its own f32 copy. */
+EXPORT("cis2w_load_end") const char *w_load_end(int ok)
+{
+    if (!g_push) {
+        snprintf(g_err, CIS2_ERR_LEN, "internal: no load in progress");
         return NULL;
     }
-    /* The hashes come from the slots: the glue hashed the bytes as it wrote
-     * them (a digest that is still being computed is filled in when it
-     * arrives; run and verify wait for both). The fast backend reads the
-     * model's tiles; the reference backend (cis2w_set_backend(1), tests)
-     * widens its own f32 copy. */
-    cis2_load_opts lo = { .skip_hash = CIS2_LOAD_HASH_SKIP,
-                          .weights_sha256 = g_hashed[SLOT_WEIGHTS] ? g_digest[SLOT_WEIGHTS] : NULL,
-                          .tokenizer_sha256 =
-                              g_hashed[SLOT_TOKENIZER] ? g_digest[SLOT_TOKENIZER] : NULL };
-    if (cis2_model_load(&g_m, MODEL_DIR, &lo, g_err)) return NULL;
+    int rc = cis2_model_push_end(g_push, ok, g_err);
+    g_push = NULL;
+    if (rc || !ok) return NULL;
+    for (int i = 0; i < N_SLOTS; i++)
+        if (g_hashed[i])
+            memcpy(i == SLOT_WEIGHTS ? g_m.dg.weights_sha256 : g_m.dg.tokenizer_sha256, g_digest[i],
+                   32);
     g_loaded = 1;
     cis2_engine_opts eo;
     memset(&eo, 0, sizeof eo);
@@ -373,7 +402,7 @@ EXPORT("cis2w_verify") const char *w_verify(const char *text, size_t len)
 /* `cis2 trace` teacher-forced (arm E of docs/divergence.md "cis2 arms"):
  * prompt ids ++ forced ids, one token per forward, every node captured by the
  * native capture code (src/verify/trace_capture.c) on the loaded model with
- * the backend cis2w_load chose (fast: SIMD128, software FTZ/DAZ per §1.3).
+ * the backend cis2w_load_end chose (fast: SIMD128, software FTZ/DAZ per §1.3).
  * arm: the trace's "arm" entry (NULL: "cis2-BACKEND", as `cis2 trace`).
  * Returns the start of the file (trace_file.c's writer, up to the tensor data)
  * and its length in *len, or NULL; the glue then writes each tensor's bytes,

@@ -1,6 +1,6 @@
 // Runs the engine off the page's main thread, so the progress bar moves
 // while hashing and decoding. Messages: {id, cmd: 'init'|'load'|'run'|'verify', ...}.
-import { Cis2, FILE_NAMES, blobSource } from './cis2.js';
+import { Cis2, FILE_NAMES, WorkerHasher, blobSource } from './cis2.js';
 
 let engine = null;
 const post = (m) => self.postMessage(m);
@@ -14,10 +14,15 @@ self.onmessage = async (ev) => {
       let wasm;
       try { wasm = await WebAssembly.compileStreaming(fetch(url)); }   // needs Content-Type: application/wasm
       catch { wasm = await WebAssembly.compile(await (await fetch(url)).arrayBuffer()); }
+      // The files are hashed on a second worker while this one packs them (docs/wasm.md), or
+      // with ?hash=wasm here, chunk by chunk, before each chunk is packed.
+      const hasher = ev.data.hash === 'wasm' ? null
+        : new WorkerHasher(new Worker(new URL('./hash_worker.js', import.meta.url), { type: 'module' }), wasm);
       engine = await Cis2.create(wasm, {
         stdout: (line) => post({ type: 'log', line }),
         progress: (done, total) => post({ type: 'progress', phase: 'decode', done, total }),
-        hash: ev.data.hash,   // 'wasm': the engine's own SHA-256 even where WebCrypto exists
+        hash: ev.data.hash,   // 'wasm': the engine's own SHA-256 on this worker
+        hasher,
       });
       result = engine.selftest();
     } else if (cmd === 'load') {

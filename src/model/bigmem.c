@@ -7,10 +7,6 @@
 #if !defined(__wasi__)
 #define CIS2_HAVE_MMAP 1
 #include <sys/mman.h>
-#else
-/* web/cis2.js: the heap address of an open file's bytes, or 0. */
-__attribute__((import_module("cis2"), import_name("fd_heap_ptr"))) extern uint32_t
-cis2js_fd_heap_ptr(int fd, uint32_t len);
 #endif
 
 #define HUGE_PAGE ((size_t)2 << 20)
@@ -68,16 +64,4 @@ uint64_t cis2_big_release(uint8_t *base, uint64_t a, uint64_t b)
     (void)base;
 #endif
     return b;
-}
-
-const uint8_t *cis2_big_file_image(int fd, uint64_t size)
-{
-#if defined(__wasi__)
-    if (size > UINT32_MAX) return NULL;
-    return (const uint8_t *)(uintptr_t)cis2js_fd_heap_ptr(fd, (uint32_t)size);
-#else
-    (void)fd;
-    (void)size;
-    return NULL;
-#endif
 }

@@ -29,6 +29,7 @@
 #define TOKENIZER_MAX ((size_t)256 << 20)
 #define CHUNK         ((uint64_t)8 << 20)  /* read (and hash) step */
 #define WINDOW        ((uint64_t)48 << 20) /* how far reading may run ahead of hashing */
+#define WPATH_LEN     1100
 
 /* ------------------------------------------------------------- the hasher */
 /* SHA-256 over the image as it is read: on its own thread where there are
@@ -355,16 +356,18 @@ static int finite_vec(const float *v, int64_t n)
     return 1;
 }
 
-/* Pack one tensor from the image into the arena. */
-static int run_job(plan *p, const job *j, const uint8_t *image)
+/* Pack one tensor into the arena from the image, which holds the file's bytes
+ * from offset base on. */
+static int run_job(plan *p, const job *j, const uint8_t *image, uint64_t base)
 {
-    const uint8_t *src = image + p->st->data_start + j->t->offset;
+    const uint8_t *src = image + (p->st->data_start + j->t->offset - base);
     uint8_t *dst = (uint8_t *)p->m->arena + j->off;
     void *slot = cis2_tensor_slot(&p->m->w, j->d, j->layer);
     if (j->d->kind == CIS2_TK_LINEAR) {
         cis2_weight *w = slot;
         if (j->scale) {
-            int r = cis2_weight_pack_i8(w, dst, src, image + p->st->data_start + j->scale->offset,
+            int r = cis2_weight_pack_i8(w, dst, src,
+                                        image + (p->st->data_start + j->scale->offset - base),
                                         j->scale->dtype, j->rows, j->cols);
             if (r >= 0) {
                 snprintf(p->err, CIS2_ERR_LEN, "%s: tensor \"%s\" row %d is NaN or Inf", p->path,
@@ -392,6 +395,42 @@ static void phase(const cis2_load_opts *o, cis2_load_phase ph, const char *dir)
     if (o->hook) o->hook(o->hook_ctx, ph, dir);
 }
 
+/* model.safetensors, first part: the cheap checks (the length, the header, the
+ * tensors against config.json, all before a byte of tensor data is read), the
+ * plan, and the arena with its layer table. On failure *head and p->jobs/used
+ * are freed by weights_close. */
+static int weights_open(cis2_model *m, plan *p, int *fd, uint8_t **head, char *err)
+{
+    cis2_safetensors *st = (cis2_safetensors *)p->st;
+    *head = NULL;
+    if (cis2_st_open_header(st, p->path, fd, head, err)) return -1; /* nothing to close */
+    uint64_t size = st->file_len;
+    m->file_bytes = size;
+    if (size > (uint64_t)SIZE_MAX / 2) {
+        snprintf(err, CIS2_ERR_LEN, "%s: too large", p->path);
+        return 1;
+    }
+    if (make_plan(p)) return 1;
+    if (!(m->arena = cis2_big_alloc(p->arena_len, &m->arena_len))) {
+        snprintf(err, CIS2_ERR_LEN, "%s: out of memory (%zu bytes of weights)", p->path,
+                 p->arena_len);
+        return 1;
+    }
+    m->w.layers = m->arena;
+    /* the layer table: a weight the checkpoint lacks (a bias, a q/k norm) stays NULL */
+    memset(m->arena, 0, (size_t)m->cfg.n_layers * sizeof(cis2_layer));
+    return 0;
+}
+
+static void weights_close(plan *p, int fd, uint8_t *head)
+{
+    close(fd);
+    free(head);
+    cis2_st_close((cis2_safetensors *)p->st);
+    free(p->used);
+    free(p->jobs);
+}
+
 /* model.safetensors: header first, then the data through the pipeline. */
 static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o, char *err)
 {
@@ -399,36 +438,17 @@ static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o
     cis2_safetensors st;
     plan p = { m, &st, path, err, NULL, NULL, 0, 0, 0 };
     uint8_t *image = NULL, *head;
-    const uint8_t *held = NULL; /* wasm32: the file as it already lies in memory */
     size_t image_len = 0;
-    /* Cheap checks first: the length, the header, the tensors against
-     * config.json — all before a byte of tensor data is read. */
-    if (cis2_st_open_header(&st, path, &fd, &head, err)) return 1;
+    int r = weights_open(m, &p, &fd, &head, err);
+    if (r < 0) return 1;
+    if (r) goto out;
     uint64_t size = st.file_len;
-    m->file_bytes = size;
-    if (size > (uint64_t)SIZE_MAX / 2) {
-        snprintf(err, CIS2_ERR_LEN, "%s: too large", path);
-        goto out;
-    }
-    if (make_plan(&p)) goto out;
-    /* wasm32: the file already lies in memory (the page's glue put it there and
-     * hashed those very bytes), so it is packed from there: no second copy. */
-    if ((held = cis2_big_file_image(fd, size))) {
-        image = (uint8_t *)held; /* only read: nothing below writes the image */
-    } else if (!(image = cis2_big_alloc((size_t)size, &image_len))) {
-        snprintf(err, CIS2_ERR_LEN, "%s: out of memory (%llu bytes)", path,
+    if (!(image = cis2_big_alloc((size_t)size, &image_len))) {
+        snprintf(err, CIS2_ERR_LEN, "%.200s: out of memory (%llu bytes)", path,
                  (unsigned long long)size);
         goto out;
-    } else {
-        memcpy(image, head, (size_t)st.data_start);
     }
-    if (!(m->arena = cis2_big_alloc(p.arena_len, &m->arena_len))) {
-        snprintf(err, CIS2_ERR_LEN, "%s: out of memory (%zu bytes of weights)", path, p.arena_len);
-        goto out;
-    }
-    m->w.layers = m->arena;
-    /* the layer table: a weight the checkpoint lacks (a bias, a q/k norm) stays NULL */
-    memset(m->arena, 0, (size_t)m->cfg.n_layers * sizeof(cis2_layer));
+    memcpy(image, head, (size_t)st.data_start);
     phase(o, CIS2_LOAD_WEIGHTS_OPEN, m->dir);
 
     int hashing = o->skip_hash != CIS2_LOAD_HASH_SKIP;
@@ -438,18 +458,18 @@ static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o
     int next = 0, ok = 1;
     while (ok && pos < size) {
         uint64_t n = size - pos < CHUNK ? size - pos : CHUNK;
-        if (!held && cis2_read_fd(fd, image + pos, (size_t)n, path, err)) {
+        if (cis2_read_fd(fd, image + pos, (size_t)n, path, err)) {
             ok = 0;
             break;
         }
         pos += n;
         hashed = hashing ? hasher_feed(&h, pos) : pos;
         while (ok && next < p.n_jobs && st.data_start + p.jobs[next].end <= pos)
-            ok = !run_job(&p, &p.jobs[next++], image);
+            ok = !run_job(&p, &p.jobs[next++], image, 0);
         /* Both the hash and the packing are past these bytes (jobs sorted by start). */
         uint64_t low = next < p.n_jobs ? st.data_start + p.jobs[next].start : pos;
         if (hashed < low) low = hashed;
-        if (!held) released = cis2_big_release(image, released, low);
+        released = cis2_big_release(image, released, low);
     }
     if (ok) phase(o, CIS2_LOAD_WEIGHTS_READ, m->dir);
     if (hashing) {
@@ -460,12 +480,8 @@ static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o
     }
     rc = !ok;
 out:
-    close(fd);
-    free(head);
-    if (!held) cis2_big_free(image, image_len);
-    cis2_st_close(&st);
-    free(p.used);
-    free(p.jobs);
+    cis2_big_free(image, image_len);
+    weights_close(&p, fd, head);
     return rc;
 }
 
@@ -478,19 +494,19 @@ static int path_join(char *out, size_t cap, const char *dir, const char *file, c
     return 0;
 }
 
-int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, char *err)
+/* The first part of a load: config.json and tokenizer.json, each read once,
+ * hashed and parsed from the same bytes; wpath gets model.safetensors' path. */
+static int load_texts(cis2_model *m, const char *dir, const cis2_load_opts *o, char *wpath,
+                      char *err)
 {
-    cis2_load_opts defo = { 0 };
-    if (!o) o = &defo;
     memset(m, 0, sizeof *m);
-    double t0 = cis2_now_ms();
     if ((size_t)snprintf(m->dir, sizeof m->dir, "%s", dir) >= sizeof m->dir) {
         snprintf(err, CIS2_ERR_LEN, "%.200s: path too long", dir);
         return 1;
     }
-    char cpath[1100], wpath[1100], tpath[1100];
+    char cpath[1100], tpath[1100];
     if (path_join(cpath, sizeof cpath, dir, "config.json", err) ||
-        path_join(wpath, sizeof wpath, dir, "model.safetensors", err) ||
+        path_join(wpath, WPATH_LEN, dir, "model.safetensors", err) ||
         path_join(tpath, sizeof tpath, dir, "tokenizer.json", err))
         return 1;
     int skip = o->skip_hash == CIS2_LOAD_HASH_SKIP;
@@ -512,8 +528,8 @@ int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, cha
         struct stat sb;
         if (lstat(tpath, &sb) != 0 && errno == ENOENT)
             snprintf(err, CIS2_ERR_LEN,
-                     "%s: cannot open: %s (every CIS-2 run hashes tokenizer.json, §12.1)", tpath,
-                     strerror(errno));
+                     "%.200s: cannot open: %s (every CIS-2 run hashes tokenizer.json, §12.1)",
+                     tpath, strerror(errno));
         return 1;
     }
     if (!skip) cis2_sha256_buf(tbuf, tlen, m->dg.tokenizer_sha256);
@@ -522,15 +538,20 @@ int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, cha
         m->tokenizer = NULL;
     free(tbuf);
     phase(o, CIS2_LOAD_TOKENIZER_READ, m->dir);
+    return 0;
+}
 
-    if (load_weights(m, wpath, o, err)) goto fail;
+/* The last part, once the weights are in: the arena made read-only, the RoPE
+ * and table digests. The caller unloads m on failure. */
+static int load_finish(cis2_model *m, double t0, const cis2_load_opts *o, char *err)
+{
     cis2_big_protect(m->arena, m->arena_len); /* the loaded model is never written again */
 
     const cis2_config *c = &m->cfg;
     m->inv_freq = malloc((size_t)(c->head_dim / 2) * sizeof(float));
     if (!m->inv_freq) {
         snprintf(err, CIS2_ERR_LEN, "out of memory");
-        goto fail;
+        return 1;
     }
     cis2_inv_freq(c->head_dim, c->rope_theta, m->inv_freq);
     cis2_f32_digest(m->inv_freq, (size_t)(c->head_dim / 2), m->dg.inv_freq_digest);
@@ -538,9 +559,159 @@ int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, cha
     m->load_ms = cis2_now_ms() - t0;
     phase(o, CIS2_LOAD_DONE, m->dir);
     return 0;
-fail:
-    cis2_model_unload(m);
-    return 1;
+}
+
+int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, char *err)
+{
+    cis2_load_opts defo = { 0 };
+    if (!o) o = &defo;
+    double t0 = cis2_now_ms();
+    char wpath[WPATH_LEN];
+    if (load_texts(m, dir, o, wpath, err)) return 1;
+    if (load_weights(m, wpath, o, err) || load_finish(m, t0, o, err)) {
+        cis2_model_unload(m);
+        return 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------- pushed weights */
+/* The weights file pushed in chunk by chunk (wasm32: the page's reads are
+ * asynchronous, the loader is not). The chunks land in a window that holds
+ * only the bytes not yet packed: its capacity is the largest span one job
+ * reads plus the largest chunk, so a job's bytes are always in it contiguously, and the
+ * whole file is never held (§12.1: what is hashed is what lands in the window,
+ * see cis2_model_push_feed). */
+struct cis2_model_push {
+    cis2_model *m;
+    cis2_load_opts o;
+    char path[WPATH_LEN];
+    cis2_safetensors st;
+    plan p;
+    int fd;
+    uint8_t *head, *win;
+    size_t win_len;
+    uint64_t cap, base, pos, want; /* the window holds file bytes [base, pos) */
+    size_t max_chunk;
+    int next, hashing;
+    cis2_sha256 sha;
+    double t0;
+};
+
+static void push_free(cis2_model_push *w)
+{
+    cis2_big_free(w->win, w->win_len);
+    weights_close(&w->p, w->fd, w->head);
+    free(w);
+}
+
+int cis2_model_push_begin(cis2_model *m, const char *dir, const cis2_load_opts *o, size_t max_chunk,
+                          cis2_model_push **out, char *err)
+{
+    cis2_load_opts defo = { 0 };
+    if (!o) o = &defo;
+    *out = NULL;
+    double t0 = cis2_now_ms();
+    cis2_model_push *w = calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        return 1;
+    }
+    w->m = m;
+    w->o = *o;
+    w->t0 = t0;
+    w->p = (plan){ m, &w->st, w->path, err, NULL, NULL, 0, 0, 0 };
+    if (load_texts(m, dir, o, w->path, err)) {
+        free(w);
+        return 1;
+    }
+    int r = weights_open(m, &w->p, &w->fd, &w->head, err);
+    if (r < 0) {
+        free(w);
+        cis2_model_unload(m);
+        return 1;
+    }
+    uint64_t span = 0;
+    for (int i = 0; i < w->p.n_jobs; i++)
+        if (w->p.jobs[i].end - w->p.jobs[i].start > span)
+            span = w->p.jobs[i].end - w->p.jobs[i].start;
+    if (!max_chunk) max_chunk = 1;
+    w->max_chunk = max_chunk;
+    w->cap = span + max_chunk < w->st.file_len ? span + max_chunk : w->st.file_len;
+    if (!r && !(w->win = cis2_big_alloc((size_t)w->cap, &w->win_len))) {
+        snprintf(err, CIS2_ERR_LEN, "%.200s: out of memory (%llu bytes)", w->path,
+                 (unsigned long long)w->cap);
+        r = 1;
+    }
+    if (r) {
+        push_free(w);
+        cis2_model_unload(m);
+        return 1;
+    }
+    w->hashing = o->skip_hash != CIS2_LOAD_HASH_SKIP;
+    if (w->hashing) cis2_sha256_init(&w->sha);
+    phase(o, CIS2_LOAD_WEIGHTS_OPEN, m->dir);
+    *out = w;
+    return 0;
+}
+
+uint8_t *cis2_model_push_buf(cis2_model_push *w, size_t n, char *err)
+{
+    if (n > w->st.file_len - w->pos || n > w->max_chunk) {
+        snprintf(err, CIS2_ERR_LEN, "%.200s: %zu bytes at %llu: past its %llu bytes or over %llu",
+                 w->path, n, (unsigned long long)w->pos, (unsigned long long)w->st.file_len,
+                 (unsigned long long)w->max_chunk);
+        return NULL;
+    }
+    if (w->pos + n - w->base > w->cap) {
+        /* Slide: keep only what the next job still needs (jobs sorted by start). */
+        uint64_t low = w->next < w->p.n_jobs ? w->st.data_start + w->p.jobs[w->next].start : w->pos;
+        if (low > w->pos) low = w->pos;
+        if (low > w->base) memmove(w->win, w->win + (low - w->base), (size_t)(w->pos - low));
+        w->base = low;
+        if (w->pos + n - w->base > w->cap) { /* cannot happen: cap >= a job's span + a chunk */
+            snprintf(err, CIS2_ERR_LEN, "%.200s: internal: window too small", w->path);
+            return NULL;
+        }
+    }
+    w->want = n;
+    return w->win + (w->pos - w->base);
+}
+
+int cis2_model_push_feed(cis2_model_push *w, size_t n, char *err)
+{
+    if (n > w->want) {
+        snprintf(err, CIS2_ERR_LEN, "%.200s: %zu bytes pushed where %llu were asked", w->path, n,
+                 (unsigned long long)w->want);
+        return 1;
+    }
+    /* These window bytes are hashed (when the loader hashes) and packed, and
+     * nothing writes them before the jobs that read them have run. */
+    if (w->hashing) cis2_sha256_update(&w->sha, w->win + (w->pos - w->base), n);
+    w->pos += n;
+    w->want = 0;
+    w->p.err = err;
+    while (w->next < w->p.n_jobs && w->st.data_start + w->p.jobs[w->next].end <= w->pos)
+        if (run_job(&w->p, &w->p.jobs[w->next++], w->win, w->base)) return 1;
+    return 0;
+}
+
+int cis2_model_push_end(cis2_model_push *w, int ok, char *err)
+{
+    cis2_model *m = w->m;
+    int rc = 1;
+    if (ok && w->pos != w->st.file_len) {
+        snprintf(err, CIS2_ERR_LEN, "%.200s: short: %llu of %llu bytes", w->path,
+                 (unsigned long long)w->pos, (unsigned long long)w->st.file_len);
+    } else if (ok) {
+        phase(&w->o, CIS2_LOAD_WEIGHTS_READ, m->dir);
+        if (w->hashing) cis2_sha256_final(&w->sha, m->dg.weights_sha256);
+        else if (w->o.weights_sha256) memcpy(m->dg.weights_sha256, w->o.weights_sha256, 32);
+        rc = load_finish(m, w->t0, &w->o, err);
+    }
+    push_free(w);
+    if (rc) cis2_model_unload(m);
+    return rc;
 }
 
 void cis2_model_unload(cis2_model *m)

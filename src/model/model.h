@@ -110,6 +110,20 @@ typedef struct {
  * file is opened once and read once into memory the process owns; the
  * hashes are of exactly those bytes; weights are packed from them. */
 int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, char *err);
+/* The same load with model.safetensors pushed in by the caller, chunk by
+ * chunk in file order (wasm32: the page reads the file asynchronously).
+ * begin reads config.json, tokenizer.json and the weights' header (the file
+ * at DIR must give its length and header; its data is never read); then per
+ * chunk: buf(n) says where its n <= max_chunk bytes go, feed(n) packs every
+ * tensor they complete; end(ok) finishes (ok = 0 abandons) and frees w. The
+ * bytes are held only until packed. On any error m is unloaded; end (or
+ * end(w, 0)) must still be called after a failed buf/feed. */
+typedef struct cis2_model_push cis2_model_push;
+int cis2_model_push_begin(cis2_model *m, const char *dir, const cis2_load_opts *o, size_t max_chunk,
+                          cis2_model_push **w, char *err);
+uint8_t *cis2_model_push_buf(cis2_model_push *w, size_t n, char *err);
+int cis2_model_push_feed(cis2_model_push *w, size_t n, char *err);
+int cis2_model_push_end(cis2_model_push *w, int ok, char *err);
 /* State 1 of the divergence method: SHA-256 over the I8 linears in name
  * order ("model.layers.0.mlp.down_proj"), each its name, a NUL, its q bytes
  * row-major and its scales as f32 little-endian (docs/quantization.md §7);

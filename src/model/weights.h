@@ -42,11 +42,6 @@ void cis2_big_protect(void *p, size_t len);
 /* Give the whole 2 MiB pages of [a, b) back to the system (a page aligned);
  * returns the new, page-aligned watermark. Reading them again gives zeros. */
 uint64_t cis2_big_release(uint8_t *base, uint64_t a, uint64_t b);
-/* wasm32: the bytes of open file fd (size bytes) where they already lie in
- * memory, read-only from here on (the page's glue holds each file in the wasm
- * heap), so the loader packs from them without a second copy; NULL natively
- * and wherever the host cannot say. */
-const uint8_t *cis2_big_file_image(int fd, uint64_t size);
 
 /* ------------------------------------------------------------------ tiles */
 #define CIS2_TILE 16

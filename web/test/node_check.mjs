@@ -12,7 +12,8 @@ import { Cis2, FILE_NAMES } from '../cis2.js';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const wasm = readFileSync(process.env.CIS2_WASM || path.join(here, '..', 'cis2.wasm'));
 const [cmd, ...args] = process.argv.slice(2);
-// CIS2_WASM_HASH=wasm: the engine's own SHA-256 chunk by chunk instead of WebCrypto.
+// Hashing: the engine's own SHA-256 over each chunk before it is packed (node has no hash worker;
+// CIS2_WASM_HASH=wasm asks for the same explicitly).
 const c = await Cis2.create(wasm, { stdout: (l) => console.log(l), hash: process.env.CIS2_WASM_HASH });
 // CIS2_WASM_REF=1: the scalar reference backend instead of the SIMD128 fast one.
 if (process.env.CIS2_WASM_REF === '1') c.x.cis2w_set_backend(1);

@@ -81,8 +81,8 @@ try {
   check('page-run-shows-tokens-per-second', /tokens\/s/.test(runSpeed), runSpeed);
   const shotRun = path.join(outDir, 'web-run.png');
   await page.screenshot({ path: shotRun, fullPage: true });
-  // The engine's own SHA-256 (the fallback where WebCrypto is missing) gives the same artifact
-  // hashes as the platform's, and both equal native's: the same receipt verifies.
+  // The engine's SHA-256 on the engine's own worker (?hash=wasm) gives the same artifact hashes
+  // as the hash worker fed the chunks, and both equal native's: the same receipt verifies.
   await page.goto(`${url}?hash=wasm`);
   await page.waitForFunction(() => /^(PASS|FAIL)/.test(document.getElementById('selftest-status').textContent));
   await page.setInputFiles('#f-all', ['config.json', 'tokenizer.json', 'model.safetensors'].map((f) => path.join(modelDir, f)));
@@ -92,16 +92,16 @@ try {
   await page.waitForFunction(() => document.getElementById('verdict').textContent !== '' || document.getElementById('error').textContent !== '');
   const wasmStatus = await page.textContent('#load-status'), wasmVerdict = await page.textContent('#verdict');
   const shaOf = (st, k) => (st.match(new RegExp(`^${k}\\s+(\\S+)`, 'm')) || [])[1];
-  check('page-wasm-sha256-equals-webcrypto',
-        /hashed with cis2 SHA-256 \(wasm\)/.test(wasmStatus) && /hashed with WebCrypto SHA-256/.test(loadStatus) &&
+  check('page-wasm-sha256-equals-hash-worker',
+        /hashed with cis2 SHA-256 \(wasm\)/.test(wasmStatus) && /hashed with cis2 SHA-256 \(wasm, second worker\)/.test(loadStatus) &&
         ['weights-sha256', 'tokenizer-sha256'].every((k) => shaOf(wasmStatus, k) && shaOf(wasmStatus, k) === shaOf(loadStatus, k)) &&
         wasmVerdict.startsWith('PASS'),
-        `WebCrypto:\n${loadStatus}\nwasm:\n${wasmStatus}\nverdict '${wasmVerdict}'`);
+        `hash worker:\n${loadStatus}\nwasm:\n${wasmStatus}\nverdict '${wasmVerdict}'`);
 
   // Optional: a SmolLM2-sized checkpoint (tools/test_web.sh CIS2_WEB_BIG_MODEL=DIR).
   if (process.env.BIG_MODEL_DIR) {
     const big = process.env.BIG_MODEL_DIR;
-    await page.goto(url);   // WebCrypto again
+    await page.goto(url);   // the hash worker again
     await page.waitForFunction(() => /^PASS/.test(document.getElementById('selftest-status').textContent));
     await page.setInputFiles('#f-all', ['config.json', 'tokenizer.json', 'model.safetensors'].map((f) => path.join(big, f)));
     await page.fill('#receipt-text', readFileSync(process.env.BIG_RECEIPT, 'utf8'));
@@ -122,7 +122,7 @@ try {
     check('page-verify-big-model', v.startsWith('PASS'), `verdict '${v}', error '${e}'`);
     const labels = await page.evaluate(() => window.__labels);
     const seen = (re) => labels.some((l) => re.test(l));
-    check('page-big-model-progress-shown', seen(/reading \+ hashing model\.safetensors/) && seen(new RegExp(`decoding: token ${nGen} / ${nGen}`)),
+    check('page-big-model-progress-shown', seen(/reading \+ hashing \+ packing model\.safetensors/) && seen(new RegExp(`decoding: token ${nGen} / ${nGen}`)),
           `labels seen: ${[...new Set(labels)].slice(0, 8).join(' | ')}`);
     console.log(`load status: ${await page.textContent('#load-status')}`);
     console.log(`big model: ${nGen}-token receipt verified in ${wall.toFixed(2)} s from the click (${ls}); ${sp}`);

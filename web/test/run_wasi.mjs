@@ -9,6 +9,6 @@ const module = await WebAssembly.compile(readFileSync(process.argv[2]));
 // The library's wasm shims import two calls from the page glue; tests use neither.
 const instance = await WebAssembly.instantiate(module, {
   wasi_snapshot_preview1: wasi.wasiImport,
-  cis2: { fd_heap_ptr: () => 0, progress: () => {} },
+  cis2: { progress: () => {} },
 });
 process.exitCode = wasi.start(instance);
