@@ -154,26 +154,28 @@ ATTR static void avx512_vmix_g(const float *p, size_t ldp, int g, const float *v
         __m512 a[NE][G];                                                                           \
         const float *pe[NE];                                                                       \
         float *oe[NE];                                                                             \
-        for (int e = 0; e < NE; e++) {                                                             \
+        _Pragma("GCC unroll 8") for (int e = 0; e < NE; e++)                                       \
+        {                                                                                          \
             int kvh = 16 * (e0 + e) / hd, d = 16 * (e0 + e) - kvh * hd;                            \
             pe[e] = p + (size_t)kvh * G * ldp;                                                     \
             oe[e] = out + (size_t)kvh * G * ldo + d;                                               \
-            for (int i = 0; i < G; i++) a[e][i] = _mm512_setzero_ps();                             \
+            _Pragma("GCC unroll 8") for (int i = 0; i < G; i++) a[e][i] = _mm512_setzero_ps();     \
         }                                                                                          \
         const float *vr = v + 16 * e0;                                                             \
         for (int j = 0; j < n; j++, vr += stride) {                                                \
             if (j + VG_PF < n) /* strided rows: prefetch VG_PF keys ahead */                       \
                 for (int o = 0; o < NE * 64; o += 64)                                              \
                     _mm_prefetch((const char *)(vr + VG_PF * stride) + o, _MM_HINT_T0);            \
-            for (int e = 0; e < NE; e++) {                                                         \
+            _Pragma("GCC unroll 8") for (int e = 0; e < NE; e++)                                   \
+            {                                                                                      \
                 __m512 x = _mm512_loadu_ps(vr + 16 * e);                                           \
-                for (int i = 0; i < G; i++)                                                        \
-                    a[e][i] = _mm512_add_ps(                                                       \
-                        a[e][i], _mm512_mul_ps(_mm512_set1_ps(pe[e][(size_t)i * ldp + j]), x));    \
+                _Pragma("GCC unroll 8") for (int i = 0; i < G; i++) a[e][i] = _mm512_add_ps(       \
+                    a[e][i], _mm512_mul_ps(_mm512_set1_ps(pe[e][(size_t)i * ldp + j]), x));        \
             }                                                                                      \
         }                                                                                          \
-        for (int e = 0; e < NE; e++)                                                               \
-            for (int i = 0; i < G; i++) _mm512_storeu_ps(oe[e] + (size_t)i * ldo, a[e][i]);        \
+        _Pragma("GCC unroll 8") for (int e = 0; e < NE; e++)                                       \
+            _Pragma("GCC unroll 8") for (int i = 0; i < G; i++)                                    \
+                _mm512_storeu_ps(oe[e] + (size_t)i * ldo, a[e][i]);                                \
     } while (0)
 
 #define VR_G(G, M3)                                                                                \
