@@ -250,6 +250,19 @@ static void at1_softmax_task(void *ctx, int task, int tid)
     j->s->k->softmax(j->S + (size_t)task * j->n, j->n);
 }
 
+/* Softmax of a contiguous run of heads, tasks = threads: every head's row is
+ * its own softmax with its one in-order sum (§5.3), and up to 8 rows' sums
+ * run side by side (softmax_rows), so their add latencies overlap instead of
+ * one chain of n dependent adds per head. */
+static void at1_softmax_rows_task(void *ctx, int task, int tid)
+{
+    (void)tid;
+    const at1_job *j = ctx;
+    int nh = j->kvd / j->hd * j->group, h0 = nh * task / j->nchunks,
+        h1 = nh * (task + 1) / j->nchunks;
+    if (h1 > h0) j->s->k->softmax_rows(j->S + (size_t)h0 * j->n, (size_t)j->n, h1 - h0, j->n, 0);
+}
+
 /* V-mix of a whole group in one pass over V, tasks (KV group x dim range):
  * each output dim is its own in-order sum over all keys, so any dim split
  * is exact. */
@@ -348,7 +361,10 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
                        hd,  scale };
         tp_run(s->pool, j1.nchunks, at1_scores_task, &j1);
         if (s->k->vmix_rows && hd % 16 == 0 && n_heads / n_kv <= 8) {
-            tp_run(s->pool, n_heads, at1_softmax_task, &j1);
+            if (s->k->softmax_rows) {
+                j1.nchunks = nth < n_heads ? nth : n_heads; /* softmax tasks */
+                tp_run(s->pool, j1.nchunks, at1_softmax_rows_task, &j1);
+            } else tp_run(s->pool, n_heads, at1_softmax_task, &j1);
             j1.nchunks = nth < n_kv * hd / 16 ? nth : n_kv * hd / 16; /* V-mix tasks */
             tp_run(s->pool, j1.nchunks, at1_vmix_rows_task, &j1);
         } else if (s->k->vmix_g) {

@@ -80,6 +80,10 @@ size_t fast_i8_scale_bytes(int rows);
 void fast_i8_pack(const int8_t *q, const float *s, int rows, int cols, int8_t *tiles,
                   float *scales);
 
+/* x86-64, AVX-512F CPUs only: x[i] = cis2_exp_pinned(x[i]) for i < n, 16
+ * lanes at a time, bit for bit (the softmax's exp; tests sweep it). */
+void fast_avx512_exp_pinned_n(float *x, int n);
+
 /* NULL when the ISA is not compiled for this platform or the CPU lacks it. */
 const fast_kernels *fast_kernels_scalar(void);
 const fast_kernels *fast_kernels_sse2(void);

@@ -313,10 +313,13 @@ ATTR void fast_avx2_softmax(float *s, int n)
 }
 
 /* Rows i < m of a tile, row i at s + i*lds with n0 + i*step entries: each
- * row ref_softmax bit for bit. Each row's §5.3 sum keeps its one
- * accumulator, strictly in order; up to 8 rows' sums run side by side over
- * their shared first n0 entries, so their add latencies overlap. */
-ATTR void fast_avx2_softmax_rows(float *s, size_t lds, int m, int n0, int step)
+ * row ref_softmax bit for bit, given an ISA's max-and-exp of a row (returns
+ * 1, writing nothing, for rows ref_softmax must take) and its divide. Each
+ * row's §5.3 sum keeps its one accumulator, strictly in order; up to 8 rows'
+ * sums run side by side over their shared first n0 entries, so their add
+ * latencies overlap. */
+void fast_softmax_rows_by(float *s, size_t lds, int m, int n0, int step,
+                          int (*max_exp)(float *s, int n), void (*div)(float *s, int n, float acc))
 {
     for (int i0 = 0; i0 < m; i0 += 8) {
         float *r[8];
@@ -324,7 +327,7 @@ ATTR void fast_avx2_softmax_rows(float *s, size_t lds, int m, int n0, int step)
         for (int i = i0; i < m && i < i0 + 8; i++) {
             float *row = s + (size_t)i * lds;
             int n = n0 + i * step;
-            if (sm_max_exp(row, n)) ref_softmax(row, n);
+            if (max_exp(row, n)) ref_softmax(row, n);
             else {
                 r[nl] = row;
                 len[nl++] = n;
@@ -348,9 +351,14 @@ ATTR void fast_avx2_softmax_rows(float *s, size_t lds, int m, int n0, int step)
         float acc[8] = { a0, a1, a2, a3, a4, a5, a6, a7 };
         for (int l = 0; l < nl; l++) {
             for (int j = nc; j < len[l]; j++) acc[l] = acc[l] + r[l][j]; /* the row's rest */
-            sm_div(r[l], len[l], acc[l]);
+            div(r[l], len[l], acc[l]);
         }
     }
+}
+
+ATTR void fast_avx2_softmax_rows(float *s, size_t lds, int m, int n0, int step)
+{
+    fast_softmax_rows_by(s, lds, m, n0, step, sm_max_exp, sm_div);
 }
 
 /* V-mix: lanes over output dims; each lane adds p[j]*v[j][d] for j in order. */

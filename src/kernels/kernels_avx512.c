@@ -31,8 +31,8 @@
 
 void fast_avx2_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale,
                       float *out);
-void fast_avx2_softmax(float *s, int n);
-void fast_avx2_softmax_rows(float *s, size_t lds, int m, int n0, int step);
+void fast_softmax_rows_by(float *s, size_t lds, int m, int n0, int step,
+                          int (*max_exp)(float *s, int n), void (*div)(float *s, int n, float acc));
 void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, int hd, float *out);
 void fast_avx2_swiglu(const float *g, const float *u, float *out, int n);
 void fast_avx2_kt_pack(const float *k, size_t stride, int n, int hd, float *kt, size_t ld);
@@ -46,6 +46,11 @@ void fast_avx2_scores_t(const float *q, const float *kt, size_t ld, int n, int h
 /* V-mix, 16 lanes: lanes over output dims; lane d adds p[j]*v[j][d] for
  * keys j in order (one mul, one add each) — fast_avx2_vmix's operations,
  * half the instructions. */
+static inline __attribute__((always_inline)) __mmask16 tail_mask16(int left) /* lanes < left */
+{
+    return (__mmask16)(left >= 16 ? 0xFFFF : (1u << left) - 1u);
+}
+
 ATTR static void avx512_vmix(const float *p, const float *v, size_t stride, int n, int hd,
                              float *out)
 {
@@ -154,26 +159,28 @@ ATTR static void avx512_vmix_g(const float *p, size_t ldp, int g, const float *v
         __m512 a[NE][G];                                                                           \
         const float *pe[NE];                                                                       \
         float *oe[NE];                                                                             \
-        for (int e = 0; e < NE; e++) {                                                             \
+        _Pragma("GCC unroll 8") for (int e = 0; e < NE; e++)                                       \
+        {                                                                                          \
             int kvh = 16 * (e0 + e) / hd, d = 16 * (e0 + e) - kvh * hd;                            \
             pe[e] = p + (size_t)kvh * G * ldp;                                                     \
             oe[e] = out + (size_t)kvh * G * ldo + d;                                               \
-            for (int i = 0; i < G; i++) a[e][i] = _mm512_setzero_ps();                             \
+            _Pragma("GCC unroll 8") for (int i = 0; i < G; i++) a[e][i] = _mm512_setzero_ps();     \
         }                                                                                          \
         const float *vr = v + 16 * e0;                                                             \
         for (int j = 0; j < n; j++, vr += stride) {                                                \
             if (j + VG_PF < n) /* strided rows: prefetch VG_PF keys ahead */                       \
                 for (int o = 0; o < NE * 64; o += 64)                                              \
                     _mm_prefetch((const char *)(vr + VG_PF * stride) + o, _MM_HINT_T0);            \
-            for (int e = 0; e < NE; e++) {                                                         \
+            _Pragma("GCC unroll 8") for (int e = 0; e < NE; e++)                                   \
+            {                                                                                      \
                 __m512 x = _mm512_loadu_ps(vr + 16 * e);                                           \
-                for (int i = 0; i < G; i++)                                                        \
-                    a[e][i] = _mm512_add_ps(                                                       \
-                        a[e][i], _mm512_mul_ps(_mm512_set1_ps(pe[e][(size_t)i * ldp + j]), x));    \
+                _Pragma("GCC unroll 8") for (int i = 0; i < G; i++) a[e][i] = _mm512_add_ps(       \
+                    a[e][i], _mm512_mul_ps(_mm512_set1_ps(pe[e][(size_t)i * ldp + j]), x));        \
             }                                                                                      \
         }                                                                                          \
-        for (int e = 0; e < NE; e++)                                                               \
-            for (int i = 0; i < G; i++) _mm512_storeu_ps(oe[e] + (size_t)i * ldo, a[e][i]);        \
+        _Pragma("GCC unroll 8") for (int e = 0; e < NE; e++)                                       \
+            _Pragma("GCC unroll 8") for (int i = 0; i < G; i++)                                    \
+                _mm512_storeu_ps(oe[e] + (size_t)i * ldo, a[e][i]);                                \
     } while (0)
 
 #define VR_G(G, M3)                                                                                \
@@ -204,11 +211,128 @@ ATTR static void avx512_vmix_rows(const float *p, size_t ldp, int g, const float
 #undef VR_G
 #undef VR_BLOCK
 
+/* §6.2 exp_pinned, 16 lanes: every lane performs the scalar routine's own
+ * IEEE operations in its order (bit-pattern DAZ, truncate-then-fix floor,
+ * the same polynomial, the integer ldexp_exact), the special cases chosen by
+ * masks; fast_avx2's exp8 operation for operation, twice the lanes. */
+static ATTR inline __attribute__((always_inline)) __m512 exp16(__m512 x)
+{
+    const __m512i expmask = _mm512_set1_epi32(0x7F800000), mantmask = _mm512_set1_epi32(0x007FFFFF);
+    const __m512i signmask = _mm512_set1_epi32((int)0x80000000u);
+    __m512i xb = _mm512_castps_si512(x);
+    /* daz by bit pattern: exponent 0 and mantissa != 0 -> signed zero */
+    __mmask16 sub = _mm512_testn_epi32_mask(xb, expmask) & _mm512_test_epi32_mask(xb, mantmask);
+    xb = _mm512_mask_mov_epi32(xb, sub, _mm512_and_si512(xb, signmask));
+    x = _mm512_castsi512_ps(xb);
+    __mmask16 isnan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    __mmask16 big = _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.0f), _CMP_GT_OQ);
+    __mmask16 small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-88.0f), _CMP_LT_OQ);
+    __m512 t = _mm512_mul_ps(x, _mm512_castsi512_ps(_mm512_set1_epi32(0x3FB8AA3B)));
+    __m512 z0 = _mm512_add_ps(t, _mm512_set1_ps(0.5f));
+    /* floor_small: truncate, then minus one where that overshoots */
+    __m512 fi = _mm512_cvtepi32_ps(_mm512_cvttps_epi32(z0));
+    __mmask16 over = _mm512_cmp_ps_mask(fi, z0, _CMP_GT_OQ);
+    __m512 kf = _mm512_mask_sub_ps(fi, over, fi, _mm512_set1_ps(1.0f));
+    __m512 kc1 = _mm512_mul_ps(kf, _mm512_castsi512_ps(_mm512_set1_epi32(0x3F318000)));
+    __m512 r0 = _mm512_sub_ps(x, kc1);
+    __m512 kc2 = _mm512_mul_ps(kf, _mm512_castsi512_ps(_mm512_set1_epi32((int)0xB95E8083u)));
+    __m512 r = _mm512_sub_ps(r0, kc2);
+    __m512 r2 = _mm512_mul_ps(r, r);
+    static const uint32_t P[6] = { 0x39506967u, 0x3AB743CEu, 0x3C088908u,
+                                   0x3D2AA9C1u, 0x3E2AAAAAu, 0x3F000000u };
+    __m512 poly = _mm512_castsi512_ps(_mm512_set1_epi32((int)P[0]));
+    for (int i = 1; i <= 5; i++) {
+        __m512 pr = _mm512_mul_ps(poly, r);
+        poly = _mm512_add_ps(pr, _mm512_castsi512_ps(_mm512_set1_epi32((int)P[i])));
+    }
+    __m512 m1 = _mm512_mul_ps(poly, r2);
+    __m512 poly2 = _mm512_add_ps(m1, r);
+    __m512 res = _mm512_add_ps(poly2, _mm512_set1_ps(1.0f));
+    /* ldexp_exact(res, (int)k) */
+    __m512i rb = _mm512_castps_si512(res);
+    __m512i ki = _mm512_cvttps_epi32(kf);
+    __m512i ex =
+        _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(rb, 23), _mm512_set1_epi32(0xFF)), ki);
+    __m512i y = _mm512_or_si512(_mm512_andnot_si512(expmask, rb), _mm512_slli_epi32(ex, 23));
+    __mmask16 under = _mm512_cmplt_epi32_mask(ex, _mm512_set1_epi32(1));    /* ex <= 0 -> +0 */
+    __mmask16 overf = _mm512_cmpgt_epi32_mask(ex, _mm512_set1_epi32(0xFE)); /* -> +-inf */
+    y = _mm512_mask_mov_epi32(y, under, _mm512_setzero_si512());
+    y = _mm512_mask_mov_epi32(y, overf, _mm512_or_si512(_mm512_and_si512(rb, signmask), expmask));
+    y = _mm512_mask_mov_epi32(y, _mm512_testn_epi32_mask(rb, _mm512_set1_epi32(0x7FFFFFFF)), rb);
+    y = _mm512_mask_mov_epi32(y, small, _mm512_setzero_si512());
+    y = _mm512_mask_mov_epi32(y, big, expmask);
+    y = _mm512_mask_mov_epi32(y, isnan, xb);
+    return _mm512_castsi512_ps(y);
+}
+
+ATTR void fast_avx512_exp_pinned_n(float *x, int n)
+{
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 m = tail_mask16(n - j);
+        _mm512_mask_storeu_ps(x + j, m, exp16(_mm512_maskz_loadu_ps(m, x + j)));
+    }
+}
+
+/* ref_softmax's max and exps of one row, in place: max (order independent),
+ * then exp of s - max per lane. Returns 1, writing nothing, when the row is
+ * short or holds a NaN (the caller runs ref_softmax on it). */
+ATTR static int avx512_sm_max_exp(float *s, int n)
+{
+    if (n < 32) return 1;
+    __m512 mx = _mm512_loadu_ps(s);
+    __mmask16 nan = _mm512_cmp_ps_mask(mx, mx, _CMP_UNORD_Q);
+    int j = 16;
+    for (; j + 16 <= n; j += 16) {
+        __m512 v = _mm512_loadu_ps(s + j);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        mx = _mm512_max_ps(mx, v);
+    }
+    if (nan) return 1;
+    float lanes[16];
+    _mm512_storeu_ps(lanes, mx);
+    float max_v = lanes[0];
+    for (int i = 1; i < 16; i++)
+        if (lanes[i] > max_v) max_v = lanes[i];
+    for (; j < n; j++) {
+        if (s[j] != s[j]) return 1;
+        if (s[j] > max_v) max_v = s[j];
+    }
+    /* The max's value is order independent; only the sign of a zero max can
+     * differ, and s - (+0) == s - (-0) except for s = +-0, where exp gives 1
+     * either way. */
+    __m512 vm = _mm512_set1_ps(max_v);
+    for (j = 0; j < n; j += 16) {
+        __mmask16 m = tail_mask16(n - j);
+        __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), vm);
+        _mm512_mask_storeu_ps(s + j, m, exp16(d));
+    }
+    return 0;
+}
+
+/* §5.3's last step: every entry divided by the row's sum. */
+ATTR static void avx512_sm_div(float *s, int n, float acc)
+{
+    __m512 vd = _mm512_set1_ps(acc);
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 m = tail_mask16(n - j);
+        _mm512_mask_storeu_ps(s + j, m, _mm512_div_ps(_mm512_maskz_loadu_ps(m, s + j), vd));
+    }
+}
+
+/* Each row ref_softmax bit for bit (fast_softmax_rows_by: every row's sum one
+ * in-order chain), exps and divides 16 lanes wide. */
+ATTR static void avx512_softmax_rows(float *s, size_t lds, int m, int n0, int step)
+{
+    fast_softmax_rows_by(s, lds, m, n0, step, avx512_sm_max_exp, avx512_sm_div);
+}
+
+ATTR static void avx512_softmax(float *s, int n) { avx512_softmax_rows(s, 0, 1, n, 0); }
+
 static const fast_kernels K_AVX512 = { "avx512",
                                        avx512_mm_bf16,
                                        avx512_mm_f32,
                                        fast_avx2_scores,
-                                       fast_avx2_softmax,
+                                       avx512_softmax,
                                        avx512_vmix,
                                        fast_avx2_swiglu,
                                        fast_avx2_scores_t,
@@ -218,7 +342,7 @@ static const fast_kernels K_AVX512 = { "avx512",
                                        fast_avx512_scores_tq,
                                        fast_avx512_vmix_tq,
                                        avx512_vmix_rows,
-                                       fast_avx2_softmax_rows };
+                                       avx512_softmax_rows };
 
 const fast_kernels *fast_kernels_avx512(void)
 {
