@@ -204,13 +204,93 @@ ATTR static void avx512_vmix_rows(const float *p, size_t ldp, int g, const float
 #undef VR_G
 #undef VR_BLOCK
 
+/* §6.2 exp_pinned, 16 lanes: fast_avx2_swiglu's exp8 step for step (the
+ * same operations in the same order; masks instead of blend vectors). */
+static ATTR inline __attribute__((always_inline)) __m512 exp16(__m512 x)
+{
+    const __m512i expmask = _mm512_set1_epi32(0x7F800000), mantmask = _mm512_set1_epi32(0x007FFFFF);
+    const __m512i signmask = _mm512_set1_epi32((int)0x80000000u), zero = _mm512_setzero_si512();
+    __m512i xb = _mm512_castps_si512(x);
+    /* daz by bit pattern: exponent 0 and mantissa != 0 -> signed zero */
+    __mmask16 sub = _mm512_cmpeq_epi32_mask(_mm512_and_si512(xb, expmask), zero) &
+                    _mm512_cmpneq_epi32_mask(_mm512_and_si512(xb, mantmask), zero);
+    xb = _mm512_mask_blend_epi32(sub, xb, _mm512_and_si512(xb, signmask));
+    x = _mm512_castsi512_ps(xb);
+    __mmask16 isnan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    __mmask16 big = _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.0f), _CMP_GT_OQ);
+    __mmask16 small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-88.0f), _CMP_LT_OQ);
+    __m512 t = _mm512_mul_ps(x, _mm512_castsi512_ps(_mm512_set1_epi32(0x3FB8AA3B)));
+    __m512 z0 = _mm512_add_ps(t, _mm512_set1_ps(0.5f));
+    /* floor_small: truncate, then minus one where that overshoots */
+    __m512i zi = _mm512_cvttps_epi32(z0);
+    __m512 fi = _mm512_cvtepi32_ps(zi);
+    __mmask16 over = _mm512_cmp_ps_mask(fi, z0, _CMP_GT_OQ);
+    __m512 fim1 = _mm512_sub_ps(fi, _mm512_set1_ps(1.0f));
+    __m512 kf = _mm512_mask_blend_ps(over, fi, fim1);
+    __m512 kc1 = _mm512_mul_ps(kf, _mm512_castsi512_ps(_mm512_set1_epi32(0x3F318000)));
+    __m512 r0 = _mm512_sub_ps(x, kc1);
+    __m512 kc2 = _mm512_mul_ps(kf, _mm512_castsi512_ps(_mm512_set1_epi32((int)0xB95E8083u)));
+    __m512 r = _mm512_sub_ps(r0, kc2);
+    __m512 r2 = _mm512_mul_ps(r, r);
+    static const uint32_t P[6] = { 0x39506967u, 0x3AB743CEu, 0x3C088908u,
+                                   0x3D2AA9C1u, 0x3E2AAAAAu, 0x3F000000u };
+    __m512 poly = _mm512_castsi512_ps(_mm512_set1_epi32((int)P[0]));
+    for (int i = 1; i <= 5; i++) {
+        __m512 pr = _mm512_mul_ps(poly, r);
+        poly = _mm512_add_ps(pr, _mm512_castsi512_ps(_mm512_set1_epi32((int)P[i])));
+    }
+    __m512 m1 = _mm512_mul_ps(poly, r2);
+    __m512 poly2 = _mm512_add_ps(m1, r);
+    __m512 res = _mm512_add_ps(poly2, _mm512_set1_ps(1.0f));
+    /* ldexp_exact(res, (int)k) */
+    __m512i rb = _mm512_castps_si512(res);
+    __m512i ki = _mm512_cvttps_epi32(kf);
+    __m512i ex =
+        _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(rb, 23), _mm512_set1_epi32(0xFF)), ki);
+    __m512i scaled = _mm512_or_si512(_mm512_andnot_si512(expmask, rb), _mm512_slli_epi32(ex, 23));
+    __mmask16 under = _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(1), ex);    /* ex <= 0 -> +0 */
+    __mmask16 overf = _mm512_cmpgt_epi32_mask(ex, _mm512_set1_epi32(0xFE)); /* ex >= 255 */
+    __m512i inf = _mm512_or_si512(_mm512_and_si512(rb, signmask), expmask);
+    scaled = _mm512_mask_blend_epi32(under, scaled, zero);
+    scaled = _mm512_mask_blend_epi32(overf, scaled, inf);
+    __mmask16 rzero = _mm512_cmpeq_epi32_mask(_mm512_andnot_si512(signmask, rb), zero);
+    scaled = _mm512_mask_blend_epi32(rzero, scaled, rb);
+    __m512 y = _mm512_castsi512_ps(scaled);
+    y = _mm512_mask_blend_ps(small, y, _mm512_setzero_ps());
+    y = _mm512_mask_blend_ps(big, y, _mm512_castsi512_ps(expmask));
+    y = _mm512_mask_blend_ps(isnan, y, x);
+    return y;
+}
+
+/* ref_swiglu bit for bit, 16 lanes (fast_avx2_swiglu's operations: sign
+ * flip, exp16, add, IEEE divide, multiply); a block with a NaN input and
+ * the tail go to the AVX2 routine, which hands NaN blocks to ref_swiglu. */
+ATTR static void avx512_swiglu(const float *g, const float *u, float *out, int n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512i signmask = _mm512_set1_epi32((int)0x80000000u);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(g + i), up = _mm512_loadu_ps(u + i);
+        if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(up, up, _CMP_UNORD_Q)) {
+            fast_avx2_swiglu(g + i, u + i, out + i, 16);
+            continue;
+        }
+        __m512 nx = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), signmask));
+        __m512 den = _mm512_add_ps(one, exp16(nx));
+        __m512 sl = _mm512_div_ps(x, den);
+        _mm512_storeu_ps(out + i, _mm512_mul_ps(sl, up));
+    }
+    if (i < n) fast_avx2_swiglu(g + i, u + i, out + i, n - i);
+}
+
 static const fast_kernels K_AVX512 = { "avx512",
                                        avx512_mm_bf16,
                                        avx512_mm_f32,
                                        fast_avx2_scores,
                                        fast_avx2_softmax,
                                        avx512_vmix,
-                                       fast_avx2_swiglu,
+                                       avx512_swiglu,
                                        fast_avx2_scores_t,
                                        avx512_vmix_g,
                                        avx512_mm_i8,
