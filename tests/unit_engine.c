@@ -65,6 +65,21 @@ static void check_arch(const char *name, const char *args)
           "%s", err);
     cis2_result_free(&r1);
     cis2_result_free(&r2);
+    /* The KV cache doubles (64 -> 128 -> 256 positions, each a new arena the
+     * cached rows are copied into): 60 prompt tokens and 81 single steps must
+     * give the last logits of one 141-token prefill (cache sized at once). */
+    enum { GP = 60, GN = 141 };
+    int32_t gt[GN];
+    for (int i = 0; i < GN; i++) gt[i] = (int32_t)((i * 7919 + 13) % V);
+    cis2_engine *g1, *g2;
+    int grc = cis2_engine_new(&g1, &m, NULL, err) || cis2_engine_new(&g2, &m, NULL, err) ||
+              cis2_engine_forward(g1, gt, GP, 0, la, err);
+    for (int s = GP; s < GN && !grc; s++) grc = cis2_engine_forward(g1, &gt[s], 1, s, la, err);
+    if (!grc) grc = cis2_engine_forward(g2, gt, GN, 0, lb, err);
+    snprintf(tn, sizeof tn, "engine.%s.kv-cache-growth-keeps-rows", name);
+    CHECK(tn, !grc && !memcmp(la, lb, (size_t)V * 4), "%s", grc ? err : "logits differ");
+    cis2_engine_free(g1);
+    cis2_engine_free(g2);
     free(la);
     free(lb);
     cis2_engine_free(inc);

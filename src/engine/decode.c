@@ -21,8 +21,10 @@ typedef struct {
     int state;
     int kv_cap;       /* positions allocated in the KV cache */
     float **kc, **vc; /* per layer: [kv_cap][n_kv*head_dim], post-RoPE K (§3.5) */
-    int pos;          /* positions computed so far */
-    cis2_gen_opts g;  /* g.force points at force_copy */
+    float *kv;        /* the arena kc[] and vc[] point into (huge pages) */
+    size_t kv_len;
+    int pos;         /* positions computed so far */
+    cis2_gen_opts g; /* g.force points at force_copy */
     int32_t *force_copy;
     int32_t next; /* the last emitted id, fed at the next step */
     cis2_result r;
@@ -59,8 +61,10 @@ struct cis2_engine {
     float *x, *xn, *q, *k, *v, *att, *proj, *gate, *up, *act;
     float *rope_c, *rope_s; /* [T][head_dim/2]: each row's §7.3 table, once per forward */
     float *xf;              /* [T][hidden]: final-normed rows (§11.1 head input) */
-    float *logits;          /* [T][vocab]: one row per span (its last token, §3.4) */
-    float *scores, *probs;  /* traced attention: [n_heads][n_ctx] */
+    void *arena;            /* the float buffers above: one huge-page mapping */
+    size_t arena_len;
+    float *logits;         /* [T][vocab]: one row per span (its last token, §3.4) */
+    float *scores, *probs; /* traced attention: [n_heads][n_ctx] */
     size_t scores_cap;
     cis2_fault fault; /* FAULT INJECTION (docs/divergence.md, debug only) */
 };
@@ -108,6 +112,24 @@ static int grow(void *pp, size_t n, size_t size)
     return 0;
 }
 
+/* Buffers of a megabyte or more take huge pages (model/weights.h); smaller
+ * ones malloc (len 0), so small models and engines don't map 2 MiB each. */
+static void *buf_alloc(size_t bytes, size_t *len)
+{
+    *len = 0;
+    return bytes < ((size_t)1 << 20) ? malloc(bytes) : cis2_big_alloc(bytes, len);
+}
+
+static void buf_free(void *p, size_t len)
+{
+    if (len) cis2_big_free(p, len);
+    else free(p);
+}
+
+/* The per-row float buffers are carved from one huge-page mapping: a first
+ * prefill touches megabytes of them, and 4 KiB page faults on a VM cost
+ * ~10 us each (thousands per 256-token prompt). They hold nothing across
+ * forward passes, so a larger arena starts empty. */
 static int ensure_rows(cis2_engine *e, int T, char *err)
 {
     if (T <= e->t_cap) return 0;
@@ -116,21 +138,32 @@ static int ensure_rows(cis2_engine *e, int T, char *err)
            kvd = (size_t)c->n_kv_heads * c->head_dim, I = (size_t)c->inter, t = (size_t)T;
     size_t wide = H > qd ? H : qd, half = c->head_dim / 2 > 0 ? (size_t)c->head_dim / 2 : 1;
     const size_t f = sizeof(float);
-    if (grow(&e->rows, t, sizeof *e->rows) || grow(&e->tokens, t, sizeof *e->tokens) ||
-        grow(&e->spans, t, sizeof *e->spans) || grow(&e->x, t * H, f) || grow(&e->xn, t * H, f) ||
-        grow(&e->q, t * qd, f) || grow(&e->k, t * kvd, f) || grow(&e->v, t * kvd, f) ||
-        grow(&e->att, t * qd, f) || grow(&e->proj, t * wide, f) || grow(&e->gate, t * I, f) ||
-        grow(&e->up, t * I, f) || grow(&e->act, t * I, f) || grow(&e->rope_c, t * half, f) ||
-        grow(&e->rope_s, t * half, f) || grow(&e->xf, t * H, f) ||
-        grow(&e->logits, t * (size_t)c->vocab, f)) {
+    float **bufs[] = { &e->x,    &e->xn, &e->q,   &e->k,      &e->v,      &e->att, &e->proj,
+                       &e->gate, &e->up, &e->act, &e->rope_c, &e->rope_s, &e->xf };
+    const size_t len[] = { t * H, t * H, t * qd, t * kvd,  t * kvd,  t * qd, t * wide,
+                           t * I, t * I, t * I,  t * half, t * half, t * H };
+    size_t off[sizeof len / sizeof len[0]], total = 0, alen = 0;
+    for (size_t i = 0; i < sizeof len / sizeof len[0]; i++) {
+        off[i] = total;
+        total += (len[i] * f + 63) & ~(size_t)63; /* each buffer cache-line aligned */
+    }
+    uint8_t *a = buf_alloc(total, &alen);
+    if (!a || grow(&e->rows, t, sizeof *e->rows) || grow(&e->tokens, t, sizeof *e->tokens) ||
+        grow(&e->spans, t, sizeof *e->spans) || grow(&e->logits, t * (size_t)c->vocab, f)) {
+        buf_free(a, alen);
         snprintf(err, CIS2_ERR_LEN, "out of memory for %d tokens of activations", T);
         return 1;
     }
+    buf_free(e->arena, e->arena_len);
+    e->arena = a;
+    e->arena_len = alen;
+    for (size_t i = 0; i < sizeof len / sizeof len[0]; i++) *bufs[i] = (float *)(a + off[i]);
     e->t_cap = T;
     return 0;
 }
 
-/* A sequence's KV cache grows on demand (doubling) up to max_position_embeddings. */
+/* A sequence's KV cache grows on demand (doubling) up to max_position_embeddings,
+ * every layer's K and V in one huge-page arena (see ensure_rows). */
 static int ensure_positions(cis2_engine *e, seq_t *s, int need, char *err)
 {
     const cis2_config *c = &e->m->cfg;
@@ -151,23 +184,32 @@ static int ensure_positions(cis2_engine *e, seq_t *s, int need, char *err)
     int cap = s->kv_cap ? s->kv_cap : 64;
     while (cap < need) cap *= 2;
     if (cap > c->max_pos) cap = c->max_pos;
-    size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
-    for (int l = 0; l < c->n_layers; l++)
-        if (grow(&s->kc[l], (size_t)cap * kvd, sizeof(float)) ||
-            grow(&s->vc[l], (size_t)cap * kvd, sizeof(float))) {
-            snprintf(err, CIS2_ERR_LEN, "out of memory for a KV cache of %d positions", cap);
-            return 1;
+    size_t kvd = (size_t)c->n_kv_heads * c->head_dim, per = (size_t)cap * kvd, alen = 0;
+    float *a = buf_alloc(2 * (size_t)c->n_layers * per * sizeof(float), &alen);
+    if (!a) {
+        snprintf(err, CIS2_ERR_LEN, "out of memory for a KV cache of %d positions", cap);
+        return 1;
+    }
+    size_t keep = (size_t)s->kv_cap * kvd * sizeof(float);
+    for (int l = 0; l < c->n_layers; l++) {
+        float *k = a + 2 * (size_t)l * per, *v = k + per;
+        if (keep) {
+            memcpy(k, s->kc[l], keep);
+            memcpy(v, s->vc[l], keep);
         }
+        s->kc[l] = k;
+        s->vc[l] = v;
+    }
+    buf_free(s->kv, s->kv_len);
+    s->kv = a;
+    s->kv_len = alen;
     s->kv_cap = cap;
     return 0;
 }
 
 static void seq_release(const cis2_engine *e, seq_t *s)
 {
-    for (int l = 0; s->kc && l < e->m->cfg.n_layers; l++) {
-        free(s->kc[l]);
-        free(s->vc[l]);
-    }
+    buf_free(s->kv, s->kv_len);
     free(s->kc);
     free(s->vc);
     free(s->force_copy);
@@ -240,9 +282,8 @@ void cis2_engine_free(cis2_engine *e)
     if (e->be) e->be->destroy(e->be);
     for (int i = 0; e->seqs && i <= e->n_seqs; i++) seq_release(e, &e->seqs[i]);
     free(e->seqs);
-    void *bufs[] = { e->rows,   e->tokens, e->spans,  e->x,      e->xn,   e->q,   e->k,
-                     e->v,      e->att,    e->proj,   e->gate,   e->up,   e->act, e->rope_c,
-                     e->rope_s, e->xf,     e->logits, e->scores, e->probs };
+    void *bufs[] = { e->rows, e->tokens, e->spans, e->logits, e->scores, e->probs };
+    buf_free(e->arena, e->arena_len);
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     cis2_fault_free(&e->fault);
     free(e->layers);

@@ -328,13 +328,35 @@ ATTR static void avx512_softmax_rows(float *s, size_t lds, int m, int n0, int st
 
 ATTR static void avx512_softmax(float *s, int n) { avx512_softmax_rows(s, 0, 1, n, 0); }
 
+/* ref_swiglu bit for bit, 16 lanes (fast_avx2_swiglu's operations: sign
+ * flip, exp16, add, IEEE divide, multiply); a block with a NaN input and
+ * the tail go to the AVX2 routine, which hands NaN blocks to ref_swiglu. */
+ATTR static void avx512_swiglu(const float *g, const float *u, float *out, int n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512i signmask = _mm512_set1_epi32((int)0x80000000u);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(g + i), up = _mm512_loadu_ps(u + i);
+        if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(up, up, _CMP_UNORD_Q)) {
+            fast_avx2_swiglu(g + i, u + i, out + i, 16);
+            continue;
+        }
+        __m512 nx = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), signmask));
+        __m512 den = _mm512_add_ps(one, exp16(nx));
+        __m512 sl = _mm512_div_ps(x, den);
+        _mm512_storeu_ps(out + i, _mm512_mul_ps(sl, up));
+    }
+    if (i < n) fast_avx2_swiglu(g + i, u + i, out + i, n - i);
+}
+
 static const fast_kernels K_AVX512 = { "avx512",
                                        avx512_mm_bf16,
                                        avx512_mm_f32,
                                        fast_avx2_scores,
                                        avx512_softmax,
                                        avx512_vmix,
-                                       fast_avx2_swiglu,
+                                       avx512_swiglu,
                                        fast_avx2_scores_t,
                                        avx512_vmix_g,
                                        avx512_mm_i8,
