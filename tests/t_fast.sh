@@ -72,7 +72,7 @@ fi
 D="$T/llama-bf16"
 out=$("$C" bench --model "$D" --backend fast --threads 2 --prompt-len 19 -n 6 --positions 30,100 2>&1)
 miss=""
-for k in load_ms prefill_tok_s decode_tok_s ms_per_token peak_rss_mb weights_mb read_gbs floor_ms_per_token; do
+for k in load_ms prefill_tok_s prefill_first_tok_s decode_tok_s ms_per_token peak_rss_mb weights_mb read_gbs floor_ms_per_token; do
     printf '%s\n' "$out" | grep -q "^$k=" || miss="$miss $k"
 done
 printf '%s\n' "$out" | grep -q "^pos=100 decode_tok_s=" || miss="$miss pos=100"
