@@ -41,6 +41,7 @@ typedef struct {
     const float *X;
     float *Y;
     int T, tiles_per_task, toks_per_task, n_tok_chunks;
+    int n_row_tasks; /* T = 1: tiles split evenly into this many tasks (tiles_per_task 0) */
 } mm_job;
 
 static void mm_task(void *ctx, int task, int tid)
@@ -51,6 +52,10 @@ static void mm_task(void *ctx, int task, int tid)
     int rg = task / j->n_tok_chunks, tc = task % j->n_tok_chunks;
     int t0 = rg * j->tiles_per_task,
         nt = p->ntiles - t0 < j->tiles_per_task ? p->ntiles - t0 : j->tiles_per_task;
+    if (!j->tiles_per_task) { /* T = 1: task rg of n_row_tasks near-equal tile ranges */
+        t0 = (int)((int64_t)p->ntiles * rg / j->n_row_tasks);
+        nt = (int)((int64_t)p->ntiles * (rg + 1) / j->n_row_tasks) - t0;
+    }
     int k0 = tc * j->toks_per_task, T = j->T - k0 < j->toks_per_task ? j->T - k0 : j->toks_per_task;
     size_t K = (size_t)p->cols;
     int nrows = p->rows - t0 * FAST_TILE;
@@ -67,17 +72,30 @@ static void mm_task(void *ctx, int task, int tid)
                      (int)K, T, Y, p->rows);
 }
 
+/* T = 1 tasks hold at least this many tiles (the kernel's blocks of up to
+ * 8 tiles are each tile's own in-order sum, §5.1: any split is exact). */
+#define MM1_MIN 6
+
 /* Splits one matmul into tasks; returns their number. */
 static int mm_setup(const fast_state *s, const cis2_weight *p, const float *X, int T, float *Y,
                     mm_job *j)
 {
     int nth = tp_threads(s->pool);
-    *j = (mm_job){ s->k, s->k_i8, p, X, Y, T, 0, 0, 0 };
+    *j = (mm_job){ s->k, s->k_i8, p, X, Y, T, 0, 0, 0, 0 };
+    if (T == 1) {
+        /* one token: the tiles in near-equal ranges, a multiple of the
+         * threads' count of tasks (up to 4 each, at least MM1_MIN tiles
+         * each), so both threads finish a dispatch together */
+        int per = p->ntiles / (nth * MM1_MIN), m = nth == 1 || per < 1 ? 1 : per > 4 ? 4 : per;
+        j->n_row_tasks = nth * m < p->ntiles ? nth * m : p->ntiles;
+        j->toks_per_task = 1;
+        j->n_tok_chunks = 1;
+        return j->n_row_tasks;
+    }
     if (T <= 16) {
-        /* decode (one or a few sequences): rows only, ~4 tasks per thread,
-         * multiples of 8 tiles (T = 1 blocks) or of 6 (T > 1: 1, 2 and 3
-         * tile blocks fit evenly) */
-        int want = nth == 1 ? 1 : nth * 4, mult = T == 1 ? 8 : 6;
+        /* a few sequences: rows only, ~4 tasks per thread, multiples of 6
+         * tiles (1, 2 and 3 tile blocks fit evenly) */
+        int want = nth == 1 ? 1 : nth * 4, mult = 6;
         int tpt = (p->ntiles + want - 1) / want;
         tpt = (tpt + mult - 1) / mult * mult;
         j->tiles_per_task = tpt;
@@ -288,7 +306,12 @@ static void at1_mix_task(void *ctx, int task, int tid)
                   j->out + (size_t)h * j->hd);
 }
 
-#define AT1_MIN_CTX 512
+/* One sequence's decode takes the key-range path from AT1_MIN_CTX keys (at
+ * 256 keys it is ~1.5x faster on one thread than a task per head, and 9
+ * heads split 5:4 over two threads); several sequences are one dispatch of
+ * (sequence, head) tasks below ATB_MAX_CTX. */
+#define AT1_MIN_CTX 256
+#define ATB_MAX_CTX 512
 
 /* Each thread's score rows hold at least `need` keys (AT_TQ rows). */
 static void ensure_scratch(fast_state *s, int need)
@@ -424,7 +447,7 @@ static void fast_attn_decode(cis2_backend *b, int n, const float *q, const float
     int need = 1, qd = n_heads * hd;
     for (int i = 0; i < n; i++)
         if (pos[i] + 1 > need) need = pos[i] + 1;
-    if (need >= AT1_MIN_CTX) {
+    if (need >= ATB_MAX_CTX) {
         for (int i = 0; i < n; i++)
             fast_attn(b, q + (size_t)i * qd, kc[i], vc[i], 1, pos[i], n_heads, n_kv, hd, scale,
                       out + (size_t)i * qd);
