@@ -151,6 +151,38 @@ static void fast_mm_multi(cis2_backend *b, int n, const cis2_weight *const *w, c
     tp_run(s->pool, m.first[n], mm_multi_task, &m);
 }
 
+/* One token's gate and up projections and SwiGLU in one dispatch: task i
+ * computes the same rows of both and their act elements (each element
+ * depends on its own gate and up row only, §10). */
+typedef struct {
+    mm_job g, u;
+    float *act;
+} mmsw_job;
+
+static void mmsw_task(void *ctx, int task, int tid)
+{
+    const mmsw_job *m = ctx;
+    mm_task((void *)&m->g, task, tid);
+    mm_task((void *)&m->u, task, tid);
+    int ntiles = m->g.p->ntiles, rows = m->g.p->rows, n = m->g.n_row_tasks;
+    int r0 = (int)((int64_t)ntiles * task / n) * FAST_TILE,
+        r1 = (int)((int64_t)ntiles * (task + 1) / n) * FAST_TILE;
+    if (r1 > rows) r1 = rows;
+    if (m->g.k->swiglu) m->g.k->swiglu(m->g.Y + r0, m->u.Y + r0, m->act + r0, r1 - r0);
+    else ref_swiglu(m->g.Y + r0, m->u.Y + r0, m->act + r0, r1 - r0);
+}
+
+static void fast_mm_swiglu(cis2_backend *b, const cis2_weight *wg, const cis2_weight *wu,
+                           const float *x, float *gate, float *up, float *act)
+{
+    fast_state *s = b->impl;
+    mmsw_job m;
+    int n = mm_setup(s, wg, x, 1, gate, &m.g); /* wu has wg's shape: the same tasks */
+    mm_setup(s, wu, x, 1, up, &m.u);
+    m.act = act;
+    tp_run(s->pool, n, mmsw_task, &m);
+}
+
 /* ------------------------------------------------------------- attention */
 typedef struct {
     fast_state *s;
@@ -363,7 +395,7 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
         /* ~4 tasks per thread, key ranges a multiple of 16 keys */
         int chunk = (need + 4 * nth - 1) / (4 * nth);
         chunk = (chunk + 15) & ~15;
-        if (chunk < 128) chunk = 128;
+        if (chunk < AT1_KB) chunk = AT1_KB; /* short contexts: more tasks split evenly */
         if (chunk > 1024) chunk = 1024;
         at1_job j1 = { s,   q,         kc,    vc,
                        out, s->sall,   need,  n_heads / n_kv,
@@ -531,6 +563,7 @@ static int make_backend(cis2_backend **out, const char *isa, int threads, char *
     b->destroy = fast_destroy;
     b->parallel_for = fast_parallel_for;
     b->matmul_multi = fast_mm_multi;
+    b->matmul_swiglu = fast_mm_swiglu;
     b->swiglu = k->swiglu;
     s->k = k;
     /* An ISA without an int8 kernel (wasm128) runs the scalar path's: the
