@@ -53,7 +53,8 @@ static void free_weight(tweight *t)
 
 static void test_matmul(void)
 {
-    static const int R[] = { 1, 5, 16, 17, 33, 100, 129, 200 };
+    /* 600 rows (38 tiles): T = 1 splits into several near-equal tasks per thread */
+    static const int R[] = { 1, 5, 16, 17, 33, 100, 129, 200, 600 };
     static const int C[] = { 1, 3, 8, 17, 64, 100 };
     /* every T a decode step of 1..16 sequences can have, then prefill sizes */
     static const int TT[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 40 };
@@ -206,11 +207,11 @@ static void test_attention(void)
                     free(sc);
                 }
             }
-            /* decode with the group-shared key-range path: contexts 512..3000,
+            /* decode with the group-shared key-range path: contexts 257..3000,
              * head_dim 24/64/128, GQA groups 1-7 */
             if (THREADS[ti] != 7) {
                 static const int HDL[] = { 24, 64, 128 };
-                static const int NL[] = { 512, 513, 1000, 1777, 3000 };
+                static const int NL[] = { 257, 512, 513, 1000, 1777, 3000 };
                 int lbad = 0, lcount = 0;
                 char lwhy[200] = "";
                 for (size_t hi = 0; hi < sizeof HDL / sizeof *HDL; hi++)
@@ -250,7 +251,7 @@ static void test_attention(void)
                         }
                 snprintf(name, sizeof name,
                          "attention %s threads=%d decode group-shared: %d cases (contexts "
-                         "512-3000) bit-identical",
+                         "257-3000) bit-identical",
                          ISAS[ii], THREADS[ti], lcount);
                 CHECK(name, lbad == 0, "%d of %d differ; first %s", lbad, lcount, lwhy);
             }
@@ -507,6 +508,39 @@ static void test_swiglu(void)
     }
 }
 
+/* matmul_swiglu (one token's gate, up and SwiGLU in one dispatch) against
+ * ref_matvec and ref_swiglu on backend b; rows 5..1536 (1 to 96 tiles: one
+ * to four tasks a thread, partial last tiles). Returns the shapes that differ. */
+static int matmul_swiglu_bad(cis2_backend *b, int *count)
+{
+    static const int R[] = { 5, 100, 600, 1536 };
+    const int C = 72;
+    int bad = 0;
+    for (size_t ri = 0; ri < sizeof R / sizeof *R; ri++) {
+        int n = R[ri];
+        tweight g, u;
+        make_weight(&g, n, C, CIS2_DT_BF16);
+        make_weight(&u, n, C, CIS2_DT_BF16);
+        float *x = malloc((size_t)C * sizeof(float)), *y = malloc((size_t)6 * n * sizeof(float));
+        for (int i = 0; i < C; i++) x[i] = 4.0f * rval(); /* sums reach silu's tails */
+        float *g0 = y, *u0 = y + n, *a0 = y + 2 * n, *g1 = y + 3 * n, *u1 = y + 4 * n,
+              *a1 = y + 5 * n;
+        ref_matvec(g.f32, n, C, x, g0);
+        ref_matvec(u.f32, n, C, x, u0);
+        ref_swiglu(g0, u0, a0, n);
+        memset(g1, 0xA5, (size_t)3 * n * sizeof(float));
+        b->matmul_swiglu(b, &g.w, &u.w, x, g1, u1, a1);
+        size_t at;
+        (*count)++;
+        if (!same_bits(g0, g1, (size_t)3 * n, &at)) bad++;
+        free(x);
+        free(y);
+        free_weight(&g);
+        free_weight(&u);
+    }
+    return bad;
+}
+
 /* matmul_multi (q/k/v, gate/up in one dispatch) and parallel_for: three
  * linears of different shapes over one input, every ISA x threads, against
  * ref_matvec; parallel_for visits every index exactly once. */
@@ -570,6 +604,11 @@ static void test_matmul_multi(void)
                      ISAS[ii], THREADS[ti], count);
             CHECK(name, bad == 0 && pf_bad == 0, "%d of %d differ, parallel_for %d wrong", bad,
                   count, pf_bad);
+            int sw_count = 0, sw_bad = matmul_swiglu_bad(b, &sw_count);
+            snprintf(name, sizeof name,
+                     "matmul_swiglu %s threads=%d: %d shapes, gate, up and act bit-identical",
+                     ISAS[ii], THREADS[ti], sw_count);
+            CHECK(name, sw_bad == 0, "%d of %d differ", sw_bad, sw_count);
             for (int i = 0; i < 3; i++) free_weight(&w[i]);
             b->destroy(b);
         }

@@ -41,6 +41,7 @@ typedef struct {
     const float *X;
     float *Y;
     int T, tiles_per_task, toks_per_task, n_tok_chunks;
+    int n_row_tasks; /* T = 1: tiles split evenly into this many tasks (tiles_per_task 0) */
 } mm_job;
 
 static void mm_task(void *ctx, int task, int tid)
@@ -51,6 +52,10 @@ static void mm_task(void *ctx, int task, int tid)
     int rg = task / j->n_tok_chunks, tc = task % j->n_tok_chunks;
     int t0 = rg * j->tiles_per_task,
         nt = p->ntiles - t0 < j->tiles_per_task ? p->ntiles - t0 : j->tiles_per_task;
+    if (!j->tiles_per_task) { /* T = 1: task rg of n_row_tasks near-equal tile ranges */
+        t0 = (int)((int64_t)p->ntiles * rg / j->n_row_tasks);
+        nt = (int)((int64_t)p->ntiles * (rg + 1) / j->n_row_tasks) - t0;
+    }
     int k0 = tc * j->toks_per_task, T = j->T - k0 < j->toks_per_task ? j->T - k0 : j->toks_per_task;
     size_t K = (size_t)p->cols;
     int nrows = p->rows - t0 * FAST_TILE;
@@ -67,17 +72,30 @@ static void mm_task(void *ctx, int task, int tid)
                      (int)K, T, Y, p->rows);
 }
 
+/* T = 1 tasks hold at least this many tiles (the kernel's blocks of up to
+ * 8 tiles are each tile's own in-order sum, §5.1: any split is exact). */
+#define MM1_MIN 6
+
 /* Splits one matmul into tasks; returns their number. */
 static int mm_setup(const fast_state *s, const cis2_weight *p, const float *X, int T, float *Y,
                     mm_job *j)
 {
     int nth = tp_threads(s->pool);
-    *j = (mm_job){ s->k, s->k_i8, p, X, Y, T, 0, 0, 0 };
+    *j = (mm_job){ s->k, s->k_i8, p, X, Y, T, 0, 0, 0, 0 };
+    if (T == 1) {
+        /* one token: the tiles in near-equal ranges, a multiple of the
+         * threads' count of tasks (up to 4 each, at least MM1_MIN tiles
+         * each), so both threads finish a dispatch together */
+        int per = p->ntiles / (nth * MM1_MIN), m = nth == 1 || per < 1 ? 1 : per > 4 ? 4 : per;
+        j->n_row_tasks = nth * m < p->ntiles ? nth * m : p->ntiles;
+        j->toks_per_task = 1;
+        j->n_tok_chunks = 1;
+        return j->n_row_tasks;
+    }
     if (T <= 16) {
-        /* decode (one or a few sequences): rows only, ~4 tasks per thread,
-         * multiples of 8 tiles (T = 1 blocks) or of 6 (T > 1: 1, 2 and 3
-         * tile blocks fit evenly) */
-        int want = nth == 1 ? 1 : nth * 4, mult = T == 1 ? 8 : 6;
+        /* a few sequences: rows only, ~4 tasks per thread, multiples of 6
+         * tiles (1, 2 and 3 tile blocks fit evenly) */
+        int want = nth == 1 ? 1 : nth * 4, mult = 6;
         int tpt = (p->ntiles + want - 1) / want;
         tpt = (tpt + mult - 1) / mult * mult;
         j->tiles_per_task = tpt;
@@ -131,6 +149,38 @@ static void fast_mm_multi(cis2_backend *b, int n, const cis2_weight *const *w, c
     for (int i = 0; i < n; i++)
         m.first[i + 1] = m.first[i] + mm_setup(s, w[i], X, T, Y[i], &m.j[i]);
     tp_run(s->pool, m.first[n], mm_multi_task, &m);
+}
+
+/* One token's gate and up projections and SwiGLU in one dispatch: task i
+ * computes the same rows of both and their act elements (each element
+ * depends on its own gate and up row only, §10). */
+typedef struct {
+    mm_job g, u;
+    float *act;
+} mmsw_job;
+
+static void mmsw_task(void *ctx, int task, int tid)
+{
+    const mmsw_job *m = ctx;
+    mm_task((void *)&m->g, task, tid);
+    mm_task((void *)&m->u, task, tid);
+    int ntiles = m->g.p->ntiles, rows = m->g.p->rows, n = m->g.n_row_tasks;
+    int r0 = (int)((int64_t)ntiles * task / n) * FAST_TILE,
+        r1 = (int)((int64_t)ntiles * (task + 1) / n) * FAST_TILE;
+    if (r1 > rows) r1 = rows;
+    if (m->g.k->swiglu) m->g.k->swiglu(m->g.Y + r0, m->u.Y + r0, m->act + r0, r1 - r0);
+    else ref_swiglu(m->g.Y + r0, m->u.Y + r0, m->act + r0, r1 - r0);
+}
+
+static void fast_mm_swiglu(cis2_backend *b, const cis2_weight *wg, const cis2_weight *wu,
+                           const float *x, float *gate, float *up, float *act)
+{
+    fast_state *s = b->impl;
+    mmsw_job m;
+    int n = mm_setup(s, wg, x, 1, gate, &m.g); /* wu has wg's shape: the same tasks */
+    mm_setup(s, wu, x, 1, up, &m.u);
+    m.act = act;
+    tp_run(s->pool, n, mmsw_task, &m);
 }
 
 /* ------------------------------------------------------------- attention */
@@ -301,7 +351,12 @@ static void at1_mix_task(void *ctx, int task, int tid)
                   j->out + (size_t)h * j->hd);
 }
 
-#define AT1_MIN_CTX 512
+/* One sequence's decode takes the key-range path from AT1_MIN_CTX keys (at
+ * 256 keys it is ~1.5x faster on one thread than a task per head, and 9
+ * heads split 5:4 over two threads); several sequences are one dispatch of
+ * (sequence, head) tasks below ATB_MAX_CTX. */
+#define AT1_MIN_CTX 256
+#define ATB_MAX_CTX 512
 
 /* Each thread's score rows hold at least `need` keys (AT_TQ rows). */
 static void ensure_scratch(fast_state *s, int need)
@@ -353,7 +408,7 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
         /* ~4 tasks per thread, key ranges a multiple of 16 keys */
         int chunk = (need + 4 * nth - 1) / (4 * nth);
         chunk = (chunk + 15) & ~15;
-        if (chunk < 128) chunk = 128;
+        if (chunk < AT1_KB) chunk = AT1_KB; /* short contexts: more tasks split evenly */
         if (chunk > 1024) chunk = 1024;
         at1_job j1 = { s,   q,         kc,    vc,
                        out, s->sall,   need,  n_heads / n_kv,
@@ -440,7 +495,7 @@ static void fast_attn_decode(cis2_backend *b, int n, const float *q, const float
     int need = 1, qd = n_heads * hd;
     for (int i = 0; i < n; i++)
         if (pos[i] + 1 > need) need = pos[i] + 1;
-    if (need >= AT1_MIN_CTX) {
+    if (need >= ATB_MAX_CTX) {
         for (int i = 0; i < n; i++)
             fast_attn(b, q + (size_t)i * qd, kc[i], vc[i], 1, pos[i], n_heads, n_kv, hd, scale,
                       out + (size_t)i * qd);
@@ -524,6 +579,7 @@ static int make_backend(cis2_backend **out, const char *isa, int threads, char *
     b->destroy = fast_destroy;
     b->parallel_for = fast_parallel_for;
     b->matmul_multi = fast_mm_multi;
+    b->matmul_swiglu = fast_mm_swiglu;
     b->swiglu = k->swiglu;
     s->k = k;
     /* An ISA without an int8 kernel (wasm128) runs the scalar path's: the

@@ -437,19 +437,27 @@ static void attn_residual_row(void *pp, int t)
     trace(e, pos, l, CIS2_N_MLP_NORM, xn, (size_t)H);
 }
 
+/* The gate, up and act nodes of row t. */
+static void swiglu_trace(const pass_t *p, int t)
+{
+    cis2_engine *e = p->e;
+    const int I = e->m->cfg.inter, pos = e->rows[t].pos, l = p->l;
+    const size_t off = (size_t)t * I;
+    trace(e, pos, l, CIS2_N_GATE, e->gate + off, (size_t)I);
+    trace(e, pos, l, CIS2_N_UP, e->up + off, (size_t)I);
+    trace(e, pos, l, CIS2_N_ACT, e->act + off, (size_t)I);
+}
+
 /* §10: act = silu(gate) * up. */
 static void swiglu_row(void *pp, int t)
 {
     const pass_t *p = pp;
     cis2_engine *e = p->e;
-    const int I = e->m->cfg.inter, pos = e->rows[t].pos, l = p->l;
-    const size_t off = (size_t)t * I;
+    const size_t I = (size_t)e->m->cfg.inter, off = (size_t)t * I;
     if (e->be->swiglu) /* bit-identical (unit_fast) */
-        e->be->swiglu(e->gate + off, e->up + off, e->act + off, I);
-    else ref_swiglu(e->gate + off, e->up + off, e->act + off, I);
-    trace(e, pos, l, CIS2_N_GATE, e->gate + off, (size_t)I);
-    trace(e, pos, l, CIS2_N_UP, e->up + off, (size_t)I);
-    trace(e, pos, l, CIS2_N_ACT, e->act + off, (size_t)I);
+        e->be->swiglu(e->gate + off, e->up + off, e->act + off, (int)I);
+    else ref_swiglu(e->gate + off, e->up + off, e->act + off, (int)I);
+    swiglu_trace(p, t);
 }
 
 /* §5.4 residual after down_proj. */
@@ -572,10 +580,15 @@ static void mlp_block(pass_t *p, int T, const cis2_layer *fuse_next)
     cis2_engine *e = p->e;
     cis2_backend *be = e->be;
     const cis2_layer *y = p->y;
-    const cis2_weight *wgu[2] = { &y->gate, &y->up };
-    float *const gu[2] = { e->gate, e->up };
-    linears(be, 2, wgu, e->xn, T, gu);
-    for_rows(p, T, swiglu_row);
+    if (T == 1 && be->matmul_swiglu) { /* one dispatch (unit_fast: bit-identical) */
+        be->matmul_swiglu(be, &y->gate, &y->up, e->xn, e->gate, e->up, e->act);
+        swiglu_trace(p, 0);
+    } else {
+        const cis2_weight *wgu[2] = { &y->gate, &y->up };
+        float *const gu[2] = { e->gate, e->up };
+        linears(be, 2, wgu, e->xn, T, gu);
+        for_rows(p, T, swiglu_row);
+    }
     be->matmul(be, &y->down, e->act, T, e->proj);
     p->y_next = fuse_next;
     for_rows(p, T, fuse_next ? mlp_residual_norm_row : mlp_residual_row);

@@ -188,9 +188,10 @@ static ATTR void TM_FN(mm_##KIND)(const WT *W, TM_CAT(TM_SP_, KIND) int K, int n
                                   int ldy)                                                \
 {                                                                                         \
     size_t ts = (size_t)K * 16;                                                           \
-    if (T == 1) {                                                                         \
-        for (int i0 = 0; i0 < ntiles; i0 += NT1) {                                        \
-            int nt = ntiles - i0 < NT1 ? ntiles - i0 : NT1;                               \
+    if (T == 1) { /* blocks of near-equal size, at most NT1 tiles each */                \
+        int nb = (ntiles + NT1 - 1) / NT1;                                                \
+        for (int b = 0; b < nb; b++) {                                                    \
+            int i0 = ntiles * b / nb, nt = ntiles * (b + 1) / nb - i0;                    \
             const WT *Wp = W + (size_t)i0 * ts;                                           \
             const float *Sp = TM_CAT(TM_S_, KIND);                                        \
             const float *Xp = X;                                                          \
