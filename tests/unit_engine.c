@@ -197,9 +197,10 @@ static void check_multi(const char *name, const char *args, cis2_backend_kind bk
  * every result is bit-identical (ids, witness, argmax digest) to the same
  * sequence run alone on the reference backend — on the reference backend and
  * on the fast one for every ISA this CPU runs, with 1, 2 and 3 threads. */
-enum { BS_N = 20, BS_PMAX = 13 };
+enum { BS_N = 20, BS_PCAP = 40 };
+static int bs_pmax = 13; /* prompt lengths 1..bs_pmax (<= BS_PCAP) */
 typedef struct {
-    int32_t prompt[BS_PMAX], force[12];
+    int32_t prompt[BS_PCAP], force[12];
     int plen, ngen, nforce, eos;
 } bs_item;
 
@@ -208,7 +209,7 @@ static void bs_items(const cis2_model *m, bs_item *it)
     const cis2_config *c = cis2_model_config(m);
     for (int i = 0; i < BS_N; i++) {
         bs_item *x = &it[i];
-        x->plen = 1 + (i * 5) % BS_PMAX;
+        x->plen = 1 + (i * 5) % bs_pmax;
         x->ngen = 1 + (i * 7) % 11;
         for (int j = 0; j < x->plen; j++)
             x->prompt[j] = (int32_t)((i * 37 + j * 11 + 5) % c->vocab);
@@ -266,8 +267,9 @@ static int bs_run(const cis2_model *m, cis2_engine_opts eo, int B, const bs_item
     return bad;
 }
 
-static void check_batched(const char *name, const char *args)
+static void check_batched(const char *name, const char *args, int pmax)
 {
+    bs_pmax = pmax;
     const char *tmp = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
     char dir[512], err[CIS2_ERR_LEN] = "", tn[200];
     snprintf(dir, sizeof dir, "%s/unit-engine-batched-%s", tmp, name);
@@ -468,8 +470,11 @@ int main(void)
     check_multi("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2",
                 CIS2_BACKEND_FAST);
     check_multi("qwen2", "--arch qwen2 --heads 4 --kv-heads 1 --hidden 32", CIS2_BACKEND_FAST);
-    check_batched("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2");
-    check_batched("qwen3", "--arch qwen3 --heads 4 --kv-heads 2 --hidden 32 --head-dim 24");
+    check_batched("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2", 13);
+    check_batched("qwen3", "--arch qwen3 --heads 4 --kv-heads 2 --hidden 32 --head-dim 24", 13);
+    /* SmolLM2's head shape (hd 64: the V-mix's 64-dim blocks; 3 query heads
+     * per KV head), contexts past the scores' 16-key blocks */
+    check_batched("llama-hd64", "--arch llama --heads 3 --kv-heads 1 --hidden 192 --layers 1", 40);
     check_shared("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2 --vocab 800",
                  "model.embed_tokens.weight:700:30"); /* tied: the embedding and the head */
     check_shared("qwen3-untied", "--arch qwen3 --heads 4 --kv-heads 2 --hidden 32 --untied",
