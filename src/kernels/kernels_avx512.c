@@ -350,8 +350,33 @@ ATTR static void avx512_swiglu(const float *g, const float *u, float *out, int n
     if (i < n) fast_avx2_swiglu(g + i, u + i, out + i, n - i);
 }
 
+/* Many tokens (prefill): each pair of bf16 tiles is widened once into an f32
+ * panel (exact, bits << 16, §4.1) that stays in L2 while every token block
+ * reads it, so the inner loop spends no vector operations on widening; the
+ * f32 driver then runs the same blocks, each output the same in-order sum
+ * (§5.1). The panel lives on the stack: 2 tiles of K <= 1536 (192 KiB). */
+#define PANEL_FLOATS (2 * 16 * 1536)
+ATTR static void avx512_mm_bf16_panel(const uint16_t *W, int K, int ntiles, int nrows,
+                                      const float *X, int ldx, int T, float *Y, int ldy)
+{
+    if (T <= 2 * TBS || (size_t)K * 16 * NTB > PANEL_FLOATS) {
+        avx512_mm_bf16(W, K, ntiles, nrows, X, ldx, T, Y, ldy);
+        return;
+    }
+    float panel[PANEL_FLOATS] __attribute__((aligned(64)));
+    size_t ts = (size_t)K * 16;
+    for (int i0 = 0; i0 < ntiles; i0 += NTB) {
+        int nt = ntiles - i0 < NTB ? ntiles - i0 : NTB;
+        const uint16_t *src = W + (size_t)i0 * ts;
+        for (size_t e = 0; e < (size_t)nt * ts; e += 16)
+            _mm512_store_ps(panel + e, V_BF16(src + e));
+        avx512_mm_f32(panel, K, nt, nrows - i0 * 16, X, ldx, T, Y + (size_t)i0 * 16, ldy);
+    }
+}
+#undef PANEL_FLOATS
+
 static const fast_kernels K_AVX512 = { "avx512",
-                                       avx512_mm_bf16,
+                                       avx512_mm_bf16_panel,
                                        avx512_mm_f32,
                                        fast_avx2_scores,
                                        avx512_softmax,
