@@ -26,7 +26,7 @@ python3 -c 'import json,sys; print(json.loads(sys.argv[1]), end="")' \
 V=0
 bout=$(WASM_BUILD="$T/wasm-obj" WASM_OUT="$T/verifier/cis2.wasm" bash tools/build_wasm.sh 2>&1); brc=$?
 if [ $brc -eq 0 ]; then
-    cp web/index.html web/app.js web/cis2.js web/worker.js "$T/verifier/" && V=1
+    cp web/index.html web/app.js web/cis2.js web/worker.js web/hash_worker.js "$T/verifier/" && V=1
 elif [ $brc -eq 3 ]; then
     skip serve.page.browser-verifier "no wasm32 toolchain: $(printf '%s\n' "$bout" | head -1)"
 else

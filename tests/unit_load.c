@@ -299,10 +299,11 @@ static void test_push(const char *A)
         }
         if (cis2_model_push_end(w, ok, err)) ok = 0;
         cis2_result r;
-        int same = ok && !run(&m, CIS2_BACKEND_FAST, NULL, NULL, &r, err) &&
-                   !memcmp(&m.dg, &m0.dg, sizeof m.dg) && !memcmp(r.witness, r0.witness, 32) &&
-                   !memcmp(r.argmax, r0.argmax, 32);
+        int ran = ok && !run(&m, CIS2_BACKEND_FAST, NULL, NULL, &r, err);
+        int same = ran && !memcmp(&m.dg, &m0.dg, sizeof m.dg) &&
+                   !memcmp(r.witness, r0.witness, 32) && !memcmp(r.argmax, r0.argmax, 32);
         CHECK("load.push-equals-whole-file", same, "chunks of %zu: %s", max, ok ? "differs" : err);
+        if (ran) cis2_result_free(&r);
         if (ok) cis2_model_unload(&m);
     }
     cis2_model m;
@@ -317,6 +318,7 @@ static void test_push(const char *A)
     int fed = dst && !cis2_model_push_feed(w, 4096, err);
     int shortrc = rc ? 0 : cis2_model_push_end(w, 1, err);
     CHECK("load.push-refuses-a-short-file", fed && shortrc && strstr(err, "short"), "%s", err);
+    cis2_result_free(&r0);
     cis2_model_unload(&m0);
     free(file);
 }

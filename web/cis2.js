@@ -427,6 +427,14 @@ export class WorkerHasher {
       else if (m.cmd === 'digest') { const r = this.digests.get(m.slot); this.digests.delete(m.slot); r.resolve(m.digest); }
       else if (m.cmd === 'error') { this.failed = new Error(m.message); for (const r of this.digests.values()) r.reject(this.failed); this._wake(); }
     };
+    // A worker whose script cannot be fetched or run fires 'error', never a message: fail the
+    // load with that instead of waiting for a digest that cannot come.
+    worker.onerror = (ev) => {
+      if (ev.preventDefault) ev.preventDefault();
+      this.failed = new Error(`hash worker (web/hash_worker.js): ${ev.message || 'failed to start'}`);
+      for (const r of this.digests.values()) r.reject(this.failed);
+      this._wake();
+    };
     worker.postMessage({ cmd: 'init', module });
   }
   _wake() { const w = this.waiters; this.waiters = []; for (const f of w) f(); }
@@ -441,6 +449,7 @@ export class WorkerHasher {
     this.w.postMessage({ cmd: 'update', slot, buf, len: chunk.length }, [buf]);
   }
   end(slot) {
+    if (this.failed) return Promise.reject(this.failed);
     const p = new Promise((resolve, reject) => this.digests.set(slot, { resolve, reject }));
     this.w.postMessage({ cmd: 'end', slot });
     return p;

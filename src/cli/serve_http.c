@@ -489,6 +489,7 @@ static enum MHD_Result do_verifier(serve_http *h, struct MHD_Connection *c, cons
         { "app.js", "text/javascript" },
         { "cis2.js", "text/javascript" },
         { "worker.js", "text/javascript" },
+        { "hash_worker.js", "text/javascript" },
         { "cis2.wasm", "application/wasm" },
     };
     const char *name = url + strlen("/verifier/");
