@@ -44,6 +44,13 @@ typedef struct {
     int n_row_tasks; /* T = 1: tiles split evenly into this many tasks (tiles_per_task 0) */
 } mm_job;
 
+/* T = 1: task rg's tiles [t0, t0 + nt), rg of n near-equal ranges. */
+static void row_range(int ntiles, int rg, int n, int *t0, int *nt)
+{
+    *t0 = (int)((int64_t)ntiles * rg / n);
+    *nt = (int)((int64_t)ntiles * (rg + 1) / n) - *t0;
+}
+
 static void mm_task(void *ctx, int task, int tid)
 {
     (void)tid;
@@ -52,10 +59,7 @@ static void mm_task(void *ctx, int task, int tid)
     int rg = task / j->n_tok_chunks, tc = task % j->n_tok_chunks;
     int t0 = rg * j->tiles_per_task,
         nt = p->ntiles - t0 < j->tiles_per_task ? p->ntiles - t0 : j->tiles_per_task;
-    if (!j->tiles_per_task) { /* T = 1: task rg of n_row_tasks near-equal tile ranges */
-        t0 = (int)((int64_t)p->ntiles * rg / j->n_row_tasks);
-        nt = (int)((int64_t)p->ntiles * (rg + 1) / j->n_row_tasks) - t0;
-    }
+    if (!j->tiles_per_task) row_range(p->ntiles, rg, j->n_row_tasks, &t0, &nt);
     int k0 = tc * j->toks_per_task, T = j->T - k0 < j->toks_per_task ? j->T - k0 : j->toks_per_task;
     size_t K = (size_t)p->cols;
     int nrows = p->rows - t0 * FAST_TILE;
@@ -164,10 +168,10 @@ static void mmsw_task(void *ctx, int task, int tid)
     const mmsw_job *m = ctx;
     mm_task((void *)&m->g, task, tid);
     mm_task((void *)&m->u, task, tid);
-    int ntiles = m->g.p->ntiles, rows = m->g.p->rows, n = m->g.n_row_tasks;
-    int r0 = (int)((int64_t)ntiles * task / n) * FAST_TILE,
-        r1 = (int)((int64_t)ntiles * (task + 1) / n) * FAST_TILE;
-    if (r1 > rows) r1 = rows;
+    int t0, nt;
+    row_range(m->g.p->ntiles, task, m->g.n_row_tasks, &t0, &nt);
+    int r0 = t0 * FAST_TILE, r1 = (t0 + nt) * FAST_TILE;
+    if (r1 > m->g.p->rows) r1 = m->g.p->rows;
     if (m->g.k->swiglu) m->g.k->swiglu(m->g.Y + r0, m->u.Y + r0, m->act + r0, r1 - r0);
     else ref_swiglu(m->g.Y + r0, m->u.Y + r0, m->act + r0, r1 - r0);
 }
