@@ -694,13 +694,13 @@ static int attn_case(cis2_backend *b, int hd, int nh, int nkv, int pos0, int T, 
 }
 
 /* Decode over the key-blocked keys (engine/backend.h) at contexts on both
- * sides of the 16-key blocks and of the T = 1 paths' switch (256 keys), GQA
+ * sides of the 16-key blocks and of the T = 1 paths' switches, GQA
  * groups 1/3/9, head_dim 16/64, threads 1 and 2, every ISA; random and
  * adversarial values (mode 1); the negative control: blocks swapped in the
  * copy the fast path reads must change the result. */
 static void test_attention_kb(void)
 {
-    static const int N[] = { 1, 15, 16, 17, 31, 33, 255, 256, 257 };
+    static const int N[] = { 1, 15, 16, 17, 31, 33, 255, 256, 257, 511, 512, 513 };
     static const int GR[][2] = { { 1, 2 }, { 3, 3 }, { 9, 1 } }; /* group, n_kv */
     for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[200];

@@ -387,12 +387,14 @@ static void at1_mix_task(void *ctx, int task, int tid)
  * 256 keys it is ~1.5x faster on one thread than a task per head, and 9
  * heads split 5:4 over two threads); several sequences are one dispatch of
  * (sequence, head) tasks below ATB_MAX_CTX. With key-blocked keys, one
- * sequence below AT1_MIN_CTX and several at any context are one dispatch
- * of akb tasks (measured, 2 threads, SmolLM2-135M shape: below 256 keys
- * akb is 10-25% faster than the key-range path, from 256 the key-range path
- * is ~30% faster). */
-#define AT1_MIN_CTX 256
-#define ATB_MAX_CTX 512
+ * sequence below AKB1_MAX_CTX and several at any context are one dispatch
+ * of akb tasks (measured, 2 threads, SmolLM2-135M shape: at 64-320 keys
+ * akb takes 0.6-0.8x the key-range path's time, at 448-768 keys the two
+ * are within noise; for 8 sequences at 1024 keys akb is ~3% faster than a
+ * sequence at a time). */
+#define AT1_MIN_CTX  256
+#define ATB_MAX_CTX  512
+#define AKB1_MAX_CTX 512
 
 /* Each thread's score rows hold at least `need` keys (AT_TQ rows). */
 static void ensure_scratch(fast_state *s, int need)
@@ -451,16 +453,15 @@ static void akb_task(void *ctx, int task, int tid)
             k->vmix(sc + (size_t)h * ldo, v, kvd, n, hd, j->out + o + (size_t)h * hd);
 }
 
-/* n sequences' decode attention as akb tasks; when there are fewer KV
- * groups than 2 per thread, each group's heads are split (up to AT_TQ per
- * task: the score scratch holds AT_TQ rows). */
+/* n sequences' decode attention as akb tasks, a whole KV group each (up
+ * to AT_TQ heads per task: the score scratch holds AT_TQ rows). Even one
+ * sequence's 3 groups on 2 threads beat a task per head (each head reading
+ * its keys and values again): at 64-320 keys 25-40% faster (measured). */
 static void akb_run(fast_state *s, int n, const float *q, const float *const *vc,
                     const float *const *kb, const int *kb_cap, const int *pos, int n_heads,
                     int n_kv, int hd, float scale, float *out)
 {
-    int group = n_heads / n_kv, nth = tp_threads(s->pool);
-    int per = n * n_kv < 2 * nth ? 1 : group;
-    if (per > AT_TQ) per = AT_TQ;
+    int group = n_heads / n_kv, per = group < AT_TQ ? group : AT_TQ;
     akb_job j = { s,   q,       vc,   kb,    kb_cap, pos,
                   out, n_heads, n_kv, group, hd,     (group + per - 1) / per,
                   per, scale };
@@ -474,7 +475,7 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
     fast_state *s = b->impl;
     int need = pos0 + T, nth = tp_threads(s->pool);
     ensure_scratch(s, need);
-    if (T == 1 && kb && need < AT1_MIN_CTX) {
+    if (T == 1 && kb && need < AKB1_MAX_CTX) {
         akb_run(s, 1, q, &vc, &kb, &kb_cap, &pos0, n_heads, n_kv, hd, scale, out);
         return;
     }
