@@ -647,6 +647,17 @@ static void test_matmul_multi(void)
     }
 }
 
+/* A fast backend, or NULL after reporting the failure. */
+static cis2_backend *fast_or_fail(const char *isa, int threads)
+{
+    char err[CIS2_ERR_LEN];
+    cis2_backend *b;
+    if (!cis2_backend_fast_create(&b, isa, threads, err)) return b;
+    printf("FAIL create: %s\n", err);
+    unit_failed++;
+    return NULL;
+}
+
 /* One attention case, fast vs cis2_ref_attention (the oracle); 0 = same
  * bits. mode 1: adversarial values (-0.0 in a fifth of the keys and a third
  * of the queries, one NaN key element, one +inf); mode 2: key-blocked
@@ -706,12 +717,8 @@ static void test_attention_kb(void)
         char err[CIS2_ERR_LEN], name[200];
         if (!fast_kernels_pick(ISAS[ii], err)) continue; /* skipped in test_attention */
         for (int th = 1; th <= 2; th++) {
-            cis2_backend *b;
-            if (cis2_backend_fast_create(&b, ISAS[ii], th, err)) {
-                printf("FAIL create: %s\n", err);
-                unit_failed++;
-                continue;
-            }
+            cis2_backend *b = fast_or_fail(ISAS[ii], th);
+            if (!b) continue;
             int bad = 0, count = 0, ctl = 0, nctl = 0;
             char why[200] = "";
             for (int hd = 16; hd <= 64; hd *= 4)
@@ -763,12 +770,8 @@ static void test_attention_tiles(void)
         char err[CIS2_ERR_LEN], name[200];
         if (!fast_kernels_pick(ISAS[ii], err)) continue; /* skipped in test_attention */
         for (int th = 1; th <= 2; th++) {
-            cis2_backend *b;
-            if (cis2_backend_fast_create(&b, ISAS[ii], th, err)) {
-                printf("FAIL create: %s\n", err);
-                unit_failed++;
-                continue;
-            }
+            cis2_backend *b = fast_or_fail(ISAS[ii], th);
+            if (!b) continue;
             int bad = 0, count = 0;
             char why[200] = "";
             for (size_t hi = 0; hi < sizeof HD / sizeof *HD; hi++)
