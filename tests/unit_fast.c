@@ -51,6 +51,38 @@ static void free_weight(tweight *t)
     free(t->f32);
 }
 
+/* b's attention as the engine calls it: T = 1 runs twice, without and with
+ * the key-blocked keys (engine/backend.h; positions past n in the last block
+ * and a spare block hold NaN, which must never be read), and the second
+ * result goes to out; where the two differ, out's first differing element
+ * becomes a signalling NaN, so the caller's bit comparison with the
+ * reference fails unless both paths match it. kb_swap: the key-blocked copy
+ * with blocks 0 and 1 swapped (the negative control). */
+static void attention_kb(cis2_backend *b, const float *q, const float *kc, const float *vc, int T,
+                         int pos0, int nh, int nkv, int hd, float scale, float *out, int kb_swap)
+{
+    int n = pos0 + T, qd = nh * hd;
+    b->attention(b, q, kc, vc, NULL, 0, T, pos0, nh, nkv, hd, scale, out);
+    if (T != 1 || !b->wants_kb) return;
+    int cap = (n + CIS2_KB - 1) / CIS2_KB * CIS2_KB + (n % 3 ? CIS2_KB : 0);
+    size_t len = (size_t)cap * nkv * hd;
+    float *kb = malloc(len * 4), *o2 = malloc((size_t)qd * 4);
+    for (size_t i = 0; i < len; i++) kb[i] = cis2_u2f(0x7FC00000u);
+    for (int p = 0; p < n; p++) {
+        int pb = kb_swap && p < 2 * CIS2_KB ? (p + CIS2_KB) % (2 * CIS2_KB) : p;
+        cis2_kb_put(kb, cap, nkv, hd, pb, kc + (size_t)p * nkv * hd);
+    }
+    b->attention(b, q, kc, vc, kb, cap, T, pos0, nh, nkv, hd, scale, o2);
+    for (int i = 0; i < qd; i++)
+        if (cis2_f2u(o2[i]) != cis2_f2u(out[i])) {
+            o2[i] = cis2_u2f(0x7FBADBADu); /* a signalling NaN no kernel writes */
+            break;
+        }
+    memcpy(out, o2, (size_t)qd * 4);
+    free(kb);
+    free(o2);
+}
+
 static void test_matmul(void)
 {
     /* 600 rows (38 tiles): T = 1 splits into several near-equal tasks per thread */
@@ -155,7 +187,7 @@ static void test_attention(void)
                         }
                         float scale = cis2_rsqrt((float)hd);
                         cis2_ref_attention(q, kc, vc, T, pos0, nh, nkv, hd, scale, o0, sc);
-                        b->attention(b, q, kc, vc, T, pos0, nh, nkv, hd, scale, o1);
+                        attention_kb(b, q, kc, vc, T, pos0, nh, nkv, hd, scale, o1, 0);
                         size_t at;
                         count++;
                         if (!same_bits(o0, o1, (size_t)T * qd, &at)) {
@@ -194,7 +226,7 @@ static void test_attention(void)
                         vc[i] = rval();
                     }
                     cis2_ref_attention(q, kc, vc, T, pos0, nh, nkv, hd, 0.125f, o0, sc);
-                    b->attention(b, q, kc, vc, T, pos0, nh, nkv, hd, 0.125f, o1);
+                    attention_kb(b, q, kc, vc, T, pos0, nh, nkv, hd, 0.125f, o1, 0);
                     size_t at;
                     snprintf(name, sizeof name, "attention %s threads=%d long context %d positions",
                              ISAS[ii], THREADS[ti], n);
@@ -233,7 +265,7 @@ static void test_attention(void)
                             }
                             float scale = cis2_rsqrt((float)hd);
                             cis2_ref_attention(q, kc, vc, T, pos0, nh, nkv, hd, scale, o0, sc);
-                            b->attention(b, q, kc, vc, T, pos0, nh, nkv, hd, scale, o1);
+                            attention_kb(b, q, kc, vc, T, pos0, nh, nkv, hd, scale, o1, 0);
                             size_t at;
                             lcount++;
                             if (!same_bits(o0, o1, (size_t)T * qd, &at)) {
@@ -615,21 +647,48 @@ static void test_matmul_multi(void)
     }
 }
 
-/* One attention case, fast vs cis2_ref_attention (the oracle); 0 = same bits. */
-static int attn_case(cis2_backend *b, int hd, int nh, int nkv, int pos0, int T, size_t *at)
+/* A fast backend, or NULL after reporting the failure. */
+static cis2_backend *fast_or_fail(const char *isa, int threads)
+{
+    char err[CIS2_ERR_LEN];
+    cis2_backend *b;
+    if (!cis2_backend_fast_create(&b, isa, threads, err)) return b;
+    printf("FAIL create: %s\n", err);
+    unit_failed++;
+    return NULL;
+}
+
+/* One attention case, fast vs cis2_ref_attention (the oracle); 0 = same
+ * bits. mode 1: adversarial values (-0.0 in a fifth of the keys and a third
+ * of the queries, one NaN key element, one +inf); mode 2: key-blocked
+ * blocks 0 and 1 swapped (must differ). */
+static int attn_case_m(cis2_backend *b, int hd, int nh, int nkv, int pos0, int T, size_t *at,
+                       int mode)
 {
     int n = pos0 + T, qd = nh * hd, kvd = nkv * hd;
     float *q = malloc((size_t)T * qd * 4), *kc = malloc((size_t)n * kvd * 4),
           *vc = malloc((size_t)n * kvd * 4), *o0 = malloc((size_t)T * qd * 4),
           *o1 = malloc((size_t)T * qd * 4), *sc = malloc((size_t)n * 4);
-    for (int i = 0; i < T * qd; i++) q[i] = rval() * 4.0f;
+    /* mode 2: plain values in [-0.5, 0.5) (rval's +-1e8 make one key take
+     * a whole softmax row), so that every key's weight shows */
+    for (int i = 0; i < T * qd; i++)
+        q[i] = mode == 1 && i % 3 == 0 ? -0.0f
+               : mode == 2             ? (float)(rnd() % 1024) / 1024.0f - 0.5f
+                                       : rval() * 4.0f;
     for (int i = 0; i < n * kvd; i++) {
-        kc[i] = rval();
+        kc[i] = mode == 1 && i % 5 == 0 ? -0.0f
+                : mode == 2             ? (float)(rnd() % 1024) / 1024.0f - 0.5f
+                                        : rval();
         vc[i] = rval();
     }
+    /* a NaN key in KV head 0, a +inf one in the last (not both in one
+     * head: a row of scores holding NaN and +inf is left to unit tests of
+     * softmax) */
+    if (mode == 1 && (nkv > 1 || n % 2)) kc[(size_t)(n / 2) * kvd + 3] = cis2_u2f(0x7FC00000u);
+    if (mode == 1 && (nkv > 1 || !(n % 2))) kc[(size_t)n * kvd - 1] = cis2_u2f(0x7F800000u);
     float scale = cis2_rsqrt((float)hd);
     cis2_ref_attention(q, kc, vc, T, pos0, nh, nkv, hd, scale, o0, sc);
-    b->attention(b, q, kc, vc, T, pos0, nh, nkv, hd, scale, o1);
+    attention_kb(b, q, kc, vc, T, pos0, nh, nkv, hd, scale, o1, mode == 2);
     int bad = !same_bits(o0, o1, (size_t)T * qd, at);
     free(q);
     free(kc);
@@ -638,6 +697,61 @@ static int attn_case(cis2_backend *b, int hd, int nh, int nkv, int pos0, int T, 
     free(o1);
     free(sc);
     return bad;
+}
+
+static int attn_case(cis2_backend *b, int hd, int nh, int nkv, int pos0, int T, size_t *at)
+{
+    return attn_case_m(b, hd, nh, nkv, pos0, T, at, 0);
+}
+
+/* Decode over the key-blocked keys (engine/backend.h) at contexts on both
+ * sides of the 16-key blocks and of the T = 1 paths' switches, GQA
+ * groups 1/3/9, head_dim 16/64, threads 1 and 2, every ISA; random and
+ * adversarial values (mode 1); the negative control: blocks swapped in the
+ * copy the fast path reads must change the result. */
+static void test_attention_kb(void)
+{
+    static const int N[] = { 1, 15, 16, 17, 31, 33, 255, 256, 257, 511, 512, 513 };
+    static const int GR[][2] = { { 1, 2 }, { 3, 3 }, { 9, 1 } }; /* group, n_kv */
+    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+        char err[CIS2_ERR_LEN], name[200];
+        if (!fast_kernels_pick(ISAS[ii], err)) continue; /* skipped in test_attention */
+        for (int th = 1; th <= 2; th++) {
+            cis2_backend *b = fast_or_fail(ISAS[ii], th);
+            if (!b) continue;
+            int bad = 0, count = 0, ctl = 0, nctl = 0;
+            char why[200] = "";
+            for (int hd = 16; hd <= 64; hd *= 4)
+                for (size_t gi = 0; gi < sizeof GR / sizeof *GR; gi++)
+                    for (size_t c = 0; c < sizeof N / sizeof *N; c++)
+                        for (int mode = 0; mode < 3; mode++) {
+                            int nkv = GR[gi][1], nh = GR[gi][0] * nkv;
+                            size_t at;
+                            if (mode == 2 && N[c] <= CIS2_KB) continue;
+                            int r = attn_case_m(b, hd, nh, nkv, N[c] - 1, 1, &at, mode);
+                            if (mode == 2) {
+                                nctl++;
+                                ctl += r;
+                                continue;
+                            }
+                            count++;
+                            if (r && !bad)
+                                snprintf(why, sizeof why, "hd=%d nh=%d nkv=%d n=%d mode=%d: %zu",
+                                         hd, nh, nkv, N[c], mode, at);
+                            bad += r;
+                        }
+            snprintf(name, sizeof name,
+                     "attention key-blocked %s threads=%d: %d decode cases bit-identical", ISAS[ii],
+                     th, count);
+            CHECK(name, b->wants_kb && bad == 0, "%d of %d differ; first %s", bad, count, why);
+            snprintf(name, sizeof name,
+                     "attention key-blocked %s threads=%d: negative control, %d cases with "
+                     "swapped blocks all differ",
+                     ISAS[ii], th, nctl);
+            CHECK(name, ctl == nctl, "only %d of %d differ", ctl, nctl);
+            b->destroy(b);
+        }
+    }
 }
 
 /* The register-blocked attention: prefill tiles of 8 query tokens x 32 keys
@@ -656,12 +770,8 @@ static void test_attention_tiles(void)
         char err[CIS2_ERR_LEN], name[200];
         if (!fast_kernels_pick(ISAS[ii], err)) continue; /* skipped in test_attention */
         for (int th = 1; th <= 2; th++) {
-            cis2_backend *b;
-            if (cis2_backend_fast_create(&b, ISAS[ii], th, err)) {
-                printf("FAIL create: %s\n", err);
-                unit_failed++;
-                continue;
-            }
+            cis2_backend *b = fast_or_fail(ISAS[ii], th);
+            if (!b) continue;
             int bad = 0, count = 0;
             char why[200] = "";
             for (size_t hi = 0; hi < sizeof HD / sizeof *HD; hi++)
@@ -712,5 +822,6 @@ int main(void)
     test_matmul();
     test_attention();
     test_attention_tiles();
+    test_attention_kb();
     UNIT_END();
 }

@@ -83,16 +83,16 @@ double cis2_bench_read_gbs(int threads)
 /* Attention time per decode token at context `pos` (all layers): the same
  * backend kernel the engine calls, over a filled KV cache of that length per
  * layer (each layer its own memory, as in the engine). */
-static double attn_ms_at(cis2_backend *b, const cis2_config *c, float **kc, float **vc,
-                         const float *q, float *out, int pos, int reps)
+static double attn_ms_at(cis2_backend *b, const cis2_config *c, float **kc, float **vc, float **kb,
+                         int kb_cap, const float *q, float *out, int pos, int reps)
 {
     float scale = cis2_rsqrt((float)c->head_dim);
     double best = 1e300;
     for (int r = 0; r < reps; r++) {
         double t0 = cis2_now_ms();
         for (int l = 0; l < c->n_layers; l++)
-            b->attention(b, q, kc[l], vc[l], 1, pos, c->n_heads, c->n_kv_heads, c->head_dim, scale,
-                         out);
+            b->attention(b, q, kc[l], vc[l], kb ? kb[l] : NULL, kb_cap, 1, pos, c->n_heads,
+                         c->n_kv_heads, c->head_dim, scale, out);
         double ms = cis2_now_ms() - t0;
         if (ms < best) best = ms;
     }
@@ -307,8 +307,11 @@ int cis2_cmd_bench(int argc, char **argv)
     size_t wbytes = cis2_weights_step_bytes(&m.w);
     double ms_tok = r.decode_ms / (double)(n - 1);
     double floor_ms = gbs > 0 ? (double)wbytes / (gbs * 1e6) : 0.0;
-    double kv_mb =
-        (double)(plen + n) * c->n_layers * 2.0 * c->n_kv_heads * c->head_dim * 4.0 / 1048576.0;
+    /* K and V, plus the key-blocked K the fast and approx backends keep
+     * (engine/backend.h, wants_kb), whole blocks of CIS2_KB positions */
+    double kv_pos = 2.0 * (plen + n);
+    if (strcmp(backend, "ref")) kv_pos += (plen + n + CIS2_KB - 1) / CIS2_KB * CIS2_KB;
+    double kv_mb = kv_pos * c->n_layers * c->n_kv_heads * c->head_dim * 4.0 / 1048576.0;
     char wh[65];
     cis2_hex(r.witness, 32, wh);
     printf("backend=%s threads=%d prompt_len=%d n=%d\n", cis2_engine_backend(e), nth, plen, n);
@@ -357,7 +360,9 @@ int cis2_cmd_bench(int argc, char **argv)
             if (pos[i] > maxp) maxp = pos[i];
         size_t kvd = (size_t)c->n_kv_heads * c->head_dim, qd = (size_t)c->n_heads * c->head_dim;
         float **kc = calloc((size_t)c->n_layers, sizeof *kc),
-              **vc = calloc((size_t)c->n_layers, sizeof *vc);
+              **vc = calloc((size_t)c->n_layers, sizeof *vc),
+              **kb = b->wants_kb ? calloc((size_t)c->n_layers, sizeof *kb) : NULL;
+        int kb_cap = (maxp + CIS2_KB) / CIS2_KB * CIS2_KB; /* maxp + 1 positions */
         float *q = malloc(qd * sizeof(float)), *out = malloc(qd * sizeof(float));
         uint64_t st = 88172645463325252ull;
         for (size_t i = 0; i < qd; i++) {
@@ -380,10 +385,18 @@ int cis2_cmd_bench(int argc, char **argv)
                 kc[l][j] = (float)(st >> 40) / 16777216.0f - 0.5f;
                 vc[l][j] = (float)(st & 0xFFFFFF) / 16777216.0f - 0.5f;
             }
+            if (!kb) continue; /* the engine's key-blocked copy, as it keeps it */
+            kb[l] = malloc((size_t)kb_cap * kvd * sizeof(float));
+            if (!kb[l]) {
+                cis2_cli_usage_error(cmd, "out of memory for the --positions KV cache");
+                goto out;
+            }
+            for (int p = 0; p <= maxp; p++)
+                cis2_kb_put(kb[l], kb_cap, c->n_kv_heads, c->head_dim, p, kc[l] + (size_t)p * kvd);
         }
-        double base = attn_ms_at(b, c, kc, vc, q, out, plen + n / 2, 3);
+        double base = attn_ms_at(b, c, kc, vc, kb, kb_cap, q, out, plen + n / 2, 3);
         for (int i = 0; i < npos; i++) {
-            double a = attn_ms_at(b, c, kc, vc, q, out, pos[i], pos[i] > 4000 ? 3 : 5);
+            double a = attn_ms_at(b, c, kc, vc, kb, kb_cap, q, out, pos[i], pos[i] > 4000 ? 3 : 5);
             double ms = ms_tok - base + a;
             dc[i] = 1000.0 / ms;
             printf("pos=%d decode_tok_s=%.2f ms_per_token=%.3f attn_ms=%.3f\n", pos[i], 1000.0 / ms,
@@ -392,7 +405,9 @@ int cis2_cmd_bench(int argc, char **argv)
         for (int l = 0; l < c->n_layers; l++) {
             free(kc[l]);
             free(vc[l]);
+            if (kb) free(kb[l]);
         }
+        free(kb);
         free(kc);
         free(vc);
         free(q);

@@ -16,16 +16,25 @@ struct cis2_backend {
     void (*matmul)(cis2_backend *b, const cis2_weight *w, const float *X, int T, float *Y);
     /* Causal GQA attention for T query tokens at positions pos0..pos0+T-1.
      * q: [T][n_heads*hd] post-RoPE; kc/vc: [pos][n_kv*hd] holding 0..pos0+T-1;
-     * out: [T][n_heads*hd]. Query head h reads KV head h / (n_heads/n_kv). */
-    void (*attention)(cis2_backend *b, const float *q, const float *kc, const float *vc, int T,
-                      int pos0, int n_heads, int n_kv, int hd, float scale, float *out);
+     * out: [T][n_heads*hd]. Query head h reads KV head h / (n_heads/n_kv).
+     * kb: the same keys key-blocked (CIS2_KB_INDEX, kb_cap positions per KV
+     * head), or NULL (then kb_cap is unused). */
+    void (*attention)(cis2_backend *b, const float *q, const float *kc, const float *vc,
+                      const float *kb, int kb_cap, int T, int pos0, int n_heads, int n_kv, int hd,
+                      float scale, float *out);
     /* Optional: one query token for each of n sequences in one parallel
      * step; sequence i at position pos[i], its KV cache kc[i]/vc[i] holding
      * 0..pos[i]; q, out: [n][n_heads*hd]. For each sequence bit for bit
-     * attention(q_i, kc[i], vc[i], 1, pos[i], ...). NULL = one call each. */
+     * attention(q_i, kc[i], vc[i], kb[i], kb_cap[i], 1, pos[i], ...); kb
+     * NULL = no key-blocked copies. NULL = one call each. */
     void (*attention_decode)(cis2_backend *b, int n, const float *q, const float *const *kc,
-                             const float *const *vc, const int *pos, int n_heads, int n_kv, int hd,
-                             float scale, float *out);
+                             const float *const *vc, const float *const *kb, const int *kb_cap,
+                             const int *pos, int n_heads, int n_kv, int hd, float scale,
+                             float *out);
+    /* Set by a backend whose attention reads key-blocked keys: the engine
+     * then keeps them (CIS2_KB_INDEX) beside the row-major cache and passes
+     * them; otherwise it allocates nothing and passes NULL. */
+    int wants_kb;
     void (*destroy)(cis2_backend *b);
     /* Optional (NULL = the engine loops itself): run fn(ctx, i) for every
      * i < n, in any order and on any of the backend's threads (each pinned
@@ -44,6 +53,23 @@ struct cis2_backend {
     /* Optional: ref_swiglu bit for bit (§10), vectorized. NULL = ref_swiglu. */
     void (*swiglu)(const float *gate, const float *up, float *out, int n);
 };
+
+/* Key-blocked keys: per layer, per KV head kvh, blocks of CIS2_KB
+ * positions, each block [hd][CIS2_KB]; kb_cap (a multiple of CIS2_KB)
+ * positions per KV head. That is a 16-row weight tile of the fast kernels
+ * with K = hd (model/weights.h), so a head's scores are one mm_f32, each
+ * score dot_seq(k_p, q) (§5.1) before its §9.2 scale. Positions past those
+ * written are never read. */
+#define CIS2_KB 16
+#define CIS2_KB_INDEX(kb_cap, hd, kvh, p, d)                                                       \
+    (((size_t)(kvh) * (size_t)(kb_cap) + (size_t)(p) / CIS2_KB * CIS2_KB) * (size_t)(hd) +         \
+     (size_t)(d)*CIS2_KB + (size_t)(p) % CIS2_KB)
+/* Writes key row k (n_kv*hd values, position p) into kb. */
+static inline void cis2_kb_put(float *kb, int kb_cap, int n_kv, int hd, int p, const float *k)
+{
+    for (int h = 0; h < n_kv; h++)
+        for (int d = 0; d < hd; d++) kb[CIS2_KB_INDEX(kb_cap, hd, h, p, d)] = k[h * hd + d];
+}
 
 /* A backend owns everything it prepares; the weights it is given (the
  * engine's view of the model's) are only read, and may be shared.

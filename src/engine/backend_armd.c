@@ -65,11 +65,12 @@ static void armd_mm(cis2_backend *b, const cis2_weight *w, const float *X, int T
     s->fast->parallel_for(s->fast, ntasks, armd_task, &j);
 }
 
-static void armd_attn(cis2_backend *b, const float *q, const float *kc, const float *vc, int T,
-                      int pos0, int n_heads, int n_kv, int hd, float scale, float *out)
+static void armd_attn(cis2_backend *b, const float *q, const float *kc, const float *vc,
+                      const float *kb, int kb_cap, int T, int pos0, int n_heads, int n_kv, int hd,
+                      float scale, float *out)
 {
     armd_state *s = b->impl;
-    s->fast->attention(s->fast, q, kc, vc, T, pos0, n_heads, n_kv, hd, scale, out);
+    s->fast->attention(s->fast, q, kc, vc, kb, kb_cap, T, pos0, n_heads, n_kv, hd, scale, out);
 }
 
 static void armd_pf(cis2_backend *b, int n, void (*fn)(void *ctx, int i), void *ctx)
@@ -140,6 +141,7 @@ int cis2_backend_armd_new(cis2_backend **out, const cis2_engine_opts *o, const c
     b->name = s->name;
     b->matmul = armd_mm;
     b->attention = armd_attn;
+    b->wants_kb = 1; /* the fast backend's attention reads them */
     b->parallel_for = armd_pf;
     b->swiglu = s->fast->swiglu;
     *out = b;

@@ -50,9 +50,12 @@ void cis2_ref_attention(const float *q, const float *kc, const float *vc, int T,
     }
 }
 
-static void ref_attn(cis2_backend *b, const float *q, const float *kc, const float *vc, int T,
-                     int pos0, int n_heads, int n_kv, int hd, float scale, float *out)
+static void ref_attn(cis2_backend *b, const float *q, const float *kc, const float *vc,
+                     const float *kb, int kb_cap, int T, int pos0, int n_heads, int n_kv, int hd,
+                     float scale, float *out)
 {
+    (void)kb; /* the row-major keys only: wants_kb stays 0 */
+    (void)kb_cap;
     ref_state *s = b->impl;
     if (s->cap < pos0 + T) {
         free(s->scores);

@@ -21,7 +21,9 @@ typedef struct {
     int state;
     int kv_cap;       /* positions allocated in the KV cache */
     float **kc, **vc; /* per layer: [kv_cap][n_kv*head_dim], post-RoPE K (§3.5) */
-    float *kv;        /* the arena kc[] and vc[] point into (huge pages) */
+    float **kb;       /* per layer when the backend wants_kb: kc key-blocked (backend.h) */
+    int kb_cap;       /* kv_cap rounded up to CIS2_KB */
+    float *kv;        /* the arena kc[], vc[] and kb[] point into (huge pages) */
     size_t kv_len;
     int pos;         /* positions computed so far */
     cis2_gen_opts g; /* g.force points at force_copy */
@@ -173,37 +175,49 @@ static int ensure_positions(cis2_engine *e, seq_t *s, int need, char *err)
         return 1;
     }
     if (need <= s->kv_cap) return 0;
+    int want_kb = e->be->wants_kb;
     if (!s->kc) {
         s->kc = calloc((size_t)c->n_layers, sizeof *s->kc);
         s->vc = calloc((size_t)c->n_layers, sizeof *s->vc);
-        if (!s->kc || !s->vc) {
+        s->kb = want_kb ? calloc((size_t)c->n_layers, sizeof *s->kb) : NULL;
+        if (!s->kc || !s->vc || (want_kb && !s->kb)) {
             snprintf(err, CIS2_ERR_LEN, "out of memory");
             return 1;
         }
     }
-    int cap = s->kv_cap ? s->kv_cap : 64;
+    int cap = s->kv_cap ? s->kv_cap : 16; /* small: short runs grow (and test growth) */
     while (cap < need) cap *= 2;
     if (cap > c->max_pos) cap = c->max_pos;
-    size_t kvd = (size_t)c->n_kv_heads * c->head_dim, per = (size_t)cap * kvd, alen = 0;
-    float *a = buf_alloc(2 * (size_t)c->n_layers * per * sizeof(float), &alen);
+    int kb_cap = (cap + CIS2_KB - 1) / CIS2_KB * CIS2_KB;
+    size_t hd = (size_t)c->head_dim, kvd = (size_t)c->n_kv_heads * hd, per = (size_t)cap * kvd;
+    size_t kb_per = want_kb ? (size_t)kb_cap * kvd : 0, alen = 0;
+    float *a = buf_alloc((size_t)c->n_layers * (2 * per + kb_per) * sizeof(float), &alen);
     if (!a) {
         snprintf(err, CIS2_ERR_LEN, "out of memory for a KV cache of %d positions", cap);
         return 1;
     }
     size_t keep = (size_t)s->kv_cap * kvd * sizeof(float);
     for (int l = 0; l < c->n_layers; l++) {
-        float *k = a + 2 * (size_t)l * per, *v = k + per;
+        float *k = a + (size_t)l * (2 * per + kb_per), *v = k + per;
         if (keep) {
             memcpy(k, s->kc[l], keep);
             memcpy(v, s->vc[l], keep);
         }
         s->kc[l] = k;
         s->vc[l] = v;
+        if (!want_kb) continue;
+        /* each KV head's blocks are one run of its kb_cap positions */
+        float *kb = v + per;
+        for (int h = 0; keep && h < c->n_kv_heads; h++)
+            memcpy(kb + (size_t)h * kb_cap * hd, s->kb[l] + (size_t)h * s->kb_cap * hd,
+                   (size_t)s->kb_cap * hd * sizeof(float));
+        s->kb[l] = kb;
     }
     buf_free(s->kv, s->kv_len);
     s->kv = a;
     s->kv_len = alen;
     s->kv_cap = cap;
+    s->kb_cap = kb_cap;
     return 0;
 }
 
@@ -212,6 +226,7 @@ static void seq_release(const cis2_engine *e, seq_t *s)
     buf_free(s->kv, s->kv_len);
     free(s->kc);
     free(s->vc);
+    free(s->kb);
     free(s->force_copy);
     cis2_result_free(&s->r);
     memset(s, 0, sizeof *s);
@@ -409,6 +424,7 @@ static void qkv_row(void *pp, int t)
         memcpy(kslot, k, (size_t)kvd * sizeof(float));
         memcpy(vslot, v, (size_t)kvd * sizeof(float));
     }
+    if (s->kb) cis2_kb_put(s->kb[l], s->kb_cap, nkv, hd, pos, kslot);
 }
 
 /* The test-only cis2-toy stage (docs/architecture.md): o_proj's output times
@@ -549,23 +565,27 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
      * attention in one call, ATT_GROUP at a time. */
     enum { ATT_GROUP = 64 };
     for (int i0 = 0; one_each && i0 < n_sp; i0 += ATT_GROUP) {
-        const float *kc[ATT_GROUP], *vc[ATT_GROUP];
-        int pos[ATT_GROUP], n = n_sp - i0 < ATT_GROUP ? n_sp - i0 : ATT_GROUP;
+        const float *kc[ATT_GROUP], *vc[ATT_GROUP], *kb[ATT_GROUP];
+        int pos[ATT_GROUP], kb_cap[ATT_GROUP], n = n_sp - i0 < ATT_GROUP ? n_sp - i0 : ATT_GROUP;
         for (int i = 0; i < n; i++) {
-            kc[i] = sp[i0 + i].s->kc[p->l];
-            vc[i] = sp[i0 + i].s->vc[p->l];
+            const seq_t *s = sp[i0 + i].s;
+            kc[i] = s->kc[p->l];
+            vc[i] = s->vc[p->l];
+            kb[i] = s->kb ? s->kb[p->l] : NULL;
+            kb_cap[i] = s->kb_cap;
             pos[i] = sp[i0 + i].pos0;
         }
-        be->attention_decode(be, n, e->q + (size_t)i0 * qd, kc, vc, pos, nh, nkv, hd, scale,
-                             e->att + (size_t)i0 * qd);
+        be->attention_decode(be, n, e->q + (size_t)i0 * qd, kc, vc, kb, kb_cap, pos, nh, nkv, hd,
+                             scale, e->att + (size_t)i0 * qd);
     }
     for (int i = 0; i < n_sp && !one_each; i++) {
         if (e->o.trace) {
             if (traced_attention(e, p->l, &sp[i], scale, err)) return 1;
         } else {
             size_t r0 = (size_t)sp[i].row0 * qd;
-            be->attention(be, e->q + r0, sp[i].s->kc[p->l], sp[i].s->vc[p->l], sp[i].n, sp[i].pos0,
-                          nh, nkv, hd, scale, e->att + r0);
+            const seq_t *s = sp[i].s;
+            be->attention(be, e->q + r0, s->kc[p->l], s->vc[p->l], s->kb ? s->kb[p->l] : NULL,
+                          s->kb_cap, sp[i].n, sp[i].pos0, nh, nkv, hd, scale, e->att + r0);
         }
     }
     be->matmul(be, &y->o, e->att, T, e->proj);
