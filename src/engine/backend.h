@@ -41,6 +41,9 @@ struct cis2_backend {
      * bit) in one parallel step. NULL = matmul_multi, then swiglu. */
     void (*matmul_swiglu)(cis2_backend *b, const cis2_weight *wg, const cis2_weight *wu,
                           const float *x, float *gate, float *up, float *act);
+    /* Optional hint: w is the next matmul's weight; idle threads may pull
+     * its first bytes toward cache (changes no value). NULL = no hint. */
+    void (*prefetch)(cis2_backend *b, const cis2_weight *w);
     /* Optional: ref_swiglu bit for bit (§10), vectorized. NULL = ref_swiglu. */
     void (*swiglu)(const float *gate, const float *up, float *out, int n);
 };

@@ -494,6 +494,13 @@ static void linears(cis2_backend *be, int n, const cis2_weight *const *w, const 
         for (int i = 0; i < n; i++) be->matmul(be, w[i], X, T, Y[i]);
 }
 
+/* The weight the backend's next matmul after this one reads (a cache
+ * hint only: no value depends on it). */
+static void hint(cis2_backend *be, const cis2_weight *next)
+{
+    if (be->prefetch) be->prefetch(be, next);
+}
+
 /* Traced attention of one span with the reference kernels (bit-identical to
  * every backend's, tests/unit_fast.c), so its scores and probabilities can
  * be captured: each computed once. */
@@ -541,6 +548,7 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
     if (!norm_done) for_rows(p, T, attn_norm_row);
     const cis2_weight *wqkv[3] = { &y->q, &y->k, &y->v };
     float *const qkv[3] = { e->q, e->k, e->v };
+    hint(be, &y->o);
     linears(be, 3, wqkv, e->xn, T, qkv);
     for_rows(p, T, qkv_row);
     int one_each = !e->o.trace && be->attention_decode && n_sp > 1;
@@ -568,6 +576,7 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
                           nh, nkv, hd, scale, e->att + r0);
         }
     }
+    hint(be, &y->gate);
     be->matmul(be, &y->o, e->att, T, e->proj);
     for_rows(p, T, attn_residual_row);
     return 0;
@@ -580,6 +589,8 @@ static void mlp_block(pass_t *p, int T, const cis2_layer *fuse_next)
     cis2_engine *e = p->e;
     cis2_backend *be = e->be;
     const cis2_layer *y = p->y;
+    const int last = p->l + 1 == e->m->cfg.n_layers;
+    hint(be, &y->down);
     if (T == 1 && be->matmul_swiglu) { /* one dispatch (unit_fast: bit-identical) */
         be->matmul_swiglu(be, &y->gate, &y->up, e->xn, e->gate, e->up, e->act);
         swiglu_trace(p, 0);
@@ -589,6 +600,7 @@ static void mlp_block(pass_t *p, int T, const cis2_layer *fuse_next)
         linears(be, 2, wgu, e->xn, T, gu);
         for_rows(p, T, swiglu_row);
     }
+    hint(be, last ? cis2_head(&e->w) : &e->w.layers[p->l + 1].q);
     be->matmul(be, &y->down, e->act, T, e->proj);
     p->y_next = fuse_next;
     for_rows(p, T, fuse_next ? mlp_residual_norm_row : mlp_residual_row);

@@ -18,5 +18,9 @@ typedef void (*tp_fn)(void *ctx, int task, int tid);
 tp_pool *tp_new(int nthreads, char *err);
 int tp_threads(const tp_pool *p);
 void tp_run(tp_pool *p, int ntasks, tp_fn fn, void *ctx);
+/* A hint: threads waiting for work or for a job's last task pull bytes
+ * [base, base + len) toward their caches, until the range is used up or
+ * replaced. Touches no values, so no result depends on it. */
+void tp_prefetch(tp_pool *p, const void *base, size_t len);
 void tp_free(tp_pool *p);
 #endif
