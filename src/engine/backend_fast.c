@@ -192,16 +192,24 @@ static void fast_mm_swiglu(cis2_backend *b, const cis2_weight *wg, const cis2_we
     tp_run(s->pool, n, mmsw_task, &m);
 }
 
-/* The next matmul's first PF_BYTES: a token's dispatches leave DRAM idle
- * while threads wait (attention, the serial steps, a job's last task), and
- * this fills those gaps with the weight stream. */
-#define PF_BYTES ((size_t)512 * 1024)
+/* Up to PF_BYTES of the next matmuls' weights: a token's dispatches leave
+ * DRAM idle while threads wait (attention, the serial steps, a job's last
+ * task), and this fills those gaps with the weight stream. */
+#define PF_BYTES ((size_t)1536 * 1024)
 
-static void fast_prefetch(cis2_backend *b, const cis2_weight *w)
+static void fast_prefetch(cis2_backend *b, int n, const cis2_weight *const *w)
 {
     fast_state *s = b->impl;
-    size_t n = cis2_weight_bytes(w->rows, w->cols, w->fmt);
-    tp_prefetch(s->pool, w->tiles, n < PF_BYTES ? n : PF_BYTES);
+    const void *base[TP_PF_MAX];
+    size_t len[TP_PF_MAX], left = PF_BYTES;
+    int m = 0;
+    for (int i = 0; i < n && m < TP_PF_MAX && left; i++) {
+        size_t bytes = cis2_weight_bytes(w[i]->rows, w[i]->cols, w[i]->fmt);
+        base[m] = w[i]->tiles;
+        len[m] = bytes < left ? bytes : left;
+        left -= len[m++];
+    }
+    tp_prefetch(s->pool, m, base, len);
 }
 
 /* ------------------------------------------------------------- attention */

@@ -494,11 +494,21 @@ static void linears(cis2_backend *be, int n, const cis2_weight *const *w, const 
         for (int i = 0; i < n; i++) be->matmul(be, w[i], X, T, Y[i]);
 }
 
-/* The weight the backend's next matmul after this one reads (a cache
- * hint only: no value depends on it). */
-static void hint(cis2_backend *be, const cis2_weight *next)
+/* The weights the backend's next matmuls after this one read, in order (a
+ * cache hint only: no value depends on it); NULLs end the list. */
+static void hint(cis2_backend *be, const cis2_weight *a, const cis2_weight *b, const cis2_weight *c)
 {
-    if (be->prefetch) be->prefetch(be, next);
+    const cis2_weight *w[3] = { a, b, c };
+    int n = 0;
+    while (n < 3 && w[n]) n++;
+    if (be->prefetch) be->prefetch(be, n, w);
+}
+
+/* The first weight of the layer after p->l: its q, or the LM head. */
+static const cis2_weight *next_q(const pass_t *p)
+{
+    cis2_engine *e = p->e;
+    return p->l + 1 < e->m->cfg.n_layers ? &e->w.layers[p->l + 1].q : cis2_head(&e->w);
 }
 
 /* Traced attention of one span with the reference kernels (bit-identical to
@@ -548,7 +558,7 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
     if (!norm_done) for_rows(p, T, attn_norm_row);
     const cis2_weight *wqkv[3] = { &y->q, &y->k, &y->v };
     float *const qkv[3] = { e->q, e->k, e->v };
-    hint(be, &y->o);
+    hint(be, &y->o, &y->gate, &y->up);
     linears(be, 3, wqkv, e->xn, T, qkv);
     for_rows(p, T, qkv_row);
     int one_each = !e->o.trace && be->attention_decode && n_sp > 1;
@@ -576,7 +586,7 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
                           nh, nkv, hd, scale, e->att + r0);
         }
     }
-    hint(be, &y->gate);
+    hint(be, &y->gate, &y->up, &y->down);
     be->matmul(be, &y->o, e->att, T, e->proj);
     for_rows(p, T, attn_residual_row);
     return 0;
@@ -589,8 +599,7 @@ static void mlp_block(pass_t *p, int T, const cis2_layer *fuse_next)
     cis2_engine *e = p->e;
     cis2_backend *be = e->be;
     const cis2_layer *y = p->y;
-    const int last = p->l + 1 == e->m->cfg.n_layers;
-    hint(be, &y->down);
+    hint(be, &y->down, next_q(p), NULL);
     if (T == 1 && be->matmul_swiglu) { /* one dispatch (unit_fast: bit-identical) */
         be->matmul_swiglu(be, &y->gate, &y->up, e->xn, e->gate, e->up, e->act);
         swiglu_trace(p, 0);
@@ -600,7 +609,7 @@ static void mlp_block(pass_t *p, int T, const cis2_layer *fuse_next)
         linears(be, 2, wgu, e->xn, T, gu);
         for_rows(p, T, swiglu_row);
     }
-    hint(be, last ? cis2_head(&e->w) : &e->w.layers[p->l + 1].q);
+    hint(be, next_q(p), NULL, NULL);
     be->matmul(be, &y->down, e->act, T, e->proj);
     p->y_next = fuse_next;
     for_rows(p, T, fuse_next ? mlp_residual_norm_row : mlp_residual_row);

@@ -31,7 +31,10 @@ int tp_start(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
     return 0;
 }
 void tp_finish(tp_pool *p) { (void)p; }
-void tp_prefetch(tp_pool *p, const void *base, size_t len) { (void)p, (void)base, (void)len; }
+void tp_prefetch(tp_pool *p, int n, const void *const *base, const size_t *len)
+{
+    (void)p, (void)n, (void)base, (void)len;
+}
 void tp_free(tp_pool *p) { free(p); }
 #else
 #include <pthread.h>
@@ -74,10 +77,13 @@ struct tp_pool {
     _Atomic int sleepers;
     _Atomic int quit;
     _Alignas(64) _Atomic int done;
-    /* Idle prefetch: bytes [pf_next, pf_end) that a waiting thread pulls
+    /* Idle prefetch: ranges [pf_b[i], pf_e[i]) for pf_i <= i < pf_n, the
+     * current one's bytes [pf_next, pf_end), that a waiting thread pulls
      * toward its cache, PF_CHUNK at a time (a hint: prefetches never fault,
      * so a torn read of these words costs at most a useless prefetch). */
     _Alignas(64) _Atomic uintptr_t pf_next, pf_end;
+    _Atomic int pf_i, pf_n;
+    _Atomic uintptr_t pf_b[TP_PF_MAX], pf_e[TP_PF_MAX];
     _Alignas(64) unsigned gen; /* caller only */
     int base;                  /* task index offset of this round */
     tp_fn fn;
@@ -93,23 +99,41 @@ typedef struct {
 
 #define PF_CHUNK 2048
 
-/* One chunk of the idle-prefetch range; 0 when none is left. */
+/* One chunk of the idle-prefetch ranges (moving to the next range when one
+ * is used up); 0 when none is left. */
 static int idle_prefetch(tp_pool *p)
 {
     uintptr_t end = atomic_load_explicit(&p->pf_end, memory_order_relaxed);
-    if (atomic_load_explicit(&p->pf_next, memory_order_relaxed) >= end) return 0;
+    if (atomic_load_explicit(&p->pf_next, memory_order_relaxed) >= end) {
+        int i = atomic_load_explicit(&p->pf_i, memory_order_relaxed);
+        if (i >= atomic_load_explicit(&p->pf_n, memory_order_relaxed)) return 0;
+        if (atomic_compare_exchange_strong_explicit(&p->pf_i, &i, i + 1, memory_order_relaxed,
+                                                    memory_order_relaxed)) {
+            atomic_store_explicit(&p->pf_end, 0, memory_order_relaxed);
+            atomic_store_explicit(&p->pf_next, atomic_load(&p->pf_b[i]), memory_order_relaxed);
+            atomic_store_explicit(&p->pf_end, atomic_load(&p->pf_e[i]), memory_order_relaxed);
+        }
+        return 1;
+    }
     uintptr_t a = atomic_fetch_add_explicit(&p->pf_next, PF_CHUNK, memory_order_relaxed);
-    if (a >= end) return 0;
+    if (a >= end) return 1;
     uintptr_t b = end - a < PF_CHUNK ? end : a + PF_CHUNK;
     for (; a < b; a += 64) PREFETCH(a);
     return 1;
 }
 
-void tp_prefetch(tp_pool *p, const void *base, size_t len)
+void tp_prefetch(tp_pool *p, int n, const void *const *base, const size_t *len)
 {
+    if (n > TP_PF_MAX) n = TP_PF_MAX;
+    atomic_store_explicit(&p->pf_n, 0, memory_order_relaxed);
     atomic_store_explicit(&p->pf_end, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->pf_next, (uintptr_t)base & ~(uintptr_t)63, memory_order_relaxed);
-    atomic_store_explicit(&p->pf_end, (uintptr_t)base + len, memory_order_relaxed);
+    for (int i = 0; i < n; i++) {
+        atomic_store_explicit(&p->pf_b[i], (uintptr_t)base[i] & ~(uintptr_t)63,
+                              memory_order_relaxed);
+        atomic_store_explicit(&p->pf_e[i], (uintptr_t)base[i] + len[i], memory_order_relaxed);
+    }
+    atomic_store_explicit(&p->pf_i, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->pf_n, n, memory_order_relaxed);
 }
 
 /* Claim and run tasks of generation `g`; returns when none are left. */
