@@ -628,6 +628,10 @@ static void final_norm_and_head(cis2_engine *e, const span_t *sp, int n_sp, floa
         rmsnorm(e, e->x + (size_t)t * H, e->w.final_norm, H, c->eps, xf);
         trace(e, pos, -1, CIS2_N_FINAL_NORM, xf, (size_t)H);
     }
+    /* the next step starts with layer 0's q, k, v: streamed while the
+     * caller hashes these logits (emit) */
+    const cis2_layer *y0 = &e->w.layers[0];
+    hint(e->be, &y0->q, &y0->k, &y0->v);
     e->be->matmul(e->be, cis2_head(&e->w), e->xf, n_sp, logits);
     for (int i = 0; i < n_sp; i++)
         trace(e, sp[i].pos0 + sp[i].n - 1, -1, CIS2_N_LOGITS, logits + (size_t)i * c->vocab,
