@@ -50,6 +50,10 @@ struct cis2_backend {
      * bit) in one parallel step. NULL = matmul_multi, then swiglu. */
     void (*matmul_swiglu)(cis2_backend *b, const cis2_weight *wg, const cis2_weight *wu,
                           const float *x, float *gate, float *up, float *act);
+    /* Optional hint: w[0..n) are the next matmuls' weights in the order
+     * they will be read; idle threads may pull their first bytes toward
+     * cache (changes no value). NULL = no hint. */
+    void (*prefetch)(cis2_backend *b, int n, const cis2_weight *const *w);
     /* Optional: ref_swiglu bit for bit (§10), vectorized. NULL = ref_swiglu. */
     void (*swiglu)(const float *gate, const float *up, float *out, int n);
 };

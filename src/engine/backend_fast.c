@@ -80,6 +80,7 @@ static void mm_task(void *ctx, int task, int tid)
 /* T = 1 tasks hold at least this many tiles (the kernel's blocks of up to
  * 8 tiles are each tile's own in-order sum, §5.1: any split is exact). */
 #define MM1_MIN 6
+#define MM1_BIG 48
 
 /* Splits one matmul into tasks; returns their number. */
 static int mm_setup(const fast_state *s, const cis2_weight *p, const float *X, int T, float *Y,
@@ -89,9 +90,13 @@ static int mm_setup(const fast_state *s, const cis2_weight *p, const float *X, i
     *j = (mm_job){ s->k, s->k_i8, p, X, Y, T, 0, 0, 0, 0 };
     if (T == 1) {
         /* one token: the tiles in near-equal ranges, a multiple of the
-         * threads' count of tasks (up to 4 each, at least MM1_MIN tiles
-         * each), so both threads finish a dispatch together */
-        int per = p->ntiles / (nth * MM1_MIN), m = nth == 1 || per < 1 ? 1 : per > 4 ? 4 : per;
+         * threads' count of tasks (at least MM1_MIN tiles each; up to 4
+         * each, or ranges of MM1_BIG tiles for a big matrix such as the LM
+         * head, so a late thread leaves a short tail), so both threads
+         * finish a dispatch together */
+        int per = p->ntiles / (nth * MM1_MIN), cap = p->ntiles / (nth * MM1_BIG);
+        if (cap < 4) cap = 4;
+        int m = nth == 1 || per < 1 ? 1 : per > cap ? cap : per;
         j->n_row_tasks = nth * m < p->ntiles ? nth * m : p->ntiles;
         j->toks_per_task = 1;
         j->n_tok_chunks = 1;
@@ -186,6 +191,26 @@ static void fast_mm_swiglu(cis2_backend *b, const cis2_weight *wg, const cis2_we
     mm_setup(s, wu, x, 1, up, &m.u);
     m.act = act;
     tp_run(s->pool, n, mmsw_task, &m);
+}
+
+/* Up to PF_BYTES of the next matmuls' weights: a token's dispatches leave
+ * DRAM idle while threads wait (attention, the serial steps, a job's last
+ * task), and this fills those gaps with the weight stream. */
+#define PF_BYTES ((size_t)1536 * 1024)
+
+static void fast_prefetch(cis2_backend *b, int n, const cis2_weight *const *w)
+{
+    fast_state *s = b->impl;
+    const void *base[TP_PF_MAX];
+    size_t len[TP_PF_MAX], left = PF_BYTES;
+    int m = 0;
+    for (int i = 0; i < n && m < TP_PF_MAX && left; i++) {
+        size_t bytes = cis2_weight_bytes(w[i]->rows, w[i]->cols, w[i]->fmt);
+        base[m] = w[i]->tiles;
+        len[m] = bytes < left ? bytes : left;
+        left -= len[m++];
+    }
+    tp_prefetch(s->pool, m, base, len);
 }
 
 /* ------------------------------------------------------------- attention */
@@ -682,6 +707,7 @@ static int make_backend(cis2_backend **out, const char *isa, int threads, char *
     b->matmul_multi = fast_mm_multi;
     b->matmul_swiglu = fast_mm_swiglu;
     b->swiglu = k->swiglu;
+    b->prefetch = fast_prefetch;
     s->k = k;
     /* An ISA without an int8 kernel (wasm128) runs the scalar path's: the
      * same bits (tests/unit_int8.c), only slower. */

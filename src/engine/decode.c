@@ -510,6 +510,27 @@ static void linears(cis2_backend *be, int n, const cis2_weight *const *w, const 
         for (int i = 0; i < n; i++) be->matmul(be, w[i], X, T, Y[i]);
 }
 
+/* The weights the backend's next matmuls after this one read, in order (a
+ * cache hint only: no value depends on it); NULLs end the list. Given for
+ * one row only (a lone decode step streams its weights once per token, so
+ * gaps in the stream are lost time; several rows' matmuls are not so
+ * bound by the stream). */
+static void hint(cis2_backend *be, int T, const cis2_weight *a, const cis2_weight *b,
+                 const cis2_weight *c)
+{
+    const cis2_weight *w[3] = { a, b, c };
+    int n = 0;
+    while (n < 3 && w[n]) n++;
+    if (T == 1 && be->prefetch) be->prefetch(be, n, w);
+}
+
+/* The first weight of the layer after p->l: its q, or the LM head. */
+static const cis2_weight *next_q(const pass_t *p)
+{
+    cis2_engine *e = p->e;
+    return p->l + 1 < e->m->cfg.n_layers ? &e->w.layers[p->l + 1].q : cis2_head(&e->w);
+}
+
 /* Traced attention of one span with the reference kernels (bit-identical to
  * every backend's, tests/unit_fast.c), so its scores and probabilities can
  * be captured: each computed once. */
@@ -557,6 +578,7 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
     if (!norm_done) for_rows(p, T, attn_norm_row);
     const cis2_weight *wqkv[3] = { &y->q, &y->k, &y->v };
     float *const qkv[3] = { e->q, e->k, e->v };
+    hint(be, T, &y->o, &y->gate, &y->up);
     linears(be, 3, wqkv, e->xn, T, qkv);
     for_rows(p, T, qkv_row);
     int one_each = !e->o.trace && be->attention_decode && n_sp > 1;
@@ -588,6 +610,7 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
                           s->kb_cap, sp[i].n, sp[i].pos0, nh, nkv, hd, scale, e->att + r0);
         }
     }
+    hint(be, T, &y->gate, &y->up, &y->down);
     be->matmul(be, &y->o, e->att, T, e->proj);
     for_rows(p, T, attn_residual_row);
     return 0;
@@ -600,6 +623,7 @@ static void mlp_block(pass_t *p, int T, const cis2_layer *fuse_next)
     cis2_engine *e = p->e;
     cis2_backend *be = e->be;
     const cis2_layer *y = p->y;
+    hint(be, T, &y->down, next_q(p), NULL);
     if (T == 1 && be->matmul_swiglu) { /* one dispatch (unit_fast: bit-identical) */
         be->matmul_swiglu(be, &y->gate, &y->up, e->xn, e->gate, e->up, e->act);
         swiglu_trace(p, 0);
@@ -609,6 +633,7 @@ static void mlp_block(pass_t *p, int T, const cis2_layer *fuse_next)
         linears(be, 2, wgu, e->xn, T, gu);
         for_rows(p, T, swiglu_row);
     }
+    hint(be, T, next_q(p), NULL, NULL);
     be->matmul(be, &y->down, e->act, T, e->proj);
     p->y_next = fuse_next;
     for_rows(p, T, fuse_next ? mlp_residual_norm_row : mlp_residual_row);
@@ -627,6 +652,10 @@ static void final_norm_and_head(cis2_engine *e, const span_t *sp, int n_sp, floa
         rmsnorm(e, e->x + (size_t)t * H, e->w.final_norm, H, c->eps, xf);
         trace(e, pos, -1, CIS2_N_FINAL_NORM, xf, (size_t)H);
     }
+    /* the next step starts with layer 0's q, k, v: streamed while the
+     * caller hashes these logits (emit) */
+    const cis2_layer *y0 = &e->w.layers[0];
+    hint(e->be, n_sp, &y0->q, &y0->k, &y0->v);
     e->be->matmul(e->be, cis2_head(&e->w), e->xf, n_sp, logits);
     for (int i = 0; i < n_sp; i++)
         trace(e, sp[i].pos0 + sp[i].n - 1, -1, CIS2_N_LOGITS, logits + (size_t)i * c->vocab,

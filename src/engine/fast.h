@@ -18,5 +18,11 @@ typedef void (*tp_fn)(void *ctx, int task, int tid);
 tp_pool *tp_new(int nthreads, char *err);
 int tp_threads(const tp_pool *p);
 void tp_run(tp_pool *p, int ntasks, tp_fn fn, void *ctx);
+/* A hint: threads waiting for work or for a job's last task pull bytes
+ * [base[i], base[i] + len[i]) toward their caches, i = 0..n-1 in order
+ * (n <= TP_PF_MAX), until the ranges are used up or replaced. Touches no
+ * values, so no result depends on it. */
+#define TP_PF_MAX 4
+void tp_prefetch(tp_pool *p, int n, const void *const *base, const size_t *len);
 void tp_free(tp_pool *p);
 #endif

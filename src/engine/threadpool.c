@@ -31,6 +31,10 @@ int tp_start(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
     return 0;
 }
 void tp_finish(tp_pool *p) { (void)p; }
+void tp_prefetch(tp_pool *p, int n, const void *const *base, const size_t *len)
+{
+    (void)p, (void)n, (void)base, (void)len;
+}
 void tp_free(tp_pool *p) { free(p); }
 #else
 #include <pthread.h>
@@ -41,10 +45,14 @@ void tp_free(tp_pool *p) { free(p); }
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define CPU_RELAX() _mm_pause()
+#define PREFETCH(a) _mm_prefetch((const char *)(a), _MM_HINT_T1)
 #elif defined(__aarch64__)
 #define CPU_RELAX() __asm__ volatile("yield")
 #else
 #define CPU_RELAX() ((void)0)
+#endif
+#ifndef PREFETCH
+#define PREFETCH(a) __builtin_prefetch((const void *)(a), 0, 2)
 #endif
 
 #define SPIN_ITERS 20000
@@ -63,12 +71,21 @@ struct tp_pool {
     int n; /* threads including the caller */
     pthread_t *th;
     int started;
-    _Atomic uint64_t claim;
-    _Atomic int done;
+    /* claim, done and the prefetch range on cache lines of their own: the
+     * caller polls done while a worker claims and a waiting one prefetches */
+    _Alignas(64) _Atomic uint64_t claim;
     _Atomic int sleepers;
     _Atomic int quit;
-    unsigned gen; /* caller only */
-    int base;     /* task index offset of this round */
+    _Alignas(64) _Atomic int done;
+    /* Idle prefetch: ranges [pf_b[i], pf_e[i]) for pf_i <= i < pf_n, the
+     * current one's bytes [pf_next, pf_end), that a waiting thread pulls
+     * toward its cache, PF_CHUNK at a time (a hint: prefetches never fault,
+     * so a torn read of these words costs at most a useless prefetch). */
+    _Alignas(64) _Atomic uintptr_t pf_next, pf_end;
+    _Atomic int pf_i, pf_n;
+    _Atomic uintptr_t pf_b[TP_PF_MAX], pf_e[TP_PF_MAX];
+    _Alignas(64) unsigned gen; /* caller only */
+    int base;                  /* task index offset of this round */
     tp_fn fn;
     void *ctx;
     pthread_mutex_t mu;
@@ -79,6 +96,45 @@ typedef struct {
     tp_pool *p;
     int tid;
 } worker_arg;
+
+#define PF_CHUNK 2048
+
+/* One chunk of the idle-prefetch ranges (moving to the next range when one
+ * is used up); 0 when none is left. */
+static int idle_prefetch(tp_pool *p)
+{
+    uintptr_t end = atomic_load_explicit(&p->pf_end, memory_order_relaxed);
+    if (atomic_load_explicit(&p->pf_next, memory_order_relaxed) >= end) {
+        int i = atomic_load_explicit(&p->pf_i, memory_order_relaxed);
+        if (i >= atomic_load_explicit(&p->pf_n, memory_order_relaxed)) return 0;
+        if (atomic_compare_exchange_strong_explicit(&p->pf_i, &i, i + 1, memory_order_relaxed,
+                                                    memory_order_relaxed)) {
+            atomic_store_explicit(&p->pf_end, 0, memory_order_relaxed);
+            atomic_store_explicit(&p->pf_next, atomic_load(&p->pf_b[i]), memory_order_relaxed);
+            atomic_store_explicit(&p->pf_end, atomic_load(&p->pf_e[i]), memory_order_relaxed);
+        }
+        return 1;
+    }
+    uintptr_t a = atomic_fetch_add_explicit(&p->pf_next, PF_CHUNK, memory_order_relaxed);
+    if (a >= end) return 1;
+    uintptr_t b = end - a < PF_CHUNK ? end : a + PF_CHUNK;
+    for (; a < b; a += 64) PREFETCH(a);
+    return 1;
+}
+
+void tp_prefetch(tp_pool *p, int n, const void *const *base, const size_t *len)
+{
+    if (n > TP_PF_MAX) n = TP_PF_MAX;
+    atomic_store_explicit(&p->pf_n, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->pf_end, 0, memory_order_relaxed);
+    for (int i = 0; i < n; i++) {
+        atomic_store_explicit(&p->pf_b[i], (uintptr_t)base[i] & ~(uintptr_t)63,
+                              memory_order_relaxed);
+        atomic_store_explicit(&p->pf_e[i], (uintptr_t)base[i] + len[i], memory_order_relaxed);
+    }
+    atomic_store_explicit(&p->pf_i, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->pf_n, n, memory_order_relaxed);
+}
 
 /* Claim and run tasks of generation `g`; returns when none are left. */
 static void run_tasks(tp_pool *p, uint64_t g, int tid)
@@ -115,6 +171,7 @@ static void *worker(void *arg)
         int spins = 0;
         while ((atomic_load_explicit(&p->claim, memory_order_acquire) >> GEN_SHIFT) == seen &&
                !atomic_load(&p->quit)) {
+            if (idle_prefetch(p)) continue;
             if (++spins < SPIN_ITERS) {
                 CPU_RELAX();
                 if ((spins & 255) == 0) sched_yield();
@@ -137,7 +194,8 @@ static void *worker(void *arg)
 tp_pool *tp_new(int nthreads, char *err)
 {
     if (nthreads < 1) nthreads = 1;
-    tp_pool *p = calloc(1, sizeof *p);
+    tp_pool *p = aligned_alloc(64, (sizeof *p + 63) & ~(size_t)63); /* its _Alignas lines */
+    if (p) memset(p, 0, sizeof *p);
     if (!p) {
         snprintf(err, CIS2_ERR_LEN, "out of memory");
         return NULL;
@@ -201,6 +259,7 @@ static void finish(tp_pool *p, uint64_t g, int nt)
     run_tasks(p, g, 0);
     int spins = 0;
     while (atomic_load_explicit(&p->done, memory_order_acquire) < nt) {
+        if (idle_prefetch(p)) continue;
         CPU_RELAX();
         if ((++spins & 255) == 0) sched_yield();
     }
