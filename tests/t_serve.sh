@@ -19,7 +19,7 @@ $MK "$T/fx" $FX >/dev/null || { fail serve.fixture "make_model.py failed"; exit 
 cp -r "$T/fx" "$T/fx-eos"
 sed -i 's/"eos_token_id": 0/"eos_token_id": 102/' "$T/fx-eos/config.json"
 # A bigger one, for requests that take seconds (disconnects, 503s, shutdown).
-$MK "$T/slow" --hidden 256 --inter 512 --layers 4 --heads 4 --kv-heads 2 --vocab 600 \
+$MK "$T/slow" --hidden 512 --inter 1536 --layers 8 --heads 8 --kv-heads 2 --vocab 600 \
     --max-pos 4096 >/dev/null
 
 health() { C "http://127.0.0.1:$1/health"; }
