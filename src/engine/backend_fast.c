@@ -410,15 +410,13 @@ static void at1_mix_task(void *ctx, int task, int tid)
 
 /* One sequence's decode takes the key-range path from AT1_MIN_CTX keys (at
  * 256 keys it is ~1.5x faster on one thread than a task per head, and 9
- * heads split 5:4 over two threads); several sequences are one dispatch of
- * (sequence, head) tasks below ATB_MAX_CTX. With key-blocked keys, one
+ * heads split 5:4 over two threads). With key-blocked keys, one
  * sequence below AKB1_MAX_CTX and several at any context are one dispatch
  * of akb tasks (measured, 2 threads, SmolLM2-135M shape: at 64-320 keys
  * akb takes 0.6-0.8x the key-range path's time, at 448-768 keys the two
  * are within noise; for 8 sequences at 1024 keys akb is ~3% faster than a
  * sequence at a time). */
 #define AT1_MIN_CTX  256
-#define ATB_MAX_CTX  512
 #define AKB1_MAX_CTX 512
 
 /* Each thread's score rows hold at least `need` keys (AT_TQ rows). */
@@ -588,26 +586,10 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
     tp_run(s->pool, T * n_heads, at_task, &j);
 }
 
-/* Decode of several sequences, one query token each: every (sequence,
- * head) pair is a task of one pool dispatch, each head's attention exactly
- * the single-sequence path's (at_head). Long contexts take the T = 1 path
- * above, one sequence at a time. */
-typedef struct {
-    at_job j; /* the shared shape; q, kc, vc, out, pos0 unused */
-    const float *q;
-    const float *const *kc, *const *vc;
-    const int *pos;
-    float *out;
-} atb_job;
-
-static void atb_task(void *ctx, int task, int tid)
-{
-    const atb_job *b = ctx;
-    int i = task / b->j.nh, h = task % b->j.nh;
-    size_t o = (size_t)i * b->j.qd + (size_t)h * b->j.hd;
-    at_head(&b->j, b->q + o, b->kc[i], b->vc[i], b->pos[i] + 1, h, b->out + o, tid);
-}
-
+/* Decode of several sequences, one query token each: with key-blocked keys
+ * one dispatch of akb tasks at every context (at 1024 keys ~3% faster than
+ * a sequence at a time); without them (the engine gives them to this
+ * backend, which wants_kb, so only a direct caller) a sequence at a time. */
 static void fast_attn_decode(cis2_backend *b, int n, const float *q, const float *const *kc,
                              const float *const *vc, const float *const *kb, const int *kb_cap,
                              const int *pos, int n_heads, int n_kv, int hd, float scale, float *out)
@@ -617,24 +599,13 @@ static void fast_attn_decode(cis2_backend *b, int n, const float *q, const float
     for (int i = 0; i < n; i++)
         if (pos[i] + 1 > need) need = pos[i] + 1;
     ensure_scratch(s, need);
-    if (kb) { /* at every context: at 1024 keys ~3% faster than a sequence at a time */
+    if (kb) {
         akb_run(s, n, q, vc, kb, kb_cap, pos, n_heads, n_kv, hd, scale, out);
         return;
     }
-    if (need >= ATB_MAX_CTX) {
-        for (int i = 0; i < n; i++)
-            fast_attn(b, q + (size_t)i * qd, kc[i], vc[i], NULL, 0, 1, pos[i], n_heads, n_kv, hd,
-                      scale, out + (size_t)i * qd);
-        return;
-    }
-    atb_job j = { { s, NULL, NULL, NULL, NULL, 1, 0, n_heads, n_heads / n_kv, hd, qd, n_kv * hd,
-                    scale, NULL, 0 },
-                  q,
-                  kc,
-                  vc,
-                  pos,
-                  out };
-    tp_run(s->pool, n * n_heads, atb_task, &j);
+    for (int i = 0; i < n; i++)
+        fast_attn(b, q + (size_t)i * qd, kc[i], vc[i], NULL, 0, 1, pos[i], n_heads, n_kv, hd, scale,
+                  out + (size_t)i * qd);
 }
 
 /* ------------------------------------------------------ engine elementwise */

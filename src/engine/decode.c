@@ -597,8 +597,8 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
             kb_cap[i] = s->kb_cap;
             pos[i] = sp[i0 + i].pos0;
         }
-        be->attention_decode(be, n, e->q + (size_t)i0 * qd, kc, vc, kb, kb_cap, pos, nh, nkv, hd,
-                             scale, e->att + (size_t)i0 * qd);
+        be->attention_decode(be, n, e->q + (size_t)i0 * qd, kc, vc, be->wants_kb ? kb : NULL,
+                             kb_cap, pos, nh, nkv, hd, scale, e->att + (size_t)i0 * qd);
     }
     for (int i = 0; i < n_sp && !one_each; i++) {
         if (e->o.trace) {
