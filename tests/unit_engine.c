@@ -475,8 +475,7 @@ int main(void)
     /* q/k/v biases; and 10 query heads per KV head (more than one attention
      * task per group: the per-head steps run in a dispatch of their own) */
     check_batched("qwen2", "--arch qwen2 --heads 4 --kv-heads 1 --hidden 32", 13);
-    check_batched("qwen3-g10", "--arch qwen3 --heads 20 --kv-heads 2 --hidden 40 --head-dim 8",
-                  13);
+    check_batched("qwen3-g10", "--arch qwen3 --heads 20 --kv-heads 2 --hidden 40 --head-dim 8", 13);
     /* SmolLM2's head shape (hd 64: the V-mix's 64-dim blocks; 3 query heads
      * per KV head), contexts past the scores' 16-key blocks */
     check_batched("llama-hd64", "--arch llama --heads 3 --kv-heads 1 --hidden 192 --layers 1", 40);

@@ -34,8 +34,8 @@ struct cis2_backend {
      * the q/k/v projections). */
     void (*attention_decode)(cis2_backend *b, int n, const float *q, const float *const *kc,
                              const float *const *vc, const float *const *kb, const int *kb_cap,
-                             const int *pos, int n_heads, int n_kv, int hd, float scale,
-                             float *out, void (*prep)(void *ctx, int i, int kvh), void *prep_ctx);
+                             const int *pos, int n_heads, int n_kv, int hd, float scale, float *out,
+                             void (*prep)(void *ctx, int i, int kvh), void *prep_ctx);
     /* Set by a backend whose attention reads key-blocked keys: the engine
      * then keeps them (CIS2_KB_INDEX) beside the row-major cache and passes
      * them; otherwise it allocates nothing and passes NULL. */

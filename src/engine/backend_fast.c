@@ -517,8 +517,8 @@ static void akb_run(fast_state *s, int n, const float *q, const float *const *vc
                     void (*prep)(void *ctx, int i, int kvh), void *prep_ctx)
 {
     int group = n_heads / n_kv, per = group < AT_TQ ? group : AT_TQ;
-    akb_job j = { s,   q,       vc,   kb,    kb_cap, pos,
-                  out, n_heads, n_kv, group, hd,     (group + per - 1) / per,
+    akb_job j = { s,   q,       vc,   kb,      kb_cap, pos,
+                  out, n_heads, n_kv, group,   hd,     (group + per - 1) / per,
                   per, scale,   prep, prep_ctx };
     if (prep && j.parts > 1) {
         tp_run(s->pool, n * n_kv, prep_task, &j);
