@@ -26,16 +26,11 @@ struct cis2_backend {
      * step; sequence i at position pos[i], its KV cache kc[i]/vc[i] holding
      * 0..pos[i]; q, out: [n][n_heads*hd]. For each sequence bit for bit
      * attention(q_i, kc[i], vc[i], kb[i], kb_cap[i], 1, pos[i], ...); kb
-     * NULL = no key-blocked copies. NULL = one call each.
-     * prep (may be NULL): prep(prep_ctx, i, kvh) runs exactly once for each
-     * sequence i and KV head kvh, on any thread, before anything reads
-     * sequence i's query heads of KV head kvh or its keys and values at
-     * position pos[i] (it writes them: the engine's per-head steps after
-     * the q/k/v projections). */
+     * NULL = no key-blocked copies. NULL = one call each. */
     void (*attention_decode)(cis2_backend *b, int n, const float *q, const float *const *kc,
                              const float *const *vc, const float *const *kb, const int *kb_cap,
-                             const int *pos, int n_heads, int n_kv, int hd, float scale, float *out,
-                             void (*prep)(void *ctx, int i, int kvh), void *prep_ctx);
+                             const int *pos, int n_heads, int n_kv, int hd, float scale,
+                             float *out);
     /* Set by a backend whose attention reads key-blocked keys: the engine
      * then keeps them (CIS2_KB_INDEX) beside the row-major cache and passes
      * them; otherwise it allocates nothing and passes NULL. */

@@ -470,8 +470,6 @@ typedef struct {
     float *out;
     int nh, nkv, group, hd, parts, per;
     float scale;
-    void (*prep)(void *ctx, int i, int kvh); /* attention_decode's, with parts == 1 */
-    void *prep_ctx;
 } akb_job;
 
 static void akb_task(void *ctx, int task, int tid)
@@ -485,7 +483,6 @@ static void akb_task(void *ctx, int task, int tid)
     size_t ldo = (size_t)j->s->scratch_cap, kvd = (size_t)j->nkv * hd,
            o = (size_t)i * j->nh * hd + (size_t)h0 * hd;
     float *sc = j->s->scratch[tid];
-    if (j->prep) j->prep(j->prep_ctx, i, kvh); /* this task is the group's only reader */
     kb_scores(k, j->kb[i], j->kb_cap[i], kvh, 0, j->q + o, nq, n, hd, j->scale, sc, ldo);
     if (k->softmax_rows) k->softmax_rows(sc, ldo, nq, n, 0);
     else
@@ -497,33 +494,18 @@ static void akb_task(void *ctx, int task, int tid)
             k->vmix(sc + (size_t)h * ldo, v, kvd, n, hd, j->out + o + (size_t)h * hd);
 }
 
-/* attention_decode's prep of every (sequence, KV head), a task each. */
-static void prep_task(void *ctx, int task, int tid)
-{
-    (void)tid;
-    const akb_job *j = ctx;
-    j->prep(j->prep_ctx, task / j->nkv, task % j->nkv);
-}
-
 /* n sequences' decode attention as akb tasks, a whole KV group each (up
  * to AT_TQ heads per task: the score scratch holds AT_TQ rows). Even one
  * sequence's 3 groups on 2 threads beat a task per head (each head reading
- * its keys and values again): at 64-320 keys 25-40% faster (measured).
- * prep (may be NULL) runs in a group's task when the group is one task,
- * else in a dispatch of its own first. */
+ * its keys and values again): at 64-320 keys 25-40% faster (measured). */
 static void akb_run(fast_state *s, int n, const float *q, const float *const *vc,
                     const float *const *kb, const int *kb_cap, const int *pos, int n_heads,
-                    int n_kv, int hd, float scale, float *out,
-                    void (*prep)(void *ctx, int i, int kvh), void *prep_ctx)
+                    int n_kv, int hd, float scale, float *out)
 {
     int group = n_heads / n_kv, per = group < AT_TQ ? group : AT_TQ;
-    akb_job j = { s,   q,       vc,   kb,      kb_cap, pos,
-                  out, n_heads, n_kv, group,   hd,     (group + per - 1) / per,
-                  per, scale,   prep, prep_ctx };
-    if (prep && j.parts > 1) {
-        tp_run(s->pool, n * n_kv, prep_task, &j);
-        j.prep = NULL;
-    }
+    akb_job j = { s,   q,       vc,   kb,    kb_cap, pos,
+                  out, n_heads, n_kv, group, hd,     (group + per - 1) / per,
+                  per, scale };
     tp_run(s->pool, n * n_kv * j.parts, akb_task, &j);
 }
 
@@ -535,7 +517,7 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
     int need = pos0 + T, nth = tp_threads(s->pool);
     ensure_scratch(s, need);
     if (T == 1 && kb && need < AKB1_MAX_CTX) {
-        akb_run(s, 1, q, &vc, &kb, &kb_cap, &pos0, n_heads, n_kv, hd, scale, out, NULL, NULL);
+        akb_run(s, 1, q, &vc, &kb, &kb_cap, &pos0, n_heads, n_kv, hd, scale, out);
         return;
     }
     if (T == 1 && need >= AT1_MIN_CTX) {
@@ -628,8 +610,7 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
  * backend, which wants_kb, so only a direct caller) a sequence at a time. */
 static void fast_attn_decode(cis2_backend *b, int n, const float *q, const float *const *kc,
                              const float *const *vc, const float *const *kb, const int *kb_cap,
-                             const int *pos, int n_heads, int n_kv, int hd, float scale, float *out,
-                             void (*prep)(void *ctx, int i, int kvh), void *prep_ctx)
+                             const int *pos, int n_heads, int n_kv, int hd, float scale, float *out)
 {
     fast_state *s = b->impl;
     int need = 1, qd = n_heads * hd;
@@ -637,11 +618,9 @@ static void fast_attn_decode(cis2_backend *b, int n, const float *q, const float
         if (pos[i] + 1 > need) need = pos[i] + 1;
     ensure_scratch(s, need);
     if (kb) {
-        akb_run(s, n, q, vc, kb, kb_cap, pos, n_heads, n_kv, hd, scale, out, prep, prep_ctx);
+        akb_run(s, n, q, vc, kb, kb_cap, pos, n_heads, n_kv, hd, scale, out);
         return;
     }
-    for (int i = 0; i < n && prep; i++)
-        for (int kvh = 0; kvh < n_kv; kvh++) prep(prep_ctx, i, kvh);
     for (int i = 0; i < n; i++)
         fast_attn(b, q + (size_t)i * qd, kc[i], vc[i], NULL, 0, 1, pos[i], n_heads, n_kv, hd, scale,
                   out + (size_t)i * qd);

@@ -384,70 +384,47 @@ static void attn_norm_row(void *pp, int t)
     trace(e, e->rows[t].pos, p->l, CIS2_N_ATTN_NORM, e->xn + off, (size_t)c->hidden);
 }
 
-/* After the q/k/v projections, for KV heads [g0, g1) of row t and their
- * query heads: biases (§9.1), q/k norms (Qwen3), RoPE (§7.4), and K and V
- * into the sequence's cache (§3.5). Every step is per element or per head,
- * so any split of the heads gives the same bits; a traced row runs all of
- * them at once (the nodes hold whole rows). */
-static void qkv_heads(const pass_t *p, int t, int g0, int g1)
+/* After the q/k/v projections: biases (§9.1), q/k norms (Qwen3), RoPE
+ * (§7.4), and the row's K and V into its sequence's cache (§3.5). */
+static void qkv_row(void *pp, int t)
 {
+    const pass_t *p = pp;
     cis2_engine *e = p->e;
     const cis2_config *c = &e->m->cfg;
     const cis2_layer *y = p->y;
     const int hd = c->head_dim, half = hd / 2, nh = c->n_heads, nkv = c->n_kv_heads, l = p->l;
-    const int qd = nh * hd, kvd = nkv * hd, pos = e->rows[t].pos, group = nh / nkv;
-    const int q0 = g0 * group * hd, nq = (g1 - g0) * group, k0 = g0 * hd, nk = g1 - g0;
+    const int qd = nh * hd, kvd = nkv * hd, pos = e->rows[t].pos;
     float *q = e->q + (size_t)t * qd, *k = e->k + (size_t)t * kvd, *v = e->v + (size_t)t * kvd;
     /* §9.1: each bias the checkpoint carries, after the matvec, before RoPE */
-    if (y->q_bias) ref_add(q + q0, y->q_bias + q0, nq * hd);
-    if (y->k_bias) ref_add(k + k0, y->k_bias + k0, nk * hd);
-    if (y->v_bias) ref_add(v + k0, y->v_bias + k0, nk * hd);
+    if (y->q_bias) ref_add(q, y->q_bias, qd);
+    if (y->k_bias) ref_add(k, y->k_bias, kvd);
+    if (y->v_bias) ref_add(v, y->v_bias, kvd);
     trace(e, pos, l, CIS2_N_Q_PROJ, q, (size_t)qd);
     trace(e, pos, l, CIS2_N_K_PROJ, k, (size_t)kvd);
     trace(e, pos, l, CIS2_N_V_PROJ, v, (size_t)kvd);
     if (y->q_norm) { /* Qwen3: after projection, before RoPE */
-        head_norm(e, q + q0, nq, hd, y->q_norm, c->eps);
-        head_norm(e, k + k0, nk, hd, y->k_norm, c->eps);
+        head_norm(e, q, nh, hd, y->q_norm, c->eps);
+        head_norm(e, k, nkv, hd, y->k_norm, c->eps);
         trace(e, pos, l, CIS2_N_Q_NORM, q, (size_t)qd);
         trace(e, pos, l, CIS2_N_K_NORM, k, (size_t)kvd);
     }
     const float *cv = e->rope_c + (size_t)t * half, *sv = e->rope_s + (size_t)t * half;
-    for (int h = 0; h < nq; h++) ref_rope_rotate(q + q0 + (size_t)h * hd, hd, cv, sv);
-    for (int h = 0; h < nk; h++) ref_rope_rotate(k + k0 + (size_t)h * hd, hd, cv, sv);
+    for (int h = 0; h < nh; h++) ref_rope_rotate(q + (size_t)h * hd, hd, cv, sv);
+    for (int h = 0; h < nkv; h++) ref_rope_rotate(k + (size_t)h * hd, hd, cv, sv);
     trace(e, pos, l, CIS2_N_Q_ROPE, q, (size_t)qd);
     trace(e, pos, l, CIS2_N_K_ROPE, k, (size_t)kvd);
     seq_t *s = e->rows[t].s;
-    float *kslot = s->kc[l] + (size_t)pos * kvd + k0, *vslot = s->vc[l] + (size_t)pos * kvd + k0;
+    float *kslot = s->kc[l] + (size_t)pos * kvd, *vslot = s->vc[l] + (size_t)pos * kvd;
     if (__builtin_expect(e->fault.kind == CIS2_FAULT_KV_STALE, 0) && pos == e->fault.pos) {
         /* FAULT kv-stale: this slot is never written; it keeps stale
          * contents, made deterministic here as zeros. */
-        memset(kslot, 0, (size_t)nk * hd * sizeof(float));
-        memset(vslot, 0, (size_t)nk * hd * sizeof(float));
+        memset(kslot, 0, (size_t)kvd * sizeof(float));
+        memset(vslot, 0, (size_t)kvd * sizeof(float));
     } else {
-        memcpy(kslot, k + k0, (size_t)nk * hd * sizeof(float));
-        memcpy(vslot, v + k0, (size_t)nk * hd * sizeof(float));
+        memcpy(kslot, k, (size_t)kvd * sizeof(float));
+        memcpy(vslot, v, (size_t)kvd * sizeof(float));
     }
-    if (s->kb) /* head g0's blocks start kb_cap * hd floats after head 0's */
-        cis2_kb_put(s->kb[l] + (size_t)g0 * s->kb_cap * hd, s->kb_cap, nk, hd, pos, kslot);
-}
-
-static void qkv_row(void *pp, int t)
-{
-    const pass_t *p = pp;
-    qkv_heads(p, t, 0, p->e->m->cfg.n_kv_heads);
-}
-
-/* A decode step's qkv_heads inside the attention dispatch (attention_decode's
- * prep): its sequence i is row i0 + i. */
-typedef struct {
-    const pass_t *p;
-    int i0;
-} qkv_group_ctx;
-
-static void qkv_group(void *ctx, int i, int kvh)
-{
-    const qkv_group_ctx *g = ctx;
-    qkv_heads(g->p, g->i0 + i, kvh, kvh + 1);
+    if (s->kb) cis2_kb_put(s->kb[l], s->kb_cap, nkv, hd, pos, kslot);
 }
 
 /* The test-only cis2-toy stage (docs/architecture.md): o_proj's output times
@@ -603,12 +580,12 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
     float *const qkv[3] = { e->q, e->k, e->v };
     hint(be, T, &y->o, &y->gate, &y->up);
     linears(be, 3, wqkv, e->xn, T, qkv);
+    for_rows(p, T, qkv_row);
     int one_each = !e->o.trace && be->attention_decode && n_sp > 1;
     for (int i = 0; i < n_sp && one_each; i++) one_each = sp[i].n == 1 && sp[i].row0 == i;
     /* A decode step (one row per sequence, row i = span i): all sequences'
-     * qkv_heads and attention in one call, ATT_GROUP at a time. */
+     * attention in one call, ATT_GROUP at a time. */
     enum { ATT_GROUP = 64 };
-    if (!one_each) for_rows(p, T, qkv_row);
     for (int i0 = 0; one_each && i0 < n_sp; i0 += ATT_GROUP) {
         const float *kc[ATT_GROUP], *vc[ATT_GROUP], *kb[ATT_GROUP];
         int pos[ATT_GROUP], kb_cap[ATT_GROUP], n = n_sp - i0 < ATT_GROUP ? n_sp - i0 : ATT_GROUP;
@@ -620,10 +597,8 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
             kb_cap[i] = s->kb_cap;
             pos[i] = sp[i0 + i].pos0;
         }
-        qkv_group_ctx g = { p, i0 };
         be->attention_decode(be, n, e->q + (size_t)i0 * qd, kc, vc, be->wants_kb ? kb : NULL,
-                             kb_cap, pos, nh, nkv, hd, scale, e->att + (size_t)i0 * qd, qkv_group,
-                             &g);
+                             kb_cap, pos, nh, nkv, hd, scale, e->att + (size_t)i0 * qd);
     }
     for (int i = 0; i < n_sp && !one_each; i++) {
         if (e->o.trace) {
