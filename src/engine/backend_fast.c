@@ -201,12 +201,6 @@ static void fast_mm_swiglu(cis2_backend *b, const cis2_weight *wg, const cis2_we
     mmsw_job m;
     int n = mm_setup(s, wg, X, T, gate, &m.g); /* wu has wg's shape: the same tasks */
     mm_setup(s, wu, X, T, up, &m.u);
-    if (T > 1 && T <= 16 && m.g.tiles_per_task >= 12) {
-        /* a task computes two matmuls' tiles: half a lone matmul's range
-         * (still a multiple of 6 tiles), so the tasks are as fine */
-        m.g.tiles_per_task = m.u.tiles_per_task = m.g.tiles_per_task / 12 * 6;
-        n = (wg->ntiles + m.g.tiles_per_task - 1) / m.g.tiles_per_task;
-    }
     m.act = act;
     tp_run(s->pool, n, mmsw_task, &m);
 }
