@@ -472,6 +472,10 @@ int main(void)
     check_multi("qwen2", "--arch qwen2 --heads 4 --kv-heads 1 --hidden 32", CIS2_BACKEND_FAST);
     check_batched("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2", 13);
     check_batched("qwen3", "--arch qwen3 --heads 4 --kv-heads 2 --hidden 32 --head-dim 24", 13);
+    /* q/k/v biases; and 10 query heads per KV head (a group split over two
+     * attention tasks) */
+    check_batched("qwen2", "--arch qwen2 --heads 4 --kv-heads 1 --hidden 32", 13);
+    check_batched("qwen3-g10", "--arch qwen3 --heads 20 --kv-heads 2 --hidden 40 --head-dim 8", 13);
     /* SmolLM2's head shape (hd 64: the V-mix's 64-dim blocks; 3 query heads
      * per KV head), contexts past the scores' 16-key blocks */
     check_batched("llama-hd64", "--arch llama --heads 3 --kv-heads 1 --hidden 192 --layers 1", 40);

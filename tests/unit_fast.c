@@ -540,36 +540,45 @@ static void test_swiglu(void)
     }
 }
 
-/* matmul_swiglu (one token's gate, up and SwiGLU in one dispatch) against
+/* matmul_swiglu (gate, up and SwiGLU of T tokens in one dispatch) against
  * ref_matvec and ref_swiglu on backend b; rows 5..1536 (1 to 96 tiles: one
- * to four tasks a thread, partial last tiles). Returns the shapes that differ. */
-static int matmul_swiglu_bad(cis2_backend *b, int *count)
+ * to four tasks a thread, partial last tiles), T = 1..16 (a decode step's
+ * sequences) and 40 (token chunks). perturb: the reference is computed with
+ * the last token's input doubled (the negative control: every case must
+ * then differ). Returns the cases that differ. */
+static int matmul_swiglu_bad(cis2_backend *b, int perturb, int *count)
 {
-    static const int R[] = { 5, 100, 600, 1536 };
+    static const int R[] = { 5, 100, 600, 1536 }, TT[] = { 1, 2, 3, 5, 8, 13, 16, 40 };
     const int C = 72;
     int bad = 0;
-    for (size_t ri = 0; ri < sizeof R / sizeof *R; ri++) {
-        int n = R[ri];
-        tweight g, u;
-        make_weight(&g, n, C, CIS2_DT_BF16);
-        make_weight(&u, n, C, CIS2_DT_BF16);
-        float *x = malloc((size_t)C * sizeof(float)), *y = malloc((size_t)6 * n * sizeof(float));
-        for (int i = 0; i < C; i++) x[i] = 4.0f * rval(); /* sums reach silu's tails */
-        float *g0 = y, *u0 = y + n, *a0 = y + 2 * n, *g1 = y + 3 * n, *u1 = y + 4 * n,
-              *a1 = y + 5 * n;
-        ref_matvec(g.f32, n, C, x, g0);
-        ref_matvec(u.f32, n, C, x, u0);
-        ref_swiglu(g0, u0, a0, n);
-        memset(g1, 0xA5, (size_t)3 * n * sizeof(float));
-        b->matmul_swiglu(b, &g.w, &u.w, x, g1, u1, a1);
-        size_t at;
-        (*count)++;
-        if (!same_bits(g0, g1, (size_t)3 * n, &at)) bad++;
-        free(x);
-        free(y);
-        free_weight(&g);
-        free_weight(&u);
-    }
+    for (size_t ri = 0; ri < sizeof R / sizeof *R; ri++)
+        for (size_t ti = 0; ti < sizeof TT / sizeof *TT; ti++) {
+            int n = R[ri], T = TT[ti];
+            size_t nt = (size_t)T * n;
+            tweight g, u;
+            make_weight(&g, n, C, CIS2_DT_BF16);
+            make_weight(&u, n, C, CIS2_DT_BF16);
+            float *x = malloc((size_t)T * C * sizeof(float)), *y = malloc(6 * nt * sizeof(float));
+            for (int i = 0; i < T * C; i++) x[i] = 4.0f * rval(); /* sums reach silu's tails */
+            float *g0 = y, *u0 = y + nt, *a0 = y + 2 * nt, *g1 = y + 3 * nt, *u1 = y + 4 * nt,
+                  *a1 = y + 5 * nt;
+            b->matmul_swiglu(b, &g.w, &u.w, x, T, g1, u1, a1);
+            for (int i = 0; perturb && i < C; i++) x[(size_t)(T - 1) * C + i] *= 2.0f;
+            for (int t = 0; t < T; t++) {
+                size_t o = (size_t)t * n;
+                ref_matvec(g.f32, n, C, x + (size_t)t * C, g0 + o);
+                ref_matvec(u.f32, n, C, x + (size_t)t * C, u0 + o);
+                ref_swiglu(g0 + o, u0 + o, a0 + o, n);
+            }
+            size_t at;
+            (*count)++;
+            /* g0, u0, a0 and g1, u1, a1 are each one run of 3 * nt floats */
+            if (!same_bits(g0, g1, 3 * nt, &at)) bad++;
+            free(x);
+            free(y);
+            free_weight(&g);
+            free_weight(&u);
+        }
     return bad;
 }
 
@@ -636,11 +645,17 @@ static void test_matmul_multi(void)
                      ISAS[ii], THREADS[ti], count);
             CHECK(name, bad == 0 && pf_bad == 0, "%d of %d differ, parallel_for %d wrong", bad,
                   count, pf_bad);
-            int sw_count = 0, sw_bad = matmul_swiglu_bad(b, &sw_count);
+            int sw_count = 0, sw_bad = matmul_swiglu_bad(b, 0, &sw_count);
             snprintf(name, sizeof name,
-                     "matmul_swiglu %s threads=%d: %d shapes, gate, up and act bit-identical",
+                     "matmul_swiglu %s threads=%d: %d shapes x T, gate, up and act bit-identical",
                      ISAS[ii], THREADS[ti], sw_count);
             CHECK(name, sw_bad == 0, "%d of %d differ", sw_bad, sw_count);
+            int neg_count = 0, neg_bad = matmul_swiglu_bad(b, 1, &neg_count);
+            snprintf(name, sizeof name,
+                     "matmul_swiglu %s threads=%d: negative control, %d cases with the last "
+                     "token's input doubled all caught",
+                     ISAS[ii], THREADS[ti], neg_count);
+            CHECK(name, neg_bad == neg_count, "%d of %d caught", neg_bad, neg_count);
             for (int i = 0; i < 3; i++) free_weight(&w[i]);
             b->destroy(b);
         }

@@ -45,11 +45,12 @@ struct cis2_backend {
      * step. NULL = the engine calls matmul n times. */
     void (*matmul_multi)(cis2_backend *b, int n, const cis2_weight *const *w, const float *X, int T,
                          float *const *Y);
-    /* Optional, one token, wg and wu of one shape: gate = matmul(wg, x),
-     * up = matmul(wu, x) and act = swiglu(gate, up) (§10, ref_swiglu bit for
-     * bit) in one parallel step. NULL = matmul_multi, then swiglu. */
+    /* Optional, wg and wu of one shape: gate = matmul(wg, X, T),
+     * up = matmul(wu, X, T) and act = swiglu(gate, up) over all T rows
+     * (§10, ref_swiglu bit for bit) in one parallel step. NULL =
+     * matmul_multi, then swiglu. */
     void (*matmul_swiglu)(cis2_backend *b, const cis2_weight *wg, const cis2_weight *wu,
-                          const float *x, float *gate, float *up, float *act);
+                          const float *X, int T, float *gate, float *up, float *act);
     /* Optional hint: w[0..n) are the next matmuls' weights in the order
      * they will be read; idle threads may pull their first bytes toward
      * cache (changes no value). NULL = no hint. */

@@ -52,16 +52,25 @@ static void row_range(int ntiles, int rg, int n, int *t0, int *nt)
     *nt = (int)((int64_t)ntiles * (rg + 1) / n) - *t0;
 }
 
+/* Task `task`'s share of j: tiles [t0, t0 + nt) of tokens [k0, k0 + T). */
+static void mm_task_range(const mm_job *j, int task, int *t0, int *nt, int *k0, int *T)
+{
+    const cis2_weight *p = j->p;
+    int rg = task / j->n_tok_chunks, tc = task % j->n_tok_chunks;
+    *t0 = rg * j->tiles_per_task;
+    *nt = p->ntiles - *t0 < j->tiles_per_task ? p->ntiles - *t0 : j->tiles_per_task;
+    if (!j->tiles_per_task) row_range(p->ntiles, rg, j->n_row_tasks, t0, nt);
+    *k0 = tc * j->toks_per_task;
+    *T = j->T - *k0 < j->toks_per_task ? j->T - *k0 : j->toks_per_task;
+}
+
 static void mm_task(void *ctx, int task, int tid)
 {
     (void)tid;
     const mm_job *j = ctx;
     const cis2_weight *p = j->p;
-    int rg = task / j->n_tok_chunks, tc = task % j->n_tok_chunks;
-    int t0 = rg * j->tiles_per_task,
-        nt = p->ntiles - t0 < j->tiles_per_task ? p->ntiles - t0 : j->tiles_per_task;
-    if (!j->tiles_per_task) row_range(p->ntiles, rg, j->n_row_tasks, &t0, &nt);
-    int k0 = tc * j->toks_per_task, T = j->T - k0 < j->toks_per_task ? j->T - k0 : j->toks_per_task;
+    int t0, nt, k0, T;
+    mm_task_range(j, task, &t0, &nt, &k0, &T);
     size_t K = (size_t)p->cols;
     int nrows = p->rows - t0 * FAST_TILE;
     const float *X = j->X + (size_t)k0 * K;
@@ -161,9 +170,9 @@ static void fast_mm_multi(cis2_backend *b, int n, const cis2_weight *const *w, c
     tp_run(s->pool, m.first[n], mm_multi_task, &m);
 }
 
-/* One token's gate and up projections and SwiGLU in one dispatch: task i
- * computes the same rows of both and their act elements (each element
- * depends on its own gate and up row only, §10). */
+/* Gate and up projections and SwiGLU in one dispatch: task i computes the
+ * same rows of both for the same tokens, then those rows' act elements
+ * (each element depends on its own gate and up element only, §10). */
 typedef struct {
     mm_job g, u;
     float *act;
@@ -174,21 +183,24 @@ static void mmsw_task(void *ctx, int task, int tid)
     const mmsw_job *m = ctx;
     mm_task((void *)&m->g, task, tid);
     mm_task((void *)&m->u, task, tid);
-    int t0, nt;
-    row_range(m->g.p->ntiles, task, m->g.n_row_tasks, &t0, &nt);
+    int t0, nt, k0, T, rows = m->g.p->rows;
+    mm_task_range(&m->g, task, &t0, &nt, &k0, &T);
     int r0 = t0 * FAST_TILE, r1 = (t0 + nt) * FAST_TILE;
-    if (r1 > m->g.p->rows) r1 = m->g.p->rows;
-    if (m->g.k->swiglu) m->g.k->swiglu(m->g.Y + r0, m->u.Y + r0, m->act + r0, r1 - r0);
-    else ref_swiglu(m->g.Y + r0, m->u.Y + r0, m->act + r0, r1 - r0);
+    if (r1 > rows) r1 = rows;
+    for (int t = k0; t < k0 + T; t++) {
+        size_t o = (size_t)t * rows + (size_t)r0;
+        if (m->g.k->swiglu) m->g.k->swiglu(m->g.Y + o, m->u.Y + o, m->act + o, r1 - r0);
+        else ref_swiglu(m->g.Y + o, m->u.Y + o, m->act + o, r1 - r0);
+    }
 }
 
 static void fast_mm_swiglu(cis2_backend *b, const cis2_weight *wg, const cis2_weight *wu,
-                           const float *x, float *gate, float *up, float *act)
+                           const float *X, int T, float *gate, float *up, float *act)
 {
     fast_state *s = b->impl;
     mmsw_job m;
-    int n = mm_setup(s, wg, x, 1, gate, &m.g); /* wu has wg's shape: the same tasks */
-    mm_setup(s, wu, x, 1, up, &m.u);
+    int n = mm_setup(s, wg, X, T, gate, &m.g); /* wu has wg's shape: the same tasks */
+    mm_setup(s, wu, X, T, up, &m.u);
     m.act = act;
     tp_run(s->pool, n, mmsw_task, &m);
 }

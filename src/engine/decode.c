@@ -624,9 +624,9 @@ static void mlp_block(pass_t *p, int T, const cis2_layer *fuse_next)
     cis2_backend *be = e->be;
     const cis2_layer *y = p->y;
     hint(be, T, &y->down, next_q(p), NULL);
-    if (T == 1 && be->matmul_swiglu) { /* one dispatch (unit_fast: bit-identical) */
-        be->matmul_swiglu(be, &y->gate, &y->up, e->xn, e->gate, e->up, e->act);
-        swiglu_trace(p, 0);
+    if (be->matmul_swiglu) { /* one dispatch (unit_fast: bit-identical) */
+        be->matmul_swiglu(be, &y->gate, &y->up, e->xn, T, e->gate, e->up, e->act);
+        for (int t = 0; t < T; t++) swiglu_trace(p, t);
     } else {
         const cis2_weight *wgu[2] = { &y->gate, &y->up };
         float *const gu[2] = { e->gate, e->up };
