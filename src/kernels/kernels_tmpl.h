@@ -49,11 +49,13 @@
 #endif
 #define TM_PREFETCH(p) __builtin_prefetch((p), 0, 3)
 /* Element offset, from tile i, of tile i's prefetch at step k. In its last
- * TM_PF_K steps a T > 1 block requests the start of the same tile of the
- * next block (nt tiles on), which the driver runs next, so no block starts on
- * cold misses (B = 8 decode: ~2 % a step). T = 1 keeps the plain distance:
- * its 8 streams keep the hardware prefetcher ahead already (measured slower
- * with the jump). */
+ * TM_PF_K steps a T > 1 block requests the start of the same tile nt tiles
+ * on. When T fits one token group (T <= TBS: batched decode) that is the
+ * block the driver runs next, so it does not start on cold misses (B = 8
+ * decode: ~2 % a step). Otherwise the driver first reruns these tiles for
+ * the next token group and the request is early; for a prefill panel it
+ * points past the panel and is a wasted hint. T = 1 keeps the plain distance
+ * (measured slower with the jump). A hint only: no value changes. */
 #define TM_PF_AT(k, K, nt, tb, ts)                                                        \
     ((size_t)((k) + TM_PF_K) * 16 +                                                       \
      ((tb) > 1 && (k) + TM_PF_K >= (K) ? (size_t)((nt) - 1) * (ts) : 0))
