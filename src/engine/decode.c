@@ -165,7 +165,9 @@ static int ensure_rows(cis2_engine *e, int T, char *err)
 }
 
 /* A sequence's KV cache grows on demand (doubling) up to max_position_embeddings,
- * every layer's K and V in one huge-page arena (see ensure_rows). */
+ * every layer's K and V in one huge-page arena (see ensure_rows). A run's
+ * prefill allocates ahead (cis2_engine_step) and a slot keeps its arena
+ * from run to run (seq_release). */
 static int ensure_positions(cis2_engine *e, seq_t *s, int need, char *err)
 {
     const cis2_config *c = &e->m->cfg;
@@ -221,15 +223,36 @@ static int ensure_positions(cis2_engine *e, seq_t *s, int need, char *err)
     return 0;
 }
 
-static void seq_release(const cis2_engine *e, seq_t *s)
+/* The KV arena back to the system. */
+static void kv_free(seq_t *s)
 {
     buf_free(s->kv, s->kv_len);
     free(s->kc);
     free(s->vc);
     free(s->kb);
+    s->kv = NULL;
+    s->kc = s->vc = s->kb = NULL;
+    s->kv_len = 0;
+    s->kv_cap = s->kb_cap = 0;
+}
+
+/* A run ends (taken, cancelled or failed to start): its slot keeps the KV
+ * arena for the slot's next run, which then faults in no fresh pages (on a
+ * VM ~10 us per 4 KiB page, and 2 MiB pages are zeroed first). A run reads
+ * only positions it wrote itself (§9.2: keys 0..pos), so what an earlier run
+ * left past them changes nothing. */
+static void seq_release(seq_t *s)
+{
+    seq_t keep = { .kv_cap = s->kv_cap,
+                   .kc = s->kc,
+                   .vc = s->vc,
+                   .kb = s->kb,
+                   .kb_cap = s->kb_cap,
+                   .kv = s->kv,
+                   .kv_len = s->kv_len };
     free(s->force_copy);
     cis2_result_free(&s->r);
-    memset(s, 0, sizeof *s);
+    *s = keep;
 }
 
 int cis2_engine_new(cis2_engine **out, const cis2_model *m, const cis2_engine_opts *o, char *err)
@@ -295,7 +318,10 @@ void cis2_engine_free(cis2_engine *e)
 {
     if (!e) return;
     if (e->be) e->be->destroy(e->be);
-    for (int i = 0; e->seqs && i <= e->n_seqs; i++) seq_release(e, &e->seqs[i]);
+    for (int i = 0; e->seqs && i <= e->n_seqs; i++) {
+        seq_release(&e->seqs[i]);
+        kv_free(&e->seqs[i]);
+    }
     free(e->seqs);
     void *bufs[] = { e->rows, e->tokens, e->spans, e->logits, e->scores, e->probs };
     buf_free(e->arena, e->arena_len);
@@ -828,7 +854,7 @@ int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const c
     }
     s->g.force = s->force_copy;
     if (!s->r.prompt || !s->r.gen || (g->n_force > 0 && !s->force_copy)) {
-        seq_release(e, s);
+        seq_release(s);
         snprintf(err, CIS2_ERR_LEN, "out of memory");
         return 1;
     }
@@ -949,15 +975,16 @@ int cis2_engine_step(cis2_engine *e, char *err)
         seq_t *s = &e->seqs[i];
         if (s->state != SEQ_QUEUED) continue;
         double t0 = cis2_now_ms();
-        /* e->logits is read after ensure_rows may have moved it */
         /* The positions this run can reach are known now. Allocating them
          * before the prompt, up to twice the prompt's, takes the cache's
          * growth (a copy and fresh page faults: 10-60 ms in one step on a
-         * VM) out of the decode steps, and never holds more than the first
+         * VM) out of the decode steps, and allocates no more than the first
          * doubling during decode would have. */
         int reach = s->r.n_prompt + s->g.n_gen - 1, twice = 2 * s->r.n_prompt;
-        rc = ensure_rows(e, s->r.n_prompt, err) ||
-             ensure_positions(e, s, reach < twice ? reach : twice, err) ||
+        int want = reach < twice ? reach : twice;
+        if (s->kv_cap < want) kv_free(s); /* an earlier run's: nothing in it to copy */
+        /* e->logits is read after ensure_rows may have moved it */
+        rc = ensure_rows(e, s->r.n_prompt, err) || ensure_positions(e, s, want, err) ||
              forward_one(e, s, s->r.prompt, s->r.n_prompt, 0, e->logits, err);
         if (rc) break;
         s->pos = s->r.n_prompt;
@@ -996,13 +1023,13 @@ int cis2_seq_take(cis2_engine *e, int seq, cis2_result *r, char *err)
     seq_t *s = &e->seqs[seq];
     *r = s->r;
     memset(&s->r, 0, sizeof s->r);
-    seq_release(e, s);
+    seq_release(s);
     return 0;
 }
 
 void cis2_seq_cancel(cis2_engine *e, int seq)
 {
-    if (seq_valid(e, seq)) seq_release(e, &e->seqs[seq]);
+    if (seq_valid(e, seq)) seq_release(&e->seqs[seq]);
 }
 
 int cis2_seq_finish(cis2_engine *e, int seq, char *err)
