@@ -90,23 +90,30 @@ ATTR static void avx512_vmix(const float *p, const float *v, size_t stride, int 
 #define VG_BLOCK(NH, ND)                                                                           \
     do {                                                                                           \
         __m512 a[NH][ND];                                                                          \
-        for (int h = 0; h < NH; h++)                                                               \
-            for (int e = 0; e < ND; e++) a[h][e] = _mm512_setzero_ps();                            \
+        _Pragma("GCC unroll 4") for (int h = 0; h < NH; h++)                                       \
+            _Pragma("GCC unroll 4") for (int e = 0; e < ND; e++) a[h][e] = _mm512_setzero_ps();    \
         const float *vr = v + d0;                                                                  \
+        /* the first VG_PF keys' rows requested at once (a short context is \
+         * all of them); later rows VG_PF keys ahead */                      \
+        for (int j = 0; j < n && j < VG_PF; j++)                                                   \
+            for (int o = 0; o < ND * 64; o += 64)                                                  \
+                _mm_prefetch((const char *)(vr + (size_t)j * stride) + o, _MM_HINT_T0);            \
         for (int j = 0; j < n; j++, vr += stride) {                                                \
             if (j + VG_PF < n) /* strided rows: prefetch VG_PF keys ahead */                       \
                 for (int o = 0; o < ND * 64; o += 64)                                              \
                     _mm_prefetch((const char *)(vr + VG_PF * stride) + o, _MM_HINT_T0);            \
             __m512 x[ND];                                                                          \
-            for (int e = 0; e < ND; e++) x[e] = _mm512_loadu_ps(vr + 16 * e);                      \
-            for (int h = 0; h < NH; h++) {                                                         \
+            _Pragma("GCC unroll 4") for (int e = 0; e < ND; e++) x[e] =                            \
+                _mm512_loadu_ps(vr + 16 * e);                                                      \
+            _Pragma("GCC unroll 4") for (int h = 0; h < NH; h++)                                   \
+            {                                                                                      \
                 __m512 pj = _mm512_set1_ps(p[(size_t)(h0 + h) * ldp + j]);                         \
-                for (int e = 0; e < ND; e++)                                                       \
-                    a[h][e] = _mm512_add_ps(a[h][e], _mm512_mul_ps(pj, x[e]));                     \
+                _Pragma("GCC unroll 4") for (int e = 0; e < ND; e++) a[h][e] =                     \
+                    _mm512_add_ps(a[h][e], _mm512_mul_ps(pj, x[e]));                               \
             }                                                                                      \
         }                                                                                          \
-        for (int h = 0; h < NH; h++)                                                               \
-            for (int e = 0; e < ND; e++)                                                           \
+        _Pragma("GCC unroll 4") for (int h = 0; h < NH; h++)                                       \
+            _Pragma("GCC unroll 4") for (int e = 0; e < ND; e++)                                   \
                 _mm512_storeu_ps(out + (size_t)(h0 + h) * ldo + d0 + 16 * e, a[h][e]);             \
     } while (0)
 
