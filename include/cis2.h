@@ -239,7 +239,11 @@ int32_t cis2_argmax(const float *logits, int n);
  *                    the number of tokens it has generated (e.g. a stop string
  *                    matched): its digests cover exactly those tokens, so its
  *                    receipt verifies with that gen-toks; take it with
- *                    cis2_seq_take. Not from inside on_step. */
+ *                    cis2_seq_take. Not from inside on_step.
+ * Memory: a sequence's KV cache is allocated at its prefill for the
+ * positions it can reach (up to twice its prompt's; beyond that it grows on
+ * demand), and a freed slot keeps that memory for its next sequence;
+ * cis2_engine_free returns it. */
 int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
                     int *seq, char *err);
 int cis2_engine_step(cis2_engine *e, char *err);
