@@ -540,6 +540,88 @@ static void test_swiglu(void)
     }
 }
 
+/* One adversarial element for the add and scan tests: kind 0 plain values,
+ * 1 +-0, 2 subnormals, 3 +-inf, 4 NaNs among values, 5 any bits, 6 few
+ * distinct values (ties), 7 huge magnitudes. */
+static float adversarial(int kind)
+{
+    uint64_t r = rnd();
+    switch (kind) {
+    case 0: return rval();
+    case 1: return (r & 1) ? 0.0f : -0.0f;
+    case 2: return cis2_u2f((uint32_t)(r >> 9) & 0x807FFFFFu);
+    case 3: return (r % 3 == 0) ? cis2_u2f((r >> 4) & 1 ? 0x7F800000u : 0xFF800000u) : rval();
+    case 4: return (r % 17 == 0) ? cis2_u2f(0x7FC00000u | (uint32_t)(r >> 43)) : rval();
+    case 5: return cis2_u2f((uint32_t)(r >> 32));
+    case 6: return (float)((int)(r % 5) - 2);
+    default: return rval() * 1e38f;
+    }
+}
+
+/* The vectorized residual add against ref_add, lengths 1..203, adversarial
+ * elements in either operand. */
+static void test_add(void)
+{
+    enum { N = 203 };
+    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+        char err[CIS2_ERR_LEN], name[160];
+        const fast_kernels *k = fast_kernels_pick(ISAS[ii], err);
+        if (!k || !k->add) continue;
+        int bad = 0, rows = 0;
+        for (int row = 0; row < 64; row++)
+            for (int n = 1; n <= N; n += (n < 40 ? 1 : 27)) {
+                float h0[N], h1[N], x[N];
+                for (int j = 0; j < n; j++) {
+                    h0[j] = h1[j] = adversarial(row % 8);
+                    x[j] = adversarial(row / 8 % 8);
+                }
+                ref_add(h0, x, n);
+                k->add(h1, x, n);
+                size_t at;
+                rows++;
+                if (!same_bits(h0, h1, (size_t)n, &at)) bad++;
+            }
+        snprintf(name, sizeof name, "add %s: %d adversarial rows bit-identical to ref_add",
+                 ISAS[ii], rows);
+        CHECK(name, bad == 0, "%d rows differ", bad);
+    }
+}
+
+/* The vectorized logits scan against cis2_argmax and a scalar NaN search:
+ * lengths 1..203 and a vocabulary's 49152, adversarial rows (ties, +-0,
+ * +-inf, NaNs including a leading NaN, all NaN), and the maximum planted at
+ * the first and last index. */
+static void test_scan(void)
+{
+    enum { N = 49152 };
+    static float x[N];
+    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+        char err[CIS2_ERR_LEN], name[160];
+        const fast_kernels *k = fast_kernels_pick(ISAS[ii], err);
+        if (!k || !k->scan) continue;
+        int bad = 0, rows = 0;
+        for (int row = 0; row < 96; row++)
+            for (int n = 1; n <= N; n = n < 40 ? n + 1 : n < 203 ? n + 27 : n < N ? N : N + 1) {
+                for (int j = 0; j < n; j++) x[j] = adversarial(row % 8);
+                if (row % 12 == 8) x[0] = cis2_u2f(0x7FC00000u); /* leading NaN */
+                if (row % 12 == 9)
+                    for (int j = 0; j < n; j++) x[j] = cis2_u2f(0xFFC00000u | (uint32_t)j);
+                if (row % 12 == 10) x[n - 1] = 3e38f;
+                if (row % 12 == 11) x[0] = 3e38f;
+                int want_nan = -1, got_nan = -2;
+                for (int j = 0; j < n && want_nan < 0; j++)
+                    if ((cis2_f2u(x[j]) & 0x7FFFFFFFu) > 0x7F800000u) want_nan = j;
+                int32_t want = cis2_argmax(x, n), got = k->scan(x, n, &got_nan);
+                rows++;
+                if (want != got || want_nan != got_nan) bad++;
+            }
+        snprintf(name, sizeof name,
+                 "scan %s: argmax and first NaN of %d adversarial rows equal the scalar loops",
+                 ISAS[ii], rows);
+        CHECK(name, bad == 0, "%d rows differ", bad);
+    }
+}
+
 /* matmul_swiglu (gate, up and SwiGLU of T tokens in one dispatch) against
  * ref_matvec and ref_swiglu on backend b; rows 5..1536 (1 to 96 tiles: one
  * to four tasks a thread, partial last tiles), T = 1..16 (a decode step's
@@ -831,6 +913,8 @@ int main(void)
     }
     test_matmul_multi();
     test_swiglu();
+    test_add();
+    test_scan();
     test_pack();
     test_exp16();
     test_softmax();

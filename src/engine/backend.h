@@ -57,6 +57,11 @@ struct cis2_backend {
     void (*prefetch)(cis2_backend *b, int n, const cis2_weight *const *w);
     /* Optional: ref_swiglu bit for bit (§10), vectorized. NULL = ref_swiglu. */
     void (*swiglu)(const float *gate, const float *up, float *out, int n);
+    /* Optional: ref_add bit for bit, vectorized. NULL = ref_add. */
+    void (*add)(float *h, const float *x, int n);
+    /* Optional: cis2_argmax(x, n) and the first NaN's index (or -1) in
+     * *first_nan, vectorized. NULL = the scalar loops. */
+    int32_t (*scan)(const float *x, int n, int *first_nan);
 };
 
 /* Key-blocked keys: per layer, per KV head kvh, blocks of CIS2_KB

@@ -690,6 +690,8 @@ static int make_backend(cis2_backend **out, const char *isa, int threads, char *
     b->matmul_multi = fast_mm_multi;
     b->matmul_swiglu = fast_mm_swiglu;
     b->swiglu = k->swiglu;
+    b->add = k->add;
+    b->scan = k->scan;
     b->prefetch = fast_prefetch;
     s->k = k;
     /* An ISA without an int8 kernel (wasm128) runs the scalar path's: the

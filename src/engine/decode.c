@@ -336,6 +336,14 @@ const cis2_model *cis2_engine_model(const cis2_engine *e) { return e->m; }
 const char *cis2_engine_backend(const cis2_engine *e) { return e->be->name; }
 
 /* ---------------------------------------------------- per-row operations */
+/* h += x elementwise (§5.4): the backend's vectorized ref_add (bit-identical,
+ * unit_fast) or ref_add. */
+static void add(const cis2_engine *e, float *h, const float *x, int n)
+{
+    if (e->be->add) e->be->add(h, x, n);
+    else ref_add(h, x, n);
+}
+
 static void rmsnorm(const cis2_engine *e, const float *x, const float *w, int n, float eps,
                     float *out)
 {
@@ -422,9 +430,9 @@ static void qkv_row(void *pp, int t)
     const int qd = nh * hd, kvd = nkv * hd, pos = e->rows[t].pos;
     float *q = e->q + (size_t)t * qd, *k = e->k + (size_t)t * kvd, *v = e->v + (size_t)t * kvd;
     /* §9.1: each bias the checkpoint carries, after the matvec, before RoPE */
-    if (y->q_bias) ref_add(q, y->q_bias, qd);
-    if (y->k_bias) ref_add(k, y->k_bias, kvd);
-    if (y->v_bias) ref_add(v, y->v_bias, kvd);
+    if (y->q_bias) add(e, q, y->q_bias, qd);
+    if (y->k_bias) add(e, k, y->k_bias, kvd);
+    if (y->v_bias) add(e, v, y->v_bias, kvd);
     trace(e, pos, l, CIS2_N_Q_PROJ, q, (size_t)qd);
     trace(e, pos, l, CIS2_N_K_PROJ, k, (size_t)kvd);
     trace(e, pos, l, CIS2_N_V_PROJ, v, (size_t)kvd);
@@ -473,7 +481,7 @@ static void attn_residual_row(void *pp, int t)
     trace(e, pos, l, CIS2_N_ATTN_OUT, e->att + (size_t)t * qd, (size_t)qd);
     trace(e, pos, l, CIS2_N_O_PROJ, o, (size_t)H);
     if (p->y->o_gain) toy_gain(o, p->y->o_gain, H);
-    ref_add(x, o, H);
+    add(e, x, o, H);
     trace(e, pos, l, CIS2_N_RESID_ATTN, x, (size_t)H);
     rmsnorm(e, x, p->y->mlp_norm, H, c->eps, xn);
     trace(e, pos, l, CIS2_N_MLP_NORM, xn, (size_t)H);
@@ -510,7 +518,7 @@ static void mlp_residual_row(void *pp, int t)
     const int H = e->m->cfg.hidden, pos = e->rows[t].pos;
     float *x = e->x + (size_t)t * H, *d = e->proj + (size_t)t * H;
     trace(e, pos, p->l, CIS2_N_DOWN, d, (size_t)H);
-    ref_add(x, d, H);
+    add(e, x, d, H);
     trace(e, pos, p->l, CIS2_N_RESID_MLP, x, (size_t)H);
 }
 
@@ -894,14 +902,19 @@ static int32_t emit_logits(cis2_engine *e, seq_t *s, const float *logits)
 {
     const cis2_config *c = &e->m->cfg;
     int step = s->r.n_gen;
-    int32_t next = step < s->g.n_force ? s->g.force[step] : cis2_argmax(logits, c->vocab);
-    if (s->r.nan_step < 0)
-        for (int i = 0; i < c->vocab; i++)
-            if ((cis2_f2u(logits[i]) & 0x7FFFFFFFu) > 0x7F800000u) {
-                s->r.nan_step = step;
-                s->r.nan_index = i;
-                break;
-            }
+    int32_t next, nan_at = -1;
+    if (e->be->scan) { /* bit-identical argmax and NaN index (unit_fast) */
+        next = e->be->scan(logits, c->vocab, &nan_at);
+    } else {
+        next = cis2_argmax(logits, c->vocab);
+        for (int i = 0; s->r.nan_step < 0 && i < c->vocab && nan_at < 0; i++)
+            if ((cis2_f2u(logits[i]) & 0x7FFFFFFFu) > 0x7F800000u) nan_at = i;
+    }
+    if (step < s->g.n_force) next = s->g.force[step];
+    if (s->r.nan_step < 0 && nan_at >= 0) {
+        s->r.nan_step = step;
+        s->r.nan_index = nan_at;
+    }
     cis2_sha256_update(&s->w, logits, (size_t)c->vocab * sizeof(float)); /* LE bit patterns */
     return next;
 }

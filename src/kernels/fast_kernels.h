@@ -69,6 +69,11 @@ typedef struct {
      * entries (step >= 0): each row bit for bit ref_softmax. NULL = not
      * available (the engine runs `softmax` row by row). */
     void (*softmax_rows)(float *s, size_t lds, int m, int n0, int step);
+    /* ref_add, bit for bit (h[i] + x[i], §5.4's residual). NULL = ref_add. */
+    void (*add)(float *h, const float *x, int n);
+    /* cis2_argmax(x, n) (§11.2: the first maximum; a NaN is never one) and,
+     * in *first_nan, the index of the first NaN or -1. NULL = scalar loops. */
+    int32_t (*scan)(const float *x, int n, int *first_nan);
 } fast_kernels;
 
 /* int8 tiles (i8_pack.c): tile i holds rows 16i..16i+15 as for bf16, one byte

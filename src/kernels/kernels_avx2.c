@@ -256,6 +256,62 @@ ATTR void fast_avx2_swiglu(const float *g, const float *u, float *out, int n)
     if (i < n) ref_swiglu(g + i, u + i, out + i, n - i);
 }
 
+/* ref_add bit for bit, 8 lanes: each lane the one add of its element. A
+ * block holding a NaN goes to ref_add (which NaN operand's payload survives
+ * is the compiler's choice there). */
+ATTR void fast_avx2_add(float *h, const float *x, int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 a = _mm256_loadu_ps(h + i), b = _mm256_loadu_ps(x + i);
+        __m256 nan =
+            _mm256_or_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q), _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+        if (_mm256_movemask_ps(nan)) ref_add(h + i, x + i, 8);
+        else _mm256_storeu_ps(h + i, _mm256_add_ps(a, b));
+    }
+    if (i < n) ref_add(h + i, x + i, n - i);
+}
+
+/* cis2_argmax and the first NaN in two passes. Pass 1: per lane the largest
+ * value that is not a NaN (max_ps(v, m) keeps m when v is a NaN, and the
+ * earlier of two equal values: ordering only, no arithmetic), and whether any
+ * lane met a NaN. Pass 2: the first index holding that maximum (== treats
+ * -0 and +0 as equal, as the scalar `>` does: neither replaces the other). The
+ * scalar argmax starts from x[0], so a leading NaN wins; handled first. */
+ATTR int32_t fast_avx2_scan(const float *x, int n, int *first_nan)
+{
+    __m256 m = _mm256_set1_ps(-__builtin_inff()), nan = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        m = _mm256_max_ps(v, m);
+    }
+    float lanes[8], best = -__builtin_inff();
+    _mm256_storeu_ps(lanes, m);
+    for (int l = 0; l < 8; l++) best = lanes[l] > best ? lanes[l] : best;
+    int any = _mm256_movemask_ps(nan) != 0;
+    for (int j = i; j < n; j++) {
+        any |= x[j] != x[j];
+        best = x[j] > best ? x[j] : best;
+    }
+    *first_nan = -1;
+    for (int j = 0; any && j < n; j++)
+        if (x[j] != x[j]) {
+            *first_nan = j;
+            break;
+        }
+    if (x[0] != x[0]) return 0;
+    __m256 b = _mm256_set1_ps(best);
+    for (i = 0; i + 8 <= n; i += 8) {
+        int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), b, _CMP_EQ_OQ));
+        if (eq) return i + __builtin_ctz((unsigned)eq);
+    }
+    for (; i < n; i++)
+        if (x[i] == best) return i;
+    return 0; /* not reached: best is one of x[] */
+}
+
 /* ref_softmax's max and exps of one row, in place: max (order independent),
  * then exp of s - max per lane. Returns 1, writing nothing, when the row is
  * short or holds a NaN (the caller runs ref_softmax on it). */
@@ -407,7 +463,9 @@ static const fast_kernels K_AVX2 = { "avx2",
                                      NULL,
                                      NULL,
                                      NULL,
-                                     fast_avx2_softmax_rows };
+                                     fast_avx2_softmax_rows,
+                                     fast_avx2_add,
+                                     fast_avx2_scan };
 
 const fast_kernels *fast_kernels_avx2(void)
 {

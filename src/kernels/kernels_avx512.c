@@ -35,6 +35,8 @@ void fast_softmax_rows_by(float *s, size_t lds, int m, int n0, int step,
                           int (*max_exp)(float *s, int n), void (*div)(float *s, int n, float acc));
 void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, int hd, float *out);
 void fast_avx2_swiglu(const float *g, const float *u, float *out, int n);
+void fast_avx2_add(float *h, const float *x, int n);
+int32_t fast_avx2_scan(const float *x, int n, int *first_nan);
 void fast_avx2_kt_pack(const float *k, size_t stride, int n, int hd, float *kt, size_t ld);
 void fast_avx512_scores_tq(const float *q, size_t ldq, int nq, const float *kt, size_t ld, int n,
                            int hd, float scale, float *out, size_t ldo);
@@ -396,7 +398,9 @@ static const fast_kernels K_AVX512 = { "avx512",
                                        fast_avx512_scores_tq,
                                        fast_avx512_vmix_tq,
                                        avx512_vmix_rows,
-                                       avx512_softmax_rows };
+                                       avx512_softmax_rows,
+                                       fast_avx2_add,
+                                       fast_avx2_scan };
 
 const fast_kernels *fast_kernels_avx512(void)
 {

@@ -48,5 +48,6 @@ static void scalar_vmix(const float *p, const float *v, size_t stride, int n, in
 static const fast_kernels K_SCALAR = { "scalar",    scalar_mm_bf16, scalar_mm_f32, scalar_scores,
                                        ref_softmax, scalar_vmix,    NULL,          NULL,
                                        NULL,        scalar_mm_i8,   NULL,          NULL,
-                                       NULL,        NULL,           NULL };
+                                       NULL,        NULL,           NULL,          NULL,
+                                       NULL };
 const fast_kernels *fast_kernels_scalar(void) { return &K_SCALAR; }
