@@ -244,7 +244,7 @@ for i, p in enumerate(prompts):
     cases.append({'prompt': p, 'max_tokens': n, 'receipt': open(out + '.r').read()})
 json.dump(cases, open(out, 'w'))
 EOF
-node tools/serve_load.mjs --url "$U" --model fx --cases "$T/cases.json" --clients 8 --requests 4 \
+node tools/serve_load.mjs --url "$U" --model fx --cases "$T/cases.json" --clients 8 --requests 4 --slots 4 \
     --pid "$MAIN_PID" > "$T/load.out" 2>&1
 grep -E '^(PASS|FAIL)' "$T/load.out"
 grep -q '^requests_per_s=' "$T/load.out" || fail serve.load.ran "$(tail -3 "$T/load.out")"

@@ -43,7 +43,7 @@ head -1 "$T/serve.log"
 U="http://127.0.0.1:$PORT"
 echo "== $CLIENTS clients x $REQ requests (max-batch $BATCH, $THREADS threads, $(nproc) cores)"
 node tools/serve_load.mjs --url "$U" --model "$(basename "$M")" --cases "$T/cases.json" \
-    --clients "$CLIENTS" --requests "$REQ" --pid $SPID; rc=$?
+    --clients "$CLIENTS" --requests "$REQ" --slots "$BATCH" --pid $SPID; rc=$?
 echo "== 1 client x $REQ requests (sequential baseline)"
 node tools/serve_load.mjs --url "$U" --model "$(basename "$M")" --cases "$T/cases.json" \
     --clients 1 --requests "$REQ" --warmup 0 --pid $SPID; rc2=$?

@@ -1,13 +1,13 @@
 // A bounded load test of `cis2 serve` on localhost (node >= 18, no packages: global fetch).
 //   node tools/serve_load.mjs --url http://127.0.0.1:PORT --model ID --cases cases.json
-//        [--clients 32] [--requests 8] [--pid SERVER_PID] [--warmup 1]
+//        [--clients 32] [--requests 8] [--pid SERVER_PID] [--warmup 1] [--slots MAX_BATCH]
 // cases.json: [{"prompt": "..." | [ids], "max_tokens": N, "receipt": "CIS-2-RECEIPT v1\n..."}, ...]
 // where each receipt is the same prompt run alone (`cis2 run --receipt`, made by the caller).
 // Each client sends its requests one after another, cycling through the cases: every third
 // request streams, every eighth streams and disconnects after its first text chunk. A 503 is
 // retried after its Retry-After (counted, "designed"); anything else that is not a 200 with a
 // receipt equal to the solo one is a failure. With --pid, the server's RSS is sampled: after
-// the warm-up round (every case once) and through the run.
+// the warm-up (every case once, then --slots at once) and through the run.
 // Prints metrics (key=value), then PASS/FAIL lines; exit 1 on any FAIL.
 import { readFileSync } from 'node:fs';
 import { sseEvents } from '../web/serve/sse.mjs';
@@ -94,8 +94,14 @@ async function one(c, mode) {
 const modeOf = (client, i) => ((client * perClient + i) % 8 === 7 ? 'abort' : (client + i) % 3 === 0 ? 'stream' : 'plain');
 const pct = (a, p) => { if (!a.length) return 0; const s = [...a].sort((x, y) => x - y); return s[Math.min(s.length - 1, Math.floor(p / 100 * s.length))]; };
 
-// Warm-up: every case once, sequentially (first-touch allocations, KV caches grown once).
-if (args.warmup !== '0') for (const c of cases) await one(c, 'plain');
+// Warm-up: every case once, sequentially (first-touch allocations), then --slots copies of
+// each case at once, so that every sequence slot has held every case: a slot keeps its KV
+// cache's memory for its next sequence (docs/serve.md), so RSS after this is the run's bound.
+const slots = parseInt(args.slots || '1', 10);
+if (args.warmup !== '0') {
+  for (const c of cases) await one(c, 'plain');
+  for (const c of cases) if (slots > 1) await Promise.all(Array.from({ length: slots }, () => one(c, 'plain')));
+}
 const warm = { ...stats };
 for (const k of ['ok', 'streamed', 'aborted', 'busy503', 'failed', 'mismatched', 'tokens']) stats[k] = 0;
 stats.lat = []; stats.ttft = [];
