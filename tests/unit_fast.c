@@ -220,10 +220,13 @@ static void test_attention(void)
                           *vc = malloc((size_t)n * kvd * 4);
                     float *o0 = malloc((size_t)T * qd * 4), *o1 = malloc((size_t)T * qd * 4),
                           *sc = malloc((size_t)n * 4);
-                    for (int i = 0; i < T * qd; i++) q[i] = rval() * 8.0f;
+                    /* the decode step with moderate values (a spread softmax: every
+                     * key counts), the prefill with rval's edge cases */
+                    float (*gen)(void) = c == 0 ? rmod : rval;
+                    for (int i = 0; i < T * qd; i++) q[i] = gen() * 8.0f;
                     for (int i = 0; i < n * kvd; i++) {
-                        kc[i] = rval();
-                        vc[i] = rval();
+                        kc[i] = gen();
+                        vc[i] = gen();
                     }
                     cis2_ref_attention(q, kc, vc, T, pos0, nh, nkv, hd, 0.125f, o0, sc);
                     attention_kb(b, q, kc, vc, T, pos0, nh, nkv, hd, 0.125f, o1, 0);
@@ -258,10 +261,13 @@ static void test_attention(void)
                                   *vc = malloc((size_t)n * kvd * 4);
                             float *o0 = malloc((size_t)T * qd * 4),
                                   *o1 = malloc((size_t)T * qd * 4), *sc = malloc((size_t)n * 4);
-                            for (int i = 0; i < T * qd; i++) q[i] = rval() * 4.0f;
+                            /* every other case moderate values (a spread softmax,
+                             * so each key changes the result), the rest rval's */
+                            float (*gen)(void) = lcount % 2 ? rmod : rval;
+                            for (int i = 0; i < T * qd; i++) q[i] = gen() * 4.0f;
                             for (int i = 0; i < n * kvd; i++) {
-                                kc[i] = rval();
-                                vc[i] = rval();
+                                kc[i] = gen();
+                                vc[i] = gen();
                             }
                             float scale = cis2_rsqrt((float)hd);
                             cis2_ref_attention(q, kc, vc, T, pos0, nh, nkv, hd, scale, o0, sc);

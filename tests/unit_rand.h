@@ -31,6 +31,11 @@ static float rval(void)
     }
 }
 
+/* Moderate floats, uniform in [-1, 1): attention inputs whose softmax stays
+ * spread over many keys (rval's 1e8s make it one-hot, so a lost or extra key
+ * would rarely change a bit). */
+static inline float rmod(void) { return (float)((rnd() >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f; }
+
 static int same_bits(const float *a, const float *b, size_t n, size_t *where)
 {
     for (size_t i = 0; i < n; i++)

@@ -424,12 +424,14 @@ static void at1_mix_task(void *ctx, int task, int tid)
  * 256 keys it is ~1.5x faster on one thread than a task per head, and 9
  * heads split 5:4 over two threads). With key-blocked keys, one
  * sequence below AKB1_MAX_CTX and several at any context are one dispatch
- * of akb tasks (measured, 2 threads, SmolLM2-135M shape: at 64-320 keys
- * akb takes 0.6-0.8x the key-range path's time, at 448-768 keys the two
- * are within noise; for 8 sequences at 1024 keys akb is ~3% faster than a
- * sequence at a time). */
+ * of akb tasks (measured, 2 threads, SmolLM2-135M shape, `cis2 bench
+ * --positions`: at 64-320 keys akb takes 0.6-0.8x the key-range path's
+ * time, at 512-1024 keys 0.6-0.75x (its three dispatches cost more than
+ * three KV groups on two threads), at 1536-2048 the two are within noise,
+ * from 3072 akb is 1.1-1.25x slower; for 8 sequences at 1024 keys akb is
+ * ~3% faster than a sequence at a time). */
 #define AT1_MIN_CTX  256
-#define AKB1_MAX_CTX 512
+#define AKB1_MAX_CTX 2048
 
 /* Each thread's score rows hold at least `need` keys (AT_TQ rows). */
 static void ensure_scratch(fast_state *s, int need)
