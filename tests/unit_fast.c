@@ -772,16 +772,12 @@ static int attn_case_m(cis2_backend *b, int hd, int nh, int nkv, int pos0, int T
     float *q = malloc((size_t)T * qd * 4), *kc = malloc((size_t)n * kvd * 4),
           *vc = malloc((size_t)n * kvd * 4), *o0 = malloc((size_t)T * qd * 4),
           *o1 = malloc((size_t)T * qd * 4), *sc = malloc((size_t)n * 4);
-    /* mode 2: plain values in [-0.5, 0.5) (rval's +-1e8 make one key take
-     * a whole softmax row), so that every key's weight shows */
+    /* mode 2: moderate values in [-0.5, 0.5) (rval's +-1e8 make one key
+     * take a whole softmax row), so that every key's weight shows */
     for (int i = 0; i < T * qd; i++)
-        q[i] = mode == 1 && i % 3 == 0 ? -0.0f
-               : mode == 2             ? (float)(rnd() % 1024) / 1024.0f - 0.5f
-                                       : rval() * 4.0f;
+        q[i] = mode == 1 && i % 3 == 0 ? -0.0f : mode == 2 ? rmod() * 0.5f : rval() * 4.0f;
     for (int i = 0; i < n * kvd; i++) {
-        kc[i] = mode == 1 && i % 5 == 0 ? -0.0f
-                : mode == 2             ? (float)(rnd() % 1024) / 1024.0f - 0.5f
-                                        : rval();
+        kc[i] = mode == 1 && i % 5 == 0 ? -0.0f : mode == 2 ? rmod() * 0.5f : rval();
         vc[i] = rval();
     }
     /* a NaN key in KV head 0, a +inf one in the last (not both in one

@@ -33,7 +33,7 @@ static float rval(void)
 
 /* Moderate floats, uniform in [-1, 1): attention inputs whose softmax stays
  * spread over many keys (rval's 1e8s make it one-hot, so a lost or extra key
- * would rarely change a bit). */
+ * would rarely change a bit). Inline: unit_int8.c does not use it. */
 static inline float rmod(void) { return (float)((rnd() >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f; }
 
 static int same_bits(const float *a, const float *b, size_t n, size_t *where)

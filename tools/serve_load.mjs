@@ -9,7 +9,7 @@
 // receipt equal to the solo one is a failure. With --pid, the server's RSS is sampled: after
 // the warm-up (every case once, then --slots at once) and through the run.
 // Prints metrics (key=value), then PASS/FAIL lines; exit 1 on any FAIL.
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { sseEvents } from '../web/serve/sse.mjs';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((a, v, i, all) => {
@@ -17,8 +17,19 @@ const args = Object.fromEntries(process.argv.slice(2).reduce((a, v, i, all) => {
   return a;
 }, []));
 const url = args.url, model = args.model;
-const clients = parseInt(args.clients || '32', 10), perClient = parseInt(args.requests || '8', 10);
-const cases = JSON.parse(readFileSync(args.cases, 'utf8'));
+// A count flag: a positive integer, or one line naming the flag and the exit.
+const count = (name, def) => {
+  const v = args[name] ?? def;
+  if (!/^[1-9][0-9]{0,5}$/.test(v)) { console.error(`serve_load: --${name} wants a positive integer, got ${JSON.stringify(v)}`); process.exit(2); }
+  return parseInt(v, 10);
+};
+const clients = count('clients', '32'), perClient = count('requests', '8'), slots = count('slots', '1');
+let cases;
+try {
+  if (!statSync(args.cases).isFile()) throw new Error('not a regular file'); // a FIFO would block the read
+  cases = JSON.parse(readFileSync(args.cases, 'utf8'));
+}
+catch (e) { console.error(`serve_load: --cases ${JSON.stringify(args.cases)}: ${e.message}`); process.exit(2); }
 const pid = args.pid ? parseInt(args.pid, 10) : 0;
 
 const rssKb = () => {
@@ -97,10 +108,9 @@ const pct = (a, p) => { if (!a.length) return 0; const s = [...a].sort((x, y) =>
 // Warm-up: every case once, sequentially (first-touch allocations), then --slots copies of
 // each case at once, so that every sequence slot has held every case: a slot keeps its KV
 // cache's memory for its next sequence (docs/serve.md), so RSS after this is the run's bound.
-const slots = parseInt(args.slots || '1', 10);
 if (args.warmup !== '0') {
   for (const c of cases) await one(c, 'plain');
-  for (const c of cases) if (slots > 1) await Promise.all(Array.from({ length: slots }, () => one(c, 'plain')));
+  if (slots > 1) for (const c of cases) await Promise.all(Array.from({ length: slots }, () => one(c, 'plain')));
 }
 const warm = { ...stats };
 for (const k of ['ok', 'streamed', 'aborted', 'busy503', 'failed', 'mismatched', 'tokens']) stats[k] = 0;
