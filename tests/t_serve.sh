@@ -244,6 +244,14 @@ for i, p in enumerate(prompts):
     cases.append({'prompt': p, 'max_tokens': n, 'receipt': open(out + '.r').read()})
 json.dump(cases, open(out, 'w'))
 EOF
+# The load tool's own flags: bad input is one line and exit 2, before any request.
+mkfifo "$T/cases.fifo"; echo '[]' > "$T/cases-empty.json"
+L=(node tools/serve_load.mjs --url "$U" --model fx)
+expect_err serve.load-flags.no-url "--url wants" node tools/serve_load.mjs --cases "$T/cases.json"
+expect_err serve.load-flags.clients "--clients wants a positive integer" "${L[@]}" --cases "$T/cases.json" --clients 0
+expect_err serve.load-flags.pid "--pid wants a positive integer" "${L[@]}" --cases "$T/cases.json" --pid 12abc
+expect_err serve.load-flags.cases-fifo "not a regular file" timeout 10 "${L[@]}" --cases "$T/cases.fifo"
+expect_err serve.load-flags.cases-empty "non-empty JSON array" "${L[@]}" --cases "$T/cases-empty.json"
 node tools/serve_load.mjs --url "$U" --model fx --cases "$T/cases.json" --clients 8 --requests 4 --slots 4 \
     --pid "$MAIN_PID" > "$T/load.out" 2>&1
 grep -E '^(PASS|FAIL)' "$T/load.out"

@@ -16,21 +16,26 @@ const args = Object.fromEntries(process.argv.slice(2).reduce((a, v, i, all) => {
   if (v.startsWith('--')) a.push([v.slice(2), all[i + 1]]);
   return a;
 }, []));
+// Bad input: one line naming the flag, exit 2.
+const refuse = (msg) => { console.error(`serve_load: ${msg}`); process.exit(2); };
 const url = args.url, model = args.model;
-// A count flag: a positive integer, or one line naming the flag and the exit.
-const count = (name, def) => {
+if (!/^http:\/\/[^\s]+$/.test(url ?? '')) refuse(`--url wants http://HOST:PORT, got ${JSON.stringify(url)}`);
+// A positive integer flag of at most `digits` digits (a pid can have 7).
+const count = (name, def, digits = 6) => {
   const v = args[name] ?? def;
-  if (!/^[1-9][0-9]{0,5}$/.test(v)) { console.error(`serve_load: --${name} wants a positive integer, got ${JSON.stringify(v)}`); process.exit(2); }
+  if (!new RegExp(`^[1-9][0-9]{0,${digits - 1}}$`).test(v)) refuse(`--${name} wants a positive integer, got ${JSON.stringify(v)}`);
   return parseInt(v, 10);
 };
 const clients = count('clients', '32'), perClient = count('requests', '8'), slots = count('slots', '1');
+const pid = args.pid === undefined ? 0 : count('pid', undefined, 7);
 let cases;
 try {
   if (!statSync(args.cases).isFile()) throw new Error('not a regular file'); // a FIFO would block the read
   cases = JSON.parse(readFileSync(args.cases, 'utf8'));
 }
-catch (e) { console.error(`serve_load: --cases ${JSON.stringify(args.cases)}: ${e.message}`); process.exit(2); }
-const pid = args.pid ? parseInt(args.pid, 10) : 0;
+catch (e) { refuse(`--cases ${JSON.stringify(args.cases)}: ${e.message}`); }
+if (!Array.isArray(cases) || !cases.length || !cases.every((c) => c && typeof c === 'object' && 'prompt' in c))
+  refuse(`--cases ${JSON.stringify(args.cases)}: wants a non-empty JSON array of {"prompt": ...} objects`);
 
 const rssKb = () => {
   if (!pid) return 0;
