@@ -252,6 +252,11 @@ expect_err serve.load-flags.clients "--clients wants a positive integer" "${L[@]
 expect_err serve.load-flags.pid "--pid wants a positive integer" "${L[@]}" --cases "$T/cases.json" --pid 12abc
 expect_err serve.load-flags.cases-fifo "not a regular file" timeout 10 "${L[@]}" --cases "$T/cases.fifo"
 expect_err serve.load-flags.cases-empty "non-empty JSON array" "${L[@]}" --cases "$T/cases-empty.json"
+printf 'x\033[31m' > "$T/cases-esc.json"
+expect_err serve.load-flags.cases-not-json "is not valid JSON" "${L[@]}" --cases "$T/cases-esc.json"
+if "${L[@]}" --cases "$T/cases-esc.json" 2>&1 | grep -q $'\033'; then
+    fail serve.load-flags.escaped "a file's control bytes reached the terminal"
+else pass serve.load-flags.escaped; fi
 node tools/serve_load.mjs --url "$U" --model fx --cases "$T/cases.json" --clients 8 --requests 4 --slots 4 \
     --pid "$MAIN_PID" > "$T/load.out" 2>&1
 grep -E '^(PASS|FAIL)' "$T/load.out"

@@ -33,7 +33,8 @@ try {
   if (!statSync(args.cases).isFile()) throw new Error('not a regular file'); // a FIFO would block the read
   cases = JSON.parse(readFileSync(args.cases, 'utf8'));
 }
-catch (e) { refuse(`--cases ${JSON.stringify(args.cases)}: ${e.message}`); }
+// e.message can quote the path or the file's bytes: printed escaped
+catch (e) { refuse(`--cases ${JSON.stringify(args.cases)}: ${JSON.stringify(e.message).slice(1, -1)}`); }
 if (!Array.isArray(cases) || !cases.length || !cases.every((c) => c && typeof c === 'object' && 'prompt' in c))
   refuse(`--cases ${JSON.stringify(args.cases)}: wants a non-empty JSON array of {"prompt": ...} objects`);
 
