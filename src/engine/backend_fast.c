@@ -129,12 +129,27 @@ static int mm_setup(const fast_state *s, const cis2_weight *p, const float *X, i
     return nrg * j->n_tok_chunks;
 }
 
+/* Runs a matmul dispatch's n tasks. For T > 1 each thread first takes a
+ * contiguous run of them (tp_run_split): its tiles then follow each other
+ * in memory, one weight stream per thread, and a block's request for the
+ * next block at its end (TM_PF_AT) is for the block this thread runs next;
+ * a prefill thread's next task is mostly the same tiles for its next
+ * tokens, still in cache. Measured against tasks handed out in order:
+ * B = 8 decode ~5 % less time a step, pp256 ~4 % faster. T = 1 keeps
+ * tp_run (no gain measured). Only which thread computes which rows
+ * changes. */
+static void mm_run(fast_state *s, int T, int n, tp_fn fn, void *ctx)
+{
+    if (T > 1) tp_run_split(s->pool, n, fn, ctx);
+    else tp_run(s->pool, n, fn, ctx);
+}
+
 static void fast_mm(cis2_backend *b, const cis2_weight *w, const float *X, int T, float *Y)
 {
     fast_state *s = b->impl;
     mm_job j;
     int n = mm_setup(s, w, X, T, Y, &j);
-    tp_run(s->pool, n, mm_task, &j);
+    mm_run(s, T, n, mm_task, &j);
 }
 
 /* Several matmuls over the same input in one pool dispatch (q/k/v, gate/up):
@@ -167,7 +182,7 @@ static void fast_mm_multi(cis2_backend *b, int n, const cis2_weight *const *w, c
     m.first[0] = 0;
     for (int i = 0; i < n; i++)
         m.first[i + 1] = m.first[i] + mm_setup(s, w[i], X, T, Y[i], &m.j[i]);
-    tp_run(s->pool, m.first[n], mm_multi_task, &m);
+    mm_run(s, T, m.first[n], mm_multi_task, &m);
 }
 
 /* Gate and up projections and SwiGLU in one dispatch: task i computes the
@@ -202,7 +217,7 @@ static void fast_mm_swiglu(cis2_backend *b, const cis2_weight *wg, const cis2_we
     int n = mm_setup(s, wg, X, T, gate, &m.g); /* wu has wg's shape: the same tasks */
     mm_setup(s, wu, X, T, up, &m.u);
     m.act = act;
-    tp_run(s->pool, n, mmsw_task, &m);
+    mm_run(s, T, n, mmsw_task, &m);
 }
 
 /* Up to PF_BYTES of the next matmuls' weights: a token's dispatches leave

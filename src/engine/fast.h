@@ -18,6 +18,11 @@ typedef void (*tp_fn)(void *ctx, int task, int tid);
 tp_pool *tp_new(int nthreads, char *err);
 int tp_threads(const tp_pool *p);
 void tp_run(tp_pool *p, int ntasks, tp_fn fn, void *ctx);
+/* tp_run, with the tasks cut into one contiguous run per thread: thread t
+ * runs the t-th run front to back, then takes what is left of the others'
+ * runs from their backs. A thread's tasks stay neighbours (for a matmul, one
+ * weight stream), and a late thread's are still done by the others. */
+void tp_run_split(tp_pool *p, int ntasks, tp_fn fn, void *ctx);
 /* A hint: threads waiting for work or for a job's last task pull bytes
  * [base[i], base[i] + len[i]) toward their caches, i = 0..n-1 in order
  * (n <= TP_PF_MAX), until the ranges are used up or replaced. Touches no

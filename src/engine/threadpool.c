@@ -25,12 +25,7 @@ void tp_run(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
     (void)p;
     for (int k = 0; k < ntasks; k++) fn(ctx, k, 0);
 }
-int tp_start(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
-{
-    (void)p, (void)ntasks, (void)fn, (void)ctx;
-    return 0;
-}
-void tp_finish(tp_pool *p) { (void)p; }
+void tp_run_split(tp_pool *p, int ntasks, tp_fn fn, void *ctx) { tp_run(p, ntasks, fn, ctx); }
 void tp_prefetch(tp_pool *p, int n, const void *const *base, const size_t *len)
 {
     (void)p, (void)n, (void)base, (void)len;
@@ -84,6 +79,11 @@ struct tp_pool {
     _Alignas(64) _Atomic uintptr_t pf_next, pf_end;
     _Atomic int pf_i, pf_n;
     _Atomic uintptr_t pf_b[TP_PF_MAX], pf_e[TP_PF_MAX];
+    /* Split jobs (tp_run_split): thread t's run of tasks, one word per
+     * thread on a line of its own: generation | front | back, the fields as
+     * in the claim word. Its owner takes the front, others the back. */
+    _Atomic uint64_t *run;
+    _Atomic int split;         /* this round is a split job */
     _Alignas(64) unsigned gen; /* caller only */
     int base;                  /* task index offset of this round */
     tp_fn fn;
@@ -97,7 +97,7 @@ typedef struct {
     int tid;
 } worker_arg;
 
-#define PF_CHUNK 2048
+#define PF_CHUNK   2048
 
 /* One chunk of the idle-prefetch ranges (moving to the next range when one
  * is used up); 0 when none is left. */
@@ -154,6 +154,41 @@ static void run_tasks(tp_pool *p, uint64_t g, int tid)
     }
 }
 
+/* Thread t's run word: RUN_STRIDE words apart, a cache line each. */
+#define RUN_STRIDE 8
+static _Atomic uint64_t *run_word(tp_pool *p, int t) { return p->run + (size_t)t * RUN_STRIDE; }
+
+/* Takes one task of generation g from run t: its front when run t is the
+ * taking thread's own, else its back; -1 when the run is empty or the job
+ * is over. */
+static int take(tp_pool *p, uint64_t g, int t, int own)
+{
+    _Atomic uint64_t *w = run_word(p, t);
+    uint64_t v = atomic_load_explicit(w, memory_order_acquire);
+    for (;;) {
+        if ((v >> GEN_SHIFT) != g) return -1;
+        uint64_t front = (v >> NT_SHIFT) & FIELD_MASK, back = v & FIELD_MASK;
+        if (front >= back) return -1;
+        uint64_t nv = own ? v + (1ull << NT_SHIFT) : v - 1;
+        if (atomic_compare_exchange_weak_explicit(w, &v, nv, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return (int)(own ? front : back - 1);
+    }
+}
+
+/* A split job of generation g: this thread's own run front to back, then
+ * the others' runs from their backs, nearest thread first. */
+static void run_split(tp_pool *p, uint64_t g, int tid)
+{
+    for (int k = 0; k < p->n; k++) {
+        int t = (tid + k) % p->n, i;
+        while ((i = take(p, g, t, k == 0)) >= 0) {
+            p->fn(p->ctx, p->base + i, tid);
+            atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+        }
+    }
+}
+
 static void *worker(void *arg)
 {
     worker_arg wa = *(worker_arg *)arg;
@@ -186,7 +221,11 @@ static void *worker(void *arg)
         }
         if (atomic_load(&p->quit)) break;
         seen = atomic_load_explicit(&p->claim, memory_order_acquire) >> GEN_SHIFT;
-        run_tasks(p, seen, wa.tid);
+        /* `split` may be a later job's already; then the word this thread
+         * reads carries another generation, or is a split job's claim word
+         * with no task left in it: it takes nothing */
+        if (atomic_load_explicit(&p->split, memory_order_relaxed)) run_split(p, seen, wa.tid);
+        else run_tasks(p, seen, wa.tid);
     }
     return NULL;
 }
@@ -201,6 +240,13 @@ tp_pool *tp_new(int nthreads, char *err)
         return NULL;
     }
     p->n = nthreads;
+    p->run = aligned_alloc(64, (size_t)nthreads * RUN_STRIDE * sizeof *p->run);
+    if (!p->run) {
+        free(p);
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        return NULL;
+    }
+    for (int t = 0; t < nthreads; t++) atomic_init(run_word(p, t), 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     if (nthreads > 1) {
@@ -234,18 +280,28 @@ tp_pool *tp_new(int nthreads, char *err)
 
 int tp_threads(const tp_pool *p) { return p->n; }
 
-/* Publishes one round of tasks (nt <= MAX_TASKS); returns its generation. */
-static uint64_t publish(tp_pool *p, int base, int nt, tp_fn fn, void *ctx)
+/* Publishes one round of tasks (nt <= MAX_TASKS), split into the threads'
+ * runs or not; returns its generation. */
+static uint64_t publish(tp_pool *p, int base, int nt, int split, tp_fn fn, void *ctx)
 {
     p->fn = fn;
     p->ctx = ctx;
     p->base = base;
+    atomic_store_explicit(&p->split, split, memory_order_relaxed);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     p->gen = (p->gen + 1) & 0xFFFFFFu;
     if (p->gen == 0) p->gen = 1; /* workers start with seen = 0 */
     uint64_t g = p->gen;
+    for (int t = 0; split && t < p->n; t++) /* thread t: [nt*t/n, nt*(t+1)/n) */
+        atomic_store_explicit(run_word(p, t),
+                              (g << GEN_SHIFT) | ((uint64_t)nt * t / p->n << NT_SHIFT) |
+                                  ((uint64_t)nt * (t + 1) / p->n),
+                              memory_order_relaxed);
+    /* A split job's claim word has no task left to claim (next = nt), so a
+     * thread that read a later job's `split` = 0 claims nothing through it.
+     * seq_cst: after `split` and the runs' words; pairs with sleepers. */
     atomic_store(&p->claim,
-                 (g << GEN_SHIFT) | ((uint64_t)nt << NT_SHIFT)); /* seq_cst: pairs with sleepers */
+                 (g << GEN_SHIFT) | ((uint64_t)nt << NT_SHIFT) | (split ? (uint64_t)nt : 0));
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);
@@ -256,7 +312,8 @@ static uint64_t publish(tp_pool *p, int base, int nt, tp_fn fn, void *ctx)
 
 static void finish(tp_pool *p, uint64_t g, int nt)
 {
-    run_tasks(p, g, 0);
+    if (atomic_load_explicit(&p->split, memory_order_relaxed)) run_split(p, g, 0);
+    else run_tasks(p, g, 0);
     int spins = 0;
     while (atomic_load_explicit(&p->done, memory_order_acquire) < nt) {
         if (idle_prefetch(p)) continue;
@@ -274,8 +331,17 @@ void tp_run(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
     }
     for (int base = 0; base < ntasks; base += MAX_TASKS) {
         int nt = ntasks - base < MAX_TASKS ? ntasks - base : MAX_TASKS;
-        finish(p, publish(p, base, nt, fn, ctx), nt);
+        finish(p, publish(p, base, nt, 0, fn, ctx), nt);
     }
+}
+
+void tp_run_split(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
+{
+    if (p->n == 1 || ntasks == 1 || ntasks > MAX_TASKS) {
+        tp_run(p, ntasks, fn, ctx);
+        return;
+    }
+    if (ntasks > 0) finish(p, publish(p, 0, ntasks, 1, fn, ctx), ntasks);
 }
 
 void tp_free(tp_pool *p)
@@ -289,6 +355,7 @@ void tp_free(tp_pool *p)
         for (int i = 1; i <= p->started; i++) pthread_join(p->th[i], NULL);
     }
     free(p->th);
+    free(p->run);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     free(p);
