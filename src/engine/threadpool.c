@@ -79,13 +79,13 @@ struct tp_pool {
     _Alignas(64) _Atomic uintptr_t pf_next, pf_end;
     _Atomic int pf_i, pf_n;
     _Atomic uintptr_t pf_b[TP_PF_MAX], pf_e[TP_PF_MAX];
+    _Alignas(64) unsigned gen; /* caller only */
+    int base;                  /* task index offset of this round */
+    _Atomic int split;         /* this round is a split job */
     /* Split jobs (tp_run_split): thread t's run of tasks, one word per
      * thread on a line of its own: generation | front | back, the fields as
      * in the claim word. Its owner takes the front, others the back. */
     _Atomic uint64_t *run;
-    _Atomic int split;         /* this round is a split job */
-    _Alignas(64) unsigned gen; /* caller only */
-    int base;                  /* task index offset of this round */
     tp_fn fn;
     void *ctx;
     pthread_mutex_t mu;
@@ -337,11 +337,8 @@ void tp_run(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
 
 void tp_run_split(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
 {
-    if (p->n == 1 || ntasks == 1 || ntasks > MAX_TASKS) {
-        tp_run(p, ntasks, fn, ctx);
-        return;
-    }
-    if (ntasks > 0) finish(p, publish(p, 0, ntasks, 1, fn, ctx), ntasks);
+    if (p->n == 1 || ntasks <= 1 || ntasks > MAX_TASKS) tp_run(p, ntasks, fn, ctx);
+    else finish(p, publish(p, 0, ntasks, 1, fn, ctx), ntasks);
 }
 
 void tp_free(tp_pool *p)
