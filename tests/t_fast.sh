@@ -95,9 +95,13 @@ row=$(printf '%s\n' "$out" | grep '^| decode at position' | sed -E 's/[0-9]+\.[0
 expect_eq "bench table decode row" "$row" "| decode at position | - | N | - |"
 expect_err "bench --prompt-len out of range" "outside [1, 8192]" "$C" bench --model "$D" --prompt-len 19,0
 # --peak alone: the four ceilings in order; both bandwidths positive numbers, the mul+add
-# rates positive numbers or n/a (an ISA this binary or CPU lacks: aarch64 has none yet)
+# rates positive numbers or n/a (an ISA this binary or CPU lacks: aarch64 has none yet);
+# then the exact bf16 matmul kernel's rates (the best ISA path, one and eight tokens), each
+# a positive number
 out=$("$C" bench --peak --threads 2 2>&1)
-pat=$(printf '%s\n' "$out" | sed -E 's/=([0-9]*[1-9][0-9]*\.[0-9]+)$/=N/' | tr '\n' ' ')
-if printf '%s\n' "$pat" | grep -qxE 'peak_mul_add_512_gflops_per_core=(N|n/a) peak_mul_add_256_gflops_per_core=(N|n/a) peak_read_gbs_1_thread=N peak_read_gbs_2_threads=N '; then
+pat=$(printf '%s\n' "$out" | sed -E 's/=0+\.0+( |$)/=Z\1/g; s/=[0-9]+\.[0-9]+( |$)/=N\1/g' | tr '\n' ' ')
+kr='l2_gflops=N stream_gflops=N stream_weight_gbs=N'
+isa='(scalar|sse2|avx2|avx512|neon|wasm128)'
+if printf '%s\n' "$pat" | grep -qxE "peak_mul_add_512_gflops_per_core=(N|n/a) peak_mul_add_256_gflops_per_core=(N|n/a) peak_read_gbs_1_thread=N peak_read_gbs_2_threads=N kernel=mm_bf16 isa=$isa T=1 $kr kernel=mm_bf16 isa=$isa T=8 $kr "; then
     pass "bench --peak prints its ceilings"
 else fail "bench --peak" "$out"; fi

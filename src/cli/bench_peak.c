@@ -1,10 +1,13 @@
 /* `cis2 bench --peak`: this machine's ceilings for the exact kernels — the
  * sustained rate of separate vector multiplies plus separate vector adds on
  * one core (512-bit and 256-bit; the kernels never fuse them, §1.4, so
- * neither does this loop) and the streaming read bandwidth. A
- * microbenchmark: its values are never part of a computed result. */
+ * neither does this loop) and the streaming read bandwidth — then the exact
+ * bf16 matmul kernel's own rate, from L2 and streamed. A microbenchmark: its
+ * values are never part of a computed result. */
 #include "cli/commands.h"
+#include "kernels/fast_kernels.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__)
@@ -68,6 +71,70 @@ static double peak_gflops(void (*fn)(long), int lanes)
 }
 #endif
 
+/* The exact bf16 matmul kernel itself: the best ISA path on one thread, T
+ * tokens against 16-row tiles of K = 576 (the 135M shape's hidden size),
+ * with its weights resident in L2 (12 tiles, 216 KiB) or streamed from a
+ * buffer no cache holds (3584 tiles, 63 MiB). Each term is a multiply and an
+ * add (§5.1): 2 * 16 * ntiles * K * T flops a call; the best of 3 rounds.
+ * Against peak_mul_add it says how much of the ceiling the kernel reaches
+ * when memory is not in the way (L2) and when it streams (decode). The
+ * outputs are never read; weights and inputs are normal numbers. */
+#define KB_K            576
+#define KB_L2_TILES     12
+#define KB_STREAM_TILES 3584
+
+static double mm_gflops(const fast_kernels *k, const uint16_t *W, int ntiles, const float *X, int T,
+                        float *Y)
+{
+    double best = 0.0;
+    for (int r = 0; r < 3; r++) { /* each round at least 10 ms (one call under an emulator) */
+        long calls = 0;
+        double t0 = cis2_now_ms(), ms;
+        do {
+            k->mm_bf16(W, KB_K, ntiles, ntiles * FAST_TILE, X, KB_K, T, Y, ntiles * FAST_TILE);
+            calls++;
+        } while ((ms = cis2_now_ms() - t0) < 10.0);
+        double g = 2.0 * FAST_TILE * ntiles * KB_K * T * (double)calls / (ms * 1e6);
+        if (g > best) best = g;
+    }
+    return best;
+}
+
+static void bench_kernel(void)
+{
+    const fast_kernels *k = fast_kernels_pick(NULL, NULL);
+    size_t nw = (size_t)KB_STREAM_TILES * KB_K * FAST_TILE;
+    uint16_t *W = malloc(nw * sizeof(uint16_t));
+    float *X = malloc((size_t)8 * KB_K * sizeof(float));
+    float *Y = malloc((size_t)8 * KB_STREAM_TILES * FAST_TILE * sizeof(float));
+    if (!k || !W || !X || !Y) {
+        printf("kernel=mm_bf16 isa=n/a\n");
+        free(W), free(X), free(Y);
+        return;
+    }
+    for (size_t i = 0; i < nw; i++) W[i] = (uint16_t)(0x3F80u + i % 7u); /* 1.0 .. 1.05 */
+    for (int i = 0; i < 8 * KB_K; i++) X[i] = 0.001f * (float)(i % 13 + 1);
+    uint64_t saved = cis2_fpenv_read();
+    if (cis2_fpenv_pin()) { /* §1.3, as every computing thread */
+        printf("kernel=mm_bf16 isa=n/a\n");
+        free(W), free(X), free(Y);
+        return;
+    }
+    static const int Ts[2] = { 1, 8 };
+    for (int i = 0; i < 2; i++) {
+        int T = Ts[i];
+        double l2 = mm_gflops(k, W, KB_L2_TILES, X, T, Y);
+        double st = mm_gflops(k, W, KB_STREAM_TILES, X, T, Y);
+        /* bytes of weights a second: 2 per weight, 2 * T flops per weight */
+        printf(
+            "kernel=mm_bf16 isa=%s T=%d l2_gflops=%.1f stream_gflops=%.1f stream_weight_gbs=%.2f\n",
+            k->name, T, l2, st, st * 2.0 / (2.0 * T));
+    }
+    cis2_fpenv_write(saved);
+    fflush(stdout);
+    free(W), free(X), free(Y);
+}
+
 void cis2_bench_peak(int threads)
 {
 #if defined(__x86_64__)
@@ -84,4 +151,5 @@ void cis2_bench_peak(int threads)
     printf("peak_read_gbs_1_thread=%.2f\n", cis2_bench_read_gbs(1));
     printf("peak_read_gbs_%d_threads=%.2f\n", threads, cis2_bench_read_gbs(threads));
     fflush(stdout);
+    bench_kernel();
 }

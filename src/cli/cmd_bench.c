@@ -9,7 +9,8 @@
  *
  * Several prompt lengths and/or positions end with one table of prefill and
  * decode tok/s; --peak (alone or with --model) prints the machine's
- * mul+add and read-bandwidth ceilings (bench_peak.c).
+ * mul+add and read-bandwidth ceilings and the exact bf16 matmul kernel's
+ * own rate against them (bench_peak.c).
  * The prompt is deterministic ids. No pass/fail: numbers only. */
 #include "cli/commands.h"
 #include "engine/fast.h"
