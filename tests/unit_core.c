@@ -103,6 +103,51 @@ static void test_sha(void)
     hexof(d, h);
     CHECK("sha256.million-a-chunked",
           !strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"), "%s", h);
+    /* update2: the FIPS million 'a' as two streams in lockstep, and two
+     * different streams against update one at a time, over states whose
+     * buffers hold 0..63 bytes (each its own) and lengths around blocks. */
+    cis2_sha256 s2a, s2b;
+    cis2_sha256_init(&s2a);
+    cis2_sha256_init(&s2b);
+    for (int i = 0; i < 1000000; i += 999) {
+        size_t n = (size_t)(1000000 - i < 999 ? 1000000 - i : 999);
+        cis2_sha256_update2(&s2a, mil + i, &s2b, mil + i, n);
+    }
+    uint8_t d2[32];
+    cis2_sha256_final(&s2a, d);
+    cis2_sha256_final(&s2b, d2);
+    hexof(d, h);
+    CHECK("sha256.update2-million-a",
+          !strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0") &&
+              !memcmp(d, d2, 32),
+          "%s", h);
+    for (size_t i = 0; i < 1000000; i++) mil[i] = (char)(i * 2654435761u >> 13);
+    static const size_t PRE[] = { 0, 1, 4, 37, 63 }, LEN[] = { 0, 1, 60, 64, 65, 127, 128, 4100 };
+    int bad = 0, cases = 0;
+    for (size_t x = 0; x < 5; x++)
+        for (size_t y = 0; y < 5; y++)
+            for (size_t z = 0; z < 8; z++) {
+                cis2_sha256 r[2], t[2];
+                for (int k = 0; k < 2; k++) {
+                    cis2_sha256_init(&r[k]);
+                    cis2_sha256_update(&r[k], mil + 7 * k, k ? PRE[y] : PRE[x]);
+                    t[k] = r[k];
+                }
+                const char *da = mil + 100, *db = mil + 9000 + 3 * z;
+                cis2_sha256_update(&r[0], da, LEN[z]);
+                cis2_sha256_update(&r[1], db, LEN[z]);
+                cis2_sha256_update2(&t[0], da, &t[1], db, LEN[z]);
+                cis2_sha256_update(&r[0], mil + 5, 70); /* and hashing on after it */
+                cis2_sha256_update(&t[0], mil + 5, 70);
+                uint8_t e0[32], e1[32], g0[32], g1[32];
+                cis2_sha256_final(&r[0], e0);
+                cis2_sha256_final(&r[1], e1);
+                cis2_sha256_final(&t[0], g0);
+                cis2_sha256_final(&t[1], g1);
+                bad += memcmp(e0, g0, 32) != 0 || memcmp(e1, g1, 32) != 0;
+                cases++;
+            }
+    CHECK("sha256.update2-equals-update", bad == 0, "%d of %d cases differ", bad, cases);
     free(mil);
     printf("PASS sha256.impl-%s\n", cis2_sha256_impl());
 }

@@ -595,6 +595,51 @@ static void test_add(void)
     }
 }
 
+/* rmsnorm_rows against ref_rmsnorm row by row: 1..17 rows (groups of 8
+ * and their tails), lengths 1..203 and 576, each row of one adversarial
+ * kind (zeros and subnormals give a zero sum, 1e38 an infinite one, NaNs
+ * and infs go to ref_rmsnorm), weights plain or adversarial, eps 1e-5 or 0
+ * (a zero sum then has an infinite inv); outputs strided with their pads
+ * untouched, and once in place (out == x). */
+static void test_rmsnorm_rows(void)
+{
+    enum { MAXM = 17, LD = 600 };
+    static const int M[] = { 1, 2, 3, 4, 5, 8, 9, 13, 17 }, N[] = { 1, 2, 7, 16, 33, 203, 576 };
+    static float x[MAXM * LD], o0[MAXM * LD], o1[MAXM * LD], w[LD];
+    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+        char err[CIS2_ERR_LEN], name[160];
+        const fast_kernels *k = fast_kernels_pick(ISAS[ii], err);
+        if (!k || !k->rmsnorm_rows) continue;
+        int bad = 0, rows = 0;
+        for (int trial = 0; trial < 12; trial++)
+            for (size_t mi = 0; mi < sizeof M / sizeof *M; mi++)
+                for (size_t ni = 0; ni < sizeof N / sizeof *N; ni++) {
+                    int m = M[mi], n = N[ni], inplace = trial == 11;
+                    float eps = trial % 3 == 2 ? 0.0f : 1e-5f;
+                    for (int j = 0; j < n; j++) w[j] = adversarial(trial < 6 ? 0 : trial % 8);
+                    for (int r = 0; r < m; r++)
+                        for (int j = 0; j < LD; j++)
+                            x[r * LD + j] = j < n ? adversarial((r + trial) % 8) : 7.0f;
+                    for (int j = 0; j < m * LD; j++) o0[j] = o1[j] = -3.0f;
+                    for (int r = 0; r < m; r++) ref_rmsnorm(x + r * LD, w, n, eps, o0 + r * LD);
+                    if (inplace) {
+                        memcpy(o1, x, sizeof(float) * (size_t)m * LD);
+                        k->rmsnorm_rows(o1, LD, w, n, eps, o1, LD, m);
+                        for (int r = 0; r < m; r++)
+                            for (int j = n; j < LD; j++) o1[r * LD + j] = -3.0f; /* x's pad */
+                    } else k->rmsnorm_rows(x, LD, w, n, eps, o1, LD, m);
+                    size_t at;
+                    rows += m;
+                    if (!same_bits(o0, o1, (size_t)m * LD, &at)) bad++;
+                }
+        snprintf(name, sizeof name,
+                 "rmsnorm_rows %s: %d adversarial rows bit-identical to ref_rmsnorm (pads "
+                 "untouched, in place too)",
+                 ISAS[ii], rows);
+        CHECK(name, bad == 0, "%d row groups differ", bad);
+    }
+}
+
 /* The vectorized logits scan against cis2_argmax and a scalar NaN search:
  * lengths 1..203 and a vocabulary's 49152, adversarial rows (ties, +-0,
  * +-inf, NaNs including a leading NaN, all NaN), and the maximum planted at
@@ -1008,6 +1053,7 @@ int main(void)
     test_matmul_multi();
     test_swiglu();
     test_add();
+    test_rmsnorm_rows();
     test_scan();
     test_pack();
     test_exp16();

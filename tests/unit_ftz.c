@@ -283,6 +283,53 @@ static void test_attention_kernels(void)
     }
 }
 
+/* RMSNorm (§8): a square of a binary32 never lands in the window (its
+ * significand squared is at most 1 - 2^-23 below a power of two), so the
+ * window cases are the last loop's (x*inv)*w. Rows of one 1 and values
+ * near FLT_MIN (their squares flush: the sum is 1, inv the same for every
+ * row), weights placing each product within a few ulps of FLT_MIN. */
+static void test_rmsnorm(void)
+{
+    enum { N = 24, M = 9 };
+    static float x[M * N], w[N], want[M * N], got[M * N];
+    const float eps = 1e-5f;
+    float mean = cis2_fdiv(1.0f, (float)N), inv = cis2_rsqrt(cis2_fadd(mean, eps));
+    int win = 0;
+    for (int r = 0; r < M; r++)
+        for (int i = 0; i < N; i++) {
+            float v = i == r % 3 ? 1.0f : base_at((unsigned)i, 0);
+            x[r * N + i] = (i + r) % 4 == 1 ? -v : v;
+        }
+    for (int i = 0; i < N; i++) w[i] = inv_at(x86_mul(base_at((unsigned)i, 0), inv), i % 5 - 2);
+    for (int r = 0; r < M; r++) {
+        float ss = 0.0f;
+        for (int i = 0; i < N; i++) ss = x86_add(ss, x86_mul(x[r * N + i], x[r * N + i]));
+        if (cis2_f2u(ss) != 0x3F800000u)
+            printf("FAIL ftz-window rmsnorm: row %d sums to %a\n", r, ss);
+        for (int i = 0; i < N; i++) {
+            float t = x86_mul(x[r * N + i], inv);
+            win += in_window(t, w[i]);
+            want[r * N + i] = x86_mul(t, w[i]);
+        }
+    }
+    char err[CIS2_ERR_LEN], name[200];
+    size_t at = 0;
+    for (int r = 0; r < M; r++) ref_rmsnorm(x + r * N, w, N, eps, got + r * N);
+    snprintf(name, sizeof name, "ftz-window ref_rmsnorm = x86-64 model (%d in the window)", win);
+    CHECK(name, same(got, want, (size_t)M * N, &at) && win > 10,
+          "element %zu: 0x%08X, x86-64 0x%08X", at, (unsigned)cis2_f2u(got[at]),
+          (unsigned)cis2_f2u(want[at]));
+    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+        const fast_kernels *kk = fast_kernels_pick(ISAS[ii], err);
+        if (!kk || !kk->rmsnorm_rows) continue;
+        memset(got, 0xA5, sizeof got);
+        kk->rmsnorm_rows(x, N, w, N, eps, got, N, M);
+        snprintf(name, sizeof name, "ftz-window rmsnorm_rows %s = x86-64 (%d rows)", kk->name, M);
+        CHECK(name, same(got, want, (size_t)M * N, &at), "element %zu: 0x%08X, x86-64 0x%08X", at,
+              (unsigned)cis2_f2u(got[at]), (unsigned)cis2_f2u(want[at]));
+    }
+}
+
 int main(void)
 {
     if (cis2_fpenv_pin()) {
@@ -292,5 +339,6 @@ int main(void)
     test_scalar_ops();
     test_matmul();
     test_attention_kernels();
+    test_rmsnorm();
     UNIT_END();
 }

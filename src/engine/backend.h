@@ -62,6 +62,11 @@ struct cis2_backend {
     /* Optional: cis2_argmax(x, n) and the first NaN's index (or -1) in
      * *first_nan, vectorized. NULL = the scalar loops. */
     int32_t (*scan)(const float *x, int n, int *first_nan);
+    /* Optional: ref_rmsnorm (§8) on m rows, row r at x + r*ldx, its output
+     * at out + r*ldo — each row bit for bit, the rows' sums side by side.
+     * NULL = row by row. */
+    void (*rmsnorm_rows)(const float *x, size_t ldx, const float *w, int n, float eps, float *out,
+                         size_t ldo, int m);
 };
 
 /* Key-blocked keys: per layer, per KV head kvh, blocks of CIS2_KB

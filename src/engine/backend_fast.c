@@ -724,6 +724,7 @@ static int make_backend(cis2_backend **out, const char *isa, int threads, char *
     b->matmul_swiglu = fast_mm_swiglu;
     b->swiglu = k->swiglu;
     b->add = k->add;
+    b->rmsnorm_rows = k->rmsnorm_rows;
     b->scan = k->scan;
     b->prefetch = fast_prefetch;
     s->k = k;

@@ -534,6 +534,33 @@ static void mlp_residual_norm_row(void *pp, int t)
     rmsnorm(e, e->x + off, p->y_next->attn_norm, c->hidden, c->eps, e->xn + off);
 }
 
+/* A few untraced rows (one token, or a decode step of a few sequences): the
+ * residual steps run on the calling thread with the rows' norms side by
+ * side (rmsnorm_rows, each row bit for bit ref_rmsnorm). For eight rows
+ * that takes ~2 us, where a parallel pass took ~10 us (its dispatch costs
+ * more than the rows' work). Traced runs keep the row-by-row passes, whose
+ * trace sees each row's nodes in order; so does the rmsnorm-assoc fault. */
+#define SERIAL_ROWS 16
+static int rows_serial(const cis2_engine *e, int T)
+{
+    return T <= SERIAL_ROWS && !e->o.trace && e->be->rmsnorm_rows &&
+           e->fault.kind != CIS2_FAULT_RMSNORM_ASSOC;
+}
+
+/* Rows t < T: x[t] += d[t] (§5.4; toy gain first when g), then xn[t] =
+ * rmsnorm(x[t], w) (§8) when w — rows_serial's path. */
+static void residual_norm_rows(cis2_engine *e, int T, float *d, const float *g, const float *w)
+{
+    const cis2_config *c = &e->m->cfg;
+    const int H = c->hidden;
+    for (int t = 0; t < T; t++) {
+        float *dt = d + (size_t)t * H;
+        if (g) toy_gain(dt, g, H);
+        add(e, e->x + (size_t)t * H, dt, H);
+    }
+    if (w) e->be->rmsnorm_rows(e->x, (size_t)H, w, H, c->eps, e->xn, (size_t)H, T);
+}
+
 /* ------------------------------------------------------------- the blocks */
 /* Linears sharing one input X [T][cols]: every weight read once for all T rows. */
 static void linears(cis2_backend *be, int n, const cis2_weight *const *w, const float *X, int T,
@@ -609,7 +636,10 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
     const cis2_layer *y = p->y;
     const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, qd = nh * hd;
     const float scale = cis2_rsqrt((float)hd); /* §9.2: rsqrt(64) == 0.125 */
-    if (!norm_done) for_rows(p, T, attn_norm_row);
+    if (!norm_done && rows_serial(e, T))
+        be->rmsnorm_rows(e->x, (size_t)c->hidden, y->attn_norm, c->hidden, c->eps, e->xn,
+                         (size_t)c->hidden, T);
+    else if (!norm_done) for_rows(p, T, attn_norm_row);
     const cis2_weight *wqkv[3] = { &y->q, &y->k, &y->v };
     float *const qkv[3] = { e->q, e->k, e->v };
     hint(be, T, &y->o, &y->gate, &y->up);
@@ -646,7 +676,8 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
     }
     hint(be, T, &y->gate, &y->up, &y->down);
     be->matmul(be, &y->o, e->att, T, e->proj);
-    for_rows(p, T, attn_residual_row);
+    if (rows_serial(e, T)) residual_norm_rows(e, T, e->proj, y->o_gain, y->mlp_norm);
+    else for_rows(p, T, attn_residual_row);
     return 0;
 }
 
@@ -670,7 +701,9 @@ static void mlp_block(pass_t *p, int T, const cis2_layer *fuse_next)
     hint(be, T, next_q(p), NULL, NULL);
     be->matmul(be, &y->down, e->act, T, e->proj);
     p->y_next = fuse_next;
-    for_rows(p, T, fuse_next ? mlp_residual_norm_row : mlp_residual_row);
+    if (rows_serial(e, T))
+        residual_norm_rows(e, T, e->proj, NULL, fuse_next ? fuse_next->attn_norm : NULL);
+    else for_rows(p, T, fuse_next ? mlp_residual_norm_row : mlp_residual_row);
 }
 
 /* §11.1: each span's last row normed and through the LM head, all spans in
@@ -680,12 +713,18 @@ static void final_norm_and_head(cis2_engine *e, const span_t *sp, int n_sp, floa
 {
     const cis2_config *c = &e->m->cfg;
     const int H = c->hidden;
-    for (int i = 0; i < n_sp; i++) {
-        int t = sp[i].row0 + sp[i].n - 1, pos = sp[i].pos0 + sp[i].n - 1;
-        float *xf = e->xf + (size_t)i * H;
-        rmsnorm(e, e->x + (size_t)t * H, e->w.final_norm, H, c->eps, xf);
-        trace(e, pos, -1, CIS2_N_FINAL_NORM, xf, (size_t)H);
-    }
+    int last0 = sp[0].row0 + sp[0].n - 1, serial = rows_serial(e, n_sp);
+    for (int i = 1; i < n_sp; i++) serial &= sp[i].row0 + sp[i].n - 1 == last0 + i;
+    if (serial) /* the spans' last rows are consecutive (a decode step) */
+        e->be->rmsnorm_rows(e->x + (size_t)last0 * H, (size_t)H, e->w.final_norm, H, c->eps, e->xf,
+                            (size_t)H, n_sp);
+    else
+        for (int i = 0; i < n_sp; i++) {
+            int t = sp[i].row0 + sp[i].n - 1, pos = sp[i].pos0 + sp[i].n - 1;
+            float *xf = e->xf + (size_t)i * H;
+            rmsnorm(e, e->x + (size_t)t * H, e->w.final_norm, H, c->eps, xf);
+            trace(e, pos, -1, CIS2_N_FINAL_NORM, xf, (size_t)H);
+        }
     /* the next step starts with layer 0's q, k, v: streamed while the
      * caller hashes these logits (emit) */
     const cis2_layer *y0 = &e->w.layers[0];
@@ -898,7 +937,7 @@ static void seq_finalize(seq_t *s)
 /* The part of emitting that reads only this sequence's state: the next id
  * (§11.2 argmax, or forced), the NaN scan and the logits into the §12.1
  * witness stream; returns the id. */
-static int32_t emit_logits(cis2_engine *e, seq_t *s, const float *logits)
+static int32_t emit_scan(cis2_engine *e, seq_t *s, const float *logits)
 {
     const cis2_config *c = &e->m->cfg;
     int step = s->r.n_gen;
@@ -915,7 +954,14 @@ static int32_t emit_logits(cis2_engine *e, seq_t *s, const float *logits)
         s->r.nan_step = step;
         s->r.nan_index = nan_at;
     }
-    cis2_sha256_update(&s->w, logits, (size_t)c->vocab * sizeof(float)); /* LE bit patterns */
+    return next;
+}
+
+static int32_t emit_logits(cis2_engine *e, seq_t *s, const float *logits)
+{
+    int32_t next = emit_scan(e, s, logits);
+    cis2_sha256_update(&s->w, logits,
+                       (size_t)e->m->cfg.vocab * sizeof(float)); /* LE bit patterns */
     return next;
 }
 
@@ -937,13 +983,33 @@ static void emit(cis2_engine *e, seq_t *s, const float *logits)
     emit_id(e, s, logits, emit_logits(e, s, logits));
 }
 
-/* emit_logits of decode row i (each sequence's own state only, so any
- * thread); the id waits in s->next, already fed to this step. */
-static void emit_logits_row(void *ctx, int i)
+/* emit_logits of decode rows (each sequence's own state only, so any
+ * thread); the ids wait in s->next, already fed to this step. With `pairs`
+ * task i takes rows 2i and 2i + 1 < n and updates their witnesses side by
+ * side (cis2_sha256_update2: the states one at a time would reach, ~1.4x
+ * faster); else task i takes row i, for two rows on two threads. */
+typedef struct {
+    cis2_engine *e;
+    int n, pairs;
+} emit_job;
+
+static void emit_task(void *ctx, int i)
 {
-    cis2_engine *e = ctx;
-    seq_t *s = e->spans[i].s;
-    s->next = emit_logits(e, s, e->logits + (size_t)i * e->m->cfg.vocab);
+    const emit_job *j = ctx;
+    cis2_engine *e = j->e;
+    const size_t V = (size_t)e->m->cfg.vocab;
+    int r = j->pairs ? 2 * i : i;
+    seq_t *a = e->spans[r].s;
+    const float *la = e->logits + (size_t)r * V;
+    if (!j->pairs || r + 1 >= j->n) {
+        a->next = emit_logits(e, a, la);
+        return;
+    }
+    seq_t *b = e->spans[r + 1].s;
+    const float *lb = la + V;
+    a->next = emit_scan(e, a, la);
+    b->next = emit_scan(e, b, lb);
+    cis2_sha256_update2(&a->w, la, &b->w, lb, V * sizeof(float)); /* LE bit patterns */
 }
 
 /* One decode step for every running sequence, all in one forward pass: one
@@ -965,9 +1031,11 @@ static int decode_running(cis2_engine *e, char *err)
     }
     if (forward(e, e->spans, B, B, e->logits, err)) return 1;
     double ms = cis2_now_ms() - t0;
-    if (B > 1 && e->be->parallel_for) e->be->parallel_for(e->be, B, emit_logits_row, e);
+    emit_job ej = { e, B, B > 2 };
+    int ntask = ej.pairs ? (B + 1) / 2 : B;
+    if (ntask > 1 && e->be->parallel_for) e->be->parallel_for(e->be, ntask, emit_task, &ej);
     else
-        for (int i = 0; i < B; i++) emit_logits_row(e, i);
+        for (int i = 0; i < ntask; i++) emit_task(&ej, i);
     for (int i = 0; i < B; i++) {
         seq_t *s = e->spans[i].s;
         s->pos++;

@@ -74,6 +74,11 @@ typedef struct {
     /* cis2_argmax(x, n) (§11.2: the first maximum; a NaN is never one) and,
      * in *first_nan, the index of the first NaN or -1. NULL = scalar loops. */
     int32_t (*scan)(const float *x, int n, int *first_nan);
+    /* ref_rmsnorm (§8) on rows r < m: row r at x + r*ldx, its output at
+     * out + r*ldo (out may alias x) — each row bit for bit. NULL = row by
+     * row. */
+    void (*rmsnorm_rows)(const float *x, size_t ldx, const float *w, int n, float eps, float *out,
+                         size_t ldo, int m);
 } fast_kernels;
 
 /* int8 tiles (i8_pack.c): tile i holds rows 16i..16i+15 as for bf16, one byte
@@ -84,6 +89,18 @@ size_t fast_i8_scale_bytes(int rows);
 /* q: [rows, cols] row-major, s: [rows]. A pure re-layout (no arithmetic). */
 void fast_i8_pack(const int8_t *q, const float *s, int rows, int cols, int8_t *tiles,
                   float *scales);
+
+/* rmsnorm_rows for any ISA (kernels_scalar.c): each row's §5.3 sum of
+ * squares one accumulator, strictly in order, up to 8 rows' sums side by
+ * side (their add latencies overlap); then each row's last loop through
+ * `scale` (out[i] = (x[i]*inv)*w[i], an ISA's vectorized form; NULL = the
+ * scalar loop of cis2_fmul). */
+void fast_rmsnorm_rows_by(const float *x, size_t ldx, const float *w, int n, float eps, float *out,
+                          size_t ldo, int m,
+                          void (*scale)(const float *x, float inv, const float *w, float *out,
+                                        int n));
+void fast_rmsnorm_rows(const float *x, size_t ldx, const float *w, int n, float eps, float *out,
+                       size_t ldo, int m);
 
 /* x86-64, AVX-512F CPUs only: x[i] = cis2_exp_pinned(x[i]) for i < n, 16
  * lanes at a time, bit for bit (the softmax's exp; tests sweep it). */

@@ -272,6 +272,24 @@ ATTR void fast_avx2_add(float *h, const float *x, int n)
     if (i < n) ref_add(h + i, x + i, n - i);
 }
 
+/* ref_rmsnorm's last loop, 8 lanes: out[i] = (x[i]*inv)*w[i], two
+ * multiplies per element in that order (§8). */
+ATTR static void avx2_rms_scale(const float *x, float inv, const float *w, float *out, int n)
+{
+    __m256 vi = _mm256_set1_ps(inv);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vi),
+                                                _mm256_loadu_ps(w + i)));
+    for (; i < n; i++) out[i] = (x[i] * inv) * w[i];
+}
+
+ATTR static void avx2_rmsnorm_rows(const float *x, size_t ldx, const float *w, int n, float eps,
+                                   float *out, size_t ldo, int m)
+{
+    fast_rmsnorm_rows_by(x, ldx, w, n, eps, out, ldo, m, avx2_rms_scale);
+}
+
 /* cis2_argmax and the first NaN in two passes. Pass 1: per lane the largest
  * value that is not a NaN (max_ps(v, m) keeps m when v is a NaN, and the
  * earlier of two equal values: ordering only, no arithmetic), and whether any
@@ -465,7 +483,8 @@ static const fast_kernels K_AVX2 = { "avx2",
                                      NULL,
                                      fast_avx2_softmax_rows,
                                      fast_avx2_add,
-                                     fast_avx2_scan };
+                                     fast_avx2_scan,
+                                     avx2_rmsnorm_rows };
 
 const fast_kernels *fast_kernels_avx2(void)
 {

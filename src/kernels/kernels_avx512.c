@@ -359,6 +359,24 @@ ATTR static void avx512_swiglu(const float *g, const float *u, float *out, int n
     if (i < n) fast_avx2_swiglu(g + i, u + i, out + i, n - i);
 }
 
+/* ref_rmsnorm's last loop, 16 lanes: out[i] = (x[i]*inv)*w[i], two
+ * multiplies per element in that order (§8). */
+ATTR static void avx512_rms_scale(const float *x, float inv, const float *w, float *out, int n)
+{
+    __m512 vi = _mm512_set1_ps(inv);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask16(n - i);
+        __m512 xi = _mm512_maskz_loadu_ps(m, x + i), wi = _mm512_maskz_loadu_ps(m, w + i);
+        _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_mul_ps(xi, vi), wi));
+    }
+}
+
+ATTR static void avx512_rmsnorm_rows(const float *x, size_t ldx, const float *w, int n, float eps,
+                                     float *out, size_t ldo, int m)
+{
+    fast_rmsnorm_rows_by(x, ldx, w, n, eps, out, ldo, m, avx512_rms_scale);
+}
+
 /* Many tokens (prefill): each pair of bf16 tiles is widened once into an f32
  * panel (exact, bits << 16, §4.1) that stays in L2 while every token block
  * reads it, so the inner loop spends no vector operations on widening; the
@@ -400,7 +418,8 @@ static const fast_kernels K_AVX512 = { "avx512",
                                        avx512_vmix_rows,
                                        avx512_softmax_rows,
                                        fast_avx2_add,
-                                       fast_avx2_scan };
+                                       fast_avx2_scan,
+                                       avx512_rmsnorm_rows };
 
 const fast_kernels *fast_kernels_avx512(void)
 {

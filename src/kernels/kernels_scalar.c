@@ -45,9 +45,65 @@ static void scalar_vmix(const float *p, const float *v, size_t stride, int n, in
     }
 }
 
-static const fast_kernels K_SCALAR = { "scalar",    scalar_mm_bf16, scalar_mm_f32, scalar_scores,
-                                       ref_softmax, scalar_vmix,    NULL,          NULL,
-                                       NULL,        scalar_mm_i8,   NULL,          NULL,
-                                       NULL,        NULL,           NULL,          NULL,
-                                       NULL };
+/* The sums of squares of rows r[c], c < NC, over n terms: each ref_rmsnorm's
+ * first loop, its own accumulator in order (§5.3); NC chains side by side. */
+#define RMS_SS(NC)                                                                                 \
+    static void rms_ss##NC(const float *const *r, int n, float *ss)                                \
+    {                                                                                              \
+        float a[NC];                                                                               \
+        _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) a[c] = 0.0f;                          \
+        for (int i = 0; i < n; i++)                                                                \
+            _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) a[c] =                            \
+                cis2_fadd(a[c], cis2_fmul(r[c][i], r[c][i]));                                      \
+        _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) ss[c] = a[c];                         \
+    }
+RMS_SS(1)
+RMS_SS(2)
+RMS_SS(4)
+RMS_SS(8)
+#undef RMS_SS
+
+void fast_rmsnorm_rows_by(const float *x, size_t ldx, const float *w, int n, float eps, float *out,
+                          size_t ldo, int m,
+                          void (*scale)(const float *x, float inv, const float *w, float *out,
+                                        int n))
+{
+    for (int r0 = 0; r0 < m; r0 += 8) {
+        int nl = m - r0 < 8 ? m - r0 : 8;
+        const float *r[8];
+        float ss[8];
+        for (int c = 0; c < 8; c++) /* spare chains repeat the first row, never read back */
+            r[c] = x + (size_t)(r0 + (c < nl ? c : 0)) * ldx;
+        if (nl == 1) rms_ss1(r, n, ss);
+        else if (nl == 2) rms_ss2(r, n, ss);
+        else if (nl <= 4) rms_ss4(r, n, ss);
+        else rms_ss8(r, n, ss);
+        for (int c = 0; c < nl; c++) {
+            float mean = cis2_fdiv(ss[c], (float)n);
+            float inv = cis2_rsqrt(cis2_fadd(mean, eps));
+            const float *xr = r[c];
+            float *o = out + (size_t)(r0 + c) * ldo;
+            /* A row with a NaN or inf (or an infinite inv) goes to ref_rmsnorm:
+             * there a product may meet two NaNs, and which payload survives is
+             * the compiler's choice. Otherwise no product has two NaN operands. */
+            if (!__builtin_isfinite(ss[c]) || !__builtin_isfinite(inv))
+                ref_rmsnorm(xr, w, n, eps, o);
+            else if (scale) scale(xr, inv, w, o, n);
+            else
+                for (int i = 0; i < n; i++) o[i] = cis2_fmul(cis2_fmul(xr[i], inv), w[i]);
+        }
+    }
+}
+
+void fast_rmsnorm_rows(const float *x, size_t ldx, const float *w, int n, float eps, float *out,
+                       size_t ldo, int m)
+{
+    fast_rmsnorm_rows_by(x, ldx, w, n, eps, out, ldo, m, NULL);
+}
+
+static const fast_kernels K_SCALAR = {
+    "scalar", scalar_mm_bf16, scalar_mm_f32, scalar_scores, ref_softmax, scalar_vmix,
+    NULL,     NULL,           NULL,          scalar_mm_i8,  NULL,        NULL,
+    NULL,     NULL,           NULL,          NULL,          NULL,        fast_rmsnorm_rows
+};
 const fast_kernels *fast_kernels_scalar(void) { return &K_SCALAR; }
