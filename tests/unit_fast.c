@@ -640,6 +640,43 @@ static void test_rmsnorm_rows(void)
     }
 }
 
+/* The vectorized RoPE against ref_rope_rotate head by head: head sizes
+ * whose halves are and are not whole vectors, 1..12 heads, adversarial
+ * values (NaN heads go to the reference), tables of a real position and of
+ * adversarial values. */
+static void test_rope(void)
+{
+    static const int HD[] = { 64, 32, 128, 48, 2 };
+    enum { MAXH = 12, MAXD = 128 };
+    static float a[MAXH * MAXD], b[MAXH * MAXD], cv[MAXD / 2], sv[MAXD / 2], inv[MAXD / 2];
+    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+        char err[CIS2_ERR_LEN], name[160];
+        const fast_kernels *k = fast_kernels_pick(ISAS[ii], err);
+        if (!k || !k->rope) continue;
+        int bad = 0, heads = 0;
+        for (int trial = 0; trial < 24; trial++)
+            for (size_t di = 0; di < sizeof HD / sizeof *HD; di++) {
+                int hd = HD[di], half = hd / 2, nh = 1 + trial % MAXH;
+                for (int i = 0; i < half; i++) inv[i] = 1.0f / (float)(1 + 3 * i);
+                ref_rope_table(inv, half, 17 + 1000 * trial, cv, sv);
+                if (trial % 4 == 3)
+                    for (int i = 0; i < half; i++) {
+                        cv[i] = adversarial(trial % 8);
+                        sv[i] = adversarial((trial + 3) % 8);
+                    }
+                for (int j = 0; j < nh * hd; j++) a[j] = b[j] = adversarial((j / hd + trial) % 8);
+                for (int h = 0; h < nh; h++) ref_rope_rotate(a + h * hd, hd, cv, sv);
+                k->rope(b, nh, hd, cv, sv);
+                size_t at;
+                heads += nh;
+                if (!same_bits(a, b, (size_t)nh * hd, &at)) bad++;
+            }
+        snprintf(name, sizeof name,
+                 "rope %s: %d adversarial heads bit-identical to ref_rope_rotate", ISAS[ii], heads);
+        CHECK(name, bad == 0, "%d head groups differ", bad);
+    }
+}
+
 /* The vectorized logits scan against cis2_argmax and a scalar NaN search:
  * lengths 1..203 and a vocabulary's 49152, adversarial rows (ties, +-0,
  * +-inf, NaNs including a leading NaN, all NaN), and the maximum planted at
@@ -1054,6 +1091,7 @@ int main(void)
     test_swiglu();
     test_add();
     test_rmsnorm_rows();
+    test_rope();
     test_scan();
     test_pack();
     test_exp16();

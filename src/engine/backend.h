@@ -67,6 +67,9 @@ struct cis2_backend {
      * NULL = row by row. */
     void (*rmsnorm_rows)(const float *x, size_t ldx, const float *w, int n, float eps, float *out,
                          size_t ldo, int m);
+    /* Optional: ref_rope_rotate (§7.4) on nh consecutive heads of hd values,
+     * each bit for bit, vectorized. NULL = head by head. */
+    void (*rope)(float *x, int nh, int hd, const float *cos_v, const float *sin_v);
 };
 
 /* Key-blocked keys: per layer, per KV head kvh, blocks of CIS2_KB

@@ -725,6 +725,7 @@ static int make_backend(cis2_backend **out, const char *isa, int threads, char *
     b->swiglu = k->swiglu;
     b->add = k->add;
     b->rmsnorm_rows = k->rmsnorm_rows;
+    b->rope = k->rope;
     b->scan = k->scan;
     b->prefetch = fast_prefetch;
     s->k = k;

@@ -443,8 +443,13 @@ static void qkv_row(void *pp, int t)
         trace(e, pos, l, CIS2_N_K_NORM, k, (size_t)kvd);
     }
     const float *cv = e->rope_c + (size_t)t * half, *sv = e->rope_s + (size_t)t * half;
-    for (int h = 0; h < nh; h++) ref_rope_rotate(q + (size_t)h * hd, hd, cv, sv);
-    for (int h = 0; h < nkv; h++) ref_rope_rotate(k + (size_t)h * hd, hd, cv, sv);
+    if (e->be->rope) { /* bit-identical (unit_fast) */
+        e->be->rope(q, nh, hd, cv, sv);
+        e->be->rope(k, nkv, hd, cv, sv);
+    } else {
+        for (int h = 0; h < nh; h++) ref_rope_rotate(q + (size_t)h * hd, hd, cv, sv);
+        for (int h = 0; h < nkv; h++) ref_rope_rotate(k + (size_t)h * hd, hd, cv, sv);
+    }
     trace(e, pos, l, CIS2_N_Q_ROPE, q, (size_t)qd);
     trace(e, pos, l, CIS2_N_K_ROPE, k, (size_t)kvd);
     seq_t *s = e->rows[t].s;

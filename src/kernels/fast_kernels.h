@@ -79,6 +79,9 @@ typedef struct {
      * row. */
     void (*rmsnorm_rows)(const float *x, size_t ldx, const float *w, int n, float eps, float *out,
                          size_t ldo, int m);
+    /* ref_rope_rotate (§7.4) on nh consecutive heads of hd values at x, each
+     * bit for bit. NULL = head by head. */
+    void (*rope)(float *x, int nh, int hd, const float *cos_v, const float *sin_v);
 } fast_kernels;
 
 /* int8 tiles (i8_pack.c): tile i holds rows 16i..16i+15 as for bf16, one byte

@@ -290,6 +290,39 @@ ATTR static void avx2_rmsnorm_rows(const float *x, size_t ldx, const float *w, i
     fast_rmsnorm_rows_by(x, ldx, w, n, eps, out, ldo, m, avx2_rms_scale);
 }
 
+/* ref_rope_rotate on nh heads, 8 pairs (i, i + half) a vector: each output
+ * the same two products and one add (§7.4; -x2 a sign flip, as the scalar
+ * negation). A head whose inputs hold a NaN goes to ref_rope_rotate (an add
+ * of two NaNs keeps the compiler's choice of payload there); with none, a
+ * NaN arises only as the default NaN, the same on either path. */
+ATTR static void avx2_rope(float *x, int nh, int hd, const float *cos_v, const float *sin_v)
+{
+    int half = hd / 2;
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    for (int h = 0; h < nh; h++) {
+        float *head = x + (size_t)h * hd;
+        int nan = 0;
+        for (int i = 0; i + 8 <= half; i += 8) {
+            __m256 a = _mm256_loadu_ps(head + i), b = _mm256_loadu_ps(head + half + i);
+            __m256 c = _mm256_loadu_ps(cos_v + i), s = _mm256_loadu_ps(sin_v + i);
+            nan |= _mm256_movemask_ps(
+                _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q), _mm256_cmp_ps(c, s, _CMP_UNORD_Q)));
+        }
+        if (half % 8 || nan) {
+            ref_rope_rotate(head, hd, cos_v, sin_v);
+            continue;
+        }
+        for (int i = 0; i < half; i += 8) {
+            __m256 x1 = _mm256_loadu_ps(head + i), x2 = _mm256_loadu_ps(head + half + i);
+            __m256 c = _mm256_loadu_ps(cos_v + i), s = _mm256_loadu_ps(sin_v + i);
+            __m256 t1 = _mm256_mul_ps(x1, c), t2 = _mm256_mul_ps(_mm256_xor_ps(x2, sign), s);
+            __m256 t3 = _mm256_mul_ps(x2, c), t4 = _mm256_mul_ps(x1, s);
+            _mm256_storeu_ps(head + i, _mm256_add_ps(t1, t2));
+            _mm256_storeu_ps(head + half + i, _mm256_add_ps(t3, t4));
+        }
+    }
+}
+
 /* cis2_argmax and the first NaN in two passes. Pass 1: per lane the largest
  * value that is not a NaN (max_ps(v, m) keeps m when v is a NaN, and the
  * earlier of two equal values: ordering only, no arithmetic), and whether any
@@ -484,7 +517,8 @@ static const fast_kernels K_AVX2 = { "avx2",
                                      fast_avx2_softmax_rows,
                                      fast_avx2_add,
                                      fast_avx2_scan,
-                                     avx2_rmsnorm_rows };
+                                     avx2_rmsnorm_rows,
+                                     avx2_rope };
 
 const fast_kernels *fast_kernels_avx2(void)
 {

@@ -2,6 +2,7 @@
  * target("avx512f") only, separate vmulps/vaddps (never FMA, §1.4).
  * Attention reuses the AVX2 kernels (every AVX-512F CPU has AVX2). */
 #include "kernels/fast_kernels.h"
+#include "kernels/kernels.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -377,6 +378,39 @@ ATTR static void avx512_rmsnorm_rows(const float *x, size_t ldx, const float *w,
     fast_rmsnorm_rows_by(x, ldx, w, n, eps, out, ldo, m, avx512_rms_scale);
 }
 
+/* ref_rope_rotate on nh heads, 16 pairs (i, i + half) a vector: each
+ * output the same two products and one add (§7.4; -x2 a sign flip, as the
+ * scalar negation). A head whose inputs hold a NaN goes to ref_rope_rotate
+ * (an add of two NaNs keeps the compiler's choice of payload there); with
+ * none, a NaN arises only as the default NaN, the same on either path. */
+ATTR static void avx512_rope(float *x, int nh, int hd, const float *cos_v, const float *sin_v)
+{
+    int half = hd / 2;
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    for (int h = 0; h < nh; h++) {
+        float *head = x + (size_t)h * hd;
+        __mmask16 nan = 0;
+        for (int i = 0; i + 16 <= half; i += 16) {
+            __m512 a = _mm512_loadu_ps(head + i), b = _mm512_loadu_ps(head + half + i);
+            __m512 c = _mm512_loadu_ps(cos_v + i), s = _mm512_loadu_ps(sin_v + i);
+            nan |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(c, s, _CMP_UNORD_Q);
+        }
+        if (half % 16 || nan) {
+            ref_rope_rotate(head, hd, cos_v, sin_v);
+            continue;
+        }
+        for (int i = 0; i < half; i += 16) {
+            __m512 x1 = _mm512_loadu_ps(head + i), x2 = _mm512_loadu_ps(head + half + i);
+            __m512 c = _mm512_loadu_ps(cos_v + i), s = _mm512_loadu_ps(sin_v + i);
+            __m512 nx2 = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x2), sign));
+            __m512 t1 = _mm512_mul_ps(x1, c), t2 = _mm512_mul_ps(nx2, s);
+            __m512 t3 = _mm512_mul_ps(x2, c), t4 = _mm512_mul_ps(x1, s);
+            _mm512_storeu_ps(head + i, _mm512_add_ps(t1, t2));
+            _mm512_storeu_ps(head + half + i, _mm512_add_ps(t3, t4));
+        }
+    }
+}
+
 /* Many tokens (prefill): each pair of bf16 tiles is widened once into an f32
  * panel (exact, bits << 16, §4.1) that stays in L2 while every token block
  * reads it, so the inner loop spends no vector operations on widening; the
@@ -419,7 +453,8 @@ static const fast_kernels K_AVX512 = { "avx512",
                                        avx512_softmax_rows,
                                        fast_avx2_add,
                                        fast_avx2_scan,
-                                       avx512_rmsnorm_rows };
+                                       avx512_rmsnorm_rows,
+                                       avx512_rope };
 
 const fast_kernels *fast_kernels_avx512(void)
 {

@@ -166,9 +166,9 @@ static void neon_vmix(const float *p, const float *v, size_t stride, int n, int 
 }
 
 static const fast_kernels K_NEON = {
-    "neon", neon_mm_bf16_x, neon_mm_f32_x, neon_scores,  ref_softmax, neon_vmix,
-    NULL,   NULL,           NULL,          neon_mm_i8_x, NULL,        NULL,
-    NULL,   NULL,           NULL,          NULL,         NULL,        fast_rmsnorm_rows
+    "neon", neon_mm_bf16_x,    neon_mm_f32_x, neon_scores, ref_softmax, neon_vmix, NULL, NULL,
+    NULL,   neon_mm_i8_x,      NULL,          NULL,        NULL,        NULL,      NULL, NULL,
+    NULL,   fast_rmsnorm_rows, NULL
 };
 const fast_kernels *fast_kernels_neon(void) { return &K_NEON; }
 #else

@@ -102,8 +102,8 @@ void fast_rmsnorm_rows(const float *x, size_t ldx, const float *w, int n, float 
 }
 
 static const fast_kernels K_SCALAR = {
-    "scalar", scalar_mm_bf16, scalar_mm_f32, scalar_scores, ref_softmax, scalar_vmix,
-    NULL,     NULL,           NULL,          scalar_mm_i8,  NULL,        NULL,
-    NULL,     NULL,           NULL,          NULL,          NULL,        fast_rmsnorm_rows
+    "scalar", scalar_mm_bf16,    scalar_mm_f32, scalar_scores, ref_softmax, scalar_vmix, NULL, NULL,
+    NULL,     scalar_mm_i8,      NULL,          NULL,          NULL,        NULL,        NULL, NULL,
+    NULL,     fast_rmsnorm_rows, NULL
 };
 const fast_kernels *fast_kernels_scalar(void) { return &K_SCALAR; }

@@ -162,7 +162,8 @@ static const fast_kernels K_WASM128 = { "wasm128",   wasm_mm_bf16,
                                         NULL,        NULL,
                                         NULL,        NULL,
                                         NULL,        NULL,
-                                        NULL,        fast_rmsnorm_rows };
+                                        NULL,        fast_rmsnorm_rows,
+                                        NULL };
 const fast_kernels *fast_kernels_wasm128(void) { return &K_WASM128; }
 #else
 const fast_kernels *fast_kernels_wasm128(void) { return NULL; }
