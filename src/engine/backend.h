@@ -26,11 +26,14 @@ struct cis2_backend {
      * step; sequence i at position pos[i], its KV cache kc[i]/vc[i] holding
      * 0..pos[i]; q, out: [n][n_heads*hd]. For each sequence bit for bit
      * attention(q_i, kc[i], vc[i], kb[i], kb_cap[i], 1, pos[i], ...); kb
-     * NULL = no key-blocked copies. NULL = one call each. */
+     * NULL = no key-blocked copies. pre (may be NULL): pre(pre_ctx, i) runs
+     * once for each sequence i, before anything reads its q row or cache
+     * (it writes them), on any thread; those writes touch sequence i's only.
+     * NULL = one call each. */
     void (*attention_decode)(cis2_backend *b, int n, const float *q, const float *const *kc,
                              const float *const *vc, const float *const *kb, const int *kb_cap,
-                             const int *pos, int n_heads, int n_kv, int hd, float scale,
-                             float *out);
+                             const int *pos, int n_heads, int n_kv, int hd, float scale, float *out,
+                             void (*pre)(void *ctx, int i), void *pre_ctx);
     /* Set by a backend whose attention reads key-blocked keys: the engine
      * then keeps them (CIS2_KB_INDEX) beside the row-major cache and passes
      * them; otherwise it allocates nothing and passes NULL. */

@@ -482,6 +482,8 @@ typedef struct {
     float *out;
     int nh, nkv, group, hd, parts, per, whole;
     float scale;
+    void (*pre)(void *ctx, int i); /* attention_decode's */
+    void *pre_ctx;
 } akb_job;
 
 /* Part r (of nkv * parts) of sequence i. */
@@ -509,9 +511,18 @@ static void akb_task(void *ctx, int task, int tid)
 {
     const akb_job *j = ctx;
     int np = j->nkv * j->parts;
-    if (j->whole)
+    if (j->whole) {
+        if (j->pre) j->pre(j->pre_ctx, task);
         for (int r = 0; r < np; r++) akb_part(j, task, r, tid);
-    else akb_part(j, task / np, task % np, tid);
+    } else akb_part(j, task / np, task % np, tid);
+}
+
+/* attention_decode's pre step of sequence `task`, as a task of its own. */
+static void akb_pre_task(void *ctx, int task, int tid)
+{
+    (void)tid;
+    const akb_job *j = ctx;
+    j->pre(j->pre_ctx, task);
 }
 
 /* n sequences' decode attention as akb tasks, a whole KV group each (up
@@ -525,14 +536,18 @@ static void akb_task(void *ctx, int task, int tid)
  * V-mix). */
 static void akb_run(fast_state *s, int n, const float *q, const float *const *vc,
                     const float *const *kb, const int *kb_cap, const int *pos, int n_heads,
-                    int n_kv, int hd, float scale, float *out)
+                    int n_kv, int hd, float scale, float *out, void (*pre)(void *ctx, int i),
+                    void *pre_ctx)
 {
     int group = n_heads / n_kv, per = group < AT_TQ ? group : AT_TQ, nth = tp_threads(s->pool);
     int parts = (group + per - 1) / per, np = n_kv * parts;
     int whole = n > 1 && (n + nth - 1) / nth * np <= (n * np + nth - 1) / nth;
-    akb_job j = {
-        s, q, vc, kb, kb_cap, pos, out, n_heads, n_kv, group, hd, parts, per, whole, scale
-    };
+    akb_job j = { s,     q,  vc,    kb,  kb_cap, pos,   out, n_heads, n_kv,
+                  group, hd, parts, per, whole,  scale, pre, pre_ctx };
+    /* A whole sequence's task runs its pre step first: one dispatch, and the
+     * thread that writes its new key and value reads them. Otherwise the
+     * pre steps are a dispatch of their own. */
+    if (pre && !whole) tp_run(s->pool, n, akb_pre_task, &j);
     tp_run(s->pool, whole ? n : n * np, akb_task, &j);
 }
 
@@ -544,7 +559,7 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
     int need = pos0 + T, nth = tp_threads(s->pool);
     ensure_scratch(s, need);
     if (T == 1 && kb && need < AKB1_MAX_CTX) {
-        akb_run(s, 1, q, &vc, &kb, &kb_cap, &pos0, n_heads, n_kv, hd, scale, out);
+        akb_run(s, 1, q, &vc, &kb, &kb_cap, &pos0, n_heads, n_kv, hd, scale, out, NULL, NULL);
         return;
     }
     if (T == 1 && need >= AT1_MIN_CTX) {
@@ -635,9 +650,11 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
  * one dispatch of akb tasks at every context (at 1024 keys ~3% faster than
  * a sequence at a time); without them (the engine gives them to this
  * backend, which wants_kb, so only a direct caller) a sequence at a time. */
+static void fast_parallel_for(cis2_backend *b, int n, void (*fn)(void *ctx, int i), void *ctx);
 static void fast_attn_decode(cis2_backend *b, int n, const float *q, const float *const *kc,
                              const float *const *vc, const float *const *kb, const int *kb_cap,
-                             const int *pos, int n_heads, int n_kv, int hd, float scale, float *out)
+                             const int *pos, int n_heads, int n_kv, int hd, float scale, float *out,
+                             void (*pre)(void *ctx, int i), void *pre_ctx)
 {
     fast_state *s = b->impl;
     int need = 1, qd = n_heads * hd;
@@ -645,9 +662,10 @@ static void fast_attn_decode(cis2_backend *b, int n, const float *q, const float
         if (pos[i] + 1 > need) need = pos[i] + 1;
     ensure_scratch(s, need);
     if (kb) {
-        akb_run(s, n, q, vc, kb, kb_cap, pos, n_heads, n_kv, hd, scale, out);
+        akb_run(s, n, q, vc, kb, kb_cap, pos, n_heads, n_kv, hd, scale, out, pre, pre_ctx);
         return;
     }
+    if (pre) fast_parallel_for(b, n, pre, pre_ctx);
     for (int i = 0; i < n; i++)
         fast_attn(b, q + (size_t)i * qd, kc[i], vc[i], NULL, 0, 1, pos[i], n_heads, n_kv, hd, scale,
                   out + (size_t)i * qd);

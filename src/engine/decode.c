@@ -466,6 +466,18 @@ static void qkv_row(void *pp, int t)
     if (s->kb) cis2_kb_put(s->kb[l], s->kb_cap, nkv, hd, pos, kslot);
 }
 
+/* qkv_row of row i0 + i: attention_decode's pre step for its sequence i. */
+typedef struct {
+    pass_t *p;
+    int i0;
+} qkv_pre_t;
+
+static void qkv_pre(void *ctx, int i)
+{
+    const qkv_pre_t *q = ctx;
+    qkv_row(q->p, q->i0 + i);
+}
+
 /* The test-only cis2-toy stage (docs/architecture.md): o_proj's output times
  * a learned per-channel gain, one separately rounded multiply per element
  * (§1.2, §1.4; cis2_fmul keeps §1.3's flush the same on every ISA), before
@@ -649,13 +661,15 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
     float *const qkv[3] = { e->q, e->k, e->v };
     hint(be, T, &y->o, &y->gate, &y->up);
     linears(be, 3, wqkv, e->xn, T, qkv);
-    for_rows(p, T, qkv_row);
     int one_each = !e->o.trace && be->attention_decode && n_sp > 1;
     for (int i = 0; i < n_sp && one_each; i++) one_each = sp[i].n == 1 && sp[i].row0 == i;
+    if (!one_each) for_rows(p, T, qkv_row);
     /* A decode step (one row per sequence, row i = span i): all sequences'
-     * attention in one call, ATT_GROUP at a time. */
+     * attention in one call, ATT_GROUP at a time, each row's qkv_row its
+     * pre step (on the thread that then reads that sequence's cache). */
     enum { ATT_GROUP = 64 };
     for (int i0 = 0; one_each && i0 < n_sp; i0 += ATT_GROUP) {
+        qkv_pre_t pre = { p, i0 };
         const float *kc[ATT_GROUP], *vc[ATT_GROUP], *kb[ATT_GROUP];
         int pos[ATT_GROUP], kb_cap[ATT_GROUP], n = n_sp - i0 < ATT_GROUP ? n_sp - i0 : ATT_GROUP;
         for (int i = 0; i < n; i++) {
@@ -667,7 +681,8 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
             pos[i] = sp[i0 + i].pos0;
         }
         be->attention_decode(be, n, e->q + (size_t)i0 * qd, kc, vc, be->wants_kb ? kb : NULL,
-                             kb_cap, pos, nh, nkv, hd, scale, e->att + (size_t)i0 * qd);
+                             kb_cap, pos, nh, nkv, hd, scale, e->att + (size_t)i0 * qd, qkv_pre,
+                             &pre);
     }
     for (int i = 0; i < n_sp && !one_each; i++) {
         if (e->o.trace) {
