@@ -98,16 +98,23 @@ if cc $FL $S -o "$W/native" -lm 2>"$W/cc.err" && "$W/native" > "$W/native.out"; 
     ! cmp -s "$W/native.out" "$W/unpinned.out" && pass "quant.ref-i8-inputs-exercise-ftz (unpinned differs)" \
         || fail quant.ref-i8-inputs-exercise-ftz "the unpinned control gave the same lines"
     if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null && [ -d /usr/aarch64-linux-gnu/lib ]; then
-        aarch64-linux-gnu-gcc $FL $S -o "$W/arm" -lm && qemu-aarch64 -L /usr/aarch64-linux-gnu "$W/arm" > "$W/arm.out"
-        cmp -s "$W/native.out" "$W/arm.out" && pass "quant.ref-i8-and-rule-aarch64-equal ($(wc -l < "$W/arm.out") digests)" \
-            || fail quant.ref-i8-and-rule-aarch64-equal "$(diff "$W/native.out" "$W/arm.out" | head -3)"
+        if ! aarch64-linux-gnu-gcc $FL $S -o "$W/arm" -lm 2>"$W/arm.err"; then
+            fail quant.ref-i8-and-rule-aarch64-equal "the aarch64 build fails: $(head -2 "$W/arm.err")"
+        else
+            qemu-aarch64 -L /usr/aarch64-linux-gnu "$W/arm" > "$W/arm.out"
+            cmp -s "$W/native.out" "$W/arm.out" && pass "quant.ref-i8-and-rule-aarch64-equal ($(wc -l < "$W/arm.out") digests)" \
+                || fail quant.ref-i8-and-rule-aarch64-equal "$(diff "$W/native.out" "$W/arm.out" | head -3)"
+        fi
     else skip quant.ref-i8-and-rule-aarch64-equal "no aarch64-linux-gnu-gcc / qemu-aarch64"; fi
     WCC=""
     for c in "${WASM_CC:-}" clang clang-16 clang-15 clang-14; do [ -n "$c" ] && command -v "$c" >/dev/null && { WCC="$c"; break; }; done
     if [ -z "$WCC" ] || ! command -v node >/dev/null; then
         skip quant.ref-i8-and-rule-wasm32-equal "no clang or node"
-    elif ! "$WCC" --target=wasm32-wasi -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID $FL $S -o "$W/int8.wasm" 2>"$W/wcc.err"; then
+    elif ! printf '#include <stdio.h>\nint main(void){return puts("") < 0;}\n' > "$W/probe.c" ||
+         ! "$WCC" --target=wasm32-wasi -O2 "$W/probe.c" -o "$W/probe.wasm" 2>"$W/wcc.err"; then
         skip quant.ref-i8-and-rule-wasm32-equal "no wasm32 toolchain: $(head -1 "$W/wcc.err")"
+    elif ! "$WCC" --target=wasm32-wasi -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID $FL $S -o "$W/int8.wasm" 2>"$W/wcc.err"; then
+        fail quant.ref-i8-and-rule-wasm32-equal "the wasm32 build fails: $(head -2 "$W/wcc.err")"
     else
         node tests/wasm_run.mjs "$W/int8.wasm" > "$W/wasm.out" 2>"$W/wasm.err"
         cmp -s "$W/native.out" "$W/wasm.out" && pass "quant.ref-i8-and-rule-wasm32-equal ($(wc -l < "$W/wasm.out") digests)" \

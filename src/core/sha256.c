@@ -301,8 +301,8 @@ void cis2_sha256_update(cis2_sha256 *s, const void *data, size_t len)
 
 void cis2_sha256_update2(cis2_sha256 *a, const void *da, cis2_sha256 *b, const void *db, size_t len)
 {
-    blocks_fn fn = pick();
 #ifdef HAVE_SHANI_CODE
+    blocks_fn fn = pick();
     if (fn == blocks_shani) {
         const uint8_t *pa = da, *pb = db;
         size_t la = len, lb = len;
