@@ -40,8 +40,10 @@ if [ "$nodev" -lt 18 ]; then
     skip arms.E "node >= 18 is not installed (apt-get install -y nodejs)"
 elif bout=$(WASM_BUILD="$WM/obj" WASM_OUT="$WM/cis2.wasm" bash tools/build_wasm.sh 2>&1); then
     E=(--wasm "$WM/cis2.wasm" --wasm-script web/test/wasm_trace.mjs)
+elif [ $? -eq 3 ]; then # tools/build_wasm.sh: no wasm32 toolchain here
+    skip arms.E "no wasm32 toolchain: $(printf '%s\n' "$bout" | head -1)"
 else
-    skip arms.E "no wasm32 module: $(printf '%s\n' "$bout" | tail -1)"
+    fail arms.E-wasm-build "$(printf '%s\n' "$bout" | grep -m2 'error')"
 fi
 NOT_E=(--node "$T/no-such-node")
 # C's faults say NO-SHIP whether or not E ran (without node the line adds that the method is
