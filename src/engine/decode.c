@@ -553,10 +553,11 @@ static void mlp_residual_norm_row(void *pp, int t)
 
 /* A few untraced rows (one token, or a decode step of a few sequences): the
  * residual steps run on the calling thread with the rows' norms side by
- * side (rmsnorm_rows, each row bit for bit ref_rmsnorm). For eight rows
- * that takes ~2 us, where a parallel pass took ~10 us (its dispatch costs
- * more than the rows' work). Traced runs keep the row-by-row passes, whose
- * trace sees each row's nodes in order; so does the rmsnorm-assoc fault. */
+ * side (rmsnorm_rows, each row bit for bit ref_rmsnorm). Eight rows take
+ * ~5 us there with two threads running (~2 us alone: the rest is fetching
+ * the other core's half of the rows), where a parallel pass took ~10 us.
+ * Traced runs keep the row-by-row passes, whose trace sees each row's nodes
+ * in order; so does the rmsnorm-assoc fault. */
 #define SERIAL_ROWS 16
 static int rows_serial(const cis2_engine *e, int T)
 {
@@ -955,8 +956,7 @@ static void seq_finalize(seq_t *s)
 }
 
 /* The part of emitting that reads only this sequence's state: the next id
- * (§11.2 argmax, or forced), the NaN scan and the logits into the §12.1
- * witness stream; returns the id. */
+ * (§11.2 argmax, or forced) and the NaN scan; returns the id. */
 static int32_t emit_scan(cis2_engine *e, seq_t *s, const float *logits)
 {
     const cis2_config *c = &e->m->cfg;
@@ -977,6 +977,7 @@ static int32_t emit_scan(cis2_engine *e, seq_t *s, const float *logits)
     return next;
 }
 
+/* emit_scan, then the logits into the §12.1 witness stream. */
 static int32_t emit_logits(cis2_engine *e, seq_t *s, const float *logits)
 {
     int32_t next = emit_scan(e, s, logits);
