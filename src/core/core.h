@@ -54,8 +54,9 @@ typedef struct {
 } cis2_sha256;
 void cis2_sha256_init(cis2_sha256 *s);
 void cis2_sha256_update(cis2_sha256 *s, const void *data, size_t len);
-/* cis2_sha256_update(a, da, len) and cis2_sha256_update(b, db, len): the
- * same two states, the two streams' blocks hashed side by side (SHA-NI). */
+/* cis2_sha256_update(a, da, len) and cis2_sha256_update(b, db, len) for two
+ * distinct states: the same two states, the streams' blocks hashed side by
+ * side (SHA-NI). */
 void cis2_sha256_update2(cis2_sha256 *a, const void *da, cis2_sha256 *b, const void *db,
                          size_t len);
 void cis2_sha256_final(cis2_sha256 *s, uint8_t out[32]);
