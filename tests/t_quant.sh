@@ -106,14 +106,15 @@ if cc $FL $S -o "$W/native" -lm 2>"$W/cc.err" && "$W/native" > "$W/native.out"; 
                 || fail quant.ref-i8-and-rule-aarch64-equal "$(diff "$W/native.out" "$W/arm.out" | head -3)"
         fi
     else skip quant.ref-i8-and-rule-aarch64-equal "no aarch64-linux-gnu-gcc / qemu-aarch64"; fi
-    WCC=""
-    for c in "${WASM_CC:-}" clang clang-16 clang-15 clang-14; do [ -n "$c" ] && command -v "$c" >/dev/null && { WCC="$c"; break; }; done
-    if [ -z "$WCC" ] || ! command -v node >/dev/null; then
-        skip quant.ref-i8-and-rule-wasm32-equal "no clang or node"
-    elif ! printf '#include <stdio.h>\nint main(void){return puts("") < 0;}\n' > "$W/probe.c" ||
-         ! "$WCC" --target=wasm32-wasi -O2 "$W/probe.c" -o "$W/probe.wasm" 2>"$W/wcc.err"; then
+    # the compiler tools/build_wasm.sh finds and has tried on a trivial program (exit 3: none)
+    WCC=$(bash tools/build_wasm.sh --probe 2>"$W/wcc.err"); wrc=$?
+    if ! command -v node >/dev/null; then
+        skip quant.ref-i8-and-rule-wasm32-equal "no node"
+    elif [ $wrc -eq 3 ]; then
         skip quant.ref-i8-and-rule-wasm32-equal "no wasm32 toolchain: $(head -1 "$W/wcc.err")"
-    elif ! "$WCC" --target=wasm32-wasi -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID $FL $S -o "$W/int8.wasm" 2>"$W/wcc.err"; then
+    elif [ $wrc -ne 0 ]; then
+        fail quant.ref-i8-and-rule-wasm32-equal "build_wasm.sh --probe exits $wrc: $(head -2 "$W/wcc.err")"
+    elif ! "$WCC" --target=wasm32-wasi ${WASI_SYSROOT:+--sysroot="$WASI_SYSROOT"} -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID $FL $S -o "$W/int8.wasm" 2>"$W/wcc.err"; then
         fail quant.ref-i8-and-rule-wasm32-equal "the wasm32 build fails: $(head -2 "$W/wcc.err")"
     else
         node tests/wasm_run.mjs "$W/int8.wasm" > "$W/wasm.out" 2>"$W/wasm.err"

@@ -15,6 +15,8 @@
 # (src/cli/): web/wasm_api.c is the entry point.
 set -euo pipefail
 # Exit status: 0 built, 3 no usable wasm32 toolchain (tests SKIP), else a build error.
+# --probe: only find the compiler and try it on a trivial program; prints the compiler
+# (exit 0) or says why not (exit 3). Tests that build their own wasm32 programs use it.
 cd "$(dirname "$0")/.."
 
 CC="${WASM_CC:-}"
@@ -34,6 +36,10 @@ if ! "$CC" --target=wasm32-wasi "${SYSFLAGS[@]}" -O2 "$probe/p.c" -o "$probe/p.w
     head -5 "$probe/err" >&2
     echo "build_wasm: install: apt-get install -y clang lld wasi-libc libclang-rt-14-dev-wasm32" >&2
     exit 3
+fi
+if [ "${1:-}" = --probe ]; then
+    printf '%s\n' "$CC"
+    exit 0
 fi
 
 # WASM_BUILD: object dir; WASM_OUT: the module (tests build into tests/tmp).
