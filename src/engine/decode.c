@@ -565,6 +565,14 @@ static int rows_serial(const cis2_engine *e, int T)
            e->fault.kind != CIS2_FAULT_RMSNORM_ASSOC;
 }
 
+/* out[t] = rmsnorm(x[t], w) (§8) for the T consecutive hidden rows at x —
+ * rows_serial's path. */
+static void norm_rows(const cis2_engine *e, const float *x, const float *w, float *out, int T)
+{
+    const cis2_config *c = &e->m->cfg;
+    e->be->rmsnorm_rows(x, (size_t)c->hidden, w, c->hidden, c->eps, out, (size_t)c->hidden, T);
+}
+
 /* Rows t < T: x[t] += d[t] (§5.4; toy gain first when g), then xn[t] =
  * rmsnorm(x[t], w) (§8) when w — rows_serial's path. */
 static void residual_norm_rows(cis2_engine *e, int T, float *d, const float *g, const float *w)
@@ -576,7 +584,7 @@ static void residual_norm_rows(cis2_engine *e, int T, float *d, const float *g, 
         if (g) toy_gain(dt, g, H);
         add(e, e->x + (size_t)t * H, dt, H);
     }
-    if (w) e->be->rmsnorm_rows(e->x, (size_t)H, w, H, c->eps, e->xn, (size_t)H, T);
+    if (w) norm_rows(e, e->x, w, e->xn, T);
 }
 
 /* ------------------------------------------------------------- the blocks */
@@ -654,9 +662,7 @@ static int attention_block(pass_t *p, const span_t *sp, int n_sp, int T, int nor
     const cis2_layer *y = p->y;
     const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, qd = nh * hd;
     const float scale = cis2_rsqrt((float)hd); /* §9.2: rsqrt(64) == 0.125 */
-    if (!norm_done && rows_serial(e, T))
-        be->rmsnorm_rows(e->x, (size_t)c->hidden, y->attn_norm, c->hidden, c->eps, e->xn,
-                         (size_t)c->hidden, T);
+    if (!norm_done && rows_serial(e, T)) norm_rows(e, e->x, y->attn_norm, e->xn, T);
     else if (!norm_done) for_rows(p, T, attn_norm_row);
     const cis2_weight *wqkv[3] = { &y->q, &y->k, &y->v };
     float *const qkv[3] = { e->q, e->k, e->v };
@@ -737,8 +743,7 @@ static void final_norm_and_head(cis2_engine *e, const span_t *sp, int n_sp, floa
     int last0 = sp[0].row0 + sp[0].n - 1, serial = rows_serial(e, n_sp);
     for (int i = 1; i < n_sp; i++) serial &= sp[i].row0 + sp[i].n - 1 == last0 + i;
     if (serial) /* the spans' last rows are consecutive (a decode step) */
-        e->be->rmsnorm_rows(e->x + (size_t)last0 * H, (size_t)H, e->w.final_norm, H, c->eps, e->xf,
-                            (size_t)H, n_sp);
+        norm_rows(e, e->x + (size_t)last0 * H, e->w.final_norm, e->xf, n_sp);
     else
         for (int i = 0; i < n_sp; i++) {
             int t = sp[i].row0 + sp[i].n - 1, pos = sp[i].pos0 + sp[i].n - 1;

@@ -299,15 +299,16 @@ ATTR static void avx2_rope(float *x, int nh, int hd, const float *cos_v, const f
 {
     int half = hd / 2;
     const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    int tnan = 0; /* the tables are the same for every head */
+    for (int i = 0; i + 8 <= half; i += 8)
+        tnan |= _mm256_movemask_ps(
+            _mm256_cmp_ps(_mm256_loadu_ps(cos_v + i), _mm256_loadu_ps(sin_v + i), _CMP_UNORD_Q));
     for (int h = 0; h < nh; h++) {
         float *head = x + (size_t)h * hd;
-        int nan = 0;
-        for (int i = 0; i + 8 <= half; i += 8) {
-            __m256 a = _mm256_loadu_ps(head + i), b = _mm256_loadu_ps(head + half + i);
-            __m256 c = _mm256_loadu_ps(cos_v + i), s = _mm256_loadu_ps(sin_v + i);
-            nan |= _mm256_movemask_ps(
-                _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q), _mm256_cmp_ps(c, s, _CMP_UNORD_Q)));
-        }
+        int nan = tnan;
+        for (int i = 0; i + 8 <= half; i += 8)
+            nan |= _mm256_movemask_ps(_mm256_cmp_ps(
+                _mm256_loadu_ps(head + i), _mm256_loadu_ps(head + half + i), _CMP_UNORD_Q));
         if (half % 8 || nan) {
             ref_rope_rotate(head, hd, cos_v, sin_v);
             continue;

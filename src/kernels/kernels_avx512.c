@@ -387,14 +387,16 @@ ATTR static void avx512_rope(float *x, int nh, int hd, const float *cos_v, const
 {
     int half = hd / 2;
     const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    __mmask16 tnan = 0; /* the tables are the same for every head */
+    for (int i = 0; i + 16 <= half; i += 16)
+        tnan |= _mm512_cmp_ps_mask(_mm512_loadu_ps(cos_v + i), _mm512_loadu_ps(sin_v + i),
+                                   _CMP_UNORD_Q);
     for (int h = 0; h < nh; h++) {
         float *head = x + (size_t)h * hd;
-        __mmask16 nan = 0;
-        for (int i = 0; i + 16 <= half; i += 16) {
-            __m512 a = _mm512_loadu_ps(head + i), b = _mm512_loadu_ps(head + half + i);
-            __m512 c = _mm512_loadu_ps(cos_v + i), s = _mm512_loadu_ps(sin_v + i);
-            nan |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(c, s, _CMP_UNORD_Q);
-        }
+        __mmask16 nan = tnan;
+        for (int i = 0; i + 16 <= half; i += 16)
+            nan |= _mm512_cmp_ps_mask(_mm512_loadu_ps(head + i), _mm512_loadu_ps(head + half + i),
+                                      _CMP_UNORD_Q);
         if (half % 16 || nan) {
             ref_rope_rotate(head, hd, cos_v, sin_v);
             continue;
