@@ -78,6 +78,7 @@ $(BUILD)/cli/serve_assets.c: $(SERVE_ASSETS) tools/embed_assets.sh | $(BUILD)/cl
 $(BUILD)/cli/serve_assets.o: $(BUILD)/cli/serve_assets.c
 	$(CROSS)$(CC) $(CFLAGS) -c $< -o $@
 $(BUILD)/unit_fuzz_replay: $(wildcard fuzz/*.c fuzz/*.h)
+$(BUILD)/unit_fast $(BUILD)/unit_int8: tests/unit_rand.h
 $(BUILD)/unit_%: tests/unit_%.c tests/unit.h $(BUILD)/libcis2-cli.a $(BUILD)/libcis2.a
 	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libcis2-cli.a $(BUILD)/libcis2.a $(LDLIBS)
 
