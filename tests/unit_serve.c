@@ -318,6 +318,25 @@ static void check_finish(cis2_engine *e)
     CHECK("serve.seq-finish.equals-solo-n4", !src && a.n_gen == 4 && same_run(&a, &solo_a), "%s",
           src ? err : "digests or ids differ");
     CHECK("serve.seq-finish.neighbour-unchanged", !src && same_run(&b, &solo_b), "differs");
+    /* A lone sequence: its last step's row is still being hashed on the
+     * backend's side thread (backend.h, side) when it is finished or
+     * cancelled. */
+    cis2_result c, d;
+    memset(&c, 0, sizeof c);
+    memset(&d, 0, sizeof d);
+    int s3, lrc = src || cis2_seq_submit(e, p1, 5, &g, &s3, err);
+    for (int k = 0; !lrc && k < 4; k++) lrc = cis2_engine_step(e, err);
+    lrc = lrc || cis2_seq_finish(e, s3, err) || cis2_seq_take(e, s3, &c, err);
+    CHECK("serve.seq-finish.lone-equals-solo-n4", !lrc && same_run(&c, &solo_a), "%s",
+          lrc ? err : "digests or ids differ");
+    lrc = src || cis2_seq_submit(e, p1, 5, &g, &s3, err);
+    for (int k = 0; !lrc && k < 3; k++) lrc = cis2_engine_step(e, err);
+    if (!lrc) cis2_seq_cancel(e, s3);
+    lrc = lrc || cis2_generate(e, p1, 5, &g4, &d, err);
+    CHECK("serve.seq-cancel.lone-then-solo-n4", !lrc && same_run(&d, &solo_a), "%s",
+          lrc ? err : "digests or ids differ");
+    cis2_result_free(&c);
+    cis2_result_free(&d);
     if (!src) {
         cis2_result_free(&solo_a);
         cis2_result_free(&solo_b);

@@ -58,6 +58,11 @@ struct cis2_backend {
      * they will be read; idle threads may pull their first bytes toward
      * cache (changes no value). NULL = no hint. */
     void (*prefetch)(cis2_backend *b, int n, const cis2_weight *const *w);
+    /* Optional (NULL = the engine runs fn itself, at once): fn(ctx) on a
+     * thread that would otherwise wait, beside the engine's next calls,
+     * which must not touch what fn touches until side_wait has returned. */
+    void (*side)(cis2_backend *b, void (*fn)(void *ctx), void *ctx);
+    void (*side_wait)(cis2_backend *b);
     /* Optional: ref_swiglu bit for bit (§10), vectorized. NULL = ref_swiglu. */
     void (*swiglu)(const float *gate, const float *up, float *out, int n);
     /* Optional: ref_add bit for bit, vectorized. NULL = ref_add. */

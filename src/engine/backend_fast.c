@@ -240,6 +240,13 @@ static void fast_prefetch(cis2_backend *b, int n, const cis2_weight *const *w)
     tp_prefetch(s->pool, m, base, len);
 }
 
+static void fast_side(cis2_backend *b, void (*fn)(void *ctx), void *ctx)
+{
+    tp_side(((fast_state *)b->impl)->pool, fn, ctx);
+}
+
+static void fast_side_wait(cis2_backend *b) { tp_side_wait(((fast_state *)b->impl)->pool); }
+
 /* ------------------------------------------------------------- attention */
 typedef struct {
     fast_state *s;
@@ -746,6 +753,8 @@ static int make_backend(cis2_backend **out, const char *isa, int threads, char *
     b->rope = k->rope;
     b->scan = k->scan;
     b->prefetch = fast_prefetch;
+    b->side = fast_side;
+    b->side_wait = fast_side_wait;
     s->k = k;
     /* An ISA without an int8 kernel (wasm128) runs the scalar path's: the
      * same bits (tests/unit_int8.c), only slower. */

@@ -29,5 +29,12 @@ void tp_run_split(tp_pool *p, int ntasks, tp_fn fn, void *ctx);
  * values, so no result depends on it. */
 #define TP_PF_MAX 4
 void tp_prefetch(tp_pool *p, int n, const void *const *base, const size_t *len);
+/* One side job beside the jobs to come: a thread that would otherwise wait
+ * for work runs fn(ctx) once (meanwhile the other threads claim every
+ * task), and tp_side_wait returns once it has run (running it on the
+ * caller if no thread has taken it yet). One at a time: tp_side first waits
+ * for the last one. fn touches nothing those jobs touch. */
+void tp_side(tp_pool *p, void (*fn)(void *ctx), void *ctx);
+void tp_side_wait(tp_pool *p);
 void tp_free(tp_pool *p);
 #endif

@@ -30,6 +30,12 @@ void tp_prefetch(tp_pool *p, int n, const void *const *base, const size_t *len)
 {
     (void)p, (void)n, (void)base, (void)len;
 }
+void tp_side(tp_pool *p, void (*fn)(void *ctx), void *ctx)
+{
+    (void)p;
+    fn(ctx);
+}
+void tp_side_wait(tp_pool *p) { (void)p; }
 void tp_free(tp_pool *p) { free(p); }
 #else
 #include <pthread.h>
@@ -79,6 +85,10 @@ struct tp_pool {
     _Alignas(64) _Atomic uintptr_t pf_next, pf_end;
     _Atomic int pf_i, pf_n;
     _Atomic uintptr_t pf_b[TP_PF_MAX], pf_e[TP_PF_MAX];
+    /* The side job (tp_side): SIDE_NONE, SIDE_POSTED, SIDE_RUNNING or SIDE_DONE. */
+    _Alignas(64) _Atomic int side;
+    void (*side_fn)(void *ctx);
+    void *side_ctx;
     _Alignas(64) unsigned gen; /* caller only */
     int base;                  /* task index offset of this round */
     _Atomic int split;         /* this round is a split job */
@@ -134,6 +144,46 @@ void tp_prefetch(tp_pool *p, int n, const void *const *base, const size_t *len)
     }
     atomic_store_explicit(&p->pf_i, 0, memory_order_relaxed);
     atomic_store_explicit(&p->pf_n, n, memory_order_relaxed);
+}
+
+enum { SIDE_NONE, SIDE_POSTED, SIDE_RUNNING, SIDE_DONE };
+
+/* Runs the posted side job if no other thread has taken it; 0 if none. */
+static int side_take(tp_pool *p)
+{
+    int want = SIDE_POSTED;
+    if (atomic_load_explicit(&p->side, memory_order_relaxed) != SIDE_POSTED ||
+        !atomic_compare_exchange_strong_explicit(&p->side, &want, SIDE_RUNNING,
+                                                 memory_order_acquire, memory_order_relaxed))
+        return 0;
+    p->side_fn(p->side_ctx);
+    atomic_store_explicit(&p->side, SIDE_DONE, memory_order_release);
+    return 1;
+}
+
+void tp_side(tp_pool *p, void (*fn)(void *ctx), void *ctx)
+{
+    tp_side_wait(p);
+    if (p->n == 1) {
+        fn(ctx);
+        return;
+    }
+    p->side_fn = fn;
+    p->side_ctx = ctx;
+    atomic_store(&p->side, SIDE_POSTED); /* seq_cst: before reading sleepers, as publish */
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+void tp_side_wait(tp_pool *p)
+{
+    if (atomic_load_explicit(&p->side, memory_order_acquire) == SIDE_NONE) return;
+    side_take(p); /* not started yet: the caller runs it */
+    while (atomic_load_explicit(&p->side, memory_order_acquire) != SIDE_DONE) CPU_RELAX();
+    atomic_store_explicit(&p->side, SIDE_NONE, memory_order_relaxed);
 }
 
 /* Claim and run tasks of generation `g`; returns when none are left. */
@@ -206,7 +256,7 @@ static void *worker(void *arg)
         int spins = 0;
         while ((atomic_load_explicit(&p->claim, memory_order_acquire) >> GEN_SHIFT) == seen &&
                !atomic_load(&p->quit)) {
-            if (idle_prefetch(p)) continue;
+            if (side_take(p) || idle_prefetch(p)) continue;
             if (++spins < SPIN_ITERS) {
                 CPU_RELAX();
                 if ((spins & 255) == 0) sched_yield();
@@ -214,7 +264,8 @@ static void *worker(void *arg)
             }
             pthread_mutex_lock(&p->mu);
             atomic_fetch_add(&p->sleepers, 1);
-            while ((atomic_load(&p->claim) >> GEN_SHIFT) == seen && !atomic_load(&p->quit))
+            while ((atomic_load(&p->claim) >> GEN_SHIFT) == seen && !atomic_load(&p->quit) &&
+                   atomic_load(&p->side) != SIDE_POSTED)
                 pthread_cond_wait(&p->cv, &p->mu);
             atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
@@ -344,6 +395,7 @@ void tp_run_split(tp_pool *p, int ntasks, tp_fn fn, void *ctx)
 void tp_free(tp_pool *p)
 {
     if (!p) return;
+    tp_side_wait(p);
     if (p->started) {
         pthread_mutex_lock(&p->mu);
         atomic_store(&p->quit, 1);
