@@ -76,7 +76,6 @@ struct cis2_engine {
         size_t len;
         int32_t id;
     } wj;
-    int wj_on;
     cis2_fault fault; /* FAULT INJECTION (docs/divergence.md, debug only) */
 };
 
@@ -858,12 +857,10 @@ static void witness_job_run(void *ctx)
 }
 
 /* Before anything reads a witness stream or writes the logits: the side
- * job, if one is out, has run. */
+ * job, if one is out, has run (side_wait returns at once when none is). */
 static void witness_wait(cis2_engine *e)
 {
-    if (!e->wj_on) return;
-    e->be->side_wait(e->be);
-    e->wj_on = 0;
+    if (e->be->side_wait) e->be->side_wait(e->be);
 }
 
 static int is_eos(const cis2_config *c, int32_t id)
@@ -1025,27 +1022,27 @@ static int32_t emit_logits(cis2_engine *e, seq_t *s, const float *logits)
     return next;
 }
 
+/* Whether `next`, s's next generated id, ends its run. */
+static int ends_run(const cis2_engine *e, const seq_t *s, int32_t next)
+{
+    return s->r.n_gen + 1 == s->g.n_gen || (s->g.stop_at_eos && is_eos(&e->m->cfg, next));
+}
+
 /* One generated token from this step's logits; `next` is emit_logits's,
  * fed to the witness here unless a side job feeds it (!feed). */
 static void emit_id(cis2_engine *e, seq_t *s, const float *logits, int32_t next, int feed)
 {
     const cis2_config *c = &e->m->cfg;
-    int step = s->r.n_gen;
+    int step = s->r.n_gen, ends = ends_run(e, s, next);
     if (feed) feed_u32(&s->w, (uint32_t)next);
     s->r.gen[s->r.n_gen++] = next;
     s->next = next;
     if (s->g.on_step) s->g.on_step(s->g.ctx, step, logits, c->vocab, next);
     if (s->g.stop_at_eos && is_eos(c, next)) s->r.stopped_at_eos = 1;
-    if (s->r.stopped_at_eos || s->r.n_gen == s->g.n_gen) {
+    if (ends) {
         witness_wait(e);
         seq_finalize(s);
     }
-}
-
-/* Whether `next` ends s's run (emit_id then finalizes it). */
-static int ends_run(const cis2_engine *e, const seq_t *s, int32_t next)
-{
-    return s->r.n_gen + 1 == s->g.n_gen || (s->g.stop_at_eos && is_eos(&e->m->cfg, next));
 }
 
 static void emit(cis2_engine *e, seq_t *s, const float *logits)
@@ -1101,34 +1098,31 @@ static int decode_running(cis2_engine *e, char *err)
     }
     if (forward(e, e->spans, B, B, e->logits, err)) return 1;
     double ms = cis2_now_ms() - t0;
-    if (B == 1 && e->be->side) {
-        /* A lone sequence's row is hashed on a side thread while the next
-         * step runs, unless this step ends the run: the same bytes in the
-         * same order, so the same witness. Its ~0.1 ms a token was time the
-         * other threads only waited (measured: 1.6-2.3 % a token at 256 keys). */
+    const int side = B == 1 && e->be->side;
+    if (side) {
+        /* A lone sequence's row and pick are hashed on a side thread while
+         * the next step runs, unless this step ends the run: the same bytes
+         * in the same order, so the same witness. Its ~0.1 ms a token was
+         * time the other threads only waited (measured: 1.6-2.3 % a token
+         * at 256 keys). */
         seq_t *s = e->spans[0].s;
-        int32_t next = emit_scan(e, s, e->logits);
-        e->wj = (struct witness_job){ s, e->logits, (size_t)e->m->cfg.vocab * sizeof(float), next };
-        if (ends_run(e, s, next)) witness_job_run(&e->wj);
-        else {
-            e->wj_on = 1;
-            e->be->side(e->be, witness_job_run, &e->wj);
-        }
-        s->pos++;
-        s->r.decode_ms += ms;
-        emit_id(e, s, e->logits, next, 0);
-        return 0;
+        s->next = emit_scan(e, s, e->logits);
+        e->wj =
+            (struct witness_job){ s, e->logits, (size_t)e->m->cfg.vocab * sizeof(float), s->next };
+        if (ends_run(e, s, s->next)) witness_job_run(&e->wj);
+        else e->be->side(e->be, witness_job_run, &e->wj);
+    } else {
+        emit_job ej = { e, B, B > 2 };
+        int ntask = ej.pairs ? (B + 1) / 2 : B;
+        if (ntask > 1 && e->be->parallel_for) e->be->parallel_for(e->be, ntask, emit_task, &ej);
+        else
+            for (int i = 0; i < ntask; i++) emit_task(&ej, i);
     }
-    emit_job ej = { e, B, B > 2 };
-    int ntask = ej.pairs ? (B + 1) / 2 : B;
-    if (ntask > 1 && e->be->parallel_for) e->be->parallel_for(e->be, ntask, emit_task, &ej);
-    else
-        for (int i = 0; i < ntask; i++) emit_task(&ej, i);
     for (int i = 0; i < B; i++) {
         seq_t *s = e->spans[i].s;
         s->pos++;
         s->r.decode_ms += ms;
-        emit_id(e, s, e->logits + (size_t)i * e->m->cfg.vocab, s->next, 1);
+        emit_id(e, s, e->logits + (size_t)i * e->m->cfg.vocab, s->next, !side);
     }
     return 0;
 }
