@@ -9,6 +9,16 @@
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 
+# tools/build_wasm.sh's own input (no toolchain needed): a misspelt argument is
+# refused before anything is built, and a control character in WASM_CC is
+# printed escaped, never raw.
+expect_err wasm-build-unknown-arg "unknown argument --prob" bash tools/build_wasm.sh --prob
+bout=$(WASM_CC=$'/nonexistent/cc\e[31m' bash tools/build_wasm.sh --probe 2>&1); brc=$?
+if [ $brc -ne 3 ]; then fail wasm-build-cc-escaped "exit $brc, wanted 3: $bout"
+elif printf '%s' "$bout" | grep -q $'\e'; then fail wasm-build-cc-escaped "a raw ESC reached the output: $(printf '%s' "$bout" | cat -v)"
+elif ! printf '%s' "$bout" | grep -qF "build_wasm: \$'/nonexistent/cc\\E[31m' cannot build"; then fail wasm-build-cc-escaped "no escaped name: $bout"
+else pass wasm-build-cc-escaped; fi
+
 if ! command -v node >/dev/null 2>&1; then skip wasm "node is not installed (apt-get install -y nodejs)"; exit 0; fi
 nodev=$(node -e 'console.log(process.versions.node.split(".")[0])')
 if [ "$nodev" -lt 18 ]; then skip wasm "node $nodev is too old (need >= 18)"; exit 0; fi

@@ -14,10 +14,19 @@
 # src/core/fparith.h (__wasm__ branch, scalar and vector forms). Excluded: the CLI
 # (src/cli/): web/wasm_api.c is the entry point.
 set -euo pipefail
-# Exit status: 0 built, 3 no usable wasm32 toolchain (tests SKIP), else a build error.
+# Exit status: 0 built, 2 an unknown argument, 3 no usable wasm32 toolchain (tests SKIP),
+# else a build error.
 # --probe: only find the compiler and try it on a trivial program; prints the compiler
 # (exit 0) or says why not (exit 3). Tests that build their own wasm32 programs use it.
 cd "$(dirname "$0")/.."
+# Names from the environment are printed escaped (printf %q): a control
+# character in WASM_CC must not reach the terminal raw.
+q() { printf '%q' "$1"; }
+for a in "$@"; do
+    [ "$a" = --probe ] && [ $# -eq 1 ] && continue
+    echo "build_wasm: unknown argument $(q "$a") (the only one is --probe, alone)" >&2
+    exit 2
+done
 
 CC="${WASM_CC:-}"
 if [ -z "$CC" ]; then
@@ -32,13 +41,13 @@ probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
 printf '#include <stdio.h>\nint main(void){printf("%%g\\n",1.5);return 0;}\n' > "$probe/p.c"
 if ! "$CC" --target=wasm32-wasi "${SYSFLAGS[@]}" -O2 "$probe/p.c" -o "$probe/p.wasm" 2> "$probe/err"; then
-    echo "build_wasm: $CC cannot build for wasm32-wasi:" >&2
-    head -5 "$probe/err" >&2
+    echo "build_wasm: $(q "$CC") cannot build for wasm32-wasi:" >&2
+    head -5 "$probe/err" | cat -v >&2
     echo "build_wasm: install: apt-get install -y clang lld wasi-libc libclang-rt-14-dev-wasm32" >&2
     exit 3
 fi
 if [ "${1:-}" = --probe ]; then
-    printf '%s\n' "$CC"
+    printf '%s\n' "$CC" # the command itself, for the caller to run
     exit 0
 fi
 
