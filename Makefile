@@ -53,7 +53,7 @@ BIN     ?= cis2$(if $(CROSS),-$(XTAG))
 # so builds tested side by side never share (and rm -rf) each other's files.
 TESTTMP ?= $(CURDIR)/tests/tmp$(if $(filter-out build,$(BUILD)),/$(notdir $(BUILD)))
 
-.PHONY: all test clean fma-gate run bench bench-model test-asan fixtures test-aarch64 test-matrix fuzz fuzz-build fuzz-regress ci-extra wasm test-web test-slurm
+.PHONY: all test clean fma-gate run bench bench-model test-asan test-tsan fixtures test-aarch64 test-matrix fuzz fuzz-build fuzz-regress ci-extra wasm test-web test-slurm
 all: $(BIN) $(UNIT_BIN)
 
 $(BUILD)/%.o: src/%.c $(HDR) | $(BUILD)
@@ -160,6 +160,16 @@ test-asan:
 	$(MAKE) BUILD=build-asan BIN=cis2-asan OPT=-O1 \
 	  EXTRA="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  LDFLAGS="-fsanitize=address,undefined" test
+
+# ThreadSanitizer over what runs on several threads at once: the pool
+# (unit_pool), the engine's decode with its side-thread witness
+# (unit_engine), batched decode (unit_batch) and the serve scheduler
+# (unit_serve). A race fails the leg even when every check passes.
+TSAN_UNITS = unit_pool unit_engine unit_batch unit_serve
+test-tsan:
+	$(MAKE) BUILD=build-tsan BIN=cis2-tsan OPT=-O1 EXTRA="-fsanitize=thread" \
+	  LDFLAGS="-fsanitize=thread" $(addprefix build-tsan/,$(TSAN_UNITS))
+	TSAN_BUILD=build-tsan bash tools/ci_tsan.sh $(TSAN_UNITS)
 
 # The aarch64 leg. Cross-builds with $(AARCH64_CROSS)gcc, runs the unit
 # binaries and shell suites under qemu-aarch64, the FMA gate over the aarch64

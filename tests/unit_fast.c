@@ -7,8 +7,6 @@
 #include "engine/fast.h"
 #include "kernels/kernels.h"
 #include "unit_rand.h"
-#include <stdatomic.h>
-#include <time.h>
 
 static const char *ISAS[] = { "scalar", "sse2", "avx2", "avx512", "neon", "wasm128" };
 static const int THREADS[] = { 1, 2, 3, 7 };
@@ -839,95 +837,6 @@ static void test_matmul_multi(void)
     }
 }
 
-/* tp_run_split: every task runs exactly once (threads 1, 2, 3, 7; 1..200
- * tasks; jobs back to back), each thread takes its own run front to back,
- * and a slow thread's run is finished from its back by the other. */
-enum { SPLIT_MAX = 200, SPLIT_THREADS = 8 };
-typedef struct {
-    _Atomic int hits[SPLIT_MAX];
-    int who[SPLIT_MAX];
-    int seq[SPLIT_THREADS][SPLIT_MAX], nseq[SPLIT_THREADS];
-    int slow_tid; /* this thread sleeps 3 ms in every task; -1: none */
-} split_ctx;
-static void split_task(void *ctx, int i, int tid)
-{
-    split_ctx *c = ctx;
-    atomic_fetch_add(&c->hits[i], 1);
-    c->who[i] = tid;
-    c->seq[tid][c->nseq[tid]++] = i;
-    if (tid == c->slow_tid) nanosleep(&(struct timespec){ 0, 3000000 }, NULL);
-}
-static void split_reset(split_ctx *c, int slow_tid)
-{
-    for (int i = 0; i < SPLIT_MAX; i++) atomic_store(&c->hits[i], 0);
-    memset(c->who, -1, sizeof c->who);
-    memset(c->nseq, 0, sizeof c->nseq);
-    c->slow_tid = slow_tid;
-}
-/* Tasks of a thread's own run [n*t/nth, n*(t+1)/nth) out of order: counted. */
-static int split_order_bad(const split_ctx *c, int n, int nth)
-{
-    int bad = 0;
-    for (int t = 0; t < nth; t++) {
-        int lo = n * t / nth, hi = n * (t + 1) / nth, last = -1;
-        for (int k = 0; k < c->nseq[t]; k++) {
-            int i = c->seq[t][k];
-            if (i < lo || i >= hi) continue;
-            if (i <= last) bad++;
-            last = i;
-        }
-    }
-    return bad;
-}
-static void test_pool_split(void)
-{
-    static split_ctx c;
-    static const int N[] = { 1, 2, 3, 5, 8, 13, 64, 199, 200 };
-    char err[CIS2_ERR_LEN], name[160];
-    for (size_t ti = 0; ti < sizeof THREADS / sizeof *THREADS; ti++) {
-        int nth = THREADS[ti], bad = 0, order = 0, jobs = 0;
-        tp_pool *p = tp_new(nth, err);
-        if (!p) {
-            printf("FAIL tp_new: %s\n", err);
-            unit_failed++;
-            continue;
-        }
-        for (int rep = 0; rep < 20; rep++)
-            for (size_t k = 0; k < sizeof N / sizeof *N; k++, jobs++) {
-                split_reset(&c, -1);
-                tp_run_split(p, N[k], split_task, &c);
-                for (int i = 0; i < SPLIT_MAX; i++) bad += atomic_load(&c.hits[i]) != (i < N[k]);
-                order += split_order_bad(&c, N[k], nth);
-            }
-        snprintf(name, sizeof name,
-                 "pool split threads=%d: %d jobs of 1-200 tasks, each task once, each run in "
-                 "order",
-                 nth, jobs);
-        CHECK(name, bad == 0 && order == 0, "%d tasks not run exactly once, %d out of order", bad,
-              order);
-        if (tp_threads(p) == 2) {
-            /* a slow worker: the caller takes the back of its run (task 7);
-             * a slow caller: the worker takes the back of the caller's (3).
-             * Up to 3 tries each: a descheduled thread may take its own. */
-            int stole[2] = { 0, 0 }, once = 1;
-            for (int slow = 0; slow < 2; slow++)
-                for (int tryn = 0; tryn < 3 && !stole[slow]; tryn++) {
-                    split_reset(&c, slow);
-                    tp_run_split(p, 8, split_task, &c);
-                    for (int i = 0; i < 8; i++) once &= atomic_load(&c.hits[i]) == 1;
-                    stole[slow] = c.who[slow ? 7 : 3] == !slow;
-                }
-            CHECK("pool split threads=2: a slow thread's run is finished by the other from its "
-                  "back, each task once",
-                  stole[0] && stole[1] && once,
-                  "slow caller: worker took task 3 %s; slow worker: "
-                  "caller took task 7 %s; each once %s",
-                  stole[0] ? "yes" : "no", stole[1] ? "yes" : "no", once ? "yes" : "no");
-        }
-        tp_free(p);
-    }
-}
-
 /* A fast backend, or NULL after reporting the failure. */
 static cis2_backend *fast_or_fail(const char *isa, int threads)
 {
@@ -1091,7 +1000,6 @@ int main(void)
         printf("FAIL fpenv pin\n");
         return 1;
     }
-    test_pool_split();
     test_matmul_multi();
     test_swiglu();
     test_add();
