@@ -272,6 +272,7 @@ row batch-batch-zero "--batch 0" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/x.json
 row batch-in-missing "--in that does not exist" "t_batch.sh" "$CIS2" batch --model "$M" --in "$T/none.jsonl" --out "$T/x.jsonl"
 row batch-in-fifo "--in is a FIFO" "t_batch.sh" $TO "$CIS2" batch --model "$M" --in "$T/fifo" --out "$T/x.jsonl"
 row batch-in-too-big "--in larger than 1 GiB (refused by its size, unread)" "t_batch.sh" "$CIS2" batch --model "$M" --in "$T/big.jsonl" --out "$T/x.jsonl"
+row batch-in-longer-than-size "--in longer than its size says (/proc: size 0; a file still being written)" "t_batch.sh" "$CIS2" batch --model "$M" --in /proc/self/status --out "$T/x.jsonl"
 row batch-out-device "--out a character device" "t_batch.sh" "$CIS2" "${B[@]}" --out /dev/null
 row batch-out-fifo "--out a FIFO" "t_batch.sh" $TO "$CIS2" "${B[@]}" --out "$T/fifo"
 row batch-out-directory "--out a directory" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/adir"
@@ -296,6 +297,18 @@ if command -v flock >/dev/null 2>&1; then
 else skip errors.batch-out-locked "flock(1) not installed"; fi
 row batch-lines-failed "input lines that cannot run (error objects written, the rest goes on)" "t_batch.sh batch.bad-lines-become-error-objects" "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/failed.jsonl"
 [ "$(cmp "$T/failed.jsonl" "$T/bad.out" 2>&1)" == "" ] && pass batch.errors-are-deterministic || fail batch.errors-are-deterministic ""
+# The notes name --out escaped: an ESC and a newline in its directory stay
+# one line with \x1b and \n (the failed-lines note, and the resume notes).
+ED=$(printf '%s/esc\033[31m\nX' "$T"); mkdir -p "$ED"
+out=$("$CIS2" batch --model "$M" --in "$BADIN" --out "$ED/f.jsonl" 2>&1 >/dev/null); rc=$?
+if [ $rc -eq 1 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && ! printf '%s' "$out" | grep -q $'\e' &&
+    printf '%s' "$out" | grep -qF 'esc\x1b[31m\nX/f.jsonl'; then pass batch.notes-escape-the-out-path
+else fail batch.notes-escape-the-out-path "rc=$rc: $(printf '%s' "$out" | cat -v)"; fi
+printf '{"line":1,' >> "$ED/f.jsonl" # a torn last line: the resume drops it, naming the file
+out=$("$CIS2" batch --model "$M" --in "$BADIN" --out "$ED/f.jsonl" 2>&1 >/dev/null)
+if ! printf '%s' "$out" | grep -q $'\e' && printf '%s\n' "$out" | grep -qF 'esc\x1b[31m\nX/f.jsonl: dropped an incomplete last line'; then
+    pass batch.resume-note-escapes-the-out-path
+else fail batch.resume-note-escapes-the-out-path "$(printf '%s' "$out" | cat -v)"; fi
 cp "$T/s3.1.jsonl" "$T/torn.jsonl"; printf '{"line":41,' >> "$T/torn.jsonl"
 "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/other.jsonl" --shard 0/2 2>/dev/null
 printf '{}\n' > "$T/notresult.jsonl"
@@ -308,6 +321,10 @@ row merge-other-input "shards of different inputs" "t_batch.sh" "$CIS2" merge "$
 row merge-not-result "a line that is not a result" "t_batch.sh" "$CIS2" merge "$R" "$T/notresult.jsonl"
 row merge-shard-fifo "a shard that is a FIFO" "t_batch.sh" $TO "$CIS2" merge "$R" "$T/fifo"
 row merge-out-directory "OUT a directory" "t_batch.sh" "$CIS2" merge "$T/adir" "$T/s3.0.jsonl"
+cp "$T/s3.1.jsonl" "$T/s3.1.keep"; ln -f "$T/s3.1.jsonl" "$T/s3.1.hard"
+row merge-out-is-a-shard "OUT one of the shards (a hard link to it too)" "t_batch.sh" "$CIS2" merge "$T/s3.1.hard" "$T/s3.0.jsonl" "$T/s3.1.jsonl" "$T/s3.2.jsonl"
+cmp -s "$T/s3.1.jsonl" "$T/s3.1.keep" && pass batch.merge-leaves-its-shards-alone || fail batch.merge-leaves-its-shards-alone "s3.1.jsonl changed"
+rm -f "$T/s3.1.hard" "$T/s3.1.keep"
 [ ! -e "$R" ] && ! ls "$T" | grep -q '\.tmp\.' && pass merge.refusals-write-nothing || fail merge.refusals-write-nothing "$(ls "$T" | grep 'merged\|tmp')"
 row vbatch-usage "verify-batch without --model" "t_batch.sh" "$CIS2" verify-batch "$T/ref.jsonl"
 row vbatch-fifo "verify-batch of a FIFO" "t_batch.sh" $TO "$CIS2" verify-batch "$T/fifo" --model "$M"

@@ -180,6 +180,10 @@ cpm cfg-scaling; cfg_edit "$T/cfg-scaling" "c['rope_scaling'] = {'type': 'linear
 row cfg-rope-scaling "RoPE scaling" "unit_core config.rejects.2-rope_scaling" "$CIS2" "${RUN[@]}" "$T/cfg-scaling"
 cpm cfg-swa; cfg_edit "$T/cfg-swa" "c['use_sliding_window'] = True"
 row cfg-sliding-window "sliding-window attention" "" "$CIS2" "${RUN[@]}" "$T/cfg-swa"
+cpm cfg-prf; cfg_edit "$T/cfg-prf" "c['partial_rotary_factor'] = 0.5"
+row cfg-partial-rotary "RoPE on part of each head (partial_rotary_factor != 1)" "" "$CIS2" "${RUN[@]}" "$T/cfg-prf"
+cpm cfg-arch-clash; cfg_edit "$T/cfg-arch-clash" "c['model_type'] = 'llama'; c['architectures'] = ['Qwen2ForCausalLM']"
+row cfg-architectures-clash "architectures naming another family than model_type" "" "$CIS2" "${RUN[@]}" "$T/cfg-arch-clash"
 
 # ---- tokenizer.json
 cpm tok-missing; rm "$T/tok-missing/tokenizer.json"
@@ -317,6 +321,8 @@ rm -f "$H/huge"
 sed 's/$/\r/' "$H/r.txt" > "$H/r-crlf.txt"
 row verify-crlf "a receipt with CRLF line ends (receipts are strict: peers reject them too)" "unit_core receipt.rejects.*" "$CIS2" verify "$H/r-crlf.txt" --model "$G"
 row receipt-with-fault "--receipt with --fault (a faulted run must not produce a normal-looking receipt)" "" "$CIS2" "${RUN[@]}" "$G" --fault no-ftz --receipt "$H/f.txt"
+row run-fault-arg-alone "run --fault-arg without --fault (nothing to apply it to)" "" "$CIS2" "${RUN[@]}" "$G" --fault-arg 3
+row trace-fault-arg-alone "trace --fault-arg without --fault" "" "$CIS2" "${TR[@]}" -o "$H/fa.st" --fault-arg 3
 row model-empty "--model ''" "" "$CIS2" run --model "" --prompt-ids 1
 row repeat-run "a flag given twice (run)" "" "$CIS2" run --model "$G" --prompt-ids 1 -n 1 -n 2
 row repeat-trace "a flag given twice (trace: -o and --output are one flag)" "" "$CIS2" "${TR[@]}" -o "$H/a.st" --output "$H/b.st"

@@ -70,6 +70,24 @@ expect_err quant.err-already-quantized "already has a quantization_config" "$CIS
 expect_err quant.err-tied-lm-head-alone "go together" "$CIS2" quantize --model "$T/llama" --out "$T/x" --lm-head
 expect_err quant.err-tied-embed-alone "go together" "$CIS2" quantize --model "$T/llama" --out "$T/x" --embed
 expect_err quant.err-out-is-source "is the source directory itself" "$CIS2" quantize --model "$T/llama" --out "$T/llama/."
+# Every output path is refused before anything is written: a link, FIFO or
+# directory at config.json (written last) leaves the directory as it was.
+for kind in link fifo dir; do
+    q="$T/out-$kind"; rm -rf "$q"; mkdir -p "$q"
+    case $kind in link) ln -s /dev/null "$q/config.json";; fifo) mkfifo "$q/config.json";; dir) mkdir "$q/config.json";; esac
+    out=$(timeout 20 "$CIS2" quantize --model "$T/llama" --out "$q" 2>&1); rc=$?
+    left=$(ls "$q" | tr '\n' ' ')
+    if [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && [[ "$out" == *"config.json: refusing to replace a"* ]] && [ "$left" = "config.json " ]; then
+        pass "quant.out-config-$kind-refused-before-writing"
+    else fail "quant.out-config-$kind-refused-before-writing" "rc=$rc, left: $left, out: $out"; fi
+done
+# Its stdout names --out escaped (a path is a string from outside).
+q=$(printf '%s/esc\033[31m\nX' "$T"); rm -rf "$q"
+out=$("$CIS2" quantize --model "$T/llama" --out "$q" 2>&1); rc=$?
+if [ $rc -eq 0 ] && ! printf '%s' "$out" | grep -q $'\e' && printf '%s\n' "$out" | head -1 | grep -qF 'esc\x1b[31m\nX ('; then
+    pass quant.wrote-line-escapes-the-path
+else fail quant.wrote-line-escapes-the-path "rc=$rc: $(printf '%s' "$out" | head -2 | cat -v)"; fi
+rm -rf "$q"
 : > "$T/afile"
 expect_err quant.err-out-is-a-file "exists and is not a directory" "$CIS2" quantize --model "$T/llama" --out "$T/afile"
 mkdir -p "$T/fifo-out"; mkfifo "$T/fifo-out/model.safetensors"

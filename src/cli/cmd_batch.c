@@ -177,10 +177,10 @@ static int scan_out(batch_ctx *b, long *n_done)
         if (!complete) {
             if (ftruncate(b->fd, (off_t)r.good) != 0)
                 REFUSE("cannot cut off the incomplete last line: %s", strerror(errno));
-            fprintf(stderr,
-                    "cis2 batch: %s: dropped an incomplete last line (%zu bytes, an interrupted "
-                    "write); resuming\n",
-                    b->out_path, len);
+            cis2_cli_note("batch",
+                          "%s: dropped an incomplete last line (%zu bytes, an interrupted "
+                          "write); resuming",
+                          b->out_path, len);
             break;
         }
         cis2_line_head h;
@@ -413,12 +413,11 @@ int cis2_cmd_batch(int argc, char **argv)
     st.progress = isatty(2);
     st.total = (b.n - b.shard_i + b.shard_n - 1) / b.shard_n - n_done;
     if (st.progress && n_done)
-        fprintf(stderr, "cis2 batch: %s: %ld line(s) already done, resuming\n", out, n_done);
+        cis2_cli_note("batch", "%s: %ld line(s) already done, resuming", out, n_done);
     if (cis2_pipe_run(e, batch, next_job, job_done, drop_job, &b, &st)) goto out;
     rc = 0;
     if (b.errors) {
-        fprintf(stderr, "cis2 batch: %ld line(s) failed: their error objects are in %s\n", b.errors,
-                out);
+        cis2_cli_note("batch", "%ld line(s) failed: their error objects are in %s", b.errors, out);
         rc = 1;
     }
 out:

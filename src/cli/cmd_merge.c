@@ -7,6 +7,7 @@
 #include "cli/batch.h"
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct {
     int line, shard;
@@ -92,6 +93,14 @@ int cis2_cmd_merge(int argc, char **argv)
         cis2_cli_usage_error("merge", "%s", err);
         goto done;
     }
+    /* OUT one of the shards (by any name): the merge would replace an input
+     * that a rerun of its shard still needs. */
+    struct stat so, si;
+    for (int s = 0; s < ns && stat(out, &so) == 0; s++)
+        if (stat(pos[s + 1], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
+            cis2_cli_usage_error("merge", "%s: OUT is one of the shards (%s)", out, pos[s + 1]);
+            goto done;
+        }
     for (int s = 0; s < ns; s++)
         if (read_shard(pos[s + 1], s, &bufs[s], &p, &np, &cap, &lines, &lines_from)) goto done;
     qsort(p, np, sizeof *p, cmp_piece);

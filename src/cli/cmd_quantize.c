@@ -3,6 +3,7 @@
  * f32 scales, in the compressed-tensors layout. */
 #include "cli/commands.h"
 #include "model/quant.h"
+#include <string.h>
 
 int cis2_cmd_quantize(int argc, char **argv)
 {
@@ -21,10 +22,11 @@ int cis2_cmd_quantize(int argc, char **argv)
     cis2_quant_report r;
     if (cis2_quantize_checkpoint(model, out, &o, &r, err))
         return cis2_cli_usage_error("quantize", "%s", err);
+    char esc[2 * CIS2_ERR_LEN]; /* the path as given, terminal-safe */
     printf("quantize: wrote %s (%d int8 linears, %d F32 norms/biases, %d copied; %llu -> %llu "
            "bytes)\n",
-           out, r.n_int8, r.n_f32, r.n_kept, (unsigned long long)r.in_bytes,
-           (unsigned long long)r.out_bytes);
+           cis2_escape(out, strlen(out), esc, sizeof esc, CIS2_ESC_TEXT), r.n_int8, r.n_f32,
+           r.n_kept, (unsigned long long)r.in_bytes, (unsigned long long)r.out_bytes);
     printf("int8_tensors=%d\nint8_params=%llu\nzero_scale_rows=%d\n", r.n_int8,
            (unsigned long long)r.int8_params, r.zero_rows);
     printf("lm_head=%s\nembed=%s\n", o.lm_head ? "int8" : "float", o.embed ? "int8" : "float");

@@ -120,7 +120,7 @@ static void diff_fields(const char *a, size_t al, const char *b, size_t bl, cis2
     json_doc x = { 0 }, y = { 0 };
     char err[CIS2_ERR_LEN];
     if (cis2_json_line_parse(&x, a, al, err) || cis2_json_line_parse(&y, b, bl, err)) {
-        cis2_sb_str(out, "the line");
+        cis2_sb_str(out, "bytes");
         json_free(&x);
         return;
     }
@@ -136,7 +136,7 @@ static void diff_fields(const char *a, size_t al, const char *b, size_t bl, cis2
         free(key);
     }
     if (x.nodes[0].count != y.nodes[0].count || !n)
-        cis2_sb_printf(out, "%sthe set or order of fields", n ? ", " : "");
+        cis2_sb_printf(out, "%sset or order of fields", n ? ", " : "");
     json_free(&x);
     json_free(&y);
 }
@@ -144,7 +144,8 @@ static void diff_fields(const char *a, size_t al, const char *b, size_t bl, cis2
 static void short_val(const char *s)
 {
     size_t n = strlen(s);
-    printf("%.*s%s", (int)(n > 64 ? 64 : n), s, n > 64 ? "..." : "");
+    cis2_cli_put_escaped(stdout, s, n > 64 ? 64 : n, CIS2_ESC_TEXT); /* a receipt's own bytes */
+    if (n > 64) printf("...");
 }
 
 static int job_done(void *ctx, cis2_pipe_job *job, cis2_result *r)

@@ -262,6 +262,8 @@ int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allo
         return cis2_cli_usage_error(cmd, "option '--backend' is given more than %s",
                                     nb_max == 2 ? "twice" : "once");
     o->backend = o->backends.n ? o->backends.v[0] : NULL;
+    if (o->fault_arg && !o->fault) /* an argument with nothing to apply it to: no silent no-op */
+        return cis2_cli_usage_error(cmd, "--fault-arg needs --fault");
     if (positional) *positional = np ? pos[0] : NULL;
     o->n_set = o->n != 0; /* the range starts at 1: 0 means not given */
     if (!o->n_set) o->n = 16;

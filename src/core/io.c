@@ -98,7 +98,20 @@ int cis2_read_file_max(const char *path, size_t max, char **buf, size_t *len, ch
         close(fd);
         return 1;
     }
+    /* More bytes than the size said (a file still being written, or one whose
+     * size is not its length, as in /proc): the bytes read are not the file,
+     * and reading on might never end, so neither is guessed. */
+    char more;
+    ssize_t r;
+    do r = read(fd, &more, 1);
+    while (r < 0 && errno == EINTR);
     close(fd);
+    if (r > 0) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "%s: holds more than the %zu bytes its size says (still being written?)", path, n);
+        free(b);
+        return 1;
+    }
     b[n] = 0;
     *buf = b;
     *len = n;

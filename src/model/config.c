@@ -129,27 +129,33 @@ static int arch_of(C *c, cis2_arch *arch)
     uint32_t mt, ar;
     if (field(c, "model_type", &mt) || field(c, "architectures", &ar)) return 1;
     *arch = CIS2_ARCH_LLAMA;
+    int by_type = 0;
     if (mt != JSON_NONE) {
         if (d->nodes[mt].type != JSON_STRING) return bad(c, "model_type", "must be a string");
-        for (size_t i = 0; i < nk; i++)
+        for (size_t i = 0; i < nk && !by_type; i++)
             if (json_str_eq(d, mt, known[i].model_type) &&
                 (known[i].arch != CIS2_ARCH_TOY || test_archs_enabled())) {
                 *arch = known[i].arch;
-                return 0;
+                by_type = 1;
             }
-        return bad(c, "model_type",
-                   "is not one of the supported architectures (llama, qwen2, qwen3)");
+        if (!by_type)
+            return bad(c, "model_type",
+                       "is not one of the supported architectures (llama, qwen2, qwen3)");
     }
     if (ar == JSON_NONE || d->nodes[ar].type == JSON_NULL) return 0;
     if (d->nodes[ar].type != JSON_ARRAY) return bad(c, "architectures", "must be a list of names");
     for (uint32_t e = d->nodes[ar].first; e != JSON_NONE; e = d->nodes[e].next) {
         if (d->nodes[e].type != JSON_STRING)
             return bad(c, "architectures", "must be a list of names");
-        for (size_t i = 0; i < nk; i++)
-            if (json_str_eq(d, e, known[i].cls) && known[i].arch != CIS2_ARCH_TOY) {
-                *arch = known[i].arch;
-                return 0;
-            }
+        for (size_t i = 0; i < nk; i++) {
+            if (!json_str_eq(d, e, known[i].cls) || known[i].arch == CIS2_ARCH_TOY) continue;
+            /* a known class of another family than model_type: which one the
+             * file is cannot be told, so neither is guessed */
+            if (by_type && known[i].arch != *arch)
+                return bad(c, "architectures", "names a class of another family than model_type");
+            *arch = known[i].arch;
+            return 0;
+        }
     }
     return 0;
 }
@@ -283,6 +289,14 @@ int cis2_config_parse(const char *text, size_t len, const char *path, cis2_confi
         require_absent_or(&c, "use_sliding_window", JSON_FALSE, NULL,
                           "must be false: sliding-window attention is not part of CIS-2 §9"))
         goto out;
+    /* Transformers rotates only head_dim * partial_rotary_factor dims; §7.4
+     * rotates all of them. */
+    float prf = 1.0f;
+    if (get_f32(&c, "partial_rotary_factor", 0, 1.0, &prf)) goto out;
+    if (prf != 1.0f) {
+        bad(&c, "partial_rotary_factor", "must be 1: §7.4 rotates every dimension of a head");
+        goto out;
+    }
     rc = 0;
 out:
     json_free(&d);

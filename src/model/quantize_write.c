@@ -212,6 +212,15 @@ int cis2_quantize_checkpoint(const char *dir, const char *qdir, const cis2_quant
         join(owpath, sizeof owpath, qdir, "model.safetensors", err) ||
         join(otpath, sizeof otpath, qdir, "tokenizer.json", err))
         return 1;
+    /* Every output path in an existing QDIR refused before any work
+     * (docs/errors.md): a link, FIFO or directory at the last one would
+     * otherwise be met only after the files before it had been replaced,
+     * leaving a mixed checkpoint. (QDIR not a directory: make_out_dir.) */
+    struct stat qs;
+    if (stat(qdir, &qs) == 0 && S_ISDIR(qs.st_mode) &&
+        (cis2_check_output_path(owpath, err) || cis2_check_output_path(otpath, err) ||
+         cis2_check_output_path(ocpath, err)))
+        return 1;
     char *ctext = NULL, *ttext = NULL, *wbuf = NULL, *qc = NULL, *newcfg = NULL;
     uint8_t *obuf = NULL;
     size_t clen, tlen, wlen, newlen, olen;
