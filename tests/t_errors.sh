@@ -182,8 +182,6 @@ cpm cfg-swa; cfg_edit "$T/cfg-swa" "c['use_sliding_window'] = True"
 row cfg-sliding-window "sliding-window attention" "" "$CIS2" "${RUN[@]}" "$T/cfg-swa"
 cpm cfg-prf; cfg_edit "$T/cfg-prf" "c['partial_rotary_factor'] = 0.5"
 row cfg-partial-rotary "RoPE on part of each head (partial_rotary_factor != 1)" "" "$CIS2" "${RUN[@]}" "$T/cfg-prf"
-cpm cfg-arch-clash; cfg_edit "$T/cfg-arch-clash" "c['model_type'] = 'llama'; c['architectures'] = ['Qwen2ForCausalLM']"
-row cfg-architectures-clash "architectures naming another family than model_type" "" "$CIS2" "${RUN[@]}" "$T/cfg-arch-clash"
 
 # ---- tokenizer.json
 cpm tok-missing; rm "$T/tok-missing/tokenizer.json"

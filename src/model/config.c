@@ -129,33 +129,27 @@ static int arch_of(C *c, cis2_arch *arch)
     uint32_t mt, ar;
     if (field(c, "model_type", &mt) || field(c, "architectures", &ar)) return 1;
     *arch = CIS2_ARCH_LLAMA;
-    int by_type = 0;
     if (mt != JSON_NONE) {
         if (d->nodes[mt].type != JSON_STRING) return bad(c, "model_type", "must be a string");
-        for (size_t i = 0; i < nk && !by_type; i++)
+        for (size_t i = 0; i < nk; i++)
             if (json_str_eq(d, mt, known[i].model_type) &&
                 (known[i].arch != CIS2_ARCH_TOY || test_archs_enabled())) {
                 *arch = known[i].arch;
-                by_type = 1;
+                return 0;
             }
-        if (!by_type)
-            return bad(c, "model_type",
-                       "is not one of the supported architectures (llama, qwen2, qwen3)");
+        return bad(c, "model_type",
+                   "is not one of the supported architectures (llama, qwen2, qwen3)");
     }
     if (ar == JSON_NONE || d->nodes[ar].type == JSON_NULL) return 0;
     if (d->nodes[ar].type != JSON_ARRAY) return bad(c, "architectures", "must be a list of names");
     for (uint32_t e = d->nodes[ar].first; e != JSON_NONE; e = d->nodes[e].next) {
         if (d->nodes[e].type != JSON_STRING)
             return bad(c, "architectures", "must be a list of names");
-        for (size_t i = 0; i < nk; i++) {
-            if (!json_str_eq(d, e, known[i].cls) || known[i].arch == CIS2_ARCH_TOY) continue;
-            /* a known class of another family than model_type: which one the
-             * file is cannot be told, so neither is guessed */
-            if (by_type && known[i].arch != *arch)
-                return bad(c, "architectures", "names a class of another family than model_type");
-            *arch = known[i].arch;
-            return 0;
-        }
+        for (size_t i = 0; i < nk; i++)
+            if (json_str_eq(d, e, known[i].cls) && known[i].arch != CIS2_ARCH_TOY) {
+                *arch = known[i].arch;
+                return 0;
+            }
     }
     return 0;
 }
