@@ -141,6 +141,39 @@ bad context 400 max_tokens '{"model":"fx","prompt":"a","max_tokens":9000}'
 bad deep 400 None "$(python3 -c 'print("["*60000)')"
 msg=$(jget "$T/bad.json" 'd["error"]["message"]')
 case "$msg" in *$'\n'*) fail serve.bad.one-line "$msg";; *) pass serve.bad.one-line;; esac
+# A value that is not an integer is quoted alone, never with the body that follows it.
+code=$(C -o "$T/bad.json" -w '%{http_code}' "$U/v1/completions" \
+    -d '{"model":"fx","max_tokens":2.0,"prompt":"hi secret"}')
+msg=$(jget "$T/bad.json" 'd["error"]["message"]')
+expect_eq serve.bad.not-integer-quotes-the-value-only "$code $msg" \
+    "400 max_tokens: expected an integer, got 2.0"
+# Raw HTTP framing: two Content-Length headers (RFC 9112 §6.3, request smuggling) are one 400
+# from us and the connection is closed; a negative one is libmicrohttpd's own 400.
+cat > "$T/raw.py" <<'EOF'
+import socket, sys
+s = socket.create_connection(('127.0.0.1', int(sys.argv[1]))); s.settimeout(10)
+s.sendall(sys.argv[2].encode().decode('unicode_escape').encode('latin1'))
+out = b''
+while True:
+    d = s.recv(65536)
+    if not d: break
+    out += d
+sys.stdout.write(out.decode('latin1'))
+EOF
+raw() { python3 "$T/raw.py" "$PORT" "$1" 2>&1; }
+RQ='POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n'
+r=$(raw "${RQ}Content-Length: 2\r\nContent-Length: 30\r\n\r\n{}")
+n=$(printf '%s' "$r" | grep -c '^HTTP/1.1 ')
+case "$n $r" in "1 HTTP/1.1 400 "*'more than one Content-Length header'*)
+    pass serve.http.two-content-lengths-400;;
+    *) fail serve.http.two-content-lengths-400 "$(printf '%s' "$r" | head -c 300)";; esac
+r=$(raw "${RQ}Content-Length: 2\r\ncontent-length: 2\r\n\r\n{}")
+case "$r" in "HTTP/1.1 400 "*'more than one Content-Length'*)
+    pass serve.http.two-content-lengths-any-case;;
+    *) fail serve.http.two-content-lengths-any-case "$(printf '%s' "$r" | head -c 300)";; esac
+r=$(raw "${RQ}Content-Length: -5\r\n\r\n")
+case "$r" in "HTTP/1.1 400 "*) pass serve.http.negative-content-length-400;;
+    *) fail serve.http.negative-content-length-400 "$(printf '%s' "$r" | head -c 300)";; esac
 code=$(C -o /dev/null -w '%{http_code}' "$U/v1/completions")
 expect_eq serve.bad.get-is-405 "$code" 405
 code=$(C -o /dev/null -w '%{http_code}' "$U/v1/nope")
@@ -191,6 +224,49 @@ kill "$SPID"
 expect_err serve.auth.empty-key-file "no key" "$CIS2" serve --model "$T/fx" --api-key-file "$T/empty-keys"
 expect_err serve.flag.port "--port must be" "$CIS2" serve --model "$T/fx" --port 70000
 expect_err serve.flag.host "--host" "$CIS2" serve --model "$T/fx" --host 256.1.1.1 --port 0
+# Startup refusals: one line naming the flag and what is wrong, before anything listens
+# (timeout: a server that wrongly starts fails the check instead of hanging the test).
+expect_err serve.flag.ctx-above-model \
+    "--ctx 10000: above this model's max_position_embeddings (8192)" \
+    timeout 10 "$CIS2" serve --model "$T/fx" --ctx 10000 --port 0
+expect_err serve.flag.alias-slash "--alias 'x/y': it contains '/'" \
+    timeout 10 "$CIS2" serve --model "$T/fx" --alias x/y --port 0
+expect_err serve.flag.alias-escape "--alias 'a\x1b[31m': it has a control character" \
+    timeout 10 "$CIS2" serve --model "$T/fx" --alias $'a\e[31m' --port 0
+expect_err serve.flag.alias-not-utf8 "--alias 'a\xff': it has a control character" \
+    timeout 10 "$CIS2" serve --model "$T/fx" --alias $'a\xff' --port 0
+expect_err serve.flag.alias-too-long "it is longer than 255 bytes" \
+    timeout 10 "$CIS2" serve --model "$T/fx" --alias "$(printf 'a%.0s' $(seq 300))" --port 0
+mkfifo "$T/vfifo"
+expect_err serve.flag.verifier-dir-missing "--verifier-dir $T/nonexistent: No such file" \
+    timeout 10 "$CIS2" serve --model "$T/fx" --verifier-dir "$T/nonexistent" --port 0
+expect_err serve.flag.verifier-dir-file "--verifier-dir $T/keys: not a directory" \
+    timeout 10 "$CIS2" serve --model "$T/fx" --verifier-dir "$T/keys" --port 0
+expect_err serve.flag.verifier-dir-fifo "not a directory" \
+    timeout 10 "$CIS2" serve --model "$T/fx" --verifier-dir "$T/vfifo" --port 0
+# A directory name with a C1 control (CSI), a bidi override and a byte that is not UTF-8: refused
+# as the model's name; with --alias, the chat-template note quotes its path escaped.
+ODD="$T/mod"$'\xc2\x9b2J\xe2\x80\xae\xff'
+RAWB=$'\xc2\x9b\\|\xe2\x80\xae\\|\xff'
+cp -r "$T/fx" "$ODD"
+expect_err serve.model-name.odd-dir "cannot be the model's name" \
+    timeout 10 "$CIS2" serve --model "$ODD" --port 0
+timeout 10 "$CIS2" serve --model "$ODD" --port 0 > "$T/odd.out" 2>&1
+if LC_ALL=C grep -q "$RAWB" "$T/odd.out"; then
+    fail serve.model-name.odd-dir-escaped "raw bytes reached stderr"
+else pass serve.model-name.odd-dir-escaped; fi
+mkdir -p "$T/vdir"
+start odd --model "$ODD" --alias odd --threads 1 --verifier-dir "$T/vdir" || exit 0
+if LC_ALL=C grep -q "$RAWB" "$T/odd.log"; then
+    fail serve.model-name.paths-escaped "raw bytes reached stderr: $(od -c "$T/odd.log" | head -5)"
+elif grep -qF 'mod\u009b2J\u202e\xff' "$T/odd.log"; then pass serve.model-name.paths-escaped
+else fail serve.model-name.paths-escaped "$(cat "$T/odd.log")"; fi
+# /verifier/ with a file missing: a 404 that does not tell the client the server's paths.
+code=$(C -o "$T/vmiss.json" -w '%{http_code}' "http://127.0.0.1:$PORT/verifier/")
+case "$code $(cat "$T/vmiss.json")" in
+    *"$T"*|*vdir*) fail serve.verifier.404-hides-path "$(cat "$T/vmiss.json")";;
+    "404 "*) pass serve.verifier.404-hides-path;; *) fail serve.verifier.404-hides-path "$code";; esac
+kill "$SPID"
 
 # Disconnects free slots; a full server answers 503 with Retry-After.
 start slow --model "$T/slow" --max-batch 1 --queue 1 --threads 1 || exit 0

@@ -3,9 +3,11 @@
  * multi-sequence engine, starts the decode thread and libmicrohttpd, prints
  * one "listening on" line, and runs until SIGINT/SIGTERM. */
 #include "cli/serve.h"
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_KEYS 16
 
@@ -37,18 +39,31 @@ static int read_keys(const char *path, char **buf, const char *keys[MAX_KEYS], i
     return 0;
 }
 
-/* The model's name in the API: --alias, else the directory's last component. */
-static void model_id(const char *dir, const char *alias, char *out, size_t cap)
+/* The model's name in the API: --alias, else the directory's last component.
+ * Returns 1 when it does not fit in out (never cut: clients send it back). */
+static int model_id(const char *dir, const char *alias, char *out, size_t cap)
 {
-    if (alias) {
-        snprintf(out, cap, "%s", alias);
-        return;
-    }
+    if (alias) return snprintf(out, cap, "%s", alias) >= (int)cap;
     size_t l = strlen(dir);
     while (l > 1 && dir[l - 1] == '/') l--;
     size_t b = l;
     while (b > 0 && dir[b - 1] != '/') b--;
-    snprintf(out, cap, "%.*s", (int)(l - b), dir + b);
+    return snprintf(out, cap, "%.*s", (int)(l - b), dir + b) >= (int)cap;
+}
+
+/* What makes id unusable as a model name, or NULL. Clients send the name back
+ * verbatim (and see it in /v1/models/NAME), so it is printable UTF-8: no '/',
+ * no control character, bidi control or invalid byte (what the escaper would
+ * change; a backslash is fine, so the SANITIZE mode is the test). */
+static const char *name_problem(const char *id)
+{
+    char esc[1024];
+    size_t n = strlen(id);
+    if (!n) return "it is empty";
+    if (strchr(id, '/')) return "it contains '/'";
+    if (strcmp(cis2_escape(id, n, esc, sizeof esc, CIS2_ESC_SANITIZE), id))
+        return "it has a control character, a bidi control or bytes that are not UTF-8";
+    return NULL;
 }
 
 int cis2_cmd_serve(int argc, char **argv)
@@ -88,13 +103,31 @@ int cis2_cmd_serve(int argc, char **argv)
         free(key_buf);
         return 2;
     }
-    char id[256];
-    model_id(model, alias, id, sizeof id);
-    for (const char *p = id; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == '/' || *p == 0x7F) {
-            free(key_buf);
-            return cis2_cli_usage_error("serve", "the model name '%s' needs --alias NAME", id);
-        }
+    char id[256], esc[1024];
+    const char *why =
+        model_id(model, alias, id, sizeof id) ? "it is longer than 255 bytes" : name_problem(id);
+    if (why) {
+        free(key_buf);
+        if (alias)
+            return cis2_cli_usage_error(
+                "serve", "--alias '%s': %s",
+                cis2_escape(alias, strlen(alias), esc, sizeof esc, CIS2_ESC_TEXT), why);
+        return cis2_cli_usage_error("serve",
+                                    "the model directory's name '%s' cannot be the model's name "
+                                    "(%s): give one with --alias NAME",
+                                    cis2_escape(id, strlen(id), esc, sizeof esc, CIS2_ESC_TEXT),
+                                    why);
+    }
+    /* Checked now, not at the first GET /verifier/: stat, so a FIFO is never opened. */
+    struct stat vst;
+    int vbad = verifier_dir && stat(verifier_dir, &vst) != 0 ? errno : 0;
+    if (verifier_dir && (vbad || !S_ISDIR(vst.st_mode))) {
+        free(key_buf);
+        return cis2_cli_usage_error(
+            "serve", "--verifier-dir %s: %s",
+            cis2_escape(verifier_dir, strlen(verifier_dir), esc, sizeof esc, CIS2_ESC_TEXT),
+            vbad ? strerror(vbad) : "not a directory");
+    }
     cis2_engine_opts eo;
     if (cis2_cli_engine_opts("serve", backend, isa, threads, &eo)) {
         free(key_buf);
@@ -116,7 +149,6 @@ int cis2_cmd_serve(int argc, char **argv)
         return 2;
     }
     const cis2_config *c = cis2_model_config(m);
-    if (!ctx || ctx > c->max_pos) ctx = c->max_pos;
     serve_sched *s = NULL;
     serve_http *h = NULL;
     int rc = 2, bound = port;
@@ -124,6 +156,12 @@ int cis2_cmd_serve(int argc, char **argv)
      * (tokenizer_config.json); without one the server still serves the rest */
     cis2_chat_template *tpl = NULL;
     char chat_err[CIS2_ERR_LEN];
+    if (ctx > c->max_pos) { /* never a silent clamp: the client would get less than asked */
+        cis2_cli_usage_error("serve", "--ctx %d: above this model's max_position_embeddings (%d)",
+                             ctx, c->max_pos);
+        goto out;
+    }
+    if (!ctx) ctx = c->max_pos;
     if (cis2_cli_chat_template("serve", model, chat_format, &tpl, chat_err)) goto out;
     if (serve_sched_new(&s, e, max_batch, queue, err)) {
         cis2_cli_usage_error("serve", "%s", err);
@@ -141,13 +179,16 @@ int cis2_cmd_serve(int argc, char **argv)
         cis2_cli_usage_error("serve", "%s", err);
         goto out;
     }
-    fprintf(stderr,
-            "cis2 serve: listening on http://%s%s%s:%d/ (model %s, backend %s, max-batch %d, "
-            "queue %d, ctx %d%s)\n",
-            strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", bound, id,
-            cis2_engine_backend(e), max_batch, queue, ctx, key_file ? ", API key required" : "");
-    if (!t) fprintf(stderr, "cis2 serve: prompts must be token ids: %s\n", terr);
-    if (!tpl) fprintf(stderr, "cis2 serve: /v1/chat/completions answers 400: %s\n", chat_err);
+    /* Through the one stderr funnel, which escapes: the host and the template's
+     * path come from flags and directories (the id is printable already). */
+    cis2_cli_note("serve",
+                  "listening on http://%s%s%s:%d/ (model %s, backend %s, max-batch %d, "
+                  "queue %d, ctx %d%s)",
+                  strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", bound, id,
+                  cis2_engine_backend(e), max_batch, queue, ctx,
+                  key_file ? ", API key required" : "");
+    if (!t) cis2_cli_note("serve", "prompts must be token ids: %s", terr);
+    if (!tpl) cis2_cli_note("serve", "/v1/chat/completions answers 400: %s", chat_err);
     fflush(stderr);
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -8,6 +8,7 @@
 #include "cli/serve.h"
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #ifndef CIS2_HAVE_MHD
 int serve_http_available(char *err)
@@ -503,8 +504,14 @@ static enum MHD_Result do_verifier(serve_http *h, struct MHD_Connection *c, cons
         char path[4096], err[CIS2_ERR_LEN], *b;
         size_t n;
         snprintf(path, sizeof path, "%s/%s", h->o.verifier_dir, name);
-        if (cis2_read_file_max(path, (size_t)64 << 20, &b, &n, err))
-            return fail(c, 404, NULL, NULL, err);
+        if (cis2_read_file_max(path, (size_t)64 << 20, &b, &n, err)) {
+            /* The reason, with the server's path, goes to the operator only. */
+            cis2_cli_note("serve", "GET /verifier/%s: %s", name, err);
+            char m[160];
+            snprintf(m, sizeof m, "the browser verifier's %s cannot be read here (make wasm?)",
+                     name);
+            return fail(c, 404, NULL, NULL, m);
+        }
         enum MHD_Result rc = send_buf(c, 200, files[i][1], b, n, 1, NULL);
         free(b);
         return rc;
@@ -532,6 +539,36 @@ static const page_asset *page_file(const char *url)
     return NULL;
 }
 
+static enum MHD_Result count_cl(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value)
+{
+    if (!strcasecmp(key, "Content-Length")) ++*(int *)cls;
+    return MHD_YES;
+}
+
+/* RFC 9112 §6.3: several Content-Length fields make the body's end ambiguous
+ * (libmicrohttpd would go by the first; a proxy in front may take another:
+ * request smuggling), so the answer is 400 and the connection is closed. */
+static enum MHD_Result refuse_content_length(struct MHD_Connection *c)
+{
+    serve_err e;
+    serve_fail(&e, 400, NULL, NULL, "more than one Content-Length header");
+    cis2_sb sb = { 0 };
+    serve_json_error(&sb, &e);
+    size_t n;
+    char *b = cis2_sb_take(&sb, &n);
+    struct MHD_Response *r =
+        b ? MHD_create_response_from_buffer(n, b, MHD_RESPMEM_MUST_COPY) : NULL;
+    free(b);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "Connection", "close");
+    enum MHD_Result rc = MHD_queue_response(c, 400, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
 static int route_of(const char *url)
 {
     if (page_file(url)) return R_PAGE;
@@ -557,6 +594,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *con_cls = rq;
         atomic_fetch_add(&h->in_flight, 1);
         rq->route = route_of(url);
+        int n_cl = 0;
+        MHD_get_connection_values(c, MHD_HEADER_KIND, count_cl, &n_cl);
+        if (n_cl > 1) return refuse_content_length(c);
         int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
         if (rq->route == R_NONE) return fail(c, 404, NULL, NULL, "no such path");
         int want_post = rq->route == R_COMPLETIONS || rq->route == R_CHAT || rq->route == R_VERIFY;
@@ -613,7 +653,7 @@ static void on_log(void *cls, const char *fmt, va_list ap)
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     line[strcspn(line, "\n")] = 0;
-    fprintf(stderr, "cis2 serve: libmicrohttpd: %s\n", line);
+    cis2_cli_note("serve", "libmicrohttpd: %s", line); /* may quote what a client sent */
 }
 
 int serve_http_start(serve_http **out, const serve_http_opts *o, serve_sched *s,

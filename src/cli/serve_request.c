@@ -86,9 +86,11 @@ static int get_int(const json_doc *d, uint32_t v, const char *name, long lo, lon
     if (d->nodes[v].type != JSON_NUMBER)
         return serve_fail(e, 400, name, NULL, "%s: expected an integer, got a %s", name,
                           type_name(d, v));
-    if (json_num_i64(d, v, &x))
-        return serve_fail(e, 400, name, NULL, "%s: expected an integer, got %.40s", name,
-                          d->src + d->nodes[v].start);
+    if (json_num_i64(d, v, &x)) { /* the number's own text, never the body after it */
+        uint32_t n = d->nodes[v].len;
+        return serve_fail(e, 400, name, NULL, "%s: expected an integer, got %.*s%s", name,
+                          (int)(n > 40 ? 40 : n), d->src + d->nodes[v].start, n > 40 ? "..." : "");
+    }
     if (x < lo || x > hi)
         return serve_fail(e, 400, name, NULL, "%s: %lld is outside [%ld, %ld]", name, (long long)x,
                           lo, hi);
