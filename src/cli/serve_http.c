@@ -60,8 +60,11 @@ typedef struct {
 } req_ctx;
 
 /* ------------------------------------------------------------ responses */
+/* `close`: the connection ends after this response (a request whose
+ * framing cannot be trusted). */
 static enum MHD_Result send_buf(struct MHD_Connection *c, int status, const char *type,
-                                const void *p, size_t n, int copy, const char *retry_after)
+                                const void *p, size_t n, int copy, const char *retry_after,
+                                int close)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(
         n, (void *)p, copy ? MHD_RESPMEM_MUST_COPY : MHD_RESPMEM_PERSISTENT);
@@ -72,27 +75,28 @@ static enum MHD_Result send_buf(struct MHD_Connection *c, int status, const char
     if (retry_after) MHD_add_response_header(r, "Retry-After", retry_after);
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     if (status == 405) MHD_add_response_header(r, "Allow", "GET, POST");
+    if (close) MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return rc;
 }
 
 static enum MHD_Result send_json(struct MHD_Connection *c, int status, cis2_sb *sb,
-                                 const char *retry_after)
+                                 const char *retry_after, int close)
 {
     size_t n;
     char *b = cis2_sb_take(sb, &n);
     if (!b) return MHD_NO; /* out of memory: drop the connection */
-    enum MHD_Result rc = send_buf(c, status, "application/json", b, n, 1, retry_after);
+    enum MHD_Result rc = send_buf(c, status, "application/json", b, n, 1, retry_after, close);
     free(b);
     return rc;
 }
 
-static enum MHD_Result send_error(struct MHD_Connection *c, const serve_err *e)
+static enum MHD_Result send_error(struct MHD_Connection *c, const serve_err *e, int close)
 {
     cis2_sb sb = { 0 };
     serve_json_error(&sb, e);
-    return send_json(c, e->status, &sb, e->status == 503 ? "1" : NULL);
+    return send_json(c, e->status, &sb, e->status == 503 ? "1" : NULL, close);
 }
 
 static enum MHD_Result fail(struct MHD_Connection *c, int status, const char *param,
@@ -100,7 +104,7 @@ static enum MHD_Result fail(struct MHD_Connection *c, int status, const char *pa
 {
     serve_err e;
     serve_fail(&e, status, param, code, "%s", msg);
-    return send_error(c, &e);
+    return send_error(c, &e, 0);
 }
 
 /* The peer closed its end (EOF or an error on a peek), checked while we wait. */
@@ -318,7 +322,7 @@ static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, r
     const char *body = rq->body.b ? rq->body.b : "";
     if (chat ? serve_parse_chat(body, rq->body.len, &h->lim, &q, &e)
              : serve_parse_completion(body, rq->body.len, &h->lim, &q, &e))
-        return send_error(c, &e);
+        return send_error(c, &e, 0);
     int32_t *ids = NULL;
     int n = 0;
     char *bytes = NULL, err[CIS2_ERR_LEN];
@@ -330,7 +334,7 @@ static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, r
         free(ids);
         free(bytes);
         serve_completion_req_free(&q);
-        return send_error(c, &e);
+        return send_error(c, &e, 0);
     }
     serve_gen_params p = { ids,
                            n,
@@ -347,7 +351,7 @@ static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, r
     if (rc) {
         free(bytes);
         serve_fail(&e, 503, NULL, rc == SERVE_BUSY ? "server_busy" : "shutting_down", "%s", err);
-        return send_error(c, &e);
+        return send_error(c, &e, 0);
     }
     stream_ctx *st = calloc(1, sizeof *st);
     if (!st) {
@@ -407,7 +411,7 @@ static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, r
         cis2_sb_str(&sb, ",\"cis2\":");
         if (serve_json_cis2(&sb, &h->mi, r, st->prompt_bytes, st->prompt_len)) sb.oom = 1;
         cis2_sb_put(&sb, "}", 1);
-        mr = send_json(c, 200, &sb, NULL);
+        mr = send_json(c, 200, &sb, NULL, 0);
     }
     sse_free(st);
     return mr;
@@ -420,7 +424,7 @@ static enum MHD_Result do_verify(serve_http *h, struct MHD_Connection *c, req_ct
     char *text, err[CIS2_ERR_LEN];
     size_t tl;
     if (serve_parse_verify(rq->body.b ? rq->body.b : "", rq->body.len, &text, &tl, &e))
-        return send_error(c, &e);
+        return send_error(c, &e, 0);
     cis2_receipt rc;
     int prc = cis2_receipt_parse(text, tl, "receipt", &rc, err);
     free(text);
@@ -430,7 +434,7 @@ static enum MHD_Result do_verify(serve_http *h, struct MHD_Connection *c, req_ct
     if (rc.n_prompt < 1 || rc.gen_toks < 1 ||
         serve_check_context(rc.n_prompt, rc.gen_toks, &h->lim, &e)) {
         cis2_receipt_free(&rc);
-        return send_error(c, &e);
+        return send_error(c, &e, 0);
     }
     serve_job *j;
     int r = serve_sched_verify(h->s, &rc, &j, err);
@@ -453,7 +457,7 @@ static enum MHD_Result do_verify(serve_http *h, struct MHD_Connection *c, req_ct
     } else {
         cis2_sb sb = { 0 };
         serve_json_verdict(&sb, v);
-        mr = send_json(c, 200, &sb, NULL);
+        mr = send_json(c, 200, &sb, NULL, 0);
     }
     serve_job_release(h->s, j);
     return mr;
@@ -469,7 +473,7 @@ static enum MHD_Result do_health(serve_http *h, struct MHD_Connection *c)
                    "{\"status\":\"ok\",\"slots_total\":%d,\"slots_busy\":%d,\"queued\":%d,"
                    "\"queue_capacity\":%d,\"completed\":%lld,\"tokens_generated\":%lld}",
                    st.max_batch, st.running, st.queued, st.queue_cap, st.completed, st.tokens);
-    return send_json(c, 200, &sb, NULL);
+    return send_json(c, 200, &sb, NULL, 0);
 }
 
 static enum MHD_Result do_models(serve_http *h, struct MHD_Connection *c, const char *url, int one)
@@ -478,7 +482,7 @@ static enum MHD_Result do_models(serve_http *h, struct MHD_Connection *c, const 
         return fail(c, 404, "model", "model_not_found", "no such model here");
     cis2_sb sb = { 0 };
     serve_json_models(&sb, &h->mi, h->started, one);
-    return send_json(c, 200, &sb, NULL);
+    return send_json(c, 200, &sb, NULL, 0);
 }
 
 /* /verifier/NAME: the wasm verifier's files (web/ after `make wasm`), by an
@@ -512,7 +516,7 @@ static enum MHD_Result do_verifier(serve_http *h, struct MHD_Connection *c, cons
                      name);
             return fail(c, 404, NULL, NULL, m);
         }
-        enum MHD_Result rc = send_buf(c, 200, files[i][1], b, n, 1, NULL);
+        enum MHD_Result rc = send_buf(c, 200, files[i][1], b, n, 1, NULL, 0);
         free(b);
         return rc;
     }
@@ -553,20 +557,7 @@ static enum MHD_Result refuse_content_length(struct MHD_Connection *c)
 {
     serve_err e;
     serve_fail(&e, 400, NULL, NULL, "more than one Content-Length header");
-    cis2_sb sb = { 0 };
-    serve_json_error(&sb, &e);
-    size_t n;
-    char *b = cis2_sb_take(&sb, &n);
-    struct MHD_Response *r =
-        b ? MHD_create_response_from_buffer(n, b, MHD_RESPMEM_MUST_COPY) : NULL;
-    free(b);
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    MHD_add_response_header(r, "Connection", "close");
-    enum MHD_Result rc = MHD_queue_response(c, 400, r);
-    MHD_destroy_response(r);
-    return rc;
+    return send_error(c, &e, 1);
 }
 
 static int route_of(const char *url)
@@ -623,7 +614,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     switch (rq->route) {
     case R_PAGE: {
         const page_asset *a = page_file(url);
-        return send_buf(c, 200, a->type, a->bytes, *a->len, 0, NULL);
+        return send_buf(c, 200, a->type, a->bytes, *a->len, 0, NULL, 0);
     }
     case R_HEALTH: return do_health(h, c);
     case R_MODELS: return do_models(h, c, url, 0);
