@@ -96,7 +96,7 @@ int cis2_cmd_merge(int argc, char **argv)
     /* OUT one of the shards (by any name): the merge would replace an input
      * that a rerun of its shard still needs. */
     struct stat so, si;
-    for (int s = 0; s < ns && stat(out, &so) == 0; s++)
+    for (int s = 0, have = stat(out, &so) == 0; s < ns && have; s++)
         if (stat(pos[s + 1], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
             cis2_cli_usage_error("merge", "%s: OUT is one of the shards (%s)", out, pos[s + 1]);
             goto done;
