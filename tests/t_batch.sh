@@ -351,6 +351,7 @@ def bump(v): i = v.split(","); i[0] = str((int(i[0]) + 1) % 320); return ",".joi
 r = [("generated-token-ids " + bump(x.split()[1])) if x.startswith("generated-token-ids ") else x for x in r]
 L[19]["receipt"] = "\n".join(r)
 L[24]["receipt"] = "CIS-2-RECEIPT v1\nnonsense\n"      # line 25: unreadable receipt
+L[29]["line"] = 99                                     # line 30: a header out of range
 with open(sys.argv[2], "w", encoding="utf-8") as f:
     for o in L: f.write(json.dumps(o, ensure_ascii=False, separators=(",", ":")) + "\n")
 PY
@@ -361,8 +362,9 @@ echo "$out" | grep -qx "MISMATCH line 10 (input line 10, id \"p09\"): the receip
 echo "$out" | grep -qx "MISMATCH line 15 (input line 15, id \"p14\"): the receipt verifies, but not the line's text" || ok=0
 echo "$out" | grep -q '^MISMATCH line 20 (input line 20, id "p19"): generated-token-ids (receipt ' || ok=0
 echo "$out" | grep -q '^UNREADABLE line 25 (input line 25, id "p24"): receipt: line 2: ' || ok=0
-[ $rc -eq 1 ] && [ $ok -eq 1 ] && [ "$(echo "$out" | wc -l)" -eq 6 ] && \
-    [ "$(echo "$out" | tail -1)" == "verify-batch: 40 line(s): 35 verified, 4 mismatched, 1 unreadable, 0 error line(s) without a receipt" ] \
+echo "$out" | grep -qx 'UNREADABLE line 30: "line" 99 is beyond "lines" 40' || ok=0  # no half-read input line or id
+[ $rc -eq 1 ] && [ $ok -eq 1 ] && [ "$(echo "$out" | wc -l)" -eq 7 ] && \
+    [ "$(echo "$out" | tail -1)" == "verify-batch: 40 line(s): 34 verified, 4 mismatched, 2 unreadable, 0 error line(s) without a receipt" ] \
     && pass verify-batch.catches-doctored-receipts-and-fields || fail verify-batch.catches-doctored-receipts-and-fields "rc=$rc $out"
 out=$("$CIS2" verify-batch "$T/bad.out" --model "$M"); rc=$?
 [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^SKIP')" -eq 18 ] && [[ "$(echo "$out" | tail -1)" == *"2 verified, 0 mismatched, 0 unreadable, 18 error line(s)"* ]] \

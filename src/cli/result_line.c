@@ -122,6 +122,7 @@ int cis2_line_head_parse(const char *text, size_t len, cis2_line_head *h, char *
     rc = 0;
 out:
     json_free(&d);
+    if (rc) cis2_line_head_free(h); /* a head that fails is all unset: no half-read line or id */
     return rc;
 }
 
