@@ -251,6 +251,18 @@ def llama_checks(M, other, tmp):
     raises("error-empty-prompt", cis2.Error, lambda: m.generate("", 2), "no tokens")
     raises("error-no-ids", cis2.Error, lambda: m.generate([], 2), "no tokens")
     raises("error-max-tokens", ValueError, lambda: m.generate([5], 0), "max_tokens")
+    # integers ctypes would wrap to a C int: refused, never decoded modulo 2**32
+    raises("error-max-tokens-beyond-int", ValueError, lambda: m.generate([5], 2**32 + 2),
+           "max_tokens must be an integer in [1, 2147483647], got 4294967298")
+    raises("error-max-tokens-type", TypeError, lambda: m.generate([5], "3"), "max_tokens")
+    raises("error-threads-beyond-int", ValueError,
+           lambda: m.engine(backend="fast", threads=2**32 + 1), "threads")
+    raises("error-threads-type", TypeError, lambda: m.engine(threads=1.0), "threads")
+    try:
+        got = m.generate([5, 17], np.int64(2)).ids
+    except Exception as e:
+        got = "%s: %s" % (type(e).__name__, e)
+    report(got == m.generate([5, 17], 2).ids, "numpy-max-tokens-accepted", got)
     raises("error-backend", ValueError, lambda: m.engine(backend="gpu"), "backend")
     raises("error-backend-before-load", ValueError,
            lambda: cis2.Model(os.path.join(tmp, "nonexistent"), backend="gpu"), "backend")

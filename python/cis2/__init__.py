@@ -58,6 +58,24 @@ def _ids_in(ids, what):
     return (ctypes.c_int32 * max(len(vals), 1))(*vals), len(vals)
 
 
+def _int_in(v, what, lo, hi, hint=""):
+    """A Python integer argument (numpy integers too, never bool) in [lo, hi]:
+    TypeError for another type, ValueError out of range — never a C int that
+    ctypes would silently wrap (2**32 + 2 must not decode 2 tokens)."""
+    if isinstance(v, bool):
+        raise TypeError("%s must be an integer, got %r" % (what, v))
+    try:
+        n = operator.index(v)
+    except TypeError:
+        raise TypeError("%s must be an integer, got %s %r" % (what, type(v).__name__, v)) from None
+    if not lo <= n <= hi:
+        raise ValueError("%s must be an integer in [%d, %d]%s, got %d" % (what, lo, hi, hint, n))
+    return n
+
+
+INT_MAX = 2**31 - 1
+
+
 def _ids_out(p, n):
     return [p[i] for i in range(n)]
 
@@ -282,10 +300,7 @@ class Engine(_Closing):
             raise ValueError("unknown isa %r (expected auto, scalar, sse2, avx2, avx512, neon)" %
                              (isa,))
         o.isa = isa_id.value
-        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
-            raise ValueError("threads must be an integer >= 0 (0 = every core), got %r" %
-                             (threads,))
-        o.threads = threads
+        o.threads = _int_in(threads, "threads", 0, INT_MAX, " (0 = every core)")
         return o
 
     def __init__(self, model, backend="ref", isa="auto", threads=0, _trace=None):
@@ -324,8 +339,7 @@ class Engine(_Closing):
         farr, nf = _ids_in(force, "force") if force is not None else (None, 0)
         if max_tokens is None:
             max_tokens = nf if nf else 16
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-            raise ValueError("max_tokens must be an integer >= 1, got %r" % (max_tokens,))
+        max_tokens = _int_in(max_tokens, "max_tokens", 1, INT_MAX)
         g = _lib.GenOpts(n_gen=max_tokens, stop_at_eos=1 if stop_at_eos else 0)
         if nf:
             g.force, g.n_force = ctypes.cast(farr, _lib.c_int32_p), nf
