@@ -171,6 +171,17 @@ def llama_checks(M, other, tmp):
     report(m.tokenizer.decode(np.array([5, 17, 42], dtype=np.int64)) == m.detokenize([5, 17, 42]),
            "numpy-ids-accepted")
 
+    # Result.text: None exactly where `cis2 run` prints text_error= (bytes not UTF-8)
+    seen = set()
+    for ids, n in (([5, 17, 42], 4), ([0], 3), ([1, 2, 3], 1), (list(range(40)), 3)):
+        rc, out, _ = cli("run", "--model", M, "--prompt-ids", ",".join(map(str, ids)), "-n", n)
+        t, r = kv(out, "text"), m.generate(ids, n)
+        want = None if t is None else json.loads(t)
+        seen.add(want is None)
+        report(rc == 0 and r.text == want, "result-text-equals-cli-%d-ids-n%d" % (len(ids), n),
+               (r.text, t, kv(out, "text_error")))
+    report(seen == {True, False}, "result-text-cases-cover-text-error", seen)
+
     # stop at EOS: equal to the CLI's --stop-at-eos
     eos = m.config.eos_ids
     rc, out, _ = cli("run", "--model", M, "--prompt-ids", "5,17,42", "-n", 8, "--stop-at-eos")

@@ -149,8 +149,9 @@ class Tokenizer(_Closing):
             _c.cis2_free(ids)
 
     def decode_bytes(self, ids):
-        """Token ids → the bytes they stand for (cis2.Error where the library
-        refuses them: today, bytes that are not valid UTF-8)."""
+        """Token ids → the bytes they stand for, as `cis2 detokenize` writes
+        them (not necessarily UTF-8: a token may hold part of a character);
+        cis2.Error for an id outside the vocabulary."""
         arr, n = _ids_in(ids, "decode")
         out, ln, err = ctypes.c_void_p(), ctypes.c_size_t(), _lib.err_buf()
         _check(_c.cis2_tokenizer_decode(self._handle(), arr, n, ctypes.byref(out),
@@ -161,8 +162,7 @@ class Tokenizer(_Closing):
             _c.cis2_free(out)
 
     def decode(self, ids):
-        """Token ids → str (bytes that are not UTF-8 become U+FFFD, where the
-        library returns such bytes rather than an Error)."""
+        """Token ids → str (bytes that are not UTF-8 become U+FFFD)."""
         return self.decode_bytes(ids).decode("utf-8", "replace")
 
     def close(self):
@@ -525,11 +525,11 @@ class Model(_Closing):
 
     def _result(self, r, pbytes, receipt):
         prompt_ids, ids = _ids_out(r.prompt, r.n_prompt), _ids_out(r.gen, r.n_gen)
-        text = None
+        text = None  # as `cis2 run`: no text (text_error=) when the bytes are not UTF-8
         if self._tok is not None:
             try:
-                text = self._tok.decode(ids)
-            except Error:
+                text = self._tok.decode_bytes(ids).decode("utf-8")
+            except (Error, UnicodeDecodeError):
                 text = None
         rtext = None
         if receipt:
