@@ -253,6 +253,13 @@ def llama_checks(M, other, tmp):
     rc, _, err = cli("run", "--model", os.path.join(tmp, "nonexistent"), "--prompt-ids", "1")
     raises("error-missing-model-equals-cli", cis2.Error,
            lambda: cis2.Model(os.path.join(tmp, "nonexistent")), (cli_err("run", err),))
+    # a path the library quotes: one line, escaped as the CLI prints it
+    odd = os.fsencode(tmp) + b"/no\nsuch\x1b[31m\xff\xe2\x80\xae-dir"
+    p = subprocess.run([CLI, "run", "--model", odd, "--prompt-ids", "1"], capture_output=True)
+    want = cli_err("run", p.stderr.decode("utf-8", "replace"))
+    raises("error-odd-path-escaped-as-cli", cis2.Error, lambda: cis2.Model(odd), (want,))
+    raises("error-odd-str-path-escaped-as-cli", cis2.Error, lambda: cis2.Model(os.fsdecode(odd)),
+           (want,))
     rc, _, err = cli("run", "--model", M, "--prompt-ids", "5,99999")
     raises("error-id-outside-vocab-equals-cli", cis2.Error, lambda: m.generate([5, 99999], 2),
            (cli_err("run", err),))

@@ -240,5 +240,37 @@ def err_buf():
     return ctypes.create_string_buffer(ERR_LEN)
 
 
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _unsafe(c):
+    """src/core/strbuf.c unsafe_cp: controls, DEL, line/paragraph separators, bidi marks."""
+    return (c < 0x20 or 0x7F <= c <= 0x9F or c in (0x061C, 0x200E, 0x200F, 0xFEFF) or
+            0x2028 <= c <= 0x202E or 0x2066 <= c <= 0x2069)
+
+
+def _escape_char(ch):
+    c = ord(ch)
+    if not _unsafe(c):
+        return ch
+    return _NAMED.get(ch) or ("\\x%02x" % c if c < 0x80 else "\\u%04x" % c)
+
+
+def sanitize(b):
+    r"""A library message as `cis2` prints it on stderr (cis2_sb_escape,
+    CIS2_ESC_SANITIZE): one line, whatever a path or a file's key in it holds —
+    newline, CR and tab as \n \r \t, other controls and bidi marks as \xNN or
+    \uNNNN, each byte that is not UTF-8 as \xNN."""
+    out, i = [], 0
+    while i < len(b):
+        try:
+            text, bad, i = b[i:].decode("utf-8"), "", len(b)
+        except UnicodeDecodeError as e:
+            text, bad = b[i:i + e.start].decode("utf-8"), "\\x%02x" % b[i + e.start]
+            i += e.start + 1
+        out.append("".join(map(_escape_char, text)) + bad)
+    return "".join(out)
+
+
 def err_text(buf):
-    return buf.value.decode("utf-8", "replace")
+    return sanitize(buf.value)
