@@ -222,6 +222,24 @@ def llama_checks(M, other, tmp):
     raises("verify-malformed-error-equals-cli", cis2.Error,
            lambda: cis2.verify(pathlib.Path(p2), m), (cli_err("verify", err),))
     raises("verify-wrong-type", TypeError, lambda: cis2.verify(good, "not a model"))
+    # a receipt path is read as the library reads inputs: a FIFO, a directory or
+    # a missing file is the CLI's one line at once (a FIFO once hung open())
+    fifo = os.path.join(tmp, "receipt.fifo")
+    os.mkfifo(fifo)
+
+    def unblock():  # a writer that closes: a reader stuck in open() gets EOF
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+    timer = threading.Timer(5, unblock)
+    timer.start()
+    for what, path in (("fifo", fifo), ("directory", tmp),
+                       ("missing", os.path.join(tmp, "none.receipt"))):
+        rc, _, err = cli("verify", path, "--model", M)
+        raises("verify-path-%s-error-equals-cli" % what, cis2.Error,
+               lambda: cis2.verify(pathlib.Path(path), m), (cli_err("verify", err),))
+    timer.cancel()
 
     # greedy trace: every node bit-identical to `cis2 trace -n`, same names, same order
     tp = os.path.join(tmp, "greedy.st")

@@ -14,6 +14,7 @@ with Model.engine() to decode on several threads over one loaded model).
 import ctypes
 import operator
 import os
+import stat
 import threading
 import weakref
 from dataclasses import dataclass
@@ -90,6 +91,61 @@ def _text_in(text, what):
     if isinstance(text, (bytes, bytearray)):
         return bytes(text)
     raise TypeError("%s: expected str or bytes, got %s" % (what, type(text).__name__))
+
+
+RECEIPT_MAX = 64 << 20  # CIS2_RECEIPT_MAX: the most a receipt file may hold
+
+
+def _path_in(path, what):
+    """A file system path (str, bytes or os.PathLike) as the bytes the library gets."""
+    try:
+        return os.fsencode(path)
+    except TypeError:
+        raise TypeError("%s: expected a path (str, bytes or os.PathLike), got %s" %
+                        (what, type(path).__name__)) from None
+
+
+def _input_error(path, why):
+    return Error(_lib.sanitize(path + b": " + why.encode("utf-8", "replace")))
+
+
+def _read_input(path, limit=RECEIPT_MAX):
+    """A file's bytes as the library reads its inputs (src/core/io.c
+    cis2_read_file_max): opened without blocking, refused unless a regular
+    file (a FIFO would hang a plain open), at most `limit` bytes; Error with
+    the CLI's line."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise _input_error(path, "cannot open: " + os.strerror(e.errno)) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if
+                    stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else
+                    "a character device" if stat.S_ISCHR(st.st_mode) else "a block device" if
+                    stat.S_ISBLK(st.st_mode) else "not a regular file")
+            raise _input_error(path, "not a regular file (%s)" % kind)
+        if st.st_size > limit:
+            raise _input_error(path, "%d bytes is more than the %d this input may have" %
+                               (st.st_size, limit))
+        os.set_blocking(fd, True)
+        chunks, got = [], 0
+        while got < st.st_size:
+            try:
+                b = os.read(fd, st.st_size - got)
+            except OSError as e:
+                raise _input_error(path, "read failed: " + os.strerror(e.errno)) from None
+            if not b:
+                raise _input_error(path, "read failed: the file shrank while it was read")
+            chunks.append(b)
+            got += len(b)
+        if os.read(fd, 1):
+            raise _input_error(path, "holds more than the %d bytes its size says (still being "
+                               "written?)" % st.st_size)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 class _Closing:
@@ -578,14 +634,13 @@ def verify(receipt, model):
     if not isinstance(engine, Engine):
         raise TypeError("verify: expected a cis2.Model or cis2.Engine, got %s" %
                         type(model).__name__)
-    name = "receipt"
+    name = b"receipt"
     if isinstance(receipt, os.PathLike):
-        name = os.fspath(receipt)
-        with open(receipt, "rb") as f:
-            receipt = f.read()
+        name = _path_in(receipt, "verify")
+        receipt = _read_input(name)
     text = _text_in(receipt, "verify")
     rc, err = _lib.Receipt(), _lib.err_buf()
-    _check(_c.cis2_receipt_parse(text, len(text), os.fsencode(name), ctypes.byref(rc), err), err)
+    _check(_c.cis2_receipt_parse(text, len(text), name, ctypes.byref(rc), err), err)
     try:
         v = _lib.Verdict()
         with engine._lock:
