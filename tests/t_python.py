@@ -271,6 +271,12 @@ def llama_checks(M, other, tmp):
     rc, _, err = cli("run", "--model", os.path.join(tmp, "nonexistent"), "--prompt-ids", "1")
     raises("error-missing-model-equals-cli", cis2.Error,
            lambda: cis2.Model(os.path.join(tmp, "nonexistent")), (cli_err("run", err),))
+    # a C string ends at its first NUL: "DIR\0junk" must not open DIR; "" is no path
+    raises("error-model-path-nul", ValueError, lambda: cis2.Model(M + "\0junk"), "NUL byte")
+    raises("error-model-path-empty", ValueError, lambda: cis2.Model(""), "the path is empty")
+    raises("error-tokenizer-path-nul", ValueError,
+           lambda: cis2.Tokenizer.load(os.path.join(M, "tokenizer.json") + "\0x"), "NUL byte")
+    raises("error-isa-nul", ValueError, lambda: m.engine(isa="auto\0junk"), "isa")
     # a path the library quotes: one line, escaped as the CLI prints it
     odd = os.fsencode(tmp) + b"/no\nsuch\x1b[31m\xff\xe2\x80\xae-dir"
     p = subprocess.run([CLI, "run", "--model", odd, "--prompt-ids", "1"], capture_output=True)

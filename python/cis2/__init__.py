@@ -99,10 +99,16 @@ RECEIPT_MAX = 64 << 20  # CIS2_RECEIPT_MAX: the most a receipt file may hold
 def _path_in(path, what):
     """A file system path (str, bytes or os.PathLike) as the bytes the library gets."""
     try:
-        return os.fsencode(path)
+        b = os.fsencode(path)
     except TypeError:
         raise TypeError("%s: expected a path (str, bytes or os.PathLike), got %s" %
                         (what, type(path).__name__)) from None
+    # The C string would end at a NUL: "dir\0junk" must not open "dir".
+    if b"\0" in b:
+        raise ValueError("%s: the path %r holds a NUL byte" % (what, path))
+    if not b:
+        raise ValueError("%s: the path is empty" % what)
+    return b
 
 
 def _input_error(path, why):
@@ -179,7 +185,7 @@ class Tokenizer(_Closing):
     @classmethod
     def load(cls, path):
         h, err = ctypes.c_void_p(), _lib.err_buf()
-        _check(_c.cis2_tokenizer_load(ctypes.byref(h), os.fsencode(path), err), err)
+        _check(_c.cis2_tokenizer_load(ctypes.byref(h), _path_in(path, "Tokenizer.load"), err), err)
         return cls(h.value)
 
     def _handle(self):
@@ -352,7 +358,8 @@ class Engine(_Closing):
         o = _lib.EngineOpts()
         o.backend = _lib.BACKEND[backend]
         isa_id = ctypes.c_int()
-        if not isinstance(isa, str) or _c.cis2_isa_from_name(isa.encode(), ctypes.byref(isa_id)):
+        if (not isinstance(isa, str) or "\0" in isa or
+                _c.cis2_isa_from_name(isa.encode("utf-8", "replace"), ctypes.byref(isa_id))):
             raise ValueError("unknown isa %r (expected auto, scalar, sse2, avx2, avx512, neon)" %
                              (isa,))
         o.isa = isa_id.value
@@ -436,11 +443,12 @@ class Model(_Closing):
     given backend. Engines made by engine() share the loaded weights."""
 
     def __init__(self, path, *, backend="ref", isa="auto", threads=0):
+        self._h, self._engines = None, weakref.WeakSet()
+        cpath = _path_in(path, "Model")
         self.path = os.fspath(path)
         Engine._opts(backend, isa, threads)  # bad options fail before the load
-        self._h, self._engines = None, weakref.WeakSet()
         h, err = ctypes.c_void_p(), _lib.err_buf()
-        _check(_c.cis2_model_open(ctypes.byref(h), os.fsencode(self.path), None, err), err)
+        _check(_c.cis2_model_open(ctypes.byref(h), cpath, None, err), err)
         self._h = h.value
         self._opts = dict(backend=backend, isa=isa, threads=threads)
         try:
