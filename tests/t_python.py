@@ -263,9 +263,17 @@ def llama_checks(M, other, tmp):
            "p3.logits" in t, "trace-teacher-forced-equals-cli (%d of %d nodes)" % (len(t),
                                                                                  len(names)),
            bad_nodes[:3] or err)
-    t = m.trace([5, 17, 42], 2, layers=[1], nodes=["q_proj", "logits"])
+    t = m.trace([5, 17, 42], 2, layers=np.array([1]), nodes=["q_proj", "logits"])
     report(sorted(t) == ["p0.L1.q_proj", "p1.L1.q_proj", "p2.L1.q_proj", "p2.logits",
                          "p3.L1.q_proj", "p3.logits"], "trace-filters", sorted(t))
+
+    # filters that would silently keep nothing: a str's letters, a layer or node that is not there
+    raises("trace-nodes-str", TypeError, lambda: m.trace([5], 1, nodes="logits"), "nodes")
+    raises("trace-layers-str", TypeError, lambda: m.trace([5], 1, layers="0"), "layers")
+    raises("trace-layer-out-of-range", ValueError, lambda: m.trace([5], 1, layers=[99]),
+           "layer must be an integer in [0, %d], got 99" % (m.config.n_layers - 1))
+    raises("trace-node-unknown", ValueError, lambda: m.trace([5], 1, nodes=["logit"]),
+           "no node named 'logit'")
 
     # errors: the library's one line, the same as the CLI's
     rc, _, err = cli("run", "--model", os.path.join(tmp, "nonexistent"), "--prompt-ids", "1")

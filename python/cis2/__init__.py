@@ -524,18 +524,33 @@ class Model(_Closing):
               backend=None):
         """Every node of the forward passes of generate(prompt, max_tokens,
         force=force) as numpy arrays (a Trace: a dict name → array, and the
-        run's Result). `layers` / `nodes` (iterables) limit what is kept.
-        Greedy traces equal `cis2 trace -n N` bit for bit."""
+        run's Result). `layers` / `nodes` (iterables of layer numbers / node
+        names) limit what is kept; a str, a layer the model lacks or a node
+        name no pass computes is an error, never an empty trace. Greedy traces
+        equal `cis2 trace -n N` bit for bit."""
         import numpy as np
 
         keep_layers = None if layers is None else set(layers)
         keep_nodes = None if nodes is None else set(nodes)
+        n_layers = self.config.n_layers
+        for what, arg, keep in (("layers", layers, keep_layers), ("nodes", nodes, keep_nodes)):
+            if isinstance(arg, (str, bytes)):  # set("logits") would be its letters
+                raise TypeError("trace: %s must be an iterable of %s, got %s %r" %
+                                (what, "layer numbers" if what == "layers" else "node names",
+                                 type(arg).__name__, arg))
+        if keep_layers is not None:
+            keep_layers = {_int_in(l, "trace: a layer", 0, n_layers - 1) for l in keep_layers}
+        for name in keep_nodes or ():
+            if not isinstance(name, str):
+                raise TypeError("trace: a node name must be a str, got %s %r" %
+                                (type(name).__name__, name))
         heads = self.config.n_heads
-        out, failed = Trace(), []
+        out, failed, seen = Trace(), [], set()
 
         def capture(ctx, pos, layer, node, v, n):
             try:
                 name = node.decode()
+                seen.add(name)
                 if keep_nodes is not None and name not in keep_nodes:
                     return
                 if layer >= 0 and keep_layers is not None and layer not in keep_layers:
@@ -556,6 +571,10 @@ class Model(_Closing):
             out.result = e.generate(prompt, max_tokens, force=force)
         if failed:
             raise failed[0]
+        unknown = sorted((keep_nodes or set()) - seen)
+        if unknown:  # a misspelt node would otherwise be a silently empty trace
+            raise ValueError("trace: no node named %s (this run's nodes: %s)" %
+                             (", ".join(map(repr, unknown)), ", ".join(sorted(seen))))
         # A batched prefill reports stage by stage across positions; order as
         # `cis2 trace` files do: by position, then embed, layers, final_norm,
         # logits (the library's order within one position and layer).
