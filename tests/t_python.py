@@ -317,6 +317,10 @@ def llama_checks(M, other, tmp):
     raises("error-backend-before-load", ValueError,
            lambda: cis2.Model(os.path.join(tmp, "nonexistent"), backend="gpu"), "backend")
     raises("error-isa", ValueError, lambda: m.engine(backend="fast", isa="mmx"), "isa")
+    raises("error-backend-type", ValueError, lambda: m.engine(backend=["ref"]), "backend")
+    raises("error-engine-not-a-model", TypeError, lambda: cis2.Engine("models/x"), "cis2.Model")
+    raises("error-force-beyond-max-tokens", ValueError,
+           lambda: m.generate([5], 1, force=[7, 8, 9]), "the last 2 would never be fed")
     raises("error-id-type", TypeError, lambda: m.generate(["a"], 2), "integers")
     raises("error-id-int32", ValueError, lambda: m.generate([2**40], 2), "int32")
     raises("error-force-vocab", cis2.Error, lambda: m.generate([5], force=[99999]),

@@ -353,7 +353,7 @@ class Engine(_Closing):
     @staticmethod
     def _opts(backend, isa, threads):
         """cis2_engine_opts from the Python arguments (ValueError when bad)."""
-        if backend not in _lib.BACKEND:
+        if not isinstance(backend, str) or backend not in _lib.BACKEND:
             raise ValueError("backend must be 'ref' or 'fast', got %r" % (backend,))
         o = _lib.EngineOpts()
         o.backend = _lib.BACKEND[backend]
@@ -367,6 +367,8 @@ class Engine(_Closing):
         return o
 
     def __init__(self, model, backend="ref", isa="auto", threads=0, _trace=None):
+        if not isinstance(model, Model):
+            raise TypeError("Engine: expected a cis2.Model, got %s" % type(model).__name__)
         o = self._opts(backend, isa, threads)
         self._trace_fn = _trace  # keep the callback alive as long as the engine
         if _trace is not None:
@@ -403,6 +405,9 @@ class Engine(_Closing):
         if max_tokens is None:
             max_tokens = nf if nf else 16
         max_tokens = _int_in(max_tokens, "max_tokens", 1, INT_MAX)
+        if nf > max_tokens:  # the library would feed the first max_tokens and drop the rest
+            raise ValueError("force has %d ids but max_tokens is %d: the last %d would never be "
+                             "fed" % (nf, max_tokens, nf - max_tokens))
         g = _lib.GenOpts(n_gen=max_tokens, stop_at_eos=1 if stop_at_eos else 0)
         if nf:
             g.force, g.n_force = ctypes.cast(farr, _lib.c_int32_p), nf
