@@ -349,6 +349,64 @@ def llama_checks(M, other, tmp):
             e = mm.engine()
             e.generate([5], 1)
     report(e._h is None and mm._h is None, "close-frees-engines-then-model")
+    close_while_tokenizing(M)
+
+
+class _CloseSpy:
+    """Stands in for the library handle: cis2_tokenizer_encode waits until
+    another thread has begun m.close(), gives it time to free, then runs only
+    if the model has not been freed under it; every step is logged."""
+
+    def __init__(self, real, closing):
+        self.real, self.closing, self.log = real, closing, []
+
+    def __getattr__(self, name):
+        f = getattr(self.real, name)
+        if name == "cis2_model_free":
+            def free(*a):
+                self.log.append("model_free")
+                return f(*a)
+            return free
+        if name != "cis2_tokenizer_encode":
+            return f
+
+        def encode(*a):
+            self.log.append("encode")
+            self.closing.wait(10)
+            time.sleep(0.3)  # a close() that does not wait frees the model now
+            if "model_free" in self.log:
+                self.log.append("encode-after-free")
+                return 1  # the real call would read freed memory
+            rc = f(*a)
+            self.log.append("encode-done")
+            return rc
+        return encode
+
+
+def close_while_tokenizing(M):
+    """Model.close() on one thread while another thread is inside a tokenizer
+    call: the close waits for the call, then frees (it once freed the model
+    under it: a segfault with a large tokenizer.json)."""
+    m, real = cis2.Model(M), cis2._c
+    closing, out = threading.Event(), []
+    spy = _CloseSpy(real, closing)
+    cis2._c = spy
+    try:
+        th = threading.Thread(target=lambda: out.append(m.tokenize("Hello world")))
+        th.start()
+        while "encode" not in spy.log:
+            time.sleep(0.01)
+        closer = threading.Thread(target=m.close)
+        closer.start()
+        closing.set()
+        th.join(20)
+        closer.join(20)
+    finally:
+        cis2._c = real
+    report(spy.log == ["encode", "encode-done", "model_free"] and len(out) == 1 and
+           not closer.is_alive(), "close-waits-for-a-tokenizer-call-on-another-thread", spy.log)
+    raises("tokenize-after-concurrent-close", cis2.Error, lambda: m.tokenize("x"),
+           ("the model is closed",))
 
 
 # --------------------------------------------------------------- layout

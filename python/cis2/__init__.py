@@ -11,6 +11,7 @@ Every result is the library's: the same ids, digests and receipt bytes as
 one thread at a time (Model.generate serializes on its own engine; make more
 with Model.engine() to decode on several threads over one loaded model).
 """
+import contextlib
 import ctypes
 import operator
 import os
@@ -156,8 +157,40 @@ def _read_input(path, limit=RECEIPT_MAX):
 
 class _Closing:
     """A library handle `_h`: close() on leaving a `with` block and when
-    garbage-collected (quietly at interpreter shutdown)."""
+    garbage-collected (quietly at interpreter shutdown). Calls that use the
+    handle without a lock of their own (tokenizer calls, making an engine) do
+    so inside _use(); close() refuses new uses and waits for those in flight
+    before the handle is freed, so closing on one thread while another uses
+    the object raises "closed" there and never frees memory under a call."""
     _h = None
+    _cv = None  # a threading.Condition, made by __init__
+    _closing = False
+    _busy = 0
+
+    @contextlib.contextmanager
+    def _use(self):
+        with self._cv:
+            h = self._handle()
+            self._busy += 1
+        try:
+            yield h
+        finally:
+            with self._cv:
+                self._busy -= 1
+                if not self._busy:
+                    self._cv.notify_all()
+
+    def _retire(self):
+        """Marks the object closed and waits until no call uses its handle;
+        returns the handle to free (None when closed already)."""
+        if self._cv is None:
+            return None
+        with self._cv:
+            if self._closing or not self._h:
+                return None
+            self._closing = True
+            self._cv.wait_for(lambda: not self._busy)
+            return self._h
 
     def __enter__(self):
         return self
@@ -181,6 +214,7 @@ class Tokenizer(_Closing):
 
     def __init__(self, handle, owner=None):
         self._h, self._owner = handle, owner  # owner: the Model whose tokenizer this is
+        self._cv = threading.Condition()
 
     @classmethod
     def load(cls, path):
@@ -191,20 +225,31 @@ class Tokenizer(_Closing):
     def _handle(self):
         if self._owner is not None:
             self._owner._handle()  # raises once the model is closed
-        if not self._h:
+        if not self._h or self._closing:
             raise Error("the tokenizer is closed")
         return self._h
 
+    @contextlib.contextmanager
+    def _use(self):
+        if self._owner is None:
+            with _Closing._use(self) as h:
+                yield h
+        else:  # the model's tokenizer lives as long as the model
+            with self._owner._use():
+                yield self._handle()
+
     @property
     def vocab_size(self):
-        return _c.cis2_tokenizer_vocab_size(self._handle())
+        with self._use() as h:
+            return _c.cis2_tokenizer_vocab_size(h)
 
     def encode(self, text):
         """str (or UTF-8 bytes) → list of token ids."""
         b = _text_in(text, "encode")
         ids, n, err = _lib.c_int32_p(), ctypes.c_int(), _lib.err_buf()
-        _check(_c.cis2_tokenizer_encode(self._handle(), b, len(b), ctypes.byref(ids),
-                                        ctypes.byref(n), err), err)
+        with self._use() as h:
+            rc = _c.cis2_tokenizer_encode(h, b, len(b), ctypes.byref(ids), ctypes.byref(n), err)
+        _check(rc, err)
         try:
             return _ids_out(ids, n.value)
         finally:
@@ -214,10 +259,14 @@ class Tokenizer(_Closing):
         """Token ids → the bytes they stand for, as `cis2 detokenize` writes
         them (not necessarily UTF-8: a token may hold part of a character);
         cis2.Error for an id outside the vocabulary."""
+        with self._use() as h:
+            return self._decode(h, ids)
+
+    @staticmethod
+    def _decode(h, ids):
         arr, n = _ids_in(ids, "decode")
         out, ln, err = ctypes.c_void_p(), ctypes.c_size_t(), _lib.err_buf()
-        _check(_c.cis2_tokenizer_decode(self._handle(), arr, n, ctypes.byref(out),
-                                        ctypes.byref(ln), err), err)
+        _check(_c.cis2_tokenizer_decode(h, arr, n, ctypes.byref(out), ctypes.byref(ln), err), err)
         try:
             return ctypes.string_at(out, ln.value)
         finally:
@@ -228,8 +277,9 @@ class Tokenizer(_Closing):
         return self.decode_bytes(ids).decode("utf-8", "replace")
 
     def close(self):
-        if self._owner is None and self._h:
-            _c.cis2_tokenizer_free(self._h)
+        h = self._retire()
+        if self._owner is None and h:
+            _c.cis2_tokenizer_free(h)
         self._h = None
 
 
@@ -375,9 +425,10 @@ class Engine(_Closing):
             o.trace = _trace
         self._model, self._lock, self._h = model, threading.Lock(), None
         h, err = ctypes.c_void_p(), _lib.err_buf()
-        _check(_c.cis2_engine_new(ctypes.byref(h), model._handle(), ctypes.byref(o), err), err)
-        self._h = h.value
-        model._engines.add(self)
+        with model._use() as mh:  # Model.close waits for this, then frees this engine
+            _check(_c.cis2_engine_new(ctypes.byref(h), mh, ctypes.byref(o), err), err)
+            self._h = h.value
+            model._engines.add(self)
 
     @property
     def model(self):
@@ -424,10 +475,10 @@ class Engine(_Closing):
             except BaseException:
                 _c.cis2_seq_cancel(h, seq)
                 raise
-        try:
-            return m._result(r, pbytes, receipt=not nf)
-        finally:
-            _c.cis2_result_free(ctypes.byref(r))
+            try:  # under the engine's lock: Model.close frees the model after this engine
+                return m._result(r, pbytes, receipt=not nf)
+            finally:
+                _c.cis2_result_free(ctypes.byref(r))
 
     def verify(self, receipt):
         """cis2.verify(receipt, self)."""
@@ -448,7 +499,7 @@ class Model(_Closing):
     given backend. Engines made by engine() share the loaded weights."""
 
     def __init__(self, path, *, backend="ref", isa="auto", threads=0):
-        self._h, self._engines = None, weakref.WeakSet()
+        self._h, self._engines, self._cv = None, weakref.WeakSet(), threading.Condition()
         cpath = _path_in(path, "Model")
         self.path = os.fspath(path)
         Engine._opts(backend, isa, threads)  # bad options fail before the load
@@ -483,7 +534,7 @@ class Model(_Closing):
         self._tok_err = None if th else _lib.err_text(err)
 
     def _handle(self):
-        if not self._h:
+        if not self._h or self._closing:
             raise Error("the model is closed")
         return self._h
 
@@ -605,18 +656,19 @@ class Model(_Closing):
         arr, n = _ids_in(prompt, "prompt")
         pbytes = b""
         if self._tok is not None and n:
-            try:
-                pbytes = self._tok.decode_bytes(_ids_out(arr, n))
-            except Error:
-                pbytes = b""
+            with self._use():  # "the model is closed" is raised, not taken for undecodable ids
+                try:
+                    pbytes = Tokenizer._decode(self._tok._h, _ids_out(arr, n))
+                except Error:
+                    pbytes = b""
         return arr, n, pbytes
 
     def _result(self, r, pbytes, receipt):
         prompt_ids, ids = _ids_out(r.prompt, r.n_prompt), _ids_out(r.gen, r.n_gen)
         text = None  # as `cis2 run`: no text (text_error=) when the bytes are not UTF-8
         if self._tok is not None:
-            try:
-                text = self._tok.decode_bytes(ids).decode("utf-8")
+            try:  # the raw handle: Model.close may be waiting for this run's engine
+                text = Tokenizer._decode(self._tok._h, ids).decode("utf-8")
             except (Error, UnicodeDecodeError):
                 text = None
         rtext = None
@@ -644,12 +696,15 @@ class Model(_Closing):
 
     # -- lifetime
     def close(self):
-        """Free every engine of this model, then the model."""
+        """Free every engine of this model, then the model (waits for calls in
+        progress on other threads; new ones raise Error)."""
+        h = self._retire()
+        if h is None:
+            return
         for e in list(self._engines):
             e.close()
-        if self._h:
-            _c.cis2_model_free(self._h)
-            self._h = None
+        _c.cis2_model_free(h)
+        self._h = None
 
     def __repr__(self):
         return "Model(%r, arch=%s, backend=%s)" % (self.path, self.config.arch,
