@@ -3,10 +3,12 @@ python/cis2 against the CLI (`$CIS2`) on fixture models — receipts, CIS2_REF
 lines, verify output, tokens, traces and error lines must be the CLI's byte
 for byte. Usage: t_python.py GROUP MODELS_DIR [ARGS]; prints PASS/FAIL/SKIP.
 Groups: api, layout, gil, threads, threads-fast, installed HOW RECEIPT."""
+import copy
 import ctypes
 import json
 import os
 import pathlib
+import pickle
 import re
 import signal
 import struct
@@ -338,6 +340,10 @@ def llama_checks(M, other, tmp):
     timer.join()
     report(interrupted and m.generate([5, 17, 42, 7, 99], 6).receipt == before,
            "keyboard-interrupt-cancels-the-sequence")
+    # a copy would share the library handle and free it twice
+    for what, obj in (("model", m), ("engine", m.engine()), ("tokenizer", tok)):
+        for how, fn in (("copy", copy.copy), ("deepcopy", copy.deepcopy), ("pickle", pickle.dumps)):
+            raises("%s-%s-refused" % (what, how), TypeError, lambda: fn(obj), "cannot be copied")
     m.close()
     raises("error-closed-model", cis2.Error, lambda: m.generate([5], 2),
            ("the model is closed",))

@@ -195,6 +195,13 @@ class _Closing:
     def __enter__(self):
         return self
 
+    def _no_copy(self, *args):
+        # A copy would share the handle, and both would free it (a double free).
+        raise TypeError("a cis2.%s cannot be copied or pickled: it owns a library handle (share "
+                        "the object, or load again)" % type(self).__name__)
+
+    __copy__ = __deepcopy__ = __reduce__ = __reduce_ex__ = _no_copy
+
     def __exit__(self, *exc):
         self.close()
 
