@@ -224,6 +224,8 @@ def llama_checks(M, other, tmp):
     raises("verify-malformed-error-equals-cli", cis2.Error,
            lambda: cis2.verify(pathlib.Path(p2), m), (cli_err("verify", err),))
     raises("verify-wrong-type", TypeError, lambda: cis2.verify(good, "not a model"))
+    raises("verify-str-naming-a-file-says-pass-a-path", cis2.Error, lambda: cis2.verify(p, m),
+           "pass pathlib.Path(%r)" % p)
     # a receipt path is read as the library reads inputs: a FIFO, a directory or
     # a missing file is the CLI's one line at once (a FIFO once hung open())
     fifo = os.path.join(tmp, "receipt.fifo")

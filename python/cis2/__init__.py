@@ -734,7 +734,13 @@ def verify(receipt, model):
         receipt = _read_input(name)
     text = _text_in(receipt, "verify")
     rc, err = _lib.Receipt(), _lib.err_buf()
-    _check(_c.cis2_receipt_parse(text, len(text), name, ctypes.byref(rc), err), err)
+    if _c.cis2_receipt_parse(text, len(text), name, ctypes.byref(rc), err):
+        msg = _lib.err_text(err)
+        if (name == b"receipt" and 0 < len(text) < 4096 and b"\n" not in text and
+                b"\0" not in text and os.path.isfile(text)):
+            msg += "; a str or bytes is the receipt's text: to read the file %s pass " \
+                "pathlib.Path(%r)" % (_lib.sanitize(text), os.fsdecode(text))
+        raise Error(msg)
     try:
         v = _lib.Verdict()
         with engine._lock:
