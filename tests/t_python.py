@@ -346,6 +346,18 @@ def llama_checks(M, other, tmp):
     for what, obj in (("model", m), ("engine", m.engine()), ("tokenizer", tok)):
         for how, fn in (("copy", copy.copy), ("deepcopy", copy.deepcopy), ("pickle", pickle.dumps)):
             raises("%s-%s-refused" % (what, how), TypeError, lambda: fn(obj), "cannot be copied")
+    # ... and during a trace, whose per-node callback once swallowed it ("Exception
+    # ignored on calling ctypes callback function") and ran to the end
+    timer = threading.Timer(0.05, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        m.trace([5, 17], 2000, nodes=["logits"])
+        interrupted = False
+    except KeyboardInterrupt:
+        interrupted = True
+    timer.join()
+    report(interrupted and m.generate([5, 17, 42, 7, 99], 6).receipt == before,
+           "keyboard-interrupt-stops-a-trace")
     m.close()
     raises("error-closed-model", cis2.Error, lambda: m.generate([5], 2),
            ("the model is closed",))

@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import operator
 import os
+import signal
 import stat
 import threading
 import weakref
@@ -452,7 +453,7 @@ class Engine(_Closing):
             raise Error("the engine is closed")
         return self._h
 
-    def generate(self, prompt, max_tokens=None, *, stop_at_eos=False, force=None):
+    def generate(self, prompt, max_tokens=None, *, stop_at_eos=False, force=None, _stop=None):
         """Prefill `prompt` (str, UTF-8 bytes or token ids) and decode greedily
         `max_tokens` tokens (default 16; exactly that many, §3.4, unless
         stop_at_eos). `force`: teacher forcing, step i feeds force[i] instead
@@ -477,6 +478,8 @@ class Engine(_Closing):
             _check(_c.cis2_seq_submit(h, ids, n, ctypes.byref(g), ctypes.byref(seq), err), err)
             try:
                 while not _c.cis2_seq_done(h, seq):
+                    if _stop is not None and _stop():
+                        raise KeyboardInterrupt
                     _check(_c.cis2_engine_step(h, err), err)
                 _check(_c.cis2_seq_take(h, seq, ctypes.byref(r), err), err)
             except BaseException:
@@ -630,8 +633,23 @@ class Model(_Closing):
         o = dict(self._opts)
         if backend is not None:
             o["backend"] = backend
-        with Engine(self, _trace=fn, **o) as e:
-            out.result = e.generate(prompt, max_tokens, force=force)
+        # Ctrl-C would raise KeyboardInterrupt on entering `capture`, where
+        # ctypes prints "Exception ignored" and drops it: while the run lasts,
+        # SIGINT only sets a flag, and generate stops between two steps.
+        interrupted = []
+        own_sigint = (threading.current_thread() is threading.main_thread() and
+                      signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        if own_sigint:
+            old = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
+        try:
+            with Engine(self, _trace=fn, **o) as e:
+                out.result = e.generate(prompt, max_tokens, force=force,
+                                        _stop=lambda: interrupted)
+        finally:
+            if own_sigint:
+                signal.signal(signal.SIGINT, old)
+        if interrupted:
+            raise KeyboardInterrupt
         if failed:
             raise failed[0]
         unknown = sorted((keep_nodes or set()) - seen)
