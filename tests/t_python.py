@@ -327,6 +327,16 @@ def llama_checks(M, other, tmp):
            lambda: m.generate([5], 1, force=[7, 8, 9]), "the last 2 would never be fed")
     raises("error-id-type", TypeError, lambda: m.generate(["a"], 2), "integers")
     raises("error-id-int32", ValueError, lambda: m.generate([2**40], 2), "int32")
+    raises("error-id-bool", TypeError, lambda: m.generate([True, 17], 2), "not bool")
+    raises("error-prompt-lone-surrogate", ValueError, lambda: m.generate("a\ud800b", 2),
+           ("prompt: the str holds a lone surrogate U+D800 at index 1, which is not UTF-8 (pass "
+            "bytes, or a str without surrogates)",))
+    report(m.generate((i for i in [5, 17, 42]), 2).ids == m.generate([5, 17, 42], 2).ids,
+           "generator-ids-accepted")
+    report(m.generate(memoryview(b"Hello"), 2).receipt == m.generate("Hello", 2).receipt,
+           "memoryview-prompt-is-text")
+    raises("error-decode-bytes-are-not-ids", TypeError, lambda: m.detokenize(bytearray(b"ab")),
+           "expected token ids")
     raises("error-force-vocab", cis2.Error, lambda: m.generate([5], force=[99999]),
            "forced token id 99999")
     # Ctrl-C during a decode: KeyboardInterrupt between two steps; the

@@ -49,15 +49,23 @@ def _check(rc, err):
 
 def _ids_in(ids, what):
     """Token ids (any iterable of integers, numpy arrays included) as a C array."""
-    if isinstance(ids, (str, bytes)):
+    if isinstance(ids, (str, bytes, bytearray, memoryview)):
         raise TypeError("%s: expected token ids, got %s" % (what, type(ids).__name__))
+    vals = []
     try:
-        vals = [operator.index(x) for x in ids]
+        for x in ids:  # one pass: `ids` may be a generator
+            v = operator.index(x)
+            if isinstance(x, bool) or not -(2**31) <= v < 2**31:
+                break
+            vals.append(v)
+        else:
+            x = None
     except TypeError:
         raise TypeError("%s: token ids must be integers" % what) from None
-    for v in vals:
-        if not -(2**31) <= v < 2**31:
-            raise ValueError("%s: token id %d does not fit in int32" % (what, v))
+    if isinstance(x, bool):
+        raise TypeError("%s: token ids must be integers, not bool" % what)
+    if x is not None:
+        raise ValueError("%s: token id %d does not fit in int32" % (what, v))
     return (ctypes.c_int32 * max(len(vals), 1))(*vals), len(vals)
 
 
@@ -89,8 +97,13 @@ def _hex(d):
 
 def _text_in(text, what):
     if isinstance(text, str):
-        return text.encode("utf-8")
-    if isinstance(text, (bytes, bytearray)):
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError("%s: the str holds a lone surrogate U+%04X at index %d, which is "
+                             "not UTF-8 (pass bytes, or a str without surrogates)" %
+                             (what, ord(text[e.start]), e.start)) from None
+    if isinstance(text, (bytes, bytearray, memoryview)):
         return bytes(text)
     raise TypeError("%s: expected str or bytes, got %s" % (what, type(text).__name__))
 
@@ -671,7 +684,7 @@ class Model(_Closing):
         receipt's prompt bytes are their decoded text, as `cis2 run
         --prompt-ids` writes it (empty when the tokenizer cannot decode)."""
         self._handle()
-        if isinstance(prompt, (str, bytes, bytearray)):
+        if isinstance(prompt, (str, bytes, bytearray, memoryview)):
             b = _text_in(prompt, "prompt")
             ids = self.tokenizer.encode(b)
             if not ids:
