@@ -184,6 +184,42 @@ def llama_checks(M, other, tmp):
                (r.text, t, kv(out, "text_error")))
     report(seen == {True, False}, "result-text-cases-cover-text-error", seen)
 
+    # receipts for ids the tokenizer cannot (all) decode: as `cis2 run --receipt`
+    # writes them, or none with its reason where it refuses
+    tv = m.tokenizer.vocab_size
+    big = os.path.join(tmp, "bigvocab")
+    subprocess.run([sys.executable, "tools/make_model.py", big, "--vocab", str(tv + 80),
+                    "--tokenizer", os.path.join(M, "tokenizer.json")], check=True,
+                   stdout=subprocess.DEVNULL)
+    with cis2.Model(big) as mb:
+        for ids in ([5, tv + 30, 17], [tv + 1, tv + 2]):
+            p = os.path.join(tmp, "bigvocab.receipt")
+            if os.path.exists(p):
+                os.unlink(p)
+            rc, _, err = cli("run", "--model", big, "--prompt-ids", ",".join(map(str, ids)), "-n",
+                             2, "--receipt", p)
+            r = mb.generate(ids, 2)
+            want = open(p).read() if rc == 0 else None
+            why = cli_err("run", err).split("--receipt: ", 1)[-1] if rc else None
+            report(r.receipt == want and getattr(r, "receipt_error", "?") == why,
+                   "receipt-ids-beyond-tokenizer-equals-cli-%d" % len(ids),
+                   (r.receipt, getattr(r, "receipt_error", "?"), want, err))
+    badtok = os.path.join(tmp, "badtok")
+    os.mkdir(badtok)
+    for f in ("config.json", "model.safetensors"):
+        os.symlink(os.path.abspath(os.path.join(M, f)), os.path.join(badtok, f))
+    j = json.load(open(os.path.join(M, "tokenizer.json"), encoding="utf-8"))
+    j["not-a-key"] = 1
+    json.dump(j, open(os.path.join(badtok, "tokenizer.json"), "w"))
+    rc, _, err = cli("run", "--model", badtok, "--prompt-ids", "5,17", "-n", 2, "--receipt",
+                     os.path.join(tmp, "badtok.receipt"))
+    with cis2.Model(badtok) as mb:
+        r = mb.generate([5, 17], 2)
+    report(rc == 2 and r.receipt is None and
+           getattr(r, "receipt_error", "?") == cli_err("run", err).split("--receipt: ", 1)[-1],
+           "receipt-unusable-tokenizer-none-as-cli",
+           (r.receipt, getattr(r, "receipt_error", "?"), err))
+
     # stop at EOS: equal to the CLI's --stop-at-eos
     eos = m.config.eos_ids
     rc, out, _ = cli("run", "--model", M, "--prompt-ids", "5,17,42", "-n", 8, "--stop-at-eos")

@@ -329,8 +329,10 @@ class Config:
 @dataclass(frozen=True)
 class Result:
     """One greedy decode (§3.4/§12). `digests` is keyed like the receipt;
-    `receipt` is the receipt text (None for a teacher-forced run, which is not
-    a greedy decode and must not look like one); `cis2_ref` is the CLI's
+    `receipt` is the receipt text, or None where `cis2 run --receipt` writes
+    none — a teacher-forced run (not a greedy decode, and must not look like
+    one), a tokenizer that cannot decode the prompt ids, ids that decode to no
+    bytes — with the reason in `receipt_error`; `cis2_ref` is the CLI's
     CIS2_REF line; `nan` is (step, index) of the first NaN logit, or None."""
     prompt_ids: list
     ids: list
@@ -342,6 +344,7 @@ class Result:
     nan: Optional[Tuple[int, int]]
     prefill_ms: float
     decode_ms: float
+    receipt_error: Optional[str] = None
 
     def __repr__(self):
         return "Result(ids=%r, text=%r, witness=%s)" % (self.ids, self.text,
@@ -681,8 +684,10 @@ class Model(_Closing):
     # -- helpers for Engine
     def _prompt(self, prompt):
         """(C ids, n, receipt prompt bytes) from text, bytes or ids. For ids the
-        receipt's prompt bytes are their decoded text, as `cis2 run
-        --prompt-ids` writes it (empty when the tokenizer cannot decode)."""
+        receipt's prompt bytes are what they decode to, as `cis2 run
+        --prompt-ids --receipt` writes them (cis2_receipt_prompt_bytes: ids
+        the model has but tokenizer.json names no token for add nothing);
+        a str instead of bytes says why there can be no receipt."""
         self._handle()
         if isinstance(prompt, (str, bytes, bytearray, memoryview)):
             b = _text_in(prompt, "prompt")
@@ -692,13 +697,31 @@ class Model(_Closing):
             arr, n = _ids_in(ids, "prompt")
             return arr, n, b
         arr, n = _ids_in(prompt, "prompt")
-        pbytes = b""
-        if self._tok is not None and n:
-            with self._use():  # "the model is closed" is raised, not taken for undecodable ids
+        if self._tok is None:
+            return arr, n, ("prompt-hex is the bytes the prompt ids decode to, and the tokenizer "
+                            "is not usable: %s" % self._tok_err)
+        ids, parts = _ids_out(arr, n), []
+        with self._use():  # "the model is closed" is raised, not taken for undecodable ids
+            vocab = _c.cis2_tokenizer_vocab_size(self._tok._h)
+            i = 0
+            while i < n:
+                if ids[i] < 0:
+                    return arr, n, "prompt-hex: prompt id %d is negative" % ids[i]
+                j = i
+                while j < n and 0 <= ids[j] < vocab:
+                    j += 1
+                if j == i:  # an id the model has but tokenizer.json names no token for
+                    i += 1
+                    continue
                 try:
-                    pbytes = Tokenizer._decode(self._tok._h, _ids_out(arr, n))
-                except Error:
-                    pbytes = b""
+                    parts.append(Tokenizer._decode(self._tok._h, ids[i:j]))
+                except Error as e:
+                    return arr, n, "prompt-hex: %s" % e
+                i = j
+        pbytes = b"".join(parts)
+        if not pbytes and n:
+            return arr, n, ("the prompt ids decode to no bytes, and a receipt's prompt-hex may "
+                            "not be empty")
         return arr, n, pbytes
 
     def _result(self, r, pbytes, receipt):
@@ -709,8 +732,12 @@ class Model(_Closing):
                 text = Tokenizer._decode(self._tok._h, ids).decode("utf-8")
             except (Error, UnicodeDecodeError):
                 text = None
-        rtext = None
-        if receipt:
+        rtext, why = None, None
+        if not receipt:
+            why = "a teacher-forced run is not a greedy decode"
+        elif isinstance(pbytes, str):
+            why = pbytes
+        else:
             rc = _lib.Receipt()
             pb = (ctypes.c_uint8 * max(len(pbytes), 1)).from_buffer_copy(pbytes or b"\0")
             _c.cis2_receipt_from_run(ctypes.byref(rc), self._h, ctypes.byref(r), pb, len(pbytes))
@@ -730,7 +757,7 @@ class Model(_Closing):
             (witness, r.n_prompt, r.n_gen, self.dtype),
             stopped_at_eos=bool(r.stopped_at_eos),
             nan=None if r.nan_step < 0 else (r.nan_step, r.nan_index),
-            prefill_ms=r.prefill_ms, decode_ms=r.decode_ms)
+            prefill_ms=r.prefill_ms, decode_ms=r.decode_ms, receipt_error=why)
 
     # -- lifetime
     def close(self):
