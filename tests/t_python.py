@@ -168,6 +168,11 @@ def llama_checks(M, other, tmp):
     tok = cis2.Tokenizer.load(os.path.join(M, "tokenizer.json"))
     report(tok.encode("Hello world") == m.tokenize("Hello world") and tok.vocab_size > 0 and
            tok.vocab_size == m.tokenizer.vocab_size, "tokenizer-load")
+    with m.tokenizer as mt:  # a model's tokenizer is the model's to free
+        mt.encode("x")
+    mt.close()
+    report(m.generate([5, 17], 2).receipt is not None and
+           m.tokenize("Hello") == tok.encode("Hello"), "model-tokenizer-close-no-op")
     tok.close()
     raises("tokenizer-closed", cis2.Error, lambda: tok.encode("x"), ("the tokenizer is closed",))
     report(m.tokenizer.decode(np.array([5, 17, 42], dtype=np.int64)) == m.detokenize([5, 17, 42]),

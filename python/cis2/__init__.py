@@ -298,8 +298,12 @@ class Tokenizer(_Closing):
         return self.decode_bytes(ids).decode("utf-8", "replace")
 
     def close(self):
+        """Free a Tokenizer.load one; a model's tokenizer lives (and is freed)
+        with its model, so its close() does nothing."""
+        if self._owner is not None:
+            return
         h = self._retire()
-        if self._owner is None and h:
+        if h:
             _c.cis2_tokenizer_free(h)
         self._h = None
 
@@ -557,6 +561,7 @@ class Model(_Closing):
         err = _lib.err_buf()
         th = _c.cis2_model_tokenizer(self._h, err)
         self._tok = Tokenizer(th, owner=self) if th else None
+        self._tok_h = th  # for calls made while an engine holds the model open
         self._tok_err = None if th else _lib.err_text(err)
 
     def _handle(self):
@@ -702,7 +707,7 @@ class Model(_Closing):
                             "is not usable: %s" % self._tok_err)
         ids, parts = _ids_out(arr, n), []
         with self._use():  # "the model is closed" is raised, not taken for undecodable ids
-            vocab = _c.cis2_tokenizer_vocab_size(self._tok._h)
+            vocab = _c.cis2_tokenizer_vocab_size(self._tok_h)
             i = 0
             while i < n:
                 if ids[i] < 0:
@@ -714,7 +719,7 @@ class Model(_Closing):
                     i += 1
                     continue
                 try:
-                    parts.append(Tokenizer._decode(self._tok._h, ids[i:j]))
+                    parts.append(Tokenizer._decode(self._tok_h, ids[i:j]))
                 except Error as e:
                     return arr, n, "prompt-hex: %s" % e
                 i = j
@@ -729,7 +734,7 @@ class Model(_Closing):
         text = None  # as `cis2 run`: no text (text_error=) when the bytes are not UTF-8
         if self._tok is not None:
             try:  # the raw handle: Model.close may be waiting for this run's engine
-                text = Tokenizer._decode(self._tok._h, ids).decode("utf-8")
+                text = Tokenizer._decode(self._tok_h, ids).decode("utf-8")
             except (Error, UnicodeDecodeError):
                 text = None
         rtext, why = None, None
