@@ -409,7 +409,16 @@ def llama_checks(M, other, tmp):
     timer.join()
     report(interrupted and m.generate([5, 17, 42, 7, 99], 6).receipt == before,
            "keyboard-interrupt-stops-a-trace")
+    e, mt = m.engine(backend="fast"), m.tokenizer
+    eb, reprs = e.backend, [repr(m), repr(e), repr(mt)]
+    e.close()
+    reprs.append(repr(e))
     m.close()
+    reprs += [repr(m), repr(mt)]
+    report(reprs == ["Model(%r, arch=llama, backend=ref)" % M,
+                     "Engine(%r, backend=%s)" % (M, eb), "Tokenizer(vocab_size=%d)" % tv,
+                     "Engine(%r, backend=%s, closed)" % (M, eb), "Model(%r, closed)" % M,
+                     "Tokenizer(closed)"], "reprs", reprs)
     raises("error-closed-model", cis2.Error, lambda: m.generate([5], 2),
            ("the model is closed",))
     raises("error-closed-tokenizer", cis2.Error, lambda: m.tokenize("x"),

@@ -293,6 +293,11 @@ class Tokenizer(_Closing):
         finally:
             _c.cis2_free(out)
 
+    def __repr__(self):
+        if not self._h or self._closing or (self._owner is not None and not self._owner._open()):
+            return "Tokenizer(closed)"
+        return "Tokenizer(vocab_size=%d)" % _c.cis2_tokenizer_vocab_size(self._h)
+
     def decode(self, ids):
         """Token ids → str (bytes that are not UTF-8 become U+FFFD)."""
         return self.decode_bytes(ids).decode("utf-8", "replace")
@@ -456,6 +461,7 @@ class Engine(_Closing):
         with model._use() as mh:  # Model.close waits for this, then frees this engine
             _check(_c.cis2_engine_new(ctypes.byref(h), mh, ctypes.byref(o), err), err)
             self._h = h.value
+            self._backend = _c.cis2_engine_backend(self._h).decode()
             model._engines.add(self)
 
     @property
@@ -465,8 +471,12 @@ class Engine(_Closing):
     @property
     def backend(self):
         """"ref", or "fast/<isa>" as the library names its path."""
-        with self._lock:
-            return _c.cis2_engine_backend(self._handle()).decode()
+        self._handle()
+        return self._backend
+
+    def __repr__(self):
+        return "Engine(%r, backend=%s%s)" % (self._model.path, getattr(self, "_backend", "?"),
+                                              "" if self._h else ", closed")
 
     def _handle(self):
         if not self._h:
@@ -565,9 +575,12 @@ class Model(_Closing):
         self._tok_err = None if th else _lib.err_text(err)
 
     def _handle(self):
-        if not self._h or self._closing:
+        if not self._open():
             raise Error("the model is closed")
         return self._h
+
+    def _open(self):
+        return bool(self._h) and not self._closing
 
     # -- engines
     def engine(self, backend=None, isa=None, threads=None):
@@ -777,8 +790,10 @@ class Model(_Closing):
         self._h = None
 
     def __repr__(self):
+        if not self._open():
+            return "Model(%r, closed)" % (getattr(self, "path", None),)
         return "Model(%r, arch=%s, backend=%s)" % (self.path, self.config.arch,
-                                                   self._opts["backend"])
+                                                   self._engine.backend)
 
 
 # ------------------------------------------------------------------- verify
