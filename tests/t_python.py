@@ -423,6 +423,10 @@ def llama_checks(M, other, tmp):
            ("the model is closed",))
     raises("error-closed-tokenizer", cis2.Error, lambda: m.tokenize("x"),
            ("the model is closed",))
+    raises("error-closed-model-verify", cis2.Error, lambda: cis2.verify(good, m),
+           ("the model is closed",))
+    raises("error-closed-model-verify-garbage", cis2.Error, lambda: m.verify("x"),
+           ("the model is closed",))
     # handles are released: many open/close cycles do not grow the process
     for _ in range(3):
         with cis2.Model(M) as mm:

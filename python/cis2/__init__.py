@@ -806,6 +806,8 @@ def verify(receipt, model):
     if not isinstance(engine, Engine):
         raise TypeError("verify: expected a cis2.Model or cis2.Engine, got %s" %
                         type(model).__name__)
+    engine._model._handle()  # "the model is closed" before reading or parsing anything
+    engine._handle()
     name = b"receipt"
     if isinstance(receipt, os.PathLike):
         name = _path_in(receipt, "verify")
