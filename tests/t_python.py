@@ -168,6 +168,11 @@ def llama_checks(M, other, tmp):
     tok = cis2.Tokenizer.load(os.path.join(M, "tokenizer.json"))
     report(tok.encode("Hello world") == m.tokenize("Hello world") and tok.vocab_size > 0 and
            tok.vocab_size == m.tokenizer.vocab_size, "tokenizer-load")
+    # Tokenizer(path), as a transformers user writes it, reads the file (it once took
+    # the str for a library handle: a segfault); never a raw handle
+    with cis2.Tokenizer(os.path.join(M, "tokenizer.json")) as t2:
+        report(t2.encode("Hello world") == tok.encode("Hello world"), "tokenizer-from-path")
+    raises("tokenizer-from-int", TypeError, lambda: cis2.Tokenizer(12345), "path")
     with m.tokenizer as mt:  # a model's tokenizer is the model's to free
         mt.encode("x")
     mt.close()

@@ -233,15 +233,20 @@ class Tokenizer(_Closing):
     Model.tokenizer is the one parsed from the model's hashed tokenizer.json;
     Tokenizer.load(path) reads a tokenizer.json by itself."""
 
-    def __init__(self, handle, owner=None):
-        self._h, self._owner = handle, owner  # owner: the Model whose tokenizer this is
-        self._cv = threading.Condition()
+    def __init__(self, path=None, *, _handle=None, _owner=None):
+        """Tokenizer(path) reads a tokenizer.json, as Tokenizer.load(path)."""
+        self._owner, self._cv = _owner, threading.Condition()  # owner: the Model it belongs to
+        if _handle is None:
+            if path is None:
+                raise TypeError("Tokenizer: expected the path of a tokenizer.json")
+            h, err = ctypes.c_void_p(), _lib.err_buf()
+            _check(_c.cis2_tokenizer_load(ctypes.byref(h), _path_in(path, "Tokenizer"), err), err)
+            _handle = h.value
+        self._h = _handle
 
     @classmethod
     def load(cls, path):
-        h, err = ctypes.c_void_p(), _lib.err_buf()
-        _check(_c.cis2_tokenizer_load(ctypes.byref(h), _path_in(path, "Tokenizer.load"), err), err)
-        return cls(h.value)
+        return cls(path)
 
     def _handle(self):
         if self._owner is not None:
@@ -570,7 +575,7 @@ class Model(_Closing):
         self.dtype = _c.cis2_model_dtype(self._h).decode()
         err = _lib.err_buf()
         th = _c.cis2_model_tokenizer(self._h, err)
-        self._tok = Tokenizer(th, owner=self) if th else None
+        self._tok = Tokenizer(_handle=th, _owner=self) if th else None
         self._tok_h = th  # for calls made while an engine holds the model open
         self._tok_err = None if th else _lib.err_text(err)
 
