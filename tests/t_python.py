@@ -428,6 +428,8 @@ def llama_checks(M, other, tmp):
            ("the model is closed",))
     raises("error-closed-tokenizer", cis2.Error, lambda: m.tokenize("x"),
            ("the model is closed",))
+    raises("error-closed-model-backend", cis2.Error, lambda: m.backend, ("the model is closed",))
+    raises("error-closed-model-engine", cis2.Error, lambda: m.engine(), ("the model is closed",))
     raises("error-closed-model-verify", cis2.Error, lambda: cis2.verify(good, m),
            ("the model is closed",))
     raises("error-closed-model-verify-garbage", cis2.Error, lambda: m.verify("x"),

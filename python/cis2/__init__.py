@@ -598,6 +598,7 @@ class Model(_Closing):
 
     @property
     def backend(self):
+        self._handle()  # "the model is closed", not its engine
         return self._engine.backend
 
     # -- tokenizer
