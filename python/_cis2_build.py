@@ -8,7 +8,8 @@ the package looks for an installed libcis2 at import (docs/python.md).
 Config settings (pip install --config-settings KEY=VALUE ./python):
   library=PATH   bundle this libcis2.so.N, an absolute path (default:
                  ../build/libcis2.so.N when it exists)
-  bundle=0       never bundle a library (a pure wheel)
+  bundle=0       never bundle a library (a pure wheel); also no/false, and
+                 1/yes/true (the default), in any case; other values are refused
 """
 import base64
 import hashlib
@@ -52,7 +53,10 @@ def _metadata():
 
 def _library(settings):
     settings = settings or {}
-    if str(settings.get("bundle", "1")) in ("0", "no", "false"):
+    bundle = str(settings.get("bundle", "1")).lower()
+    if bundle not in ("0", "no", "false", "1", "yes", "true"):
+        raise ValueError(f"bundle={settings['bundle']}: expected 0 or 1 (no/yes, false/true)")
+    if bundle in ("0", "no", "false"):
         return None
     lib = settings.get("library")
     if lib:
@@ -60,6 +64,9 @@ def _library(settings):
             raise ValueError(f"library={lib}: give an absolute path")
         if not os.path.isfile(lib):
             raise FileNotFoundError(f"library={lib}: no such file")
+        with open(lib, "rb") as f:
+            if f.read(4) != b"\x7fELF":  # bundled as libcis2.so.N, it would fail only at import
+                raise ValueError(f"library={lib}: not a shared library (no ELF header)")
         return os.path.realpath(lib)
     built = os.path.join(os.path.dirname(HERE), "build", _soname())
     return os.path.realpath(built) if os.path.isfile(built) else None

@@ -102,6 +102,21 @@ def same_bits(a, b):
     return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
+def build_backend_checks(models):
+    """python/_cis2_build.py refuses config settings it would misread."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_cis2_build", "python/_cis2_build.py")
+    b = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(b)
+    report(b._library({"bundle": "0"}) is None and b._library({"bundle": "False"}) is None,
+           "build-bundle-0")
+    raises("build-bundle-unknown-value", ValueError, lambda: b._library({"bundle": "maybe"}),
+           "bundle=maybe")
+    cfg = os.path.abspath(os.path.join(models, "llama", "config.json"))
+    raises("build-library-not-elf", ValueError, lambda: b._library({"library": cfg}),
+           "not a shared library")
+
+
 # ------------------------------------------------------------------ api
 def group_api(models, tmp):
     hdr = open("include/cis2.h", encoding="utf-8").read()
@@ -143,6 +158,7 @@ def group_api(models, tmp):
             report(vd.ok and rc == 0 and str(vd) + "\n" == vout.decode(),
                    fx + ".verify-equals-cli", str(vd))
     llama_checks(os.path.join(models, "llama"), os.path.join(models, "qwen2"), tmp)
+    build_backend_checks(models)
 
 
 def llama_checks(M, other, tmp):
