@@ -97,7 +97,9 @@ const char *cis2_isa_to_name(cis2_isa isa);
 
 /* ----------------------------------------------------------- fpenv (§1.3) */
 /* Pin FTZ+DAZ (x86-64 MXCSR bits 15, 6) / FZ (aarch64 FPCR bit 24) on the
- * calling thread and read it back; 0 when the pin is in effect. */
+ * calling thread, with round-to-nearest-even (§1.2) and every FP exception
+ * masked (no trap enabled), and read it back; 0 when the pin is in effect.
+ * is_pinned checks all of that. */
 int cis2_fpenv_pin(void);
 int cis2_fpenv_is_pinned(void);
 /* Raw control register value (MXCSR or FPCR), for diagnostics and restore. */

@@ -482,12 +482,105 @@ static void check_shared(const char *name, const char *args, const char *fault_a
     cis2_model_free(m);
 }
 
+/* §1.2/§1.3: a caller's thread with an unusual FP environment (round toward
+ * zero or upward, FTZ/DAZ off, FE_INVALID/FE_OVERFLOW/FE_DIVBYZERO traps
+ * enabled) gets the bits of the pinned environment from cis2_model_open,
+ * cis2_generate (ref and fast) and cis2_selftest, and its own control
+ * register back unchanged. */
+static void check_caller_fpenv(void)
+{
+    const char *tmp = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
+    char dir[512], err[CIS2_ERR_LEN], tn[128];
+    snprintf(dir, sizeof dir, "%s/unit-engine-fpenv", tmp);
+    if (make_fixture(dir, "--arch llama --heads 2 --kv-heads 1 --hidden 64 --layers 2")) {
+        CHECK("fpenv.caller.fixture", 0, "make_model.py failed");
+        return;
+    }
+#if defined(__x86_64__)
+    /* RC = 11 (toward zero) / 10 (up); FTZ/DAZ off; invalid, div-by-zero and
+     * overflow unmasked (bits 7, 9, 10 clear) */
+    const uint64_t odd[2] = { (0x1F80u & ~0x680u) | (3u << 13), 0x1F80u | (2u << 13) };
+#elif defined(__aarch64__)
+    /* RMode = 11 (toward zero) / 01 (up); FZ off; IOE, DZE, OFE requested
+     * (trap enables read as zero where the CPU has none) */
+    const uint64_t odd[2] = { (3ull << 22) | 0x700ull, 1ull << 22 };
+#else
+    SKIP("fpenv.caller", "no FP control register on this ISA");
+    return;
+#endif
+    int32_t prompt[5] = { 1, 2, 3, 4, 5 };
+    cis2_gen_opts g = { 8, 0, NULL, NULL, NULL, 0 };
+    cis2_result base[2];
+    cis2_model *m;
+    int rc = cis2_model_open(&m, dir, NULL, err); /* the test's pinned thread */
+    for (int b = 0; b < 2 && !rc; b++) {
+        cis2_engine_opts o = { .backend = b ? CIS2_BACKEND_FAST : CIS2_BACKEND_REF, .threads = 2 };
+        cis2_engine *e;
+        rc = cis2_engine_new(&e, m, &o, err) || cis2_generate(e, prompt, 5, &g, &base[b], err);
+        if (!rc) cis2_engine_free(e);
+    }
+    if (rc) {
+        CHECK("fpenv.caller.baseline", 0, "%s", err);
+        return;
+    }
+    const uint64_t pinned = cis2_fpenv_read();
+    for (int k = 0; k < 2; k++) {
+        cis2_model *m2 = NULL;
+        cis2_result r[2];
+        int ok[2] = { 0, 0 };
+        cis2_fpenv_write(odd[k]);
+        const uint64_t before = cis2_fpenv_read();
+        int lrc = cis2_model_open(&m2, dir, NULL, err);
+        const uint64_t after_open = cis2_fpenv_read();
+        uint64_t after_gen = after_open;
+        for (int b = 0; b < 2 && !lrc; b++) {
+            cis2_engine_opts o = { .backend = b ? CIS2_BACKEND_FAST : CIS2_BACKEND_REF,
+                                   .threads = 2 };
+            cis2_engine *e;
+            if (cis2_engine_new(&e, m2, &o, err)) continue;
+            if (!cis2_generate(e, prompt, 5, &g, &r[b], err)) {
+                ok[b] = !memcmp(r[b].witness, base[b].witness, 32);
+                cis2_result_free(&r[b]);
+            }
+            if (cis2_fpenv_read() != before) after_gen = cis2_fpenv_read();
+            cis2_engine_free(e);
+        }
+        FILE *nul = fopen("/dev/null", "w");
+        int st = nul ? cis2_selftest(nul) : -1;
+        if (nul) fclose(nul);
+        const uint64_t after_selftest = cis2_fpenv_read();
+        cis2_fpenv_write(pinned);
+        const cis2_digests *d = m2 ? cis2_model_digests(m2) : NULL, *d0 = cis2_model_digests(m);
+        snprintf(tn, sizeof tn, "fpenv.caller-%d.model-open-digests", k);
+        CHECK(tn,
+              !lrc && !memcmp(d->inv_freq_digest, d0->inv_freq_digest, 32) &&
+                  !memcmp(d->table_digest, d0->table_digest, 32) &&
+                  cis2_model_config(m2)->eps == cis2_model_config(m)->eps,
+              "%s", lrc ? err : "the inv_freq/table digests or eps depend on the caller's mode");
+        snprintf(tn, sizeof tn, "fpenv.caller-%d.generate-bit-identical", k);
+        CHECK(tn, ok[0] && ok[1], "ref %s, fast %s", ok[0] ? "same" : "differs",
+              ok[1] ? "same" : "differs");
+        snprintf(tn, sizeof tn, "fpenv.caller-%d.control-register-restored", k);
+        CHECK(tn, after_open == before && after_gen == before && after_selftest == before,
+              "caller 0x%llx; after open 0x%llx, generate 0x%llx, selftest 0x%llx",
+              (unsigned long long)before, (unsigned long long)after_open,
+              (unsigned long long)after_gen, (unsigned long long)after_selftest);
+        snprintf(tn, sizeof tn, "fpenv.caller-%d.selftest", k);
+        CHECK(tn, st == 0, "%d failures", st);
+        cis2_model_free(m2);
+    }
+    cis2_result_free(&base[0]);
+    cis2_result_free(&base[1]);
+    cis2_model_free(m);
+}
+
 int main(void)
 {
     if (cis2_fpenv_pin()) {
         CHECK("engine.pin", 0, "cannot pin");
         UNIT_END();
     }
+    check_caller_fpenv();
     check_arch("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2");
     check_arch("qwen2", "--arch qwen2 --heads 4 --kv-heads 1 --hidden 32");
     check_arch("qwen3", "--arch qwen3 --heads 4 --kv-heads 2 --hidden 32 --head-dim 24 --untied");

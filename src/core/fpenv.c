@@ -7,6 +7,8 @@
 #if defined(__x86_64__)
 #define MXCSR_FTZ (1u << 15)
 #define MXCSR_DAZ (1u << 6)
+#define MXCSR_RC  (3u << 13)   /* rounding control: 00 = RNE (§1.2) */
+#define MXCSR_EXC (0x3Fu << 7) /* the six exception masks (set = masked) */
 static uint32_t read_ctl(void)
 {
     uint32_t v;
@@ -15,6 +17,11 @@ static uint32_t read_ctl(void)
 }
 static void write_ctl(uint32_t v) { __asm__ volatile("ldmxcsr %0" : : "m"(v)); }
 #define PIN_BITS (MXCSR_FTZ | MXCSR_DAZ)
+/* The pinned environment: FTZ+DAZ (§1.3), RNE (§1.2) and every exception
+ * masked (a caller's unmasked FE_INVALID/FE_OVERFLOW would trap in the
+ * decode path's NaN/Inf handling). */
+#define PIN_MASK (PIN_BITS | MXCSR_RC | MXCSR_EXC)
+#define PIN_WANT (PIN_BITS | MXCSR_EXC)
 const char *cis2_isa_name(void) { return "x86_64"; }
 #elif defined(__aarch64__)
 #define FPCR_FZ  (1ull << 24) /* FZ16 (bit 19) deliberately left alone */
@@ -26,6 +33,12 @@ static uint64_t read_ctl(void)
 }
 static void write_ctl(uint64_t v) { __asm__ volatile("msr fpcr, %0" : : "r"(v)); }
 #define PIN_BITS FPCR_FZ
+/* The pinned environment: FZ (§1.3), RNE (RMode bits 23:22 = 0, §1.2), no
+ * trap enabled (IOE..IXE bits 12:8, IDE bit 15), DN (bit 25) off so NaNs
+ * propagate as IEEE says, and FEAT_AFP's FIZ/AH/NEP (bits 2:0, RES0 without
+ * it) off so FZ alone decides the flushing. */
+#define PIN_MASK (PIN_BITS | (3ull << 22) | 0x9F00ull | (1ull << 25) | 0x7ull)
+#define PIN_WANT PIN_BITS
 const char *cis2_isa_name(void) { return "aarch64"; }
 #elif defined(__wasm__)
 /* WebAssembly has no FP control register: FTZ/DAZ is applied in software by
@@ -36,18 +49,23 @@ static uint32_t soft_ctl = 1u;
 static uint32_t read_ctl(void) { return soft_ctl; }
 static void write_ctl(uint32_t v) { soft_ctl = v; }
 #define PIN_BITS 1u
+#define PIN_MASK PIN_BITS
+#define PIN_WANT PIN_BITS
 const char *cis2_isa_name(void) { return "wasm32 (software FTZ/DAZ)"; }
 #else
 #error "CIS-2 §1.3: no FTZ/DAZ control known for this ISA; refusing to build"
 #endif
 
-int cis2_fpenv_is_pinned(void) { return (read_ctl() & PIN_BITS) == PIN_BITS; }
+/* Pinned means the whole of PIN_MASK reads back as PIN_WANT: a caller's
+ * rounding mode or unmasked exception would change bits (§1.2) as surely as
+ * a missing FTZ/DAZ. */
+int cis2_fpenv_is_pinned(void) { return (read_ctl() & PIN_MASK) == PIN_WANT; }
 uint64_t cis2_fpenv_read(void) { return (uint64_t)read_ctl(); }
 void cis2_fpenv_write(uint64_t v) { write_ctl((__typeof__(read_ctl()))v); }
 
 int cis2_fpenv_pin(void)
 {
-    write_ctl(read_ctl() | PIN_BITS);
+    write_ctl((read_ctl() & ~PIN_MASK) | PIN_WANT);
     return cis2_fpenv_is_pinned() ? 0 : 1;
 }
 

@@ -496,8 +496,42 @@ static int path_join(char *out, size_t cap, const char *dir, const char *file, c
 
 /* The first part of a load: config.json and tokenizer.json, each read once,
  * hashed and parsed from the same bytes; wpath gets model.safetensors' path. */
+static int load_texts_pinned(cis2_model *m, const char *dir, const cis2_load_opts *o, char *wpath,
+                             char *err);
+static int load_finish_pinned(cis2_model *m, double t0, const cis2_load_opts *o, char *err);
+
+/* config.json's numbers (strtod, the §2.3 casts) and the §7.2 inv_freq table
+ * are computed in the pinned environment whatever the caller's thread has set
+ * (§1.2 RNE, §1.3 FTZ/DAZ), and the caller's control register comes back. */
 static int load_texts(cis2_model *m, const char *dir, const cis2_load_opts *o, char *wpath,
                       char *err)
+{
+    uint64_t saved = cis2_fpenv_read();
+    int rc = cis2_fpenv_pin() != 0;
+    if (rc)
+        snprintf(err, CIS2_ERR_LEN,
+                 "cannot pin FTZ/DAZ on this thread (control register 0x%llx, §1.3)",
+                 (unsigned long long)cis2_fpenv_read());
+    else rc = load_texts_pinned(m, dir, o, wpath, err);
+    cis2_fpenv_write(saved);
+    return rc;
+}
+
+static int load_finish(cis2_model *m, double t0, const cis2_load_opts *o, char *err)
+{
+    uint64_t saved = cis2_fpenv_read();
+    int rc = cis2_fpenv_pin() != 0;
+    if (rc)
+        snprintf(err, CIS2_ERR_LEN,
+                 "cannot pin FTZ/DAZ on this thread (control register 0x%llx, §1.3)",
+                 (unsigned long long)cis2_fpenv_read());
+    else rc = load_finish_pinned(m, t0, o, err);
+    cis2_fpenv_write(saved);
+    return rc;
+}
+
+static int load_texts_pinned(cis2_model *m, const char *dir, const cis2_load_opts *o, char *wpath,
+                             char *err)
 {
     memset(m, 0, sizeof *m);
     if ((size_t)snprintf(m->dir, sizeof m->dir, "%s", dir) >= sizeof m->dir) {
@@ -543,7 +577,7 @@ static int load_texts(cis2_model *m, const char *dir, const cis2_load_opts *o, c
 
 /* The last part, once the weights are in: the arena made read-only, the RoPE
  * and table digests. The caller unloads m on failure. */
-static int load_finish(cis2_model *m, double t0, const cis2_load_opts *o, char *err)
+static int load_finish_pinned(cis2_model *m, double t0, const cis2_load_opts *o, char *err)
 {
     cis2_big_protect(m->arena, m->arena_len); /* the loaded model is never written again */
 
@@ -734,7 +768,11 @@ int cis2_model_open(cis2_model **out, const char *dir, const cis2_model_opts *o,
     }
     cis2_load_opts lo = { 0 };
     lo.skip_hash = o && o->hash == CIS2_HASH_SKIP ? CIS2_LOAD_HASH_SKIP : 0;
-    if (cis2_model_load(m, dir, &lo, err)) {
+    /* the caller's control register, sticky flags included, comes back (§1.3) */
+    uint64_t saved = cis2_fpenv_read();
+    int rc = cis2_model_load(m, dir, &lo, err);
+    cis2_fpenv_write(saved);
+    if (rc) {
         free(m);
         return 1;
     }
