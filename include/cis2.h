@@ -233,10 +233,13 @@ int32_t cis2_argmax(const float *logits, int n);
  *   cis2_seq_submit  queue a sequence; it joins at the next step. `g` and
  *                    `prompt` are copied; g->on_step is called from step().
  *   cis2_engine_step prefill the newly joined, decode one token for every
- *                    running sequence. Returns 0 or 1 with err.
+ *                    running sequence. Returns 0 or 1 with err (also when
+ *                    called from inside an on_step).
  *   cis2_seq_done    1 once the sequence has all its tokens (or its EOS).
  *   cis2_seq_take    move a finished sequence's result out; frees its slot.
- *   cis2_seq_cancel  drop a sequence (finished or not) and free its slot.
+ *   cis2_seq_cancel  drop a sequence (finished or not) and free its slot;
+ *                    from inside an on_step (any sequence's) it is dropped
+ *                    at once and its slot frees when the step returns.
  *   cis2_seq_finish  end a running sequence now, as if its g->n_gen had been
  *                    the number of tokens it has generated (e.g. a stop string
  *                    matched): its digests cover exactly those tokens, so its

@@ -574,6 +574,86 @@ static void check_caller_fpenv(void)
     cis2_model_free(m);
 }
 
+/* cis2_seq_cancel from inside an on_step (a streaming client gone): of
+ * another running sequence, of the calling sequence itself mid-run and at
+ * its last step. The cancelled slot is neither done nor takeable, frees for
+ * the next submit, and the sequences left run bit-identical to solo runs.
+ * cis2_engine_step and cis2_seq_finish from inside on_step are refused. */
+typedef struct {
+    cis2_engine *e;
+    int victim, at, inner_rc;
+} cancel_ctx;
+
+static void cancel_on_step(void *ctx, int step, const float *logits, int vocab, int32_t chosen)
+{
+    cancel_ctx *c = ctx;
+    char err[CIS2_ERR_LEN];
+    if (step != c->at) return;
+    c->inner_rc = !cis2_engine_step(c->e, err) || !cis2_seq_finish(c->e, c->victim, err);
+    cis2_seq_cancel(c->e, c->victim);
+}
+
+static void check_cancel_in_on_step(void)
+{
+    const char *tmp = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
+    char dir[512], err[CIS2_ERR_LEN] = "", tn[128];
+    snprintf(dir, sizeof dir, "%s/unit-engine-cancel", tmp);
+    cis2_model *m;
+    if (make_fixture(dir, "--arch llama --heads 2 --kv-heads 1 --hidden 32 --layers 1") ||
+        cis2_model_open(&m, dir, NULL, err)) {
+        CHECK("cancel-in-on-step.fixture", 0, "%s", err);
+        return;
+    }
+    int32_t pa[3] = { 1, 2, 3 }, pb[4] = { 7, 8, 9, 10 };
+    cis2_gen_opts g = { 6, 0, NULL, NULL, NULL, 0 };
+    cis2_result want_b;
+    for (int be = 0; be < 2; be++) {
+        cis2_engine_opts o = { .backend = be ? CIS2_BACKEND_FAST : CIS2_BACKEND_REF,
+                               .threads = 2,
+                               .max_seqs = 2 };
+        cis2_engine *e;
+        if (cis2_engine_new(&e, m, &o, err) || cis2_generate(e, pb, 4, &g, &want_b, err)) {
+            CHECK("cancel-in-on-step.solo", 0, "%s", err);
+            break;
+        }
+        /* 0: a's on_step cancels b at step 2; 1: a cancels itself at step 2;
+         * 2: a cancels itself at its last step (5) */
+        for (int mode = 0; mode < 3; mode++) {
+            cancel_ctx c = { e, -1, mode == 2 ? 5 : 2, 0 };
+            cis2_gen_opts ga = { 6, 0, cancel_on_step, &c, NULL, 0 };
+            int sa, sb,
+                rc = cis2_seq_submit(e, pa, 3, &ga, &sa, err) ||
+                     cis2_seq_submit(e, pb, 4, &g, &sb, err);
+            c.victim = mode == 0 ? sb : sa;
+            for (int i = 0; !rc && i < 20 && cis2_engine_active(e); i++)
+                rc = cis2_engine_step(e, err);
+            int survivor = mode == 0 ? sa : sb;
+            cis2_result got, junk;
+            int gone = !rc && !cis2_seq_done(e, c.victim) && cis2_seq_take(e, c.victim, &junk, err);
+            int took = !rc && cis2_seq_done(e, survivor) && !cis2_seq_take(e, survivor, &got, err);
+            int same = took && (mode == 0 || !memcmp(got.witness, want_b.witness, 32));
+            if (took) cis2_result_free(&got);
+            /* both slots free again: a fresh run matches the solo one */
+            cis2_result again;
+            int reuse = !cis2_engine_active(e) && !cis2_generate(e, pb, 4, &g, &again, err) &&
+                        !cis2_seq_submit(e, pa, 3, &g, &sa, err);
+            if (reuse) {
+                reuse = !memcmp(again.witness, want_b.witness, 32);
+                cis2_result_free(&again);
+                cis2_seq_cancel(e, sa);
+            }
+            snprintf(tn, sizeof tn, "cancel-in-on-step.%s.mode%d", be ? "fast" : "ref", mode);
+            CHECK(tn, !rc && gone && same && reuse && !c.inner_rc,
+                  "rc %d (%s), cancelled one gone %d, survivor %d/%d, slots reusable %d, "
+                  "reentrant step/finish refused %d",
+                  rc, err, gone, took, same, reuse, !c.inner_rc);
+        }
+        cis2_result_free(&want_b);
+        cis2_engine_free(e);
+    }
+    cis2_model_free(m);
+}
+
 int main(void)
 {
     if (cis2_fpenv_pin()) {
@@ -581,6 +661,7 @@ int main(void)
         UNIT_END();
     }
     check_caller_fpenv();
+    check_cancel_in_on_step();
     check_arch("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2");
     check_arch("qwen2", "--arch qwen2 --heads 4 --kv-heads 1 --hidden 32");
     check_arch("qwen3", "--arch qwen3 --heads 4 --kv-heads 2 --hidden 32 --head-dim 24 --untied");

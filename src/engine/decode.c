@@ -31,6 +31,7 @@ typedef struct {
     int32_t next; /* the last emitted id, fed at the next step */
     cis2_result r;
     cis2_sha256 w; /* §12.1 witness stream in progress */
+    int cancelled; /* cis2_seq_cancel from an on_step: released when the step ends */
 } seq_t;
 
 /* Consecutive rows of one sequence at positions pos0..pos0+n-1: attention
@@ -77,6 +78,7 @@ struct cis2_engine {
         int32_t id;
     } wj;
     cis2_fault fault; /* FAULT INJECTION (docs/divergence.md, debug only) */
+    int stepping;     /* inside cis2_engine_step: on_step callbacks may run */
 };
 
 static void witness_wait(cis2_engine *e);
@@ -1038,6 +1040,7 @@ static void emit_id(cis2_engine *e, seq_t *s, const float *logits, int32_t next,
     s->r.gen[s->r.n_gen++] = next;
     s->next = next;
     if (s->g.on_step) s->g.on_step(s->g.ctx, step, logits, c->vocab, next);
+    if (s->cancelled) return; /* by its own on_step: never finalized, never taken */
     if (s->g.stop_at_eos && is_eos(c, next)) s->r.stopped_at_eos = 1;
     if (ends) {
         witness_wait(e);
@@ -1120,6 +1123,7 @@ static int decode_running(cis2_engine *e, char *err)
     }
     for (int i = 0; i < B; i++) {
         seq_t *s = e->spans[i].s;
+        if (s->cancelled) continue; /* by an earlier row's on_step */
         s->pos++;
         s->r.decode_ms += ms;
         emit_id(e, s, e->logits + (size_t)i * e->m->cfg.vocab, s->next, !side);
@@ -1129,14 +1133,19 @@ static int decode_running(cis2_engine *e, char *err)
 
 int cis2_engine_step(cis2_engine *e, char *err)
 {
+    if (e->stepping) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_engine_step called from inside an on_step callback");
+        return 1;
+    }
     fp_guard fg;
     if (fp_enter(&fg, err)) return 1;
+    e->stepping = 1;
     /* Each sequence's arithmetic depends on its own tokens only, so who else
      * runs in the step (and in which order) never changes a bit. */
     int rc = decode_running(e, err);
     for (int i = 0; i < e->n_seqs && !rc; i++) {
         seq_t *s = &e->seqs[i];
-        if (s->state != SEQ_QUEUED) continue;
+        if (s->state != SEQ_QUEUED || s->cancelled) continue;
         double t0 = cis2_now_ms();
         /* The positions this run can reach are known now. Allocating them
          * before the prompt, up to twice the prompt's, takes the cache's
@@ -1155,6 +1164,14 @@ int cis2_engine_step(cis2_engine *e, char *err)
         emit(e, s, e->logits);
         s->r.prefill_ms += cis2_now_ms() - t0;
     }
+    /* Sequences an on_step cancelled were skipped since; their slots free
+     * only now, when nothing in this step can touch them again. */
+    e->stepping = 0;
+    for (int i = 0; i < e->n_seqs; i++)
+        if (e->seqs[i].cancelled) {
+            witness_wait(e);
+            seq_release(&e->seqs[i]);
+        }
     fp_leave(&fg);
     return rc;
 }
@@ -1163,13 +1180,14 @@ int cis2_engine_active(const cis2_engine *e)
 {
     int n = 0;
     for (int i = 0; i < e->n_seqs; i++)
-        n += e->seqs[i].state == SEQ_QUEUED || e->seqs[i].state == SEQ_RUNNING;
+        n += (e->seqs[i].state == SEQ_QUEUED || e->seqs[i].state == SEQ_RUNNING) &&
+             !e->seqs[i].cancelled;
     return n;
 }
 
 static int seq_valid(const cis2_engine *e, int seq)
 {
-    return seq >= 0 && seq < e->n_seqs && e->seqs[seq].state != SEQ_FREE;
+    return seq >= 0 && seq < e->n_seqs && e->seqs[seq].state != SEQ_FREE && !e->seqs[seq].cancelled;
 }
 
 int cis2_seq_done(const cis2_engine *e, int seq)
@@ -1192,12 +1210,23 @@ int cis2_seq_take(cis2_engine *e, int seq, cis2_result *r, char *err)
 
 void cis2_seq_cancel(cis2_engine *e, int seq)
 {
+    if (!seq_valid(e, seq)) return;
+    /* From an on_step the step is still using the slot (its row, its
+     * result): mark it, cis2_engine_step releases it at its end. */
+    if (e->stepping) {
+        e->seqs[seq].cancelled = 1;
+        return;
+    }
     witness_wait(e);
-    if (seq_valid(e, seq)) seq_release(&e->seqs[seq]);
+    seq_release(&e->seqs[seq]);
 }
 
 int cis2_seq_finish(cis2_engine *e, int seq, char *err)
 {
+    if (e->stepping) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_seq_finish called from inside an on_step callback");
+        return 1;
+    }
     if (!seq_valid(e, seq) || e->seqs[seq].state != SEQ_RUNNING) {
         snprintf(err, CIS2_ERR_LEN, "sequence %d is not running", seq);
         return 1;
