@@ -279,7 +279,9 @@ typedef struct {
 void cis2_receipt_from_run(cis2_receipt *rc, const cis2_model *m, const cis2_result *r,
                            const uint8_t *prompt_bytes, size_t prompt_len);
 /* Text form: "CIS-2-RECEIPT v1" then 13 "key value" lines in fixed order.
- * *out is malloc'd. */
+ * *out is malloc'd. Returns nonzero (out of memory, or a struct whose
+ * spec_version/dtype are not the known NUL-terminated values or whose counts
+ * do not describe its arrays; _write and _verify refuse it with err). */
 int cis2_receipt_format(const cis2_receipt *r, char **out, size_t *len);
 /* Strict parse; `path` names the source in messages. Free with _free. */
 int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_receipt *r, char *err);

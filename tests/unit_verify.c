@@ -68,8 +68,43 @@ static void test_receipts(void)
                   r.weights_sha[0] == 1 && r.witness_digest[31] == 7,
               "fields");
         if (!frc) free(out);
+        /* A struct the caller doctored is refused, never rendered: a dtype or
+         * spec_version with a newline would add a forged line, one without a
+         * NUL would be read past, a negative count would wrap a size. */
+        cis2_receipt d = r;
+        strcpy(d.dtype, "fp32\nwitness");
+        int bad = !cis2_receipt_format(&d, &out, &len);
+        d = r;
+        memcpy(d.dtype, "fp32fp32fp32fp32", 16);
+        bad += !cis2_receipt_format(&d, &out, &len);
+        d = r;
+        strcpy(d.spec_version, "0.3b\nx");
+        bad += !cis2_receipt_format(&d, &out, &len);
+        d = r;
+        d.n_gen = -1;
+        bad += !cis2_receipt_format(&d, &out, &len);
+        d = r;
+        d.n_prompt = 0;
+        bad += !cis2_receipt_format(&d, &out, &len);
+        d = r;
+        d.gen_ids = NULL;
+        bad += !cis2_receipt_format(&d, &out, &len);
+        CHECK("receipt.doctored-struct-not-formatted", bad == 0, "%d of 6 formatted", bad);
+        d = r;
+        strcpy(d.dtype, "fp32\nwitness");
+        int wrc = cis2_receipt_write(&d, "/nonexistent-dir/r.txt", err);
+        CHECK("receipt.doctored-struct-not-written", wrc && strstr(err, "receipt: dtype must be"),
+              "%s", wrc ? err : "written");
+        CHECK("receipt.format-ids-negative-count", cis2_format_ids(r.gen_ids, -1) == NULL,
+              "a list for n = -1");
         cis2_receipt_free(&r);
     }
+    /* the source's name is escaped: the message stays one line */
+    rc = cis2_receipt_parse("x\n", 2, "r\n\x1b[31m.txt", &r, err);
+    CHECK("receipt.parse-error-path-escaped",
+          rc && !strchr(err, '\n') && !strchr(err, 0x1b) &&
+              strstr(err, "r\\n\\x1b[31m.txt: line 1"),
+          "%s", err);
     /* every mutant the peer's parser rejects, ours rejects too */
     const char *mut[][2] = {
         { "CIS-2-RECEIPT v1", "CIS-2-RECEIPT v2" },

@@ -76,6 +76,7 @@ int cis2_parse_ids(const char *s, int32_t **ids, int *n, char *err)
 
 char *cis2_format_ids(const int32_t *ids, int n)
 {
+    if (n < 0) return NULL; /* no such list (a size_t of n * 12 would wrap) */
     char *o = malloc((size_t)n * 12 + 1), *p = o;
     if (!o) return NULL;
     *p = 0;

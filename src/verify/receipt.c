@@ -77,8 +77,44 @@ int cis2_receipt_prompt_bytes(const cis2_tokenizer *t, const int32_t *ids, int n
     return 0;
 }
 
+/* A receipt struct the caller filled itself, checked before it is rendered
+ * or verified: the text form (§12) must stay 14 lines whose values parse
+ * back (a dtype or spec-version holding a newline would add a line), and
+ * the counts must describe the arrays. */
+int cis2_receipt_check(const cis2_receipt *r, char *err)
+{
+    const char *dt = r->dtype;
+    if (!memchr(r->spec_version, 0, sizeof r->spec_version) ||
+        strcmp(r->spec_version, CIS2_SPEC_VERSION) != 0) {
+        snprintf(err, CIS2_ERR_LEN, "receipt: spec_version must be \"%s\"", CIS2_SPEC_VERSION);
+        return 1;
+    }
+    if (!memchr(dt, 0, sizeof r->dtype) ||
+        (dt[0] && strcmp(dt, "fp32") != 0 && strcmp(dt, "int8-row") != 0)) {
+        snprintf(err, CIS2_ERR_LEN, "receipt: dtype must be \"fp32\" or \"int8-row\"");
+        return 1;
+    }
+    if (r->n_prompt < 1 || !r->prompt_ids) {
+        snprintf(err, CIS2_ERR_LEN, "receipt: no prompt ids (n_prompt %d)", r->n_prompt);
+        return 1;
+    }
+    if (r->n_gen < 0 || (r->n_gen > 0 && !r->gen_ids)) {
+        snprintf(err, CIS2_ERR_LEN, "receipt: n_gen %d without ids", r->n_gen);
+        return 1;
+    }
+    if (r->prompt_len > 0 && !r->prompt_bytes) {
+        snprintf(err, CIS2_ERR_LEN, "receipt: prompt_len %zu without bytes", r->prompt_len);
+        return 1;
+    }
+    return 0;
+}
+
 int cis2_receipt_format(const cis2_receipt *r, char **out, size_t *len)
 {
+    char e[CIS2_ERR_LEN];
+    *out = NULL;
+    *len = 0;
+    if (cis2_receipt_check(r, e)) return 1;
     char *pids = cis2_format_ids(r->prompt_ids, r->n_prompt),
          *gids = cis2_format_ids(r->gen_ids, r->n_gen);
     size_t cap = 2048 + 2 * r->prompt_len + (pids ? strlen(pids) : 0) + (gids ? strlen(gids) : 0);
@@ -119,6 +155,7 @@ int cis2_receipt_write(const cis2_receipt *r, const char *path, char *err)
 {
     char *b;
     size_t n;
+    if (cis2_receipt_check(r, err)) return 1;
     if (cis2_receipt_format(r, &b, &n)) {
         snprintf(err, CIS2_ERR_LEN, "%s: out of memory formatting the receipt", path);
         return 1;
@@ -138,11 +175,15 @@ int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_rece
     memset(r, 0, sizeof *r);
     const char *p = text, *end = text + len;
     int lineno = 0;
+    /* the source's name is the caller's (a file name): escaped, so the
+     * message stays one line (docs/errors.md) */
+    char ep[160];
+    cis2_escape(path, strlen(path), ep, sizeof ep, CIS2_ESC_TEXT);
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
         char m_[300];                                                                              \
         snprintf(m_, sizeof m_, __VA_ARGS__);                                                      \
-        snprintf(err, CIS2_ERR_LEN, "%s: line %d: %s", path, lineno, m_);                          \
+        snprintf(err, CIS2_ERR_LEN, "%s: line %d: %s", ep, lineno, m_);                            \
         goto fail;                                                                                 \
     } while (0)
     for (int i = -1; i < 13; i++) {
@@ -251,8 +292,8 @@ int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_rece
         FAIL("unexpected data after the last line");
     }
     if (r->gen_toks != r->n_gen) {
-        snprintf(err, CIS2_ERR_LEN, "%s: gen-toks %d disagrees with the %d generated-token-ids",
-                 path, r->gen_toks, r->n_gen);
+        snprintf(err, CIS2_ERR_LEN, "%s: gen-toks %d disagrees with the %d generated-token-ids", ep,
+                 r->gen_toks, r->n_gen);
         goto fail;
     }
     return 0;

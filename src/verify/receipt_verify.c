@@ -64,6 +64,7 @@ int cis2_receipt_verify_begin(const cis2_model *m, const cis2_receipt *r, cis2_v
     memset(g, 0, sizeof *g);
     *run = 0;
     v->run.nan_step = v->run.nan_index = -1;
+    if (cis2_receipt_check(r, err)) return 1;
     const cis2_digests *d = cis2_model_digests(m);
     const cis2_config *c = cis2_model_config(m);
     int oom = 0;

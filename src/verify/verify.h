@@ -22,6 +22,11 @@ int cis2_receipt_verify_finish(const cis2_receipt *r, cis2_result *run, cis2_ver
  * BPE decoding is total (valid UTF-8 or not; special tokens as their text);
  * an id below the model's vocab_size that tokenizer.json names no token for
  * adds no bytes, as Hugging Face's decode skips it. *bytes is malloc'd. */
+/* 0 when a receipt struct can be rendered and verified: spec_version and
+ * dtype are the known NUL-terminated values, the counts are in range and
+ * their arrays present; else 1 with err (cis2_receipt_format/_write/_verify
+ * refuse such a struct). */
+int cis2_receipt_check(const cis2_receipt *r, char *err);
 int cis2_receipt_prompt_bytes(const cis2_tokenizer *t, const int32_t *ids, int n, char **bytes,
                               size_t *len, char *err);
 
