@@ -623,9 +623,57 @@ static void test_sb_io(void)
     rmdir(dir);
 }
 
+/* Every public call's err is one line without terminal escapes, whatever
+ * the caller's path or name held (cis2.h conventions; docs/errors.md): the
+ * parts a caller passed in come back escaped, as the parts from files do. */
+static void test_err_one_line(void)
+{
+    const char *bad = "/nonexistent\n\x1b[31mdir";
+    char err[CIS2_ERR_LEN];
+    int32_t *ids;
+    int n, fails = 0;
+    cis2_model *m;
+    cis2_tokenizer *t;
+    cis2_chat_template *ct;
+    cis2_chat_msg *msgs;
+    char what[8][CIS2_ERR_LEN];
+    int rc[8];
+    rc[0] = cis2_model_open(&m, bad, NULL, err);
+    snprintf(what[0], sizeof what[0], "model_open: %s", err);
+    rc[1] = cis2_tokenizer_load(&t, bad, err);
+    snprintf(what[1], sizeof what[1], "tokenizer_load: %s", err);
+    rc[2] = cis2_chat_template_load(&ct, bad, err);
+    snprintf(what[2], sizeof what[2], "chat_template_load: %s", err);
+    rc[3] = cis2_chat_template_from_text(&ct, "{{", 2, bad, err);
+    snprintf(what[3], sizeof what[3], "chat_template_from_text: %s", err);
+    rc[4] = cis2_chat_parse_messages("[", 1, bad, &msgs, &n, err);
+    snprintf(what[4], sizeof what[4], "chat_parse_messages: %s", err);
+    rc[5] = cis2_parse_ids("1\n\x1b[31m", &ids, &n, err);
+    snprintf(what[5], sizeof what[5], "parse_ids: %s", err);
+    rc[6] = cis2_tokenizer_parse(&t, "{", 1, bad, err);
+    snprintf(what[6], sizeof what[6], "tokenizer_parse: %s", err);
+    cis2_receipt r;
+    memset(&r, 0, sizeof r);
+    strcpy(r.spec_version, CIS2_SPEC_VERSION);
+    int32_t one = 1;
+    r.prompt_ids = &one;
+    r.n_prompt = 1;
+    rc[7] = cis2_receipt_write(&r, "/nonexistent\n\x1b[31mdir/r.txt", err);
+    snprintf(what[7], sizeof what[7], "receipt_write: %s", err);
+    for (int i = 0; i < 8; i++) {
+        const char *e = strchr(what[i], ':') + 2;
+        if (!rc[i] || strchr(e, '\n') || strchr(e, 0x1b) || !strstr(e, "\\n")) {
+            printf("  %s\n", what[i]);
+            fails++;
+        }
+    }
+    CHECK("api.err-is-one-escaped-line", fails == 0, "%d of 8 calls (listed above)", fails);
+}
+
 int main(void)
 {
     test_sb_io();
+    test_err_one_line();
     test_fp();
     test_math();
     test_sha();

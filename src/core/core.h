@@ -121,6 +121,9 @@ void cis2_sb_escape(cis2_sb *s, const char *str, size_t n, cis2_esc_mode mode);
 /* The same into out[cap] (NUL-terminated). Text that does not fit is cut
  * between escapes and ends in "..."; returns out (for "%s" arguments). */
 const char *cis2_escape(const char *str, size_t n, char *out, size_t cap, cis2_esc_mode mode);
+/* err[CIS2_ERR_LEN] in place through SANITIZE: a public call's message stays
+ * one line whatever a caller's path or name held (cis2.h: "one line"). */
+void cis2_err_one_line(char *err);
 /* Offset of the first byte that does not start a valid UTF-8 sequence (n
  * when all of s[0..n) is valid UTF-8). */
 size_t cis2_utf8_check(const char *s, size_t n);

@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-int cis2_parse_ids(const char *s, int32_t **ids, int *n, char *err)
+static int cis2_parse_ids_impl(const char *s, int32_t **ids, int *n, char *err)
 {
     *ids = NULL;
     *n = 0;
@@ -91,3 +91,20 @@ double cis2_now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 void cis2_free(void *p) { free(p); }
+
+/* ---- public entry points: the message stays one line whatever the caller's
+ * strings (paths, names) held (docs/errors.md: file names are escaped;
+ * SANITIZE leaves what is escaped already as it is). */
+int cis2_parse_ids(const char *s, int32_t **ids, int *n, char *err)
+{
+    int rc = cis2_parse_ids_impl(s, ids, n, err);
+    if (rc) cis2_err_one_line(err);
+    return rc;
+}
+
+void cis2_err_one_line(char *err)
+{
+    char tmp[CIS2_ERR_LEN];
+    cis2_escape(err, strnlen(err, CIS2_ERR_LEN - 1), tmp, sizeof tmp, CIS2_ESC_SANITIZE);
+    memcpy(err, tmp, strlen(tmp) + 1);
+}

@@ -268,7 +268,8 @@ static void seq_release(seq_t *s)
     *s = keep;
 }
 
-int cis2_engine_new(cis2_engine **out, const cis2_model *m, const cis2_engine_opts *o, char *err)
+static int cis2_engine_new_impl(cis2_engine **out, const cis2_model *m, const cis2_engine_opts *o,
+                                char *err)
 {
     *out = NULL;
     cis2_engine *e = calloc(1, sizeof *e);
@@ -1263,4 +1264,14 @@ void cis2_result_free(cis2_result *r)
     free(r->gen);
     r->prompt = r->gen = NULL;
     r->n_prompt = r->n_gen = 0;
+}
+
+/* ---- public entry points: the message stays one line whatever the caller's
+ * strings (paths, names) held (docs/errors.md: file names are escaped;
+ * SANITIZE leaves what is escaped already as it is). */
+int cis2_engine_new(cis2_engine **out, const cis2_model *m, const cis2_engine_opts *o, char *err)
+{
+    int rc = cis2_engine_new_impl(out, m, o, err);
+    if (rc) cis2_err_one_line(err);
+    return rc;
 }

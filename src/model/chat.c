@@ -354,8 +354,8 @@ static char *unescape_hole(const char *h)
     return r;
 }
 
-int cis2_chat_template_from_text(cis2_chat_template **out, const char *src, size_t len,
-                                 const char *path, char *err)
+static int cis2_chat_template_from_text_impl(cis2_chat_template **out, const char *src, size_t len,
+                                             const char *path, char *err)
 {
     *out = NULL;
     cis2_sb c = { 0 }, k = { 0 };
@@ -397,7 +397,7 @@ out:
     return rc;
 }
 
-int cis2_chat_template_builtin(cis2_chat_template **out, const char *name, char *err)
+static int cis2_chat_template_builtin_impl(cis2_chat_template **out, const char *name, char *err)
 {
     *out = NULL;
     if (strcmp(name, "chatml") != 0) {
@@ -452,15 +452,15 @@ out:
     return rc;
 }
 
-int cis2_chat_template_parse(cis2_chat_template **out, const char *json, size_t len,
-                             const char *path, char *err)
+static int cis2_chat_template_parse_impl(cis2_chat_template **out, const char *json, size_t len,
+                                         const char *path, char *err)
 {
     return parse_config(out, json, len, path, err) ? 1 : 0;
 }
 
 /* DIR/tokenizer_config.json's template, or (when it has none, as files saved
  * by recent transformers) DIR/chat_template.jinja. */
-int cis2_chat_template_load(cis2_chat_template **out, const char *dir, char *err)
+static int cis2_chat_template_load_impl(cis2_chat_template **out, const char *dir, char *err)
 {
     char cfg[1100], jin[1100], err2[CIS2_ERR_LEN];
     char *buf;
@@ -497,8 +497,8 @@ void cis2_chat_template_free(cis2_chat_template *t)
 
 /* ------------------------------------------------------------- messages */
 
-int cis2_chat_parse_messages(const char *json, size_t len, const char *path, cis2_chat_msg **out,
-                             int *n_out, char *err)
+static int cis2_chat_parse_messages_impl(const char *json, size_t len, const char *path,
+                                         cis2_chat_msg **out, int *n_out, char *err)
 {
     *out = NULL;
     *n_out = 0;
@@ -633,9 +633,9 @@ static int check_special(void *ctx, const char *content, int special, int pass, 
     return 1;
 }
 
-int cis2_chat_render(const cis2_chat_template *t, const cis2_chat_msg *m, int n,
-                     int add_generation_prompt, const cis2_tokenizer *tok, char **out,
-                     size_t *out_len, char *err)
+static int cis2_chat_render_impl(const cis2_chat_template *t, const cis2_chat_msg *m, int n,
+                                 int add_generation_prompt, const cis2_tokenizer *tok, char **out,
+                                 size_t *out_len, char *err)
 {
     *out = NULL;
     *out_len = 0;
@@ -715,4 +715,54 @@ int cis2_chat_render(const cis2_chat_template *t, const cis2_chat_msg *m, int n,
     *out = text;
     *out_len = len;
     return 0;
+}
+
+/* ---- public entry points: the message stays one line whatever the caller's
+ * strings (paths, names) held (docs/errors.md: file names are escaped;
+ * SANITIZE leaves what is escaped already as it is). */
+int cis2_chat_template_load(cis2_chat_template **t, const char *model_dir, char *err)
+{
+    int rc = cis2_chat_template_load_impl(t, model_dir, err);
+    if (rc) cis2_err_one_line(err);
+    return rc;
+}
+
+int cis2_chat_template_parse(cis2_chat_template **t, const char *json, size_t len, const char *path,
+                             char *err)
+{
+    int rc = cis2_chat_template_parse_impl(t, json, len, path, err);
+    if (rc) cis2_err_one_line(err);
+    return rc;
+}
+
+int cis2_chat_template_from_text(cis2_chat_template **t, const char *src, size_t len,
+                                 const char *path, char *err)
+{
+    int rc = cis2_chat_template_from_text_impl(t, src, len, path, err);
+    if (rc) cis2_err_one_line(err);
+    return rc;
+}
+
+int cis2_chat_template_builtin(cis2_chat_template **t, const char *name, char *err)
+{
+    int rc = cis2_chat_template_builtin_impl(t, name, err);
+    if (rc) cis2_err_one_line(err);
+    return rc;
+}
+
+int cis2_chat_parse_messages(const char *json, size_t len, const char *path, cis2_chat_msg **msgs,
+                             int *n, char *err)
+{
+    int rc = cis2_chat_parse_messages_impl(json, len, path, msgs, n, err);
+    if (rc) cis2_err_one_line(err);
+    return rc;
+}
+
+int cis2_chat_render(const cis2_chat_template *t, const cis2_chat_msg *msgs, int n,
+                     int add_generation_prompt, const cis2_tokenizer *tok, char **out,
+                     size_t *out_len, char *err)
+{
+    int rc = cis2_chat_render_impl(t, msgs, n, add_generation_prompt, tok, out, out_len, err);
+    if (rc) cis2_err_one_line(err);
+    return rc;
 }

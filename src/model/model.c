@@ -758,7 +758,8 @@ void cis2_model_unload(cis2_model *m)
 }
 
 /* ------------------------------------------------------------ public API */
-int cis2_model_open(cis2_model **out, const char *dir, const cis2_model_opts *o, char *err)
+static int cis2_model_open_impl(cis2_model **out, const char *dir, const cis2_model_opts *o,
+                                char *err)
 {
     *out = NULL;
     cis2_model *m = malloc(sizeof *m);
@@ -862,8 +863,25 @@ const char *cis2_model_warning(const cis2_model *m, int i)
     return i >= 0 && i < m->n_warnings ? m->warnings[i] : NULL;
 }
 
-const cis2_tokenizer *cis2_model_tokenizer(const cis2_model *m, char *err)
+static const cis2_tokenizer *cis2_model_tokenizer_impl(const cis2_model *m, char *err)
 {
     if (!m->tokenizer && err) snprintf(err, CIS2_ERR_LEN, "%s", m->tokenizer_err);
     return m->tokenizer;
+}
+
+/* ---- public entry points: the message stays one line whatever the caller's
+ * strings (paths, names) held (docs/errors.md: file names are escaped;
+ * SANITIZE leaves what is escaped already as it is). */
+int cis2_model_open(cis2_model **out, const char *dir, const cis2_model_opts *o, char *err)
+{
+    int rc = cis2_model_open_impl(out, dir, o, err);
+    if (rc) cis2_err_one_line(err);
+    return rc;
+}
+
+const cis2_tokenizer *cis2_model_tokenizer(const cis2_model *m, char *err)
+{
+    const cis2_tokenizer *t = cis2_model_tokenizer_impl(m, err);
+    if (!t) cis2_err_one_line(err);
+    return t;
 }

@@ -894,8 +894,8 @@ static int build_decode(cis2_tokenizer *t, const vocab_tmp *v, const char *path,
     return 0;
 }
 
-int cis2_tokenizer_parse(cis2_tokenizer **out, const char *json, size_t len, const char *path,
-                         char *err)
+static int cis2_tokenizer_parse_impl(cis2_tokenizer **out, const char *json, size_t len,
+                                     const char *path, char *err)
 {
     *out = NULL;
     json_doc d;
@@ -923,7 +923,7 @@ out:
     return rc;
 }
 
-int cis2_tokenizer_load(cis2_tokenizer **t, const char *path, char *err)
+static int cis2_tokenizer_load_impl(cis2_tokenizer **t, const char *path, char *err)
 {
     char *buf;
     size_t len;
@@ -1260,8 +1260,8 @@ static int gap_normalize(enc *e, const uint8_t *s, size_t n, size_t off)
     return split_added(e, 1, text, len, off, gap_words);
 }
 
-int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len, int32_t **ids,
-                          int *n, char *err)
+static int cis2_tokenizer_encode_impl(const cis2_tokenizer *t, const char *text, size_t len,
+                                      int32_t **ids, int *n, char *err)
 {
     *ids = NULL;
     *n = 0;
@@ -1340,8 +1340,8 @@ static int norm_match(void *ctx, const char *content, int special, int pass, siz
     return c->o.oom ? -1 : 0;
 }
 
-int cis2_tokenizer_normalize(const cis2_tokenizer *t, const char *text, size_t len, char **out,
-                             size_t *out_len, char *err)
+static int cis2_tokenizer_normalize_impl(const cis2_tokenizer *t, const char *text, size_t len,
+                                         char **out, size_t *out_len, char *err)
 {
     *out = NULL;
     *out_len = 0;
@@ -1362,8 +1362,8 @@ int cis2_tokenizer_normalize(const cis2_tokenizer *t, const char *text, size_t l
 
 /* ---------------------------------------------------------------- decode */
 
-int cis2_tokenizer_decode(const cis2_tokenizer *t, const int32_t *ids, int n, char **text,
-                          size_t *len, char *err)
+static int cis2_tokenizer_decode_impl(const cis2_tokenizer *t, const int32_t *ids, int n,
+                                      char **text, size_t *len, char *err)
 {
     *text = NULL;
     *len = 0;
@@ -1392,4 +1392,46 @@ int cis2_tokenizer_decode(const cis2_tokenizer *t, const int32_t *ids, int n, ch
     *text = o;
     *len = p;
     return 0;
+}
+
+/* ---- public entry points: the message stays one line whatever the caller's
+ * strings (paths, names) held (docs/errors.md: file names are escaped;
+ * SANITIZE leaves what is escaped already as it is). */
+int cis2_tokenizer_parse(cis2_tokenizer **out, const char *json, size_t len, const char *path,
+                         char *err)
+{
+    int rc = cis2_tokenizer_parse_impl(out, json, len, path, err);
+    if (rc) cis2_err_one_line(err);
+    return rc;
+}
+
+int cis2_tokenizer_load(cis2_tokenizer **t, const char *path, char *err)
+{
+    int rc = cis2_tokenizer_load_impl(t, path, err);
+    if (rc) cis2_err_one_line(err);
+    return rc;
+}
+
+int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len, int32_t **ids,
+                          int *n, char *err)
+{
+    int rc = cis2_tokenizer_encode_impl(t, text, len, ids, n, err);
+    if (rc) cis2_err_one_line(err);
+    return rc;
+}
+
+int cis2_tokenizer_normalize(const cis2_tokenizer *t, const char *text, size_t len, char **out,
+                             size_t *out_len, char *err)
+{
+    int rc = cis2_tokenizer_normalize_impl(t, text, len, out, out_len, err);
+    if (rc) cis2_err_one_line(err);
+    return rc;
+}
+
+int cis2_tokenizer_decode(const cis2_tokenizer *t, const int32_t *ids, int n, char **text,
+                          size_t *len, char *err)
+{
+    int rc = cis2_tokenizer_decode_impl(t, ids, n, text, len, err);
+    if (rc) cis2_err_one_line(err);
+    return rc;
 }

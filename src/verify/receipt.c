@@ -151,7 +151,7 @@ int cis2_receipt_format(const cis2_receipt *r, char **out, size_t *len)
     return 0;
 }
 
-int cis2_receipt_write(const cis2_receipt *r, const char *path, char *err)
+static int cis2_receipt_write_impl(const cis2_receipt *r, const char *path, char *err)
 {
     char *b;
     size_t n;
@@ -310,4 +310,14 @@ void cis2_receipt_free(cis2_receipt *r)
     free(r->gen_ids);
     r->prompt_bytes = NULL;
     r->prompt_ids = r->gen_ids = NULL;
+}
+
+/* ---- public entry points: the message stays one line whatever the caller's
+ * strings (paths, names) held (docs/errors.md: file names are escaped;
+ * SANITIZE leaves what is escaped already as it is). */
+int cis2_receipt_write(const cis2_receipt *r, const char *path, char *err)
+{
+    int rc = cis2_receipt_write_impl(r, path, err);
+    if (rc) cis2_err_one_line(err);
+    return rc;
 }
