@@ -224,7 +224,7 @@ typedef struct {
 int cis2_generate(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
                   cis2_result *r, char *err);
 void cis2_result_free(cis2_result *r);
-/* §11.2 strict-> argmax, first occurrence wins. */
+/* §11.2 strict-> argmax, first occurrence wins; -1 when n < 1. */
 int32_t cis2_argmax(const float *logits, int n);
 
 /* Several independent sequences in one engine (continuous batching): every

@@ -670,10 +670,31 @@ static void test_err_one_line(void)
     CHECK("api.err-is-one-escaped-line", fails == 0, "%d of 8 calls (listed above)", fails);
 }
 
+/* NULL where a call needs a pointer, and empty counts: refused with a message
+ * (or -1), never dereferenced. */
+static void test_api_nulls(void)
+{
+    char err[CIS2_ERR_LEN] = "";
+    cis2_model *m = (cis2_model *)1;
+    cis2_engine *e = (cis2_engine *)1;
+    cis2_receipt r;
+    float one = 1.0f;
+    int r1 = cis2_model_open(&m, NULL, NULL, err);
+    CHECK("api.model-open-null-dir", r1 && m == NULL && strstr(err, "dir is NULL"), "%s", err);
+    int r2 = cis2_engine_new(&e, NULL, NULL, err);
+    CHECK("api.engine-new-null-model", r2 && e == NULL && strstr(err, "m is NULL"), "%s", err);
+    int r3 = cis2_receipt_parse(NULL, 10, NULL, &r, err);
+    CHECK("api.receipt-parse-null-text", r3 && strstr(err, "receipt: 10 bytes of text at NULL"),
+          "%s", err);
+    CHECK("api.argmax-empty", cis2_argmax(&one, 0) == -1 && cis2_argmax(&one, 1) == 0,
+          "argmax n=0 gave %d", (int)cis2_argmax(&one, 0));
+}
+
 int main(void)
 {
     test_sb_io();
     test_err_one_line();
+    test_api_nulls();
     test_fp();
     test_math();
     test_sha();

@@ -616,6 +616,15 @@ static void check_cancel_in_on_step(void)
             CHECK("cancel-in-on-step.solo", 0, "%s", err);
             break;
         }
+        if (be == 0) { /* NULL options or prompt: refused, never read */
+            cis2_result junk;
+            int sq, r1 = cis2_generate(e, pb, 4, NULL, &junk, err),
+                    r2 = cis2_seq_submit(e, NULL, 3, &g, &sq, err);
+            CHECK("api.generate-null-options-or-prompt",
+                  r1 && r2 && sq == -1 && strstr(err, "the prompt is NULL") &&
+                      !cis2_engine_active(e),
+                  "generate rc %d, submit rc %d: %s", r1, r2, err);
+        }
         /* 0: a's on_step cancels b at step 2; 1: a cancels itself at step 2;
          * 2: a cancels itself at its last step (5) */
         for (int mode = 0; mode < 3; mode++) {

@@ -209,6 +209,20 @@ static void test_synthetic(void)
     }
     CHECK("synthetic vocab size counts added tokens outside the vocab",
           cis2_tokenizer_vocab_size(t) == 259 + NMERGES, "%d", cis2_tokenizer_vocab_size(t));
+    {
+        /* a negative count or a NULL array is an error, not an empty text */
+        char *txt = NULL;
+        size_t tl;
+        int32_t *eids = NULL, one = 97;
+        int en, r1 = cis2_tokenizer_decode(t, &one, -1, &txt, &tl, err);
+        int r2 = cis2_tokenizer_decode(t, NULL, 2, &txt, &tl, err);
+        int r3 = cis2_tokenizer_encode(t, NULL, 3, &eids, &en, err);
+        int r4 = cis2_tokenizer_encode(t, NULL, 0, &eids, &en, err);
+        CHECK("api.tokenizer-negative-or-null-refused", r1 && r2 && r3 && !r4 && en == 0,
+              "decode n=-1 rc %d, decode NULL rc %d, encode NULL rc %d, empty encode rc %d", r1, r2,
+              r3, r4);
+        cis2_free(eids);
+    }
 
     /* Heap merge loop vs the naive rescan, seeded random words over {a,b,c}. */
     uint64_t rng = 12345;

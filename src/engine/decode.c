@@ -272,6 +272,10 @@ static int cis2_engine_new_impl(cis2_engine **out, const cis2_model *m, const ci
                                 char *err)
 {
     *out = NULL;
+    if (!m) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_engine_new: no model (m is NULL)");
+        return 1;
+    }
     cis2_engine *e = calloc(1, sizeof *e);
     if (!e) {
         snprintf(err, CIS2_ERR_LEN, "out of memory");
@@ -834,6 +838,7 @@ static int forward_one(cis2_engine *e, seq_t *s, const int32_t *tokens, int n, i
 
 int32_t cis2_argmax(const float *logits, int n)
 {
+    if (n < 1) return -1; /* no logits: no index (logits[0] is not there) */
     int32_t best = 0;
     float best_v = logits[0];
     for (int i = 1; i < n; i++)
@@ -908,6 +913,10 @@ int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const c
     const cis2_model *m = e->m;
     const cis2_config *c = &m->cfg;
     *seq = -1;
+    if (!g || (n_prompt > 0 && !prompt)) {
+        snprintf(err, CIS2_ERR_LEN, "%s is NULL", g ? "the prompt" : "the generation options (g)");
+        return 1;
+    }
     if (n_prompt < 1) {
         snprintf(err, CIS2_ERR_LEN, "the prompt has no tokens");
         return 1;

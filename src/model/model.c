@@ -762,6 +762,10 @@ static int cis2_model_open_impl(cis2_model **out, const char *dir, const cis2_mo
                                 char *err)
 {
     *out = NULL;
+    if (!dir) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_model_open: no model directory (dir is NULL)");
+        return 1;
+    }
     cis2_model *m = malloc(sizeof *m);
     if (!m) {
         snprintf(err, CIS2_ERR_LEN, "out of memory");

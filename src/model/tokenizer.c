@@ -1266,6 +1266,10 @@ static int cis2_tokenizer_encode_impl(const cis2_tokenizer *t, const char *text,
     *ids = NULL;
     *n = 0;
     const uint8_t *s = (const uint8_t *)text;
+    if (!s && len) {
+        snprintf(err, CIS2_ERR_LEN, "tokenize: %zu bytes of text at NULL", len);
+        return 1;
+    }
     if (check_input("tokenize", s, len, err)) return 1;
     enc e;
     memset(&e, 0, sizeof e);
@@ -1367,6 +1371,11 @@ static int cis2_tokenizer_decode_impl(const cis2_tokenizer *t, const int32_t *id
 {
     *text = NULL;
     *len = 0;
+    if (n < 0 || (n > 0 && !ids)) {
+        snprintf(err, CIS2_ERR_LEN, "decode: %d ids%s", n,
+                 n < 0 ? " (a negative count)" : " at NULL");
+        return 1;
+    }
     size_t total = 0;
     for (int i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->n_ids) {

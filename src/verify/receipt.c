@@ -173,6 +173,14 @@ static int hexval(char ch)
 int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_receipt *r, char *err)
 {
     memset(r, 0, sizeof *r);
+    if (!path) path = "receipt";
+    if (!text && len) {
+        char e0[160];
+        snprintf(err, CIS2_ERR_LEN, "%s: %zu bytes of text at NULL",
+                 cis2_escape(path, strlen(path), e0, sizeof e0, CIS2_ESC_TEXT), len);
+        return 1;
+    }
+    if (!text) text = "";
     const char *p = text, *end = text + len;
     int lineno = 0;
     /* the source's name is the caller's (a file name): escaped, so the
