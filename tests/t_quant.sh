@@ -108,7 +108,7 @@ PYEOF
 fi
 
 # --- the int8 reference kernel and the rule: native = aarch64 = wasm32
-S="src/core/fpenv.c src/core/pinned_math.c src/core/io.c src/core/sha256.c src/core/util.c src/kernels/kernels_ref.c src/model/quantize.c tests/wasm_int8.c"
+S="src/core/fpenv.c src/core/pinned_math.c src/core/io.c src/core/sha256.c src/core/strbuf.c src/core/util.c src/kernels/kernels_ref.c src/model/quantize.c tests/wasm_int8.c"
 W="$T/w"; mkdir -p "$W"
 FL="-std=c11 -D_GNU_SOURCE -O2 -Wall -Werror -ffp-contract=off -fno-math-errno -Iinclude -Isrc"
 if cc $FL $S -o "$W/native" -lm 2>"$W/cc.err" && "$W/native" > "$W/native.out"; then

@@ -207,3 +207,10 @@ void cis2_sb_free(cis2_sb *s)
     free(s->b);
     memset(s, 0, sizeof *s);
 }
+
+void cis2_err_one_line(char *err)
+{
+    char tmp[CIS2_ERR_LEN];
+    cis2_escape(err, strnlen(err, CIS2_ERR_LEN - 1), tmp, sizeof tmp, CIS2_ESC_SANITIZE);
+    memcpy(err, tmp, strlen(tmp) + 1);
+}

@@ -101,10 +101,3 @@ int cis2_parse_ids(const char *s, int32_t **ids, int *n, char *err)
     if (rc) cis2_err_one_line(err);
     return rc;
 }
-
-void cis2_err_one_line(char *err)
-{
-    char tmp[CIS2_ERR_LEN];
-    cis2_escape(err, strnlen(err, CIS2_ERR_LEN - 1), tmp, sizeof tmp, CIS2_ESC_SANITIZE);
-    memcpy(err, tmp, strlen(tmp) + 1);
-}
