@@ -121,6 +121,11 @@ void cis2_sb_escape(cis2_sb *s, const char *str, size_t n, cis2_esc_mode mode);
 /* The same into out[cap] (NUL-terminated). Text that does not fit is cut
  * between escapes and ends in "..."; returns out (for "%s" arguments). */
 const char *cis2_escape(const char *str, size_t n, char *out, size_t cap, cis2_esc_mode mode);
+/* A public entry point's pinned section (§1.2, §1.3): *saved gets the caller's
+ * control register and the thread is pinned; 0, or 1 with err (the register
+ * is then already given back). Leave with cis2_fpenv_write(*saved). */
+int cis2_fpenv_enter(uint64_t *saved, char *err);
+
 /* err[CIS2_ERR_LEN] in place through SANITIZE: a public call's message stays
  * one line whatever a caller's path or name held (cis2.h: "one line"). */
 void cis2_err_one_line(char *err);

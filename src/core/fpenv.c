@@ -1,6 +1,7 @@
 /* §1.3: FTZ/DAZ pin by direct register read-modify-write, readback, and the
  * adversarial denormal self-test. Every thread that computes calls
  * cis2_fpenv_pin() itself: MXCSR/FPCR are per-thread state. */
+#include "core/core.h"
 #include "core/fparith.h"
 #include <float.h>
 
@@ -137,4 +138,14 @@ int cis2_fpenv_selftest(FILE *log)
                     ROWS[i].name, (unsigned)got, (unsigned)unpinned[i]);
     }
     return fails;
+}
+
+int cis2_fpenv_enter(uint64_t *saved, char *err)
+{
+    *saved = cis2_fpenv_read();
+    if (cis2_fpenv_pin() == 0) return 0;
+    cis2_fpenv_write(*saved);
+    snprintf(err, CIS2_ERR_LEN, "cannot pin FTZ/DAZ on this thread (control register 0x%llx, §1.3)",
+             (unsigned long long)*saved);
+    return 1;
 }

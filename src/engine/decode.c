@@ -883,18 +883,7 @@ static int is_eos(const cis2_config *c, int32_t id)
 typedef struct {
     uint64_t saved;
 } fp_guard;
-static int fp_enter(fp_guard *g, char *err)
-{
-    g->saved = cis2_fpenv_read();
-    if (cis2_fpenv_pin() != 0) {
-        cis2_fpenv_write(g->saved);
-        snprintf(err, CIS2_ERR_LEN,
-                 "cannot pin FTZ/DAZ on this thread (control register 0x%llx, §1.3)",
-                 (unsigned long long)g->saved);
-        return 1;
-    }
-    return 0;
-}
+static int fp_enter(fp_guard *g, char *err) { return cis2_fpenv_enter(&g->saved, err); }
 static void fp_leave(const fp_guard *g) { cis2_fpenv_write(g->saved); }
 
 int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0, float *logits,

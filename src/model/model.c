@@ -506,26 +506,18 @@ static int load_finish_pinned(cis2_model *m, double t0, const cis2_load_opts *o,
 static int load_texts(cis2_model *m, const char *dir, const cis2_load_opts *o, char *wpath,
                       char *err)
 {
-    uint64_t saved = cis2_fpenv_read();
-    int rc = cis2_fpenv_pin() != 0;
-    if (rc)
-        snprintf(err, CIS2_ERR_LEN,
-                 "cannot pin FTZ/DAZ on this thread (control register 0x%llx, §1.3)",
-                 (unsigned long long)cis2_fpenv_read());
-    else rc = load_texts_pinned(m, dir, o, wpath, err);
+    uint64_t saved;
+    if (cis2_fpenv_enter(&saved, err)) return 1;
+    int rc = load_texts_pinned(m, dir, o, wpath, err);
     cis2_fpenv_write(saved);
     return rc;
 }
 
 static int load_finish(cis2_model *m, double t0, const cis2_load_opts *o, char *err)
 {
-    uint64_t saved = cis2_fpenv_read();
-    int rc = cis2_fpenv_pin() != 0;
-    if (rc)
-        snprintf(err, CIS2_ERR_LEN,
-                 "cannot pin FTZ/DAZ on this thread (control register 0x%llx, §1.3)",
-                 (unsigned long long)cis2_fpenv_read());
-    else rc = load_finish_pinned(m, t0, o, err);
+    uint64_t saved;
+    if (cis2_fpenv_enter(&saved, err)) return 1;
+    int rc = load_finish_pinned(m, t0, o, err);
     cis2_fpenv_write(saved);
     return rc;
 }
