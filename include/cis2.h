@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 #define CIS2_SPEC_VERSION "0.3b"
-#define CIS2_VERSION      "0.4.0"
+#define CIS2_VERSION      "0.5.0"
 #define CIS2_ABI_VERSION  1 /* the soname's major: bumped on any incompatible change */
 #define CIS2_ERR_LEN      512
 /* The CIS2_VERSION the library was built as, for clients that load it at run
@@ -314,6 +314,17 @@ typedef struct {
  * nonzero with err when it could not run at all. */
 int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_step, void *ctx,
                         cis2_verdict *v, char *err);
+/* cis2_receipt_verify in two halves, for a caller that runs the decode itself
+ * through cis2_seq_*: many receipts in one batch, or one a step at a time so
+ * that it can stop between steps. _begin checks the artifact hashes,
+ * prompt-hex and the ids' range (§14.3); when *run is set the caller decodes
+ * r->prompt_ids with `g` (it may set g->on_step and g->ctx) on an engine of
+ * model m and hands the result to _finish, which takes it over (v->run) and
+ * compares the ids and digests. With *run 0 the verdict is already complete
+ * (a mismatch). A caller that stops in between frees v (cis2_verdict_free). */
+int cis2_receipt_verify_begin(const cis2_model *m, const cis2_receipt *r, cis2_verdict *v,
+                              cis2_gen_opts *g, int *run, char *err);
+int cis2_receipt_verify_finish(const cis2_receipt *r, cis2_result *run, cis2_verdict *v, char *err);
 void cis2_verdict_free(cis2_verdict *v);
 
 /* -------------------------------------------------------------- tokenizer */

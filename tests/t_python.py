@@ -430,6 +430,21 @@ def llama_checks(M, other, tmp):
     timer.join()
     report(interrupted and m.generate([5, 17, 42, 7, 99], 6).receipt == before,
            "keyboard-interrupt-stops-a-trace")
+    # ... and during a verify, once one C call that Ctrl-C could not stop: a
+    # stand-in library sends SIGINT inside the 3rd step; the verify stops after it
+    spy = _InterruptAtStep(cis2._c, 3)
+    long_receipt = m.generate([5, 17], 40).receipt
+    try:
+        cis2._c = spy
+        cis2.verify(long_receipt, m)
+        interrupted = False
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        cis2._c = spy.real
+    ok = cis2.verify(long_receipt, m).mismatches == 0 and cis2.verify(before, m).mismatches == 0
+    report(interrupted and spy.steps == 3 and ok, "keyboard-interrupt-stops-a-verify",
+           "interrupted=%s after %d step(s), verifies after: %s" % (interrupted, spy.steps, ok))
     e, mt = m.engine(backend="fast"), m.tokenizer
     eb, reprs = e.backend, [repr(m), repr(e), repr(mt)]
     e.close()
@@ -563,6 +578,23 @@ class _Spy:
             finally:
                 self.phase = "after"
         return call
+
+
+class _InterruptAtStep:
+    """The library, with cis2_engine_step counted and a SIGINT sent to this
+    process just before step number `at` runs."""
+
+    def __init__(self, real, at):
+        self.real, self.at, self.steps = real, at, 0
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def cis2_engine_step(self, *a):
+        self.steps += 1
+        if self.steps == self.at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return self.real.cis2_engine_step(*a)
 
 
 def _inside_steps(m, lib):

@@ -22,7 +22,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 from . import _lib  # noqa: E402  (loads libcis2; ImportError says where it looked)
 
@@ -167,6 +167,27 @@ def _read_input(path, limit=RECEIPT_MAX):
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def _sigint_between_steps():
+    """While a run lasts, SIGINT (Python's default handler, main thread) only
+    sets a flag — the list yielded — which the step loop polls between two
+    steps (Engine._decode's `stop`); KeyboardInterrupt is raised after. A
+    callback from C that Ctrl-C entered would print "Exception ignored" and
+    drop the interrupt instead."""
+    interrupted = []
+    own = (threading.current_thread() is threading.main_thread() and
+           signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    if own:
+        old = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
+    try:
+        yield interrupted
+    finally:
+        if own:
+            signal.signal(signal.SIGINT, old)
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 class _Closing:
@@ -505,25 +526,30 @@ class Engine(_Closing):
         g = _lib.GenOpts(n_gen=max_tokens, stop_at_eos=1 if stop_at_eos else 0)
         if nf:
             g.force, g.n_force = ctypes.cast(farr, _lib.c_int32_p), nf
-        r, err, seq = _lib.Result(), _lib.err_buf(), ctypes.c_int(-1)
+        r = _lib.Result()
         with self._lock:
-            h = self._handle()
-            # cis2_generate's own path, one call per token: the GIL is released
-            # inside each step, and Ctrl-C (KeyboardInterrupt) lands between two.
-            _check(_c.cis2_seq_submit(h, ids, n, ctypes.byref(g), ctypes.byref(seq), err), err)
-            try:
-                while not _c.cis2_seq_done(h, seq):
-                    if _stop is not None and _stop():
-                        raise KeyboardInterrupt
-                    _check(_c.cis2_engine_step(h, err), err)
-                _check(_c.cis2_seq_take(h, seq, ctypes.byref(r), err), err)
-            except BaseException:
-                _c.cis2_seq_cancel(h, seq)
-                raise
+            self._decode(ids, n, g, r, _stop)
             try:  # under the engine's lock: Model.close frees the model after this engine
                 return m._result(r, pbytes, receipt=not nf)
             finally:
                 _c.cis2_result_free(ctypes.byref(r))
+
+    def _decode(self, ids, n, g, r, stop=None):
+        """cis2_generate's own path into `r`, one call per token (the caller
+        holds self._lock): the GIL is released inside each step, and Ctrl-C
+        (KeyboardInterrupt, or `stop()` true) lands between two; the sequence
+        is cancelled then, so the engine's slot is free again."""
+        h, err, seq = self._handle(), _lib.err_buf(), ctypes.c_int(-1)
+        _check(_c.cis2_seq_submit(h, ids, n, ctypes.byref(g), ctypes.byref(seq), err), err)
+        try:
+            while not _c.cis2_seq_done(h, seq):
+                if stop is not None and stop():
+                    raise KeyboardInterrupt
+                _check(_c.cis2_engine_step(h, err), err)
+            _check(_c.cis2_seq_take(h, seq, ctypes.byref(r), err), err)
+        except BaseException:
+            _c.cis2_seq_cancel(h, seq)
+            raise
 
     def verify(self, receipt):
         """cis2.verify(receipt, self)."""
@@ -674,22 +700,11 @@ class Model(_Closing):
         if backend is not None:
             o["backend"] = backend
         # Ctrl-C would raise KeyboardInterrupt on entering `capture`, where
-        # ctypes prints "Exception ignored" and drops it: while the run lasts,
-        # SIGINT only sets a flag, and generate stops between two steps.
-        interrupted = []
-        own_sigint = (threading.current_thread() is threading.main_thread() and
-                      signal.getsignal(signal.SIGINT) is signal.default_int_handler)
-        if own_sigint:
-            old = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
-        try:
+        # ctypes prints "Exception ignored" and drops it (_sigint_between_steps).
+        with _sigint_between_steps() as interrupted:
             with Engine(self, _trace=fn, **o) as e:
                 out.result = e.generate(prompt, max_tokens, force=force,
                                         _stop=lambda: interrupted)
-        finally:
-            if own_sigint:
-                signal.signal(signal.SIGINT, old)
-        if interrupted:
-            raise KeyboardInterrupt
         if failed:
             raise failed[0]
         unknown = sorted((keep_nodes or set()) - seen)
@@ -828,11 +843,23 @@ def verify(receipt, model):
                 "pathlib.Path(%r)" % (_lib.sanitize(text), os.fsdecode(text))
         raise Error(msg)
     try:
-        v = _lib.Verdict()
+        v, g, run, r = _lib.Verdict(), _lib.GenOpts(), ctypes.c_int(), _lib.Result()
         with engine._lock:
-            st = _c.cis2_receipt_verify(engine._handle(), ctypes.byref(rc), None, None,
-                                        ctypes.byref(v), err)
-        _check(st, err)
+            h = engine._handle()
+            _check(_c.cis2_receipt_verify_begin(_c.cis2_engine_model(h), ctypes.byref(rc),
+                                                ctypes.byref(v), ctypes.byref(g),
+                                                ctypes.byref(run), err), err)
+            try:  # the recomputation a step at a time, so Ctrl-C stops it between two
+                if run.value:
+                    with _sigint_between_steps() as interrupted:
+                        engine._decode(rc.prompt_ids, rc.n_prompt, g, r, lambda: interrupted)
+                    st = _c.cis2_receipt_verify_finish(ctypes.byref(rc), ctypes.byref(r),
+                                                       ctypes.byref(v), err)
+                    _check(st, err)
+            except BaseException:
+                _c.cis2_result_free(ctypes.byref(r))
+                _c.cis2_verdict_free(ctypes.byref(v))
+                raise
         try:
             fields = [Field(f.name.decode(), _lib.FIELD_STATUS.get(f.status, str(f.status)),
                             (f.receipt or b"").decode("utf-8", "replace"),
