@@ -274,6 +274,13 @@ typedef struct {
     uint8_t argmax_digest[32], witness_digest[32];
 } cis2_receipt;
 
+/* A receipt's prompt-hex bytes: what the prompt ids decode to. Byte-level
+ * BPE decoding is total (valid UTF-8 or not; special tokens as their text);
+ * an id below the model's vocab_size that tokenizer.json names no token for
+ * adds no bytes, as Hugging Face's decode skips it; a negative id is an
+ * error. *bytes is malloc'd (cis2_free). */
+int cis2_receipt_prompt_bytes(const cis2_tokenizer *t, const int32_t *ids, int n, char **bytes,
+                              size_t *len, char *err);
 /* Fill a receipt from a finished run. Borrows (does not copy) the prompt
  * bytes and the result's id arrays: keep them alive while `rc` is used. */
 void cis2_receipt_from_run(cis2_receipt *rc, const cis2_model *m, const cis2_result *r,

@@ -739,25 +739,16 @@ class Model(_Closing):
         if self._tok is None:
             return arr, n, ("prompt-hex is the bytes the prompt ids decode to, and the tokenizer "
                             "is not usable: %s" % self._tok_err)
-        ids, parts = _ids_out(arr, n), []
+        out, ln, err = ctypes.c_void_p(), ctypes.c_size_t(), _lib.err_buf()
         with self._use():  # "the model is closed" is raised, not taken for undecodable ids
-            vocab = _c.cis2_tokenizer_vocab_size(self._tok_h)
-            i = 0
-            while i < n:
-                if ids[i] < 0:
-                    return arr, n, "prompt-hex: prompt id %d is negative" % ids[i]
-                j = i
-                while j < n and 0 <= ids[j] < vocab:
-                    j += 1
-                if j == i:  # an id the model has but tokenizer.json names no token for
-                    i += 1
-                    continue
-                try:
-                    parts.append(Tokenizer._decode(self._tok_h, ids[i:j]))
-                except Error as e:
-                    return arr, n, "prompt-hex: %s" % e
-                i = j
-        pbytes = b"".join(parts)
+            rc = _c.cis2_receipt_prompt_bytes(self._tok_h, arr, n, ctypes.byref(out),
+                                              ctypes.byref(ln), err)
+        if rc:
+            return arr, n, "prompt-hex: %s" % _lib.err_text(err)
+        try:
+            pbytes = ctypes.string_at(out, ln.value)
+        finally:
+            _c.cis2_free(out)
         if not pbytes and n:
             return arr, n, ("the prompt ids decode to no bytes, and a receipt's prompt-hex may "
                             "not be empty")

@@ -208,6 +208,8 @@ PROTOTYPES = {
     "cis2_seq_take": (_I, [_P, _I, ctypes.POINTER(Result), _E]),
     "cis2_seq_cancel": (None, [_P, _I]),
     "cis2_result_free": (None, [ctypes.POINTER(Result)]),
+    "cis2_receipt_prompt_bytes": (_I, [_P, c_int32_p, _I, ctypes.POINTER(_P),
+                                       ctypes.POINTER(ctypes.c_size_t), _E]),
     "cis2_receipt_from_run": (None, [ctypes.POINTER(Receipt), _P, ctypes.POINTER(Result),
                                      c_uint8_p, ctypes.c_size_t]),
     "cis2_receipt_format": (_I, [ctypes.POINTER(Receipt), ctypes.POINTER(_P),

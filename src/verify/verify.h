@@ -9,17 +9,11 @@
 /* Receipts are a few kB; the parser's own line limit (4 MiB) times its 14
  * lines bounds a valid one, and a file over this is refused by its size. */
 #define CIS2_RECEIPT_MAX ((size_t)64 << 20)
-/* A receipt's prompt-hex bytes: what the prompt ids decode to. Byte-level
- * BPE decoding is total (valid UTF-8 or not; special tokens as their text);
- * an id below the model's vocab_size that tokenizer.json names no token for
- * adds no bytes, as Hugging Face's decode skips it. *bytes is malloc'd. */
 /* 0 when a receipt struct can be rendered and verified: spec_version and
  * dtype are the known NUL-terminated values, the counts are in range and
  * their arrays present; else 1 with err (cis2_receipt_format/_write/_verify
  * refuse such a struct). */
 int cis2_receipt_check(const cis2_receipt *r, char *err);
-int cis2_receipt_prompt_bytes(const cis2_tokenizer *t, const int32_t *ids, int n, char **bytes,
-                              size_t *len, char *err);
 
 /* ------------------------------------------ the §13.1 vector (run_vector.c) */
 /* The fields of a whole-model vector, in file order (§13.1). */
