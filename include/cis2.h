@@ -163,8 +163,9 @@ const char *cis2_model_dtype(const cis2_model *m);
 int cis2_model_warning_count(const cis2_model *m);
 const char *cis2_model_warning(const cis2_model *m, int i);
 /* The tokenizer parsed from the same tokenizer.json bytes that were hashed,
- * or NULL (with the reason in err) when that file's structure is one this
- * library cannot reproduce exactly; id-only runs still work then. */
+ * or NULL (with the reason in err, which may be NULL) when that file's
+ * structure is one this library cannot reproduce exactly; id-only runs still
+ * work then. */
 const cis2_tokenizer *cis2_model_tokenizer(const cis2_model *m, char *err);
 
 /* ----------------------------------------------------------------- engine */

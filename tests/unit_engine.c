@@ -663,6 +663,33 @@ static void check_cancel_in_on_step(void)
     cis2_model_free(m);
 }
 
+/* A model whose tokenizer.json cannot be used still loads (ids-only runs
+ * need none); cis2_model_tokenizer then returns NULL with the reason in err,
+ * or leaves err alone when the caller passes NULL for it (cis2.h). */
+static void check_unusable_tokenizer(void)
+{
+    const char *tmp = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
+    char dir[512], path[600], err[CIS2_ERR_LEN] = "";
+    snprintf(dir, sizeof dir, "%s/unit-engine-badtok", tmp);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = NULL;
+    if (make_fixture(dir, "--arch llama --heads 2 --kv-heads 1 --hidden 32 --layers 1") ||
+        !(f = fopen(path, "w")) || fputs("{}\n", f) < 0 || fclose(f)) {
+        CHECK("api.model-tokenizer-unusable.fixture", 0, "cannot make %s", dir);
+        return;
+    }
+    cis2_model *m = NULL;
+    if (cis2_model_open(&m, dir, NULL, err)) {
+        CHECK("api.model-tokenizer-unusable.load", 0, "%s", err);
+        return;
+    }
+    CHECK("api.model-tokenizer-unusable.says-why", !cis2_model_tokenizer(m, err) && err[0],
+          "no reason given");
+    CHECK("api.model-tokenizer-unusable.null-err", !cis2_model_tokenizer(m, NULL),
+          "a tokenizer from {}");
+    cis2_model_free(m);
+}
+
 int main(void)
 {
     if (cis2_fpenv_pin()) {
@@ -671,6 +698,7 @@ int main(void)
     }
     check_caller_fpenv();
     check_cancel_in_on_step();
+    check_unusable_tokenizer();
     check_arch("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2");
     check_arch("qwen2", "--arch qwen2 --heads 4 --kv-heads 1 --hidden 32");
     check_arch("qwen3", "--arch qwen3 --heads 4 --kv-heads 2 --hidden 32 --head-dim 24 --untied");

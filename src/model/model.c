@@ -878,6 +878,6 @@ int cis2_model_open(cis2_model **out, const char *dir, const cis2_model_opts *o,
 const cis2_tokenizer *cis2_model_tokenizer(const cis2_model *m, char *err)
 {
     const cis2_tokenizer *t = cis2_model_tokenizer_impl(m, err);
-    if (!t) cis2_err_one_line(err);
+    if (!t && err) cis2_err_one_line(err); /* err may be NULL (cis2.h) */
     return t;
 }
