@@ -174,19 +174,17 @@ int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_rece
 {
     memset(r, 0, sizeof *r);
     if (!path) path = "receipt";
+    /* the source's name is the caller's (a file name): escaped, so the
+     * message stays one line (docs/errors.md) */
+    char ep[160];
+    cis2_escape(path, strlen(path), ep, sizeof ep, CIS2_ESC_TEXT);
     if (!text && len) {
-        char e0[160];
-        snprintf(err, CIS2_ERR_LEN, "%s: %zu bytes of text at NULL",
-                 cis2_escape(path, strlen(path), e0, sizeof e0, CIS2_ESC_TEXT), len);
+        snprintf(err, CIS2_ERR_LEN, "%s: %zu bytes of text at NULL", ep, len);
         return 1;
     }
     if (!text) text = "";
     const char *p = text, *end = text + len;
     int lineno = 0;
-    /* the source's name is the caller's (a file name): escaped, so the
-     * message stays one line (docs/errors.md) */
-    char ep[160];
-    cis2_escape(path, strlen(path), ep, sizeof ep, CIS2_ESC_TEXT);
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
         char m_[300];                                                                              \
