@@ -141,7 +141,7 @@ typedef struct {
 } cis2_digests;
 
 typedef struct {
-    cis2_hash_mode hash;
+    cis2_hash_mode hash; /* any other value is refused */
 } cis2_model_opts;
 
 /* Load DIR/{config.json, model.safetensors, tokenizer.json}: each file is
@@ -177,14 +177,17 @@ typedef void (*cis2_trace_fn)(void *ctx, int pos, int layer, const char *node, c
 typedef struct {
     cis2_backend_kind backend; /* REF (default) or FAST */
     cis2_isa isa;              /* FAST: AUTO = best available */
-    int threads;               /* FAST: 0 = every online core */
-    int max_seqs;              /* sequences decoded together; 0 = 1 */
+    int threads;               /* FAST: 0 = every online core; at most 1024 */
+    int max_seqs;              /* sequences decoded together; 0 = 1; at most 4096 */
     cis2_trace_fn trace;       /* NULL = no tracing */
     void *trace_ctx;
     const char *fault; /* debug fault injection (docs/divergence.md), NULL = none */
     const char *fault_arg;
 } cis2_engine_opts;
 
+/* Out-of-range options (threads, max_seqs, an unknown backend or isa) are
+ * refused with the reason in err, never clamped. Every call below that takes
+ * `err` refuses a NULL engine the same way. */
 int cis2_engine_new(cis2_engine **e, const cis2_model *m, const cis2_engine_opts *o, char *err);
 void cis2_engine_free(cis2_engine *e);
 const cis2_model *cis2_engine_model(const cis2_engine *e);

@@ -688,6 +688,30 @@ static void test_api_nulls(void)
           "%s", err);
     CHECK("api.argmax-empty", cis2_argmax(&one, 0) == -1 && cis2_argmax(&one, 1) == 0,
           "argmax n=0 gave %d", (int)cis2_argmax(&one, 0));
+    /* an enum value outside cis2_hash_mode was read as FULL */
+    cis2_model_opts mo = { (cis2_hash_mode)7 };
+    m = (cis2_model *)1;
+    int r4 = cis2_model_open(&m, "no-such-dir", &mo, err);
+    CHECK("api.model-open-unknown-hash-mode", r4 && m == NULL && strstr(err, "unknown hash mode 7"),
+          "%s", err);
+    /* a NULL engine: refused with the reason where there is an err, else
+     * nothing to do (it crashed) */
+    int32_t id = 1, sq = 5;
+    cis2_gen_opts g = { 2, 0, NULL, NULL, NULL, 0 };
+    cis2_result res;
+    float lg[4];
+    int n1 = cis2_generate(NULL, &id, 1, &g, &res, err);
+    int ok = n1 && strstr(err, "cis2_generate: no engine") != NULL;
+    int n2 = cis2_seq_submit(NULL, &id, 1, &g, &sq, err);
+    ok = ok && n2 && sq == -1 && strstr(err, "cis2_seq_submit: no engine");
+    ok = ok && cis2_engine_step(NULL, err) && strstr(err, "cis2_engine_step: no engine");
+    ok = ok && cis2_engine_forward(NULL, &id, 1, 0, lg, err) &&
+         strstr(err, "cis2_engine_forward: no engine");
+    ok = ok && cis2_seq_take(NULL, 0, &res, err) && strstr(err, "cis2_seq_take: no engine");
+    ok = ok && cis2_seq_finish(NULL, 0, err) && strstr(err, "cis2_seq_finish: no engine");
+    cis2_seq_cancel(NULL, 0);
+    ok = ok && cis2_engine_active(NULL) == 0 && !cis2_seq_done(NULL, 0);
+    CHECK("api.null-engine-refused", ok, "%s", err);
 }
 
 int main(void)

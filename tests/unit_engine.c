@@ -616,6 +616,23 @@ static void check_cancel_in_on_step(void)
             CHECK("cancel-in-on-step.solo", 0, "%s", err);
             break;
         }
+        if (be == 0) { /* out-of-range counts: refused, never clamped */
+            static const int bad[4][2] = { { 2000, 1 }, { -1, 1 }, { 2, -1 }, { 2, 5000 } };
+            int refused = 0;
+            for (int i = 0; i < 4; i++) {
+                cis2_engine_opts ob = { .backend = CIS2_BACKEND_FAST,
+                                        .threads = bad[i][0],
+                                        .max_seqs = bad[i][1] };
+                cis2_engine *eb = (cis2_engine *)1;
+                char eb_err[CIS2_ERR_LEN] = "";
+                int r = cis2_engine_new(&eb, m, &ob, eb_err);
+                const char *want = i < 2 ? "is outside [0, 1024]" : "is outside [0, 4096]";
+                refused += r && eb == NULL && strstr(eb_err, want) != NULL;
+                if (!r) cis2_engine_free(eb);
+                else if (!strstr(eb_err, want)) printf("  engine_new case %d: %s\n", i, eb_err);
+            }
+            CHECK("api.engine-new-out-of-range-refused", refused == 4, "%d of 4 refused", refused);
+        }
         if (be == 0) { /* NULL options or prompt: refused, never read */
             cis2_result junk;
             int sq, r1 = cis2_generate(e, pb, 4, NULL, &junk, err),

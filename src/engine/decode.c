@@ -284,8 +284,16 @@ static int cis2_engine_new_impl(cis2_engine **out, const cis2_model *m, const ci
     e->m = m;
     if (o) e->o = *o;
     e->n_seqs = e->o.max_seqs > 0 ? e->o.max_seqs : 1;
-    if (e->n_seqs > 4096) {
-        snprintf(err, CIS2_ERR_LEN, "max_seqs %d is more than 4096", e->n_seqs);
+    /* Out-of-range counts are the caller's mistake, said as such: never a
+     * silent clamp to a thread count or a queue the caller did not ask for. */
+    if (e->o.max_seqs < 0 || e->n_seqs > 4096) {
+        snprintf(err, CIS2_ERR_LEN, "max_seqs %d is outside [0, 4096] (0 = 1)", e->o.max_seqs);
+        free(e);
+        return 1;
+    }
+    if (e->o.threads < 0 || e->o.threads > 1024) {
+        snprintf(err, CIS2_ERR_LEN, "threads %d is outside [0, 1024] (0 = every online core)",
+                 e->o.threads);
         free(e);
         return 1;
     }
@@ -889,6 +897,10 @@ static void fp_leave(const fp_guard *g) { cis2_fpenv_write(g->saved); }
 int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0, float *logits,
                         char *err)
 {
+    if (!e) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_engine_forward: no engine (e is NULL)");
+        return 1;
+    }
     fp_guard fg;
     if (fp_enter(&fg, err)) return 1;
     int rc = forward_one(e, &e->seqs[e->n_seqs], tokens, n, pos0, logits, err);
@@ -899,9 +911,13 @@ int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0, 
 int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
                     int *seq, char *err)
 {
+    *seq = -1;
+    if (!e) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_seq_submit: no engine (e is NULL)");
+        return 1;
+    }
     const cis2_model *m = e->m;
     const cis2_config *c = &m->cfg;
-    *seq = -1;
     if (!g || (n_prompt > 0 && !prompt)) {
         snprintf(err, CIS2_ERR_LEN, "%s is NULL", g ? "the prompt" : "the generation options (g)");
         return 1;
@@ -1132,6 +1148,10 @@ static int decode_running(cis2_engine *e, char *err)
 
 int cis2_engine_step(cis2_engine *e, char *err)
 {
+    if (!e) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_engine_step: no engine (e is NULL)");
+        return 1;
+    }
     if (e->stepping) {
         snprintf(err, CIS2_ERR_LEN, "cis2_engine_step called from inside an on_step callback");
         return 1;
@@ -1178,6 +1198,7 @@ int cis2_engine_step(cis2_engine *e, char *err)
 int cis2_engine_active(const cis2_engine *e)
 {
     int n = 0;
+    if (!e) return 0;
     for (int i = 0; i < e->n_seqs; i++)
         n += (e->seqs[i].state == SEQ_QUEUED || e->seqs[i].state == SEQ_RUNNING) &&
              !e->seqs[i].cancelled;
@@ -1186,7 +1207,8 @@ int cis2_engine_active(const cis2_engine *e)
 
 static int seq_valid(const cis2_engine *e, int seq)
 {
-    return seq >= 0 && seq < e->n_seqs && e->seqs[seq].state != SEQ_FREE && !e->seqs[seq].cancelled;
+    return e && seq >= 0 && seq < e->n_seqs && e->seqs[seq].state != SEQ_FREE &&
+           !e->seqs[seq].cancelled;
 }
 
 int cis2_seq_done(const cis2_engine *e, int seq)
@@ -1196,6 +1218,10 @@ int cis2_seq_done(const cis2_engine *e, int seq)
 
 int cis2_seq_take(cis2_engine *e, int seq, cis2_result *r, char *err)
 {
+    if (!e) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_seq_take: no engine (e is NULL)");
+        return 1;
+    }
     if (!cis2_seq_done(e, seq)) {
         snprintf(err, CIS2_ERR_LEN, "sequence %d is not finished", seq);
         return 1;
@@ -1222,6 +1248,10 @@ void cis2_seq_cancel(cis2_engine *e, int seq)
 
 int cis2_seq_finish(cis2_engine *e, int seq, char *err)
 {
+    if (!e) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_seq_finish: no engine (e is NULL)");
+        return 1;
+    }
     if (e->stepping) {
         snprintf(err, CIS2_ERR_LEN, "cis2_seq_finish called from inside an on_step callback");
         return 1;
@@ -1242,6 +1272,10 @@ int cis2_generate(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis
 {
     memset(r, 0, sizeof *r);
     r->nan_step = r->nan_index = -1;
+    if (!e) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_generate: no engine (e is NULL)");
+        return 1;
+    }
     if (cis2_engine_active(e)) {
         snprintf(err, CIS2_ERR_LEN, "the engine is decoding other sequences (use cis2_seq_submit)");
         return 1;

@@ -758,6 +758,13 @@ static int cis2_model_open_impl(cis2_model **out, const char *dir, const cis2_mo
         snprintf(err, CIS2_ERR_LEN, "cis2_model_open: no model directory (dir is NULL)");
         return 1;
     }
+    if (o && o->hash != CIS2_HASH_FULL && o->hash != CIS2_HASH_SKIP) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "cis2_model_open: unknown hash mode %d (expected CIS2_HASH_FULL or "
+                 "CIS2_HASH_SKIP)",
+                 (int)o->hash);
+        return 1;
+    }
     cis2_model *m = malloc(sizeof *m);
     if (!m) {
         snprintf(err, CIS2_ERR_LEN, "out of memory");
