@@ -451,6 +451,47 @@ def llama_checks(M, other, tmp):
     ok = cis2.verify(long_receipt, m).mismatches == 0 and cis2.verify(before, m).mismatches == 0
     report(interrupted and spy.steps == 3 and ok, "keyboard-interrupt-stops-a-verify",
            "interrupted=%s after %d step(s), verifies after: %s" % (interrupted, spy.steps, ok))
+    # A program's own SIGINT handler, run between two steps of a trace (inside
+    # the per-node callback what it raised was dropped, and the trace ran to
+    # its end): one that raises stops the trace; one that returns lets it
+    # finish; either is back in place after.
+    class _Stop(Exception):
+        pass
+
+    calls = []
+
+    def stopping(signum, frame):
+        calls.append(signum)
+        raise _Stop()
+
+    prev = signal.signal(signal.SIGINT, stopping)
+    timer = threading.Timer(0.05, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        m.trace([5, 17], 2000, nodes=["logits"])
+        got = "finished"
+    except _Stop:
+        got = "stopped"
+    timer.join()
+    same = m.generate([5, 17, 42, 7, 99], 6).receipt == before
+    report(got == "stopped" and calls == [signal.SIGINT] and same and
+           signal.getsignal(signal.SIGINT) is stopping, "own-sigint-handler-stops-a-trace",
+           "%s, handler called %d time(s)" % (got, len(calls)))
+    calls.clear()
+    want = m.trace([5, 17], 6, nodes=["logits"])
+    signal.signal(signal.SIGINT, lambda signum, frame: calls.append(signum))
+    spy = _InterruptAtStep(cis2._c, 3)
+    try:
+        cis2._c = spy
+        t = m.trace([5, 17], 6, nodes=["logits"])
+    finally:
+        cis2._c = spy.real
+    whole = list(t) == list(want) and all((t[k] == want[k]).all() for k in want)
+    report(calls == [signal.SIGINT] and whole and spy.steps == 6,
+           "own-sigint-handler-returns-and-the-trace-goes-on",
+           "handler called %d time(s), %d steps, %d of %d arrays, same: %s" %
+           (len(calls), spy.steps, len(t), len(want), whole))
+    signal.signal(signal.SIGINT, prev)
     e, mt = m.engine(backend="fast"), m.tokenizer
     eb, reprs = e.backend, [repr(m), repr(e), repr(mt)]
     e.close()

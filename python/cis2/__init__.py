@@ -171,23 +171,32 @@ def _read_input(path, limit=RECEIPT_MAX):
 
 @contextlib.contextmanager
 def _sigint_between_steps():
-    """While a run lasts, SIGINT (Python's default handler, main thread) only
-    sets a flag — the list yielded — which the step loop polls between two
-    steps (Engine._decode's `stop`); KeyboardInterrupt is raised after. A
-    callback from C that Ctrl-C entered would print "Exception ignored" and
-    drop the interrupt instead."""
-    interrupted = []
-    own = (threading.current_thread() is threading.main_thread() and
-           signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    """While a run lasts, SIGINT on the main thread is only recorded; the
+    step loop calls the poll() yielded between two steps, and poll() runs the
+    handler that was in place there: Python's default raises
+    KeyboardInterrupt, a program's own handler does what it does (raise to
+    stop the run, or return to let it go on). Inside a callback from C, where
+    Ctrl-C would otherwise land, Python prints "Exception ignored" and drops
+    whatever the handler raised. A signal after the last step is handled as
+    the run ends."""
+    pending = []
+    old = signal.getsignal(signal.SIGINT)
+    own = threading.current_thread() is threading.main_thread() and callable(old)
     if own:
-        old = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
+        signal.signal(signal.SIGINT, lambda signum, frame: pending.append((signum, frame)))
+
+    def poll():
+        while pending:
+            signum, frame = pending.pop(0)
+            old(signum, frame)
+        return False
+
     try:
-        yield interrupted
+        yield poll
     finally:
         if own:
             signal.signal(signal.SIGINT, old)
-    if interrupted:
-        raise KeyboardInterrupt
+    poll()
 
 
 class _Closing:
@@ -537,8 +546,9 @@ class Engine(_Closing):
     def _decode(self, ids, n, g, r, stop=None):
         """cis2_generate's own path into `r`, one call per token (the caller
         holds self._lock): the GIL is released inside each step, and Ctrl-C
-        (KeyboardInterrupt, or `stop()` true) lands between two; the sequence
-        is cancelled then, so the engine's slot is free again."""
+        (KeyboardInterrupt, what `stop()` raises, or `stop()` true) lands
+        between two; the sequence is cancelled then, so the engine's slot is
+        free again."""
         h, err, seq = self._handle(), _lib.err_buf(), ctypes.c_int(-1)
         _check(_c.cis2_seq_submit(h, ids, n, ctypes.byref(g), ctypes.byref(seq), err), err)
         try:
@@ -701,10 +711,9 @@ class Model(_Closing):
             o["backend"] = backend
         # Ctrl-C would raise KeyboardInterrupt on entering `capture`, where
         # ctypes prints "Exception ignored" and drops it (_sigint_between_steps).
-        with _sigint_between_steps() as interrupted:
+        with _sigint_between_steps() as poll:
             with Engine(self, _trace=fn, **o) as e:
-                out.result = e.generate(prompt, max_tokens, force=force,
-                                        _stop=lambda: interrupted)
+                out.result = e.generate(prompt, max_tokens, force=force, _stop=poll)
         if failed:
             raise failed[0]
         unknown = sorted((keep_nodes or set()) - seen)
@@ -842,8 +851,8 @@ def verify(receipt, model):
                                                 ctypes.byref(run), err), err)
             try:  # the recomputation a step at a time, so Ctrl-C stops it between two
                 if run.value:
-                    with _sigint_between_steps() as interrupted:
-                        engine._decode(rc.prompt_ids, rc.n_prompt, g, r, lambda: interrupted)
+                    with _sigint_between_steps() as poll:
+                        engine._decode(rc.prompt_ids, rc.n_prompt, g, r, poll)
                     st = _c.cis2_receipt_verify_finish(ctypes.byref(rc), ctypes.byref(r),
                                                        ctypes.byref(v), err)
                     _check(st, err)
