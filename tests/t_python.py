@@ -492,6 +492,28 @@ def llama_checks(M, other, tmp):
            "handler called %d time(s), %d steps, %d of %d arrays, same: %s" %
            (len(calls), spy.steps, len(t), len(want), whole))
     signal.signal(signal.SIGINT, prev)
+    # Ctrl-C while close() waits for a call in flight: the object stays open
+    # (it was left marked closing with its handle never freed), and a later
+    # close() frees it
+    t2 = cis2.Tokenizer(os.path.join(M, "tokenizer.json"))
+    use = t2._use()
+    use.__enter__()
+    timer = threading.Timer(0.05, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        t2.close()
+        got = "closed"
+    except KeyboardInterrupt:
+        got = "interrupted"
+    timer.join()
+    use.__exit__(None, None, None)
+    try:
+        usable = t2.encode("ab") == m.tokenizer.encode("ab")
+    except cis2.Error:
+        usable = False
+    t2.close()
+    report(got == "interrupted" and usable and t2._h is None, "interrupted-close-can-close-again",
+           "%s, usable after: %s, handle freed: %s" % (got, usable, t2._h is None))
     e, mt = m.engine(backend="fast"), m.tokenizer
     eb, reprs = e.backend, [repr(m), repr(e), repr(mt)]
     e.close()

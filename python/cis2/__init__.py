@@ -233,7 +233,11 @@ class _Closing:
             if self._closing or not self._h:
                 return None
             self._closing = True
-            self._cv.wait_for(lambda: not self._busy)
+            try:
+                self._cv.wait_for(lambda: not self._busy)
+            except BaseException:  # Ctrl-C while waiting: not closed, so close() can run again
+                self._closing = False
+                raise
             return self._h
 
     def __enter__(self):
