@@ -496,17 +496,28 @@ def llama_checks(M, other, tmp):
     # (it was left marked closing with its handle never freed), and a later
     # close() frees it
     t2 = cis2.Tokenizer(os.path.join(M, "tokenizer.json"))
-    use = t2._use()
+    use, ended = t2._use(), []
     use.__enter__()
+
+    def end_use():  # once: after the close, or after 60 s if the interrupt was lost
+        with lock:
+            if not ended:
+                ended.append(1)
+                use.__exit__(None, None, None)
+
+    lock = threading.Lock()
     timer = threading.Timer(0.05, lambda: os.kill(os.getpid(), signal.SIGINT))
+    safety = threading.Timer(60, end_use)
     timer.start()
+    safety.start()
     try:
         t2.close()
         got = "closed"
     except KeyboardInterrupt:
         got = "interrupted"
     timer.join()
-    use.__exit__(None, None, None)
+    safety.cancel()
+    end_use()
     try:
         usable = t2.encode("ab") == m.tokenizer.encode("ab")
     except cis2.Error:
