@@ -528,7 +528,7 @@ class Engine(_Closing):
         stop_at_eos). `force`: teacher forcing, step i feeds force[i] instead
         of its argmax pick (max_tokens defaults to len(force) then)."""
         m = self._model
-        ids, n, pbytes = m._prompt(prompt)
+        ids, n, pbytes, no_receipt = m._prompt(prompt)
         farr, nf = _ids_in(force, "force") if force is not None else (None, 0)
         if max_tokens is None:
             max_tokens = nf if nf else 16
@@ -543,7 +543,8 @@ class Engine(_Closing):
         with self._lock:
             self._decode(ids, n, g, r, _stop)
             try:  # under the engine's lock: Model.close frees the model after this engine
-                return m._result(r, pbytes, receipt=not nf)
+                return m._result(r, pbytes, no_receipt if not nf else
+                                 "a teacher-forced run is not a greedy decode")
             finally:
                 _c.cis2_result_free(ctypes.byref(r))
 
@@ -735,11 +736,11 @@ class Model(_Closing):
 
     # -- helpers for Engine
     def _prompt(self, prompt):
-        """(C ids, n, receipt prompt bytes) from text, bytes or ids. For ids the
-        receipt's prompt bytes are what they decode to, as `cis2 run
-        --prompt-ids --receipt` writes them (cis2_receipt_prompt_bytes: ids
-        the model has but tokenizer.json names no token for add nothing);
-        a str instead of bytes says why there can be no receipt."""
+        """(C ids, n, receipt prompt bytes, None) from text, bytes or ids, or
+        (C ids, n, None, why there can be no receipt). For ids the receipt's
+        prompt bytes are what they decode to, as `cis2 run --prompt-ids
+        --receipt` writes them (cis2_receipt_prompt_bytes: ids the model has
+        but tokenizer.json names no token for add nothing)."""
         self._handle()
         if isinstance(prompt, (str, bytes, bytearray, memoryview)):
             b = _text_in(prompt, "prompt")
@@ -747,27 +748,29 @@ class Model(_Closing):
             if not ids:
                 raise Error("the prompt encodes to no tokens")
             arr, n = _ids_in(ids, "prompt")
-            return arr, n, b
+            return arr, n, b, None
         arr, n = _ids_in(prompt, "prompt")
         if self._tok is None:
-            return arr, n, ("prompt-hex is the bytes the prompt ids decode to, and the tokenizer "
-                            "is not usable: %s" % self._tok_err)
+            return arr, n, None, ("prompt-hex is the bytes the prompt ids decode to, and the "
+                                  "tokenizer is not usable: %s" % self._tok_err)
         out, ln, err = ctypes.c_void_p(), ctypes.c_size_t(), _lib.err_buf()
         with self._use():  # "the model is closed" is raised, not taken for undecodable ids
             rc = _c.cis2_receipt_prompt_bytes(self._tok_h, arr, n, ctypes.byref(out),
                                               ctypes.byref(ln), err)
         if rc:
-            return arr, n, "prompt-hex: %s" % _lib.err_text(err)
+            return arr, n, None, "prompt-hex: %s" % _lib.err_text(err)
         try:
             pbytes = ctypes.string_at(out, ln.value)
         finally:
             _c.cis2_free(out)
         if not pbytes and n:
-            return arr, n, ("the prompt ids decode to no bytes, and a receipt's prompt-hex may "
-                            "not be empty")
-        return arr, n, pbytes
+            return arr, n, None, ("the prompt ids decode to no bytes, and a receipt's prompt-hex "
+                                  "may not be empty")
+        return arr, n, pbytes, None
 
-    def _result(self, r, pbytes, receipt):
+    def _result(self, r, pbytes, no_receipt):
+        """The Result of run `r`: with a receipt over `pbytes`, or none and
+        `no_receipt` (the reason) in receipt_error."""
         prompt_ids, ids = _ids_out(r.prompt, r.n_prompt), _ids_out(r.gen, r.n_gen)
         text = None  # as `cis2 run`: no text (text_error=) when the bytes are not UTF-8
         if self._tok is not None:
@@ -775,12 +778,8 @@ class Model(_Closing):
                 text = Tokenizer._decode(self._tok_h, ids).decode("utf-8")
             except (Error, UnicodeDecodeError):
                 text = None
-        rtext, why = None, None
-        if not receipt:
-            why = "a teacher-forced run is not a greedy decode"
-        elif isinstance(pbytes, str):
-            why = pbytes
-        else:
+        rtext, why = None, no_receipt
+        if why is None:
             rc = _lib.Receipt()
             pb = (ctypes.c_uint8 * max(len(pbytes), 1)).from_buffer_copy(pbytes or b"\0")
             _c.cis2_receipt_from_run(ctypes.byref(rc), self._h, ctypes.byref(r), pb, len(pbytes))
