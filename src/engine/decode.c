@@ -894,13 +894,18 @@ typedef struct {
 static int fp_enter(fp_guard *g, char *err) { return cis2_fpenv_enter(&g->saved, err); }
 static void fp_leave(const fp_guard *g) { cis2_fpenv_write(g->saved); }
 
+/* A NULL engine, refused with the reason by every call that has an err. */
+static int no_engine(const cis2_engine *e, const char *fn, char *err)
+{
+    if (e) return 0;
+    snprintf(err, CIS2_ERR_LEN, "%s: no engine (e is NULL)", fn);
+    return 1;
+}
+
 int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0, float *logits,
                         char *err)
 {
-    if (!e) {
-        snprintf(err, CIS2_ERR_LEN, "cis2_engine_forward: no engine (e is NULL)");
-        return 1;
-    }
+    if (no_engine(e, __func__, err)) return 1;
     fp_guard fg;
     if (fp_enter(&fg, err)) return 1;
     int rc = forward_one(e, &e->seqs[e->n_seqs], tokens, n, pos0, logits, err);
@@ -912,10 +917,7 @@ int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const c
                     int *seq, char *err)
 {
     *seq = -1;
-    if (!e) {
-        snprintf(err, CIS2_ERR_LEN, "cis2_seq_submit: no engine (e is NULL)");
-        return 1;
-    }
+    if (no_engine(e, __func__, err)) return 1;
     const cis2_model *m = e->m;
     const cis2_config *c = &m->cfg;
     if (!g || (n_prompt > 0 && !prompt)) {
@@ -1148,10 +1150,7 @@ static int decode_running(cis2_engine *e, char *err)
 
 int cis2_engine_step(cis2_engine *e, char *err)
 {
-    if (!e) {
-        snprintf(err, CIS2_ERR_LEN, "cis2_engine_step: no engine (e is NULL)");
-        return 1;
-    }
+    if (no_engine(e, __func__, err)) return 1;
     if (e->stepping) {
         snprintf(err, CIS2_ERR_LEN, "cis2_engine_step called from inside an on_step callback");
         return 1;
@@ -1218,10 +1217,7 @@ int cis2_seq_done(const cis2_engine *e, int seq)
 
 int cis2_seq_take(cis2_engine *e, int seq, cis2_result *r, char *err)
 {
-    if (!e) {
-        snprintf(err, CIS2_ERR_LEN, "cis2_seq_take: no engine (e is NULL)");
-        return 1;
-    }
+    if (no_engine(e, __func__, err)) return 1;
     if (!cis2_seq_done(e, seq)) {
         snprintf(err, CIS2_ERR_LEN, "sequence %d is not finished", seq);
         return 1;
@@ -1248,10 +1244,7 @@ void cis2_seq_cancel(cis2_engine *e, int seq)
 
 int cis2_seq_finish(cis2_engine *e, int seq, char *err)
 {
-    if (!e) {
-        snprintf(err, CIS2_ERR_LEN, "cis2_seq_finish: no engine (e is NULL)");
-        return 1;
-    }
+    if (no_engine(e, __func__, err)) return 1;
     if (e->stepping) {
         snprintf(err, CIS2_ERR_LEN, "cis2_seq_finish called from inside an on_step callback");
         return 1;
@@ -1272,10 +1265,7 @@ int cis2_generate(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis
 {
     memset(r, 0, sizeof *r);
     r->nan_step = r->nan_index = -1;
-    if (!e) {
-        snprintf(err, CIS2_ERR_LEN, "cis2_generate: no engine (e is NULL)");
-        return 1;
-    }
+    if (no_engine(e, __func__, err)) return 1;
     if (cis2_engine_active(e)) {
         snprintf(err, CIS2_ERR_LEN, "the engine is decoding other sequences (use cis2_seq_submit)");
         return 1;
