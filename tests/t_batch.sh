@@ -280,6 +280,12 @@ row batch-out-symlink "--out a symbolic link" "t_batch.sh" "$CIS2" "${B[@]}" --o
 row batch-out-is-in "--out the --in file" "t_batch.sh" "$CIS2" batch --model "$M" --in "$IN" --out "$IN"
 printf 'hello\n' > "$T/foreign.jsonl"
 row batch-out-foreign "--out holding something else" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/foreign.jsonl"
+# a file of someone else's that merely lacks its final newline is not a torn
+# result line: refused, not cut off
+printf '{"results": []}' > "$T/foreign-nonl.json"
+row batch-out-foreign-no-newline "--out holding something else, with no newline at its end" "t_batch.sh batch.foreign-out-without-newline-untouched" "$CIS2" "${B[@]}" --out "$T/foreign-nonl.json"
+[ "$(cat "$T/foreign-nonl.json")" == '{"results": []}' ] && pass batch.foreign-out-without-newline-untouched \
+    || fail batch.foreign-out-without-newline-untouched "now: $(head -c 80 "$T/foreign-nonl.json")"
 cp "$T/ref.jsonl" "$T/o-input.jsonl"
 row batch-out-other-input "--out holding results of an input with a different line count" "t_batch.sh" "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/o-input.jsonl"
 cp "$T/s3.1.jsonl" "$T/o-shard.jsonl"

@@ -175,6 +175,14 @@ static int scan_out(batch_ctx *b, long *n_done)
     } while (0)
     while ((k = cis2_jsonl_next(&r, &line, &len, &complete, err)) == 1) {
         if (!complete) {
+            /* Only what a cut-short append leaves is cut off: a prefix of a
+             * result line, which always starts {"line":. Anything else (a
+             * JSON file without its final '\n', say) is not ours to shorten. */
+            static const char head[] = "{\"line\":";
+            size_t hl = len < sizeof head - 1 ? len : sizeof head - 1;
+            if (!line || memcmp(line, head, hl) != 0)
+                REFUSE("not a cis2 batch result (an incomplete last line that does not start "
+                       "like one); refusing to append to it");
             if (ftruncate(b->fd, (off_t)r.good) != 0)
                 REFUSE("cannot cut off the incomplete last line: %s", strerror(errno));
             cis2_cli_note("batch",
