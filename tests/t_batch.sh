@@ -375,6 +375,27 @@ echo "$out" | grep -qx 'UNREADABLE line 30: "line" 99 is beyond "lines" 40' || o
 out=$("$CIS2" verify-batch "$T/bad.out" --model "$M"); rc=$?
 [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^SKIP')" -eq 18 ] && [[ "$(echo "$out" | tail -1)" == *"2 verified, 0 mismatched, 0 unreadable, 18 error line(s)"* ]] \
     && pass verify-batch.error-lines-skipped-and-counted || fail verify-batch.error-lines-skipped-and-counted "rc=$rc $(echo "$out" | tail -1)"
+# a result line with an "error" field added keeps its receipt: it is not
+# skipped as an error line (that hid any doctoring of it), the real error
+# lines still are
+$PY - "$T/bad.out" "$T/err-added.jsonl" <<'PY'
+import json, sys
+L = open(sys.argv[1], encoding="utf-8").read().splitlines(keepends=True)
+o = json.loads(L[0]); o["error"] = "x"; o["generated_token_ids"][0] ^= 1
+L[0] = json.dumps(o, ensure_ascii=False, separators=(",", ":")) + "\n"
+open(sys.argv[2], "w", encoding="utf-8").write("".join(L))
+PY
+out=$("$CIS2" verify-batch "$T/err-added.jsonl" --model "$M"); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -qx 'UNREADABLE line 1 (input line 1, id "ok1"): an "error" field, but not an error line as cis2 batch writes it (other fields)' \
+    && [[ "$(echo "$out" | tail -1)" == *"1 verified, 0 mismatched, 1 unreadable, 18 error line(s)"* ]] \
+    && pass verify-batch.result-with-error-field-not-skipped || fail verify-batch.result-with-error-field-not-skipped "rc=$rc $(echo "$out" | grep -v ^SKIP)"
+# an error message that is not valid UTF-8 once cut (a long non-ASCII unknown
+# field) is still an error line
+$PY -c 'import json; print(json.dumps({"id": "a", "prompt": "hi", "\u00e9" * 60: 1}, ensure_ascii=False))' > "$T/uf.jsonl"
+"$CIS2" batch --model "$M" --in "$T/uf.jsonl" --out "$T/uf.out" 2>/dev/null
+out=$("$CIS2" verify-batch "$T/uf.out" --model "$M"); rc=$?
+[ $rc -eq 0 ] && [ "$(echo "$out" | tail -1)" == "verify-batch: 1 line(s): 0 verified, 0 mismatched, 0 unreadable, 1 error line(s) without a receipt" ] \
+    && pass verify-batch.error-line-with-cut-message-skipped || fail verify-batch.error-line-with-cut-message-skipped "rc=$rc $out"
 python3 tools/make_model.py "$T/other-model" --seed 7 >/dev/null
 out=$("$CIS2" verify-batch "$T/ref.jsonl" --model "$T/other-model"); rc=$?
 [ $rc -eq 1 ] && [ "$(echo "$out" | grep -c '^MISMATCH line [0-9]* .*: weights-sha256')" -eq 40 ] && pass verify-batch.other-model-every-line-mismatches \

@@ -50,6 +50,25 @@ static void drop_job(void *ctx, cis2_pipe_job *job)
     free(j);
 }
 
+/* Whether `line` is an error line as `cis2 batch` writes it: "line",
+ * "lines", "id" (read by cis2_line_head_parse) and a string "error", in that
+ * order and nothing else. A line that merely has an "error" field, next to a
+ * receipt say, is not skipped as one: that would keep a receipt unchecked. */
+static int is_error_line(const char *line, size_t len)
+{
+    static const char *const keys[] = { "line", "lines", "id", "error" };
+    json_doc d = { 0 };
+    char err[CIS2_ERR_LEN];
+    if (cis2_json_line_parse(&d, line, len, err)) return 0;
+    int ok = d.nodes[0].type == JSON_OBJECT && d.nodes[0].count == 4, i = 0;
+    for (uint32_t k = d.nodes[0].first; ok && k != JSON_NONE; k = d.nodes[d.nodes[k].next].next)
+        ok = json_str_eq(&d, k, keys[i++]);
+    uint32_t v = json_get(&d, 0, "error", NULL);
+    ok = ok && v != JSON_NONE && d.nodes[v].type == JSON_STRING;
+    json_free(&d);
+    return ok;
+}
+
 static int next_job(void *ctx, cis2_pipe_job *job)
 {
     vctx *c = ctx;
@@ -84,7 +103,11 @@ static int next_job(void *ctx, cis2_pipe_job *job)
         if (cis2_line_head_parse(line, len, &j->h, err)) {
             /* err says why */
         } else if (j->h.is_error) {
-            j->kind = SKIP;
+            if (is_error_line(line, len)) j->kind = SKIP;
+            else
+                snprintf(err, sizeof err,
+                         "an \"error\" field, but not an error line as cis2 batch writes it "
+                         "(other fields)");
         } else if (cis2_json_line_parse(&d, line, len, err) == 0) {
             uint32_t rv = json_get(&d, 0, "receipt", NULL);
             size_t rl;
