@@ -272,6 +272,17 @@ row batch-batch-zero "--batch 0" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/x.json
 row batch-in-missing "--in that does not exist" "t_batch.sh" "$CIS2" batch --model "$M" --in "$T/none.jsonl" --out "$T/x.jsonl"
 row batch-in-fifo "--in is a FIFO" "t_batch.sh" $TO "$CIS2" batch --model "$M" --in "$T/fifo" --out "$T/x.jsonl"
 row batch-in-too-big "--in larger than 1 GiB (refused by its size, unread)" "t_batch.sh" "$CIS2" batch --model "$M" --in "$T/big.jsonl" --out "$T/x.jsonl"
+# an input with more lines than memory holds the line index for is refused,
+# never cut short: 20 M blank lines under a 1.25 GiB address-space limit (the
+# index's growth fails; before, the run went on as an input of 16777216 lines)
+if bash -c 'ulimit -v 1250000; "$0" selftest >/dev/null 2>&1' "$CIS2" 2>/dev/null; then
+    $PY -c 'import sys; open(sys.argv[1], "w").write("\n" * 20000000)' "$T/nl.jsonl"
+    out=$( (ulimit -v 1250000; timeout 20 "$CIS2" batch --model "$M" --in "$T/nl.jsonl" --out "$T/nl.out") 2>&1); rc=$?
+    [ $rc -eq 2 ] && [ ! -e "$T/nl.out" ] && [ "$(sed "s#$T/##" <<< "$out")" == "cis2 batch: nl.jsonl: out of memory" ] \
+        && pass batch.in-too-many-lines-for-memory-refused \
+        || fail batch.in-too-many-lines-for-memory-refused "rc=$rc $out $(head -c 60 "$T/nl.out" 2>/dev/null)"
+    rm -f "$T/nl.jsonl" "$T/nl.out"
+else skip batch.in-too-many-lines-for-memory-refused "this build cannot run under a 1.25 GiB address-space limit (sanitizer shadow memory?)"; fi
 row batch-in-longer-than-size "--in longer than its size says (/proc: size 0; a file still being written)" "t_batch.sh" "$CIS2" batch --model "$M" --in /proc/self/status --out "$T/x.jsonl"
 row batch-out-device "--out a character device" "t_batch.sh" "$CIS2" "${B[@]}" --out /dev/null
 row batch-out-fifo "--out a FIFO" "t_batch.sh" $TO "$CIS2" "${B[@]}" --out "$T/fifo"

@@ -52,7 +52,12 @@ static int split_lines(const char *buf, size_t len, in_line **out, int *n)
         size_t e = nl ? (size_t)(nl - buf) : len;
         if ((size_t)k == cap) {
             in_line *t = realloc(L, (cap *= 2) * sizeof *L);
-            if (!t) break;
+            if (!t) { /* a failure, never a shorter input: "lines" would be wrong */
+                free(L);
+                L = NULL;
+                k = 0;
+                break;
+            }
             L = t;
         }
         memset(&L[k], 0, sizeof L[k]);
