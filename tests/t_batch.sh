@@ -122,6 +122,12 @@ torn=$(tail -c 1 "$T/k.jsonl" | od -An -c | tr -d ' ')
 err=$("$CIS2" "${B[@]}" --out "$T/k.jsonl" 2>&1 >/dev/null)
 [ $rc -eq 137 ] && [ "$torn" != '\n' ] && cmp -s "$T/k.jsonl" "$T/ref.jsonl" && [[ "$err" == *"dropped an incomplete last line"* ]] \
     && pass batch.resume-drops-torn-last-line || fail batch.resume-drops-torn-last-line "rc=$rc tail=$torn err=$err $(cmp "$T/k.jsonl" "$T/ref.jsonl" 2>&1)"
+# a power cut can leave an unsynced append as NUL bytes (the new size, no
+# data): that tail is cut off too
+head -5 "$T/ref.jsonl" > "$T/nul.jsonl"; head -c 300 /dev/zero >> "$T/nul.jsonl"
+err=$("$CIS2" "${B[@]}" --out "$T/nul.jsonl" 2>&1 >/dev/null); rc=$?
+[ $rc -eq 0 ] && cmp -s "$T/nul.jsonl" "$T/ref.jsonl" && [[ "$err" == *"dropped an incomplete last line (300 bytes"* ]] \
+    && pass batch.resume-drops-nul-tail || fail batch.resume-drops-nul-tail "rc=$rc $err"
 # a shard killed and resumed still merges to the same bytes
 { CIS2_BATCH_KILL_AFTER=5 "$CIS2" "${B[@]}" --out "$T/ks1.jsonl" --shard 1/3; } 2>/dev/null
 "$CIS2" "${B[@]}" --out "$T/ks1.jsonl" --shard 1/3 2>/dev/null

@@ -181,11 +181,14 @@ static int scan_out(batch_ctx *b, long *n_done)
     while ((k = cis2_jsonl_next(&r, &line, &len, &complete, err)) == 1) {
         if (!complete) {
             /* Only what a cut-short append leaves is cut off: a prefix of a
-             * result line, which always starts {"line":. Anything else (a
-             * JSON file without its final '\n', say) is not ours to shorten. */
+             * result line, which always starts {"line":, or NUL bytes (a
+             * power cut can leave an unsynced append's new size with no
+             * data). Anything else (a JSON file without its final '\n',
+             * say) is not ours to shorten. */
             static const char head[] = "{\"line\":";
-            size_t hl = len < sizeof head - 1 ? len : sizeof head - 1;
-            if (!line || memcmp(line, head, hl) != 0)
+            size_t hl = len < sizeof head - 1 ? len : sizeof head - 1, z = 0;
+            while (line && z < len && line[z] == 0) z++;
+            if (!line || (z < len && memcmp(line, head, hl) != 0))
                 REFUSE("not a cis2 batch result (an incomplete last line that does not start "
                        "like one); refusing to append to it");
             if (ftruncate(b->fd, (off_t)r.good) != 0)
