@@ -417,6 +417,28 @@ python3 tools/make_model.py "$T/other-model" --seed 7 >/dev/null
 out=$("$CIS2" verify-batch "$T/ref.jsonl" --model "$T/other-model"); rc=$?
 [ $rc -eq 1 ] && [ "$(echo "$out" | grep -c '^MISMATCH line [0-9]* .*: weights-sha256')" -eq 40 ] && pass verify-batch.other-model-every-line-mismatches \
     || fail verify-batch.other-model-every-line-mismatches "rc=$rc $(echo "$out" | tail -2)"
+# receipts this model cannot re-run (more positions than it has) are each that
+# line's verdict, and the rest is still checked: a model with
+# max_position_embeddings 8 (every line: config-sha256), and one doctored
+# gen-toks 9000 next to intact lines
+python3 tools/make_model.py "$T/pos8-model" --max-pos 8 >/dev/null
+out=$("$CIS2" verify-batch "$T/ref.jsonl" --model "$T/pos8-model" 2>&1); rc=$?
+[ $rc -eq 1 ] && [ "$(echo "$out" | grep -c '^MISMATCH line [0-9]* .*: config-sha256')" -eq 40 ] && pass verify-batch.smaller-max-pos-model-every-line-mismatches \
+    || fail verify-batch.smaller-max-pos-model-every-line-mismatches "rc=$rc $(echo "$out" | tail -2)"
+$PY - "$T/ref.jsonl" "$T/gen9000.jsonl" <<'PY'
+import json, re, sys
+L = open(sys.argv[1], encoding="utf-8").read().splitlines(keepends=True)[:3]
+o = json.loads(L[0]); r = o["receipt"]
+r = re.sub(r"gen-toks \d+", "gen-toks 9000", r)
+r = re.sub(r"generated-token-ids [0-9,]+", "generated-token-ids " + ",".join(["28"] * 9000), r)
+o["receipt"] = r
+L[0] = json.dumps(o, ensure_ascii=False, separators=(",", ":")) + "\n"
+open(sys.argv[2], "w", encoding="utf-8").write("".join(L))
+PY
+out=$("$CIS2" verify-batch "$T/gen9000.jsonl" --model "$M" 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -qx 'UNREADABLE line 1 (input line 1, id "p00"): the receipt cannot be re-run with this model: prompt (3 tokens) + gen-toks 9000 exceeds max_position_embeddings = 8192' \
+    && [ "$(echo "$out" | tail -1)" == "verify-batch: 3 line(s): 2 verified, 0 mismatched, 1 unreadable, 0 error line(s) without a receipt" ] \
+    && pass verify-batch.receipt-beyond-max-pos-is-one-line || fail verify-batch.receipt-beyond-max-pos-is-one-line "rc=$rc $out"
 cp "$T/s3.1.jsonl" "$T/vtorn.jsonl"; printf '{"line":2' >> "$T/vtorn.jsonl"
 out=$("$CIS2" verify-batch "$T/vtorn.jsonl" --model "$M"); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -qx 'UNREADABLE line 14: incomplete last line (an interrupted write)' && pass verify-batch.torn-last-line-unreadable \
