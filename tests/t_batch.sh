@@ -413,6 +413,10 @@ $PY -c 'import json; print(json.dumps({"id": "a", "prompt": "hi", "\u00e9" * 60:
 out=$("$CIS2" verify-batch "$T/uf.out" --model "$M"); rc=$?
 [ $rc -eq 0 ] && [ "$(echo "$out" | tail -1)" == "verify-batch: 1 line(s): 0 verified, 0 mismatched, 0 unreadable, 1 error line(s) without a receipt" ] \
     && pass verify-batch.error-line-with-cut-message-skipped || fail verify-batch.error-line-with-cut-message-skipped "rc=$rc $out"
+# the unknown field's name is cut between two characters, never inside one
+# (which printed as U+FFFD)
+$PY -c 'import json, sys; e = json.loads(open(sys.argv[1], encoding="utf-8").read())["error"]; sys.exit(e != "unknown field \"" + "\u00e9" * 39 + " (expected id, prompt, prompt_ids or messages, max_tokens, stop_at_eos)")' "$T/uf.out" \
+    && pass batch.unknown-field-name-cut-between-characters || fail batch.unknown-field-name-cut-between-characters "$(cat "$T/uf.out")"
 python3 tools/make_model.py "$T/other-model" --seed 7 >/dev/null
 out=$("$CIS2" verify-batch "$T/ref.jsonl" --model "$T/other-model"); rc=$?
 [ $rc -eq 1 ] && [ "$(echo "$out" | grep -c '^MISMATCH line [0-9]* .*: weights-sha256')" -eq 40 ] && pass verify-batch.other-model-every-line-mismatches \

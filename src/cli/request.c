@@ -119,10 +119,18 @@ int cis2_request_from_json(const json_doc *d, uint32_t obj, const cis2_model *m,
             cis2_sb sb = { 0 };
             cis2_sb_json_str(&sb, name ? name : "", name ? strlen(name) : 0);
             free(name);
+            /* at most 80 bytes of the quoted name, cut between two characters
+             * (a cut inside one would print as U+FFFD, a character the line
+             * does not hold) */
+            int cut = sb.b ? (int)strlen(sb.b) : 1;
+            if (cut > 80) {
+                cut = 80;
+                while (cut > 0 && ((unsigned char)sb.b[cut] & 0xC0) == 0x80) cut--;
+            }
             snprintf(err, CIS2_ERR_LEN,
-                     "unknown field %.80s (expected id, prompt, prompt_ids or messages, "
+                     "unknown field %.*s (expected id, prompt, prompt_ids or messages, "
                      "max_tokens, stop_at_eos)",
-                     sb.b ? sb.b : "?");
+                     cut, sb.b ? sb.b : "?");
             cis2_sb_free(&sb);
             return 1;
         }
