@@ -392,6 +392,25 @@ echo "$out" | grep -qx 'UNREADABLE line 30: "line" 99 is beyond "lines" 40' || o
 out=$("$CIS2" verify-batch "$T/bad.out" --model "$M"); rc=$?
 [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^SKIP')" -eq 18 ] && [[ "$(echo "$out" | tail -1)" == *"2 verified, 0 mismatched, 0 unreadable, 18 error line(s)"* ]] \
     && pass verify-batch.error-lines-skipped-and-counted || fail verify-batch.error-lines-skipped-and-counted "rc=$rc $(echo "$out" | tail -1)"
+# what differs when no value does: CRLF line endings are not "set or order
+# of fields"; swapped fields are their order, an added one the set
+$PY - "$T/ref.jsonl" "$T/layout.jsonl" <<'PY'
+import json, sys
+L = open(sys.argv[1], encoding="utf-8").read().splitlines()[:3]
+L[0] += "\r"
+o = json.loads(L[1]); L[1] = json.dumps({"lines": o.pop("lines"), **o}, ensure_ascii=False, separators=(",", ":"))
+o = json.loads(L[2]); o["note"] = 1; L[2] = json.dumps(o, ensure_ascii=False, separators=(",", ":"))
+open(sys.argv[2], "w", encoding="utf-8").write("\n".join(L) + "\n")
+PY
+out=$("$CIS2" verify-batch "$T/layout.jsonl" --model "$M"); rc=$?
+want=$(cat <<'EOF'
+MISMATCH line 1 (input line 1, id "p00"): the receipt verifies, but not the line's bytes between the fields (whitespace, a \r line ending)
+MISMATCH line 2 (input line 2, id "p01"): the receipt verifies, but not the line's order of fields
+MISMATCH line 3 (input line 3, id "p02"): the receipt verifies, but not the line's set of fields
+verify-batch: 3 line(s): 0 verified, 3 mismatched, 0 unreadable, 0 error line(s) without a receipt
+EOF
+)
+[ $rc -eq 1 ] && [ "$out" == "$want" ] && pass verify-batch.names-layout-differences || fail verify-batch.names-layout-differences "rc=$rc $out"
 # a result line with an "error" field added keeps its receipt: it is not
 # skipped as an error line (that hid any doctoring of it), the real error
 # lines still are

@@ -172,8 +172,17 @@ static void diff_fields(const char *a, size_t al, const char *b, size_t bl, cis2
         if (!same) cis2_sb_printf(out, "%s%s", n++ ? ", " : "", key);
         free(key);
     }
-    if (x.nodes[0].count != y.nodes[0].count || !n)
-        cis2_sb_printf(out, "%sset or order of fields", n ? ", " : "");
+    if (x.nodes[0].count != y.nodes[0].count) {
+        cis2_sb_printf(out, "%sset of fields", n ? ", " : "");
+    } else if (!n) { /* the same values: either their order or the bytes around them differ */
+        int order = 0;
+        for (uint32_t k = x.nodes[0].first, l = y.nodes[0].first; k != JSON_NONE && l != JSON_NONE;
+             k = x.nodes[x.nodes[k].next].next, l = y.nodes[y.nodes[l].next].next)
+            order |= x.nodes[k].len != y.nodes[l].len ||
+                     memcmp(a + x.nodes[k].start, b + y.nodes[l].start, x.nodes[k].len) != 0;
+        cis2_sb_str(out, order ? "order of fields"
+                               : "bytes between the fields (whitespace, a \\r line ending)");
+    }
     json_free(&x);
     json_free(&y);
 }
