@@ -35,8 +35,12 @@ typedef struct {
     const char *chat_err;
 } cis2_request_defaults;
 /* Just the "id" of a JSON line (no model needed); 0 when the line is a JSON
- * object with a string "id" (malloc'd into *id), else 1. */
+ * object with a string "id" (malloc'd into *id), 1 when it is not, -1 when
+ * memory ran out (no answer about the line). */
 int cis2_request_id(const char *text, size_t len, char **id, size_t *id_len);
+/* Whether a request error is memory running out, not a fault of the line
+ * (every such message ends "out of memory"). */
+int cis2_request_err_is_oom(const char *err);
 /* The whole request, checked against `m` (vocabulary, max_position_embeddings;
  * "prompt" is encoded with the model's tokenizer). 0, or 1 with one line in
  * err (rq->id is still filled when it was readable). Free with _free. */

@@ -88,7 +88,8 @@ static int cmp_id(const void *a, const void *b)
 }
 
 /* Every line's id (the whole file, whatever the shard: duplicates are found
- * the same way by every shard), and which lines repeat an earlier id. */
+ * the same way by every shard), and which lines repeat an earlier id. 1 when
+ * memory ran out (a line would lose its id, its result would say null). */
 static int index_ids(in_line *L, int n)
 {
     id_ref *r = malloc(((size_t)n + 1) * sizeof *r);
@@ -96,8 +97,12 @@ static int index_ids(in_line *L, int n)
     int k = 0;
     for (int i = 0; i < n; i++) {
         if (L[i].len > CIS2_BATCH_MAX_LINE) continue;
-        if (cis2_request_id(L[i].text, L[i].len, &L[i].id, &L[i].id_len) == 0)
-            r[k++] = (id_ref){ L[i].id, L[i].id_len, i + 1 };
+        int got = cis2_request_id(L[i].text, L[i].len, &L[i].id, &L[i].id_len);
+        if (got < 0) {
+            free(r);
+            return 1;
+        }
+        if (got == 0) r[k++] = (id_ref){ L[i].id, L[i].id_len, i + 1 };
     }
     qsort(r, (size_t)k, sizeof *r, cmp_id);
     for (int j = 1, first = k ? r[0].line : 0; j < k; j++) {
@@ -305,6 +310,15 @@ static int next_job(void *ctx, cis2_pipe_job *job)
         job->n_ids = u->rq.n_ids;
         job->g.n_gen = u->rq.max_tokens;
         job->g.stop_at_eos = u->rq.stop_at_eos;
+    }
+    /* spec (docs/scale.md): an error line is only ever a fault of the line,
+     * which a rerun finds again; memory running out stops the run instead,
+     * and the rerun retries the line */
+    if (err[0] && cis2_request_err_is_oom(err)) {
+        cis2_cli_usage_error("batch", "%s: line %d: out of memory", b->in_path, u->line);
+        cis2_request_free(&u->rq);
+        free(u);
+        return -1;
     }
     if (err[0] && !(u->msg = strdup(err))) {
         cis2_request_free(&u->rq);

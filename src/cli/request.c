@@ -19,19 +19,26 @@ static const char *FIELDS[] = { "id",         "prompt",      "prompt_ids",
         return 1;                                                                                  \
     } while (0)
 
+int cis2_request_err_is_oom(const char *err)
+{
+    static const char oom[] = "out of memory";
+    size_t n = strlen(err), k = sizeof oom - 1;
+    return n >= k && strcmp(err + n - k, oom) == 0 && (n == k || err[n - k - 1] == ' ');
+}
+
 int cis2_request_id(const char *text, size_t len, char **id, size_t *id_len)
 {
     json_doc d = { 0 };
     char err[CIS2_ERR_LEN];
     *id = NULL;
     *id_len = 0;
-    if (cis2_json_line_parse(&d, text, len, err)) return 1;
-    int dups = 0;
+    if (cis2_json_line_parse(&d, text, len, err)) return cis2_request_err_is_oom(err) ? -1 : 1;
+    int dups = 0, rc = 1;
     uint32_t v = json_get(&d, 0, "id", &dups);
     if (v != JSON_NONE && dups == 1 && d.nodes[v].type == JSON_STRING)
-        *id = json_str_dup(&d, v, id_len);
+        rc = (*id = json_str_dup(&d, v, id_len)) ? 0 : -1;
     json_free(&d);
-    return *id ? 0 : 1;
+    return rc;
 }
 
 static int get_int(const json_doc *d, uint32_t v, const char *name, long lo, long hi, int *out,
