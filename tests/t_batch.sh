@@ -528,3 +528,14 @@ PY
         && pass "batch.k8s-manifest-runs-locally ($n indexed pods + merge Job = single-process bytes)" \
         || fail batch.k8s-manifest-runs-locally "n=$n ok=$ok $(tail -n 1 "$K8/out/verify.txt" 2>&1)"
 else skip batch.k8s-manifest-runs-locally "no python3 with PyYAML (Debian: python3-yaml)"; fi
+
+# ---- tools/slurm/cis2-array.sbatch run as the plain script it is (a one-task
+# array): --threads in CIS2_ARGS wins over the allocation's -c (both were
+# passed, and cis2 refused the second), and the shard equals the reference
+SA=(env SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_TASK_COUNT=1 SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=0
+    CIS2="$CIS2" CIS2_MODEL="$M" CIS2_IN="$IN" CIS2_OUTDIR="$T/sa")
+mkdir -p "$T/sa"
+"${SA[@]}" SLURM_CPUS_PER_TASK=1 CIS2_ARGS="-n 12 --threads 2" bash tools/slurm/cis2-array.sbatch \
+    2>"$T/sa.err"; rc=$?
+cmp -s "$T/sa/shard-0.jsonl" "$T/ref.jsonl" && [ $rc -eq 0 ] && pass batch.sbatch-own-threads-win \
+    || fail batch.sbatch-own-threads-win "rc=$rc $(head -2 "$T/sa.err")"
