@@ -80,6 +80,12 @@ static void check_parser(void)
           "more than once" },
         { "stream-options", "{\"model\":\"fx\",\"prompt\":\"a\",\"stream_options\":{\"x\":1}}", 400,
           "stream_options", "include_usage" },
+        { "stream-options-no-stream",
+          "{\"model\":\"fx\",\"prompt\":\"a\",\"stream_options\":{\"include_usage\":true}}", 400,
+          "stream_options", "only allowed with \"stream\": true" },
+        { "stream-options-stream-false",
+          "{\"model\":\"fx\",\"prompt\":\"a\",\"stream\":false,\"stream_options\":{}}", 400,
+          "stream_options", "only allowed with" },
         { "seed-type", "{\"model\":\"fx\",\"prompt\":\"a\",\"seed\":\"1\"}", 400, "seed", "" },
         { "user-type", "{\"model\":\"fx\",\"prompt\":\"a\",\"user\":5}", 400, "user", "" },
     };
@@ -177,6 +183,9 @@ static void check_chat_parser(void)
           "max_completion_tokens", "give one" },
         { "mct-0", "{\"model\":\"fx\"," U ",\"max_completion_tokens\":0}", 400,
           "max_completion_tokens", "outside" },
+        { "stream-options-no-stream",
+          "{\"model\":\"fx\"," U ",\"stream_options\":{\"include_usage\":true}}", 400,
+          "stream_options", "only allowed with" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const bad_case *c = &cases[i];

@@ -354,6 +354,13 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
         if (get_bool(&d, json_get(&d, v, "include_usage", NULL), "stream_options.include_usage",
                      &r->include_usage, e))
             goto out;
+        /* It shapes a stream only; taken without one, the usage chunk the
+         * client asked for would silently never come (OpenAI refuses it too). */
+        if (!r->stream) {
+            serve_fail(e, 400, "stream_options", NULL,
+                       "stream_options: only allowed with \"stream\": true");
+            goto out;
+        }
     }
     if (get_stop(&d, json_get(&d, 0, "stop", NULL), r, e)) goto out;
     v = json_get(&d, 0, "logprobs", NULL); /* completions: a count; chat: a boolean */
