@@ -176,6 +176,14 @@ case "$r" in "HTTP/1.1 400 "*) pass serve.http.negative-content-length-400;;
     *) fail serve.http.negative-content-length-400 "$(printf '%s' "$r" | head -c 300)";; esac
 code=$(C -o /dev/null -w '%{http_code}' "$U/v1/completions")
 expect_eq serve.bad.get-is-405 "$code" 405
+# A 405 lists the methods the path takes (RFC 9110 §15.5.6), and HEAD is GET without a body.
+allow=$(C -o /dev/null -D - "$U/v1/completions" | tr -d '\r' | sed -n 's/^[Aa]llow: //p')
+expect_eq serve.http.405-allow-post "$allow" POST
+allow=$(C -o /dev/null -D - -d '{}' "$U/health" | tr -d '\r' | sed -n 's/^[Aa]llow: //p')
+expect_eq serve.http.405-allow-get "$allow" "GET, HEAD"
+r=$(C -I "$U/health" | tr -d '\r' | grep -iE '^(HTTP/|content-type:)' | tr '\n' ' ')
+expect_eq serve.http.head-health "$r" "HTTP/1.1 200 OK Content-Type: application/json "
+expect_eq serve.http.head-models "$(C -I -o /dev/null -w '%{http_code}' "$U/v1/models")" 200
 code=$(C -o /dev/null -w '%{http_code}' "$U/v1/nope")
 expect_eq serve.bad.unknown-path-404 "$code" 404
 # Limits: body (Content-Length, and chunked), header size, idle connections.

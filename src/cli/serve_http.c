@@ -60,11 +60,12 @@ typedef struct {
 } req_ctx;
 
 /* ------------------------------------------------------------ responses */
-/* `close`: the connection ends after this response (a request whose
+/* `allow`: the methods the path takes (a 405 must list them, RFC 9110
+ * §15.5.6); `close`: the connection ends after this response (a request whose
  * framing cannot be trusted). */
 static enum MHD_Result send_buf(struct MHD_Connection *c, int status, const char *type,
                                 const void *p, size_t n, int copy, const char *retry_after,
-                                int close)
+                                const char *allow, int close)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(
         n, (void *)p, copy ? MHD_RESPMEM_MUST_COPY : MHD_RESPMEM_PERSISTENT);
@@ -74,7 +75,7 @@ static enum MHD_Result send_buf(struct MHD_Connection *c, int status, const char
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     if (retry_after) MHD_add_response_header(r, "Retry-After", retry_after);
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-    if (status == 405) MHD_add_response_header(r, "Allow", "GET, POST");
+    if (allow) MHD_add_response_header(r, "Allow", allow);
     if (close) MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -87,7 +88,7 @@ static enum MHD_Result send_json(struct MHD_Connection *c, int status, cis2_sb *
     size_t n;
     char *b = cis2_sb_take(sb, &n);
     if (!b) return MHD_NO; /* out of memory: drop the connection */
-    enum MHD_Result rc = send_buf(c, status, "application/json", b, n, 1, retry_after, close);
+    enum MHD_Result rc = send_buf(c, status, "application/json", b, n, 1, retry_after, NULL, close);
     free(b);
     return rc;
 }
@@ -105,6 +106,22 @@ static enum MHD_Result fail(struct MHD_Connection *c, int status, const char *pa
     serve_err e;
     serve_fail(&e, status, param, code, "%s", msg);
     return send_error(c, &e, 0);
+}
+
+/* A method the path does not take: 405, with the ones it does in Allow. */
+static enum MHD_Result refuse_method(struct MHD_Connection *c, int want_post)
+{
+    serve_err e;
+    serve_fail(&e, 405, NULL, NULL, "%s", want_post ? "use POST" : "use GET");
+    cis2_sb sb = { 0 };
+    serve_json_error(&sb, &e);
+    size_t n;
+    char *b = cis2_sb_take(&sb, &n);
+    if (!b) return MHD_NO;
+    enum MHD_Result rc =
+        send_buf(c, 405, "application/json", b, n, 1, NULL, want_post ? "POST" : "GET, HEAD", 0);
+    free(b);
+    return rc;
 }
 
 /* The peer closed its end (EOF or an error on a peek), checked while we wait. */
@@ -516,7 +533,7 @@ static enum MHD_Result do_verifier(serve_http *h, struct MHD_Connection *c, cons
                      name);
             return fail(c, 404, NULL, NULL, m);
         }
-        enum MHD_Result rc = send_buf(c, 200, files[i][1], b, n, 1, NULL, 0);
+        enum MHD_Result rc = send_buf(c, 200, files[i][1], b, n, 1, NULL, NULL, 0);
         free(b);
         return rc;
     }
@@ -588,11 +605,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         int n_cl = 0;
         MHD_get_connection_values(c, MHD_HEADER_KIND, count_cl, &n_cl);
         if (n_cl > 1) return refuse_content_length(c);
-        int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
+        /* HEAD is GET without the body (libmicrohttpd leaves it out): RFC 9110
+         * §9.1 asks every server for it, and health checkers use it. */
+        int post = !strcmp(method, "POST"), get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
         if (rq->route == R_NONE) return fail(c, 404, NULL, NULL, "no such path");
         int want_post = rq->route == R_COMPLETIONS || rq->route == R_CHAT || rq->route == R_VERIFY;
-        if (want_post ? !post : !get)
-            return fail(c, 405, NULL, NULL, want_post ? "use POST" : "use GET");
+        if (want_post ? !post : !get) return refuse_method(c, want_post);
         if (rq->route >= R_MODELS && rq->route <= R_VERIFY && !auth_ok(h, c))
             return fail(c, 401, NULL, "invalid_api_key",
                         "a valid API key is required: Authorization: Bearer KEY");
@@ -614,7 +632,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     switch (rq->route) {
     case R_PAGE: {
         const page_asset *a = page_file(url);
-        return send_buf(c, 200, a->type, a->bytes, *a->len, 0, NULL, 0);
+        return send_buf(c, 200, a->type, a->bytes, *a->len, 0, NULL, NULL, 0);
     }
     case R_HEALTH: return do_health(h, c);
     case R_MODELS: return do_models(h, c, url, 0);
