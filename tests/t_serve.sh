@@ -276,6 +276,33 @@ case "$code $(cat "$T/vmiss.json")" in
     "404 "*) pass serve.verifier.404-hides-path;; *) fail serve.verifier.404-hides-path "$code";; esac
 kill "$SPID"
 
+# A verification is one more sequence in the batch: a client that goes away stops it (the
+# completion after it is not held up behind its run, which never completes), and a shutdown
+# ends it between two steps, with an answer, instead of waiting for its whole run.
+start slowv --model "$T/slow" --max-batch 2 --queue 2 --threads 1 || exit 0
+V="http://127.0.0.1:$PORT"; VPID=$SPID
+# A long run without paying for one first (under ASan too): a 2-token receipt made to claim
+# 4000 ids runs all 4000 steps, then mismatches.
+C "$V/v1/completions" -d '{"model":"slow","prompt":"hello world","max_tokens":2}' > "$T/v2.json"
+python3 - "$T/v2.json" > "$T/v4000.req" <<'PYEOF'
+import json, sys
+r = json.load(open(sys.argv[1]))["cis2"]["receipt"].split("\n")
+r = ["gen-toks 4000" if l.startswith("gen-toks ") else
+     "generated-token-ids " + ",".join(["5"] * 4000) if l.startswith("generated-token-ids ") else l
+     for l in r]
+print(json.dumps({"receipt": "\n".join(r)}))
+PYEOF
+C --max-time 1 "$V/v1/verify" -d @"$T/v4000.req" > /dev/null 2>&1
+C "$V/v1/completions" -d '{"model":"slow","prompt":"hi","max_tokens":1}' > /dev/null
+h=$(wait_idle "$PORT")
+case "$h" in *'"slots_busy":0,"queued":0,"queue_capacity":2,"completed":2,'*) pass serve.verify.disconnect-stops-it;;
+    *) fail serve.verify.disconnect-stops-it "$h";; esac
+C "$V/v1/verify" -d @"$T/v4000.req" > "$T/vterm.json" 2>&1 & VC=$!
+for _ in $(seq 1 100); do case "$(health "$PORT")" in *'"slots_busy":1,'*) break;; esac; sleep 0.05; done
+kill -TERM "$VPID"; wait "$VPID"; rc=$?; wait "$VC"
+expect_eq serve.verify.shutdown-ends-it "$rc $(jget "$T/vterm.json" 'd["error"]["message"]' 2>&1)" \
+    "0 the server is shutting down"
+
 # Disconnects free slots; a full server answers 503 with Retry-After.
 start slow --model "$T/slow" --max-batch 1 --queue 1 --threads 1 || exit 0
 S="http://127.0.0.1:$PORT"

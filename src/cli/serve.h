@@ -116,8 +116,9 @@ void serve_sched_stop(serve_sched *s);
 void serve_sched_free(serve_sched *s);
 /* Queue work. SERVE_BUSY (no job made) when queue_cap requests already wait. */
 int serve_sched_submit(serve_sched *s, const serve_gen_params *p, serve_job **j, char *err);
-/* A verification takes the engine alone: admission pauses until the running
- * sequences finish, then cis2_receipt_verify runs. *rc is moved in. */
+/* A verification is one more sequence in the batch (cis2_receipt_verify_begin,
+ * the run, _finish): released or shut down, it stops between two steps.
+ * *rc is moved in. */
 int serve_sched_verify(serve_sched *s, cis2_receipt *rc, serve_job **j, char *err);
 /* Wait at most timeout_ms for news: appends the next piece of sendable text
  * (what one decode step added) to out (may be NULL); returns 1 once the job is

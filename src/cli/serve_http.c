@@ -260,7 +260,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
         } else if (st->out.len == 0 && peer_gone(st->c)) {
             return MHD_CONTENT_READER_END_WITH_ERROR; /* sse_free cancels the job */
         } else if (st->out.len == 0 && cis2_now_ms() - st->last_out > SSE_PING_MS) {
-            cis2_sb_str(&st->out, ": ping\n\n"); /* queued, or behind a verification */
+            cis2_sb_str(&st->out, ": ping\n\n"); /* queued for a slot */
         }
         if (st->out.len) st->last_out = cis2_now_ms();
     }

@@ -74,8 +74,10 @@ static void job_free(serve_job *j)
     cis2_sb_free(&j->text);
     cis2_sb_free(&j->pub);
     cis2_result_free(&j->r);
-    if (j->kind == JOB_VERIFY) cis2_receipt_free(&j->rc);
-    if (j->has_verdict) cis2_verdict_free(&j->v);
+    if (j->kind == JOB_VERIFY) { /* v may be half-filled: cancelled between its halves */
+        cis2_receipt_free(&j->rc);
+        cis2_verdict_free(&j->v);
+    }
     free(j);
 }
 
@@ -137,19 +139,41 @@ static void on_step(void *ctx, int step, const float *logits, int vocab, int32_t
 }
 
 /* ----------------------------------------------------- decode thread */
+/* A verification is a sequence like any other (cis2_receipt_verify in its two
+ * halves), so that it shares the batch, and a client that goes away or a
+ * shutdown stops it between two steps instead of waiting for its whole run. */
 static void admit(serve_sched *s, serve_job *j) /* under s->mu */
 {
     char err[CIS2_ERR_LEN];
     cis2_gen_opts g = { j->n_gen, j->stop_at_eos, on_step, j, NULL, 0 };
-    j->ids = malloc((size_t)j->n_gen * sizeof *j->ids);
-    j->cap_seg = j->n_gen + 1; /* a segment per step, and the flush at the end */
-    j->seg = malloc((size_t)j->cap_seg * sizeof *j->seg);
-    if (!j->ids || !j->seg) {
-        finish_job(j, 500, "out of memory");
-        unref(j);
-        return;
+    const int32_t *prompt = j->prompt;
+    int n_prompt = j->n_prompt, run = 1;
+    if (j->kind == JOB_VERIFY) {
+        if (cis2_receipt_verify_begin(s->m, &j->rc, &j->v, &g, &run, err)) {
+            finish_job(j, 400, err);
+            unref(j);
+            return;
+        }
+        if (!run) { /* the verdict is complete already: a mismatch before the run */
+            j->has_verdict = 1;
+            s->completed++;
+            finish_job(j, 0, NULL);
+            unref(j);
+            return;
+        }
+        prompt = j->rc.prompt_ids;
+        n_prompt = j->rc.n_prompt;
+    } else {
+        j->ids = malloc((size_t)j->n_gen * sizeof *j->ids);
+        j->cap_seg = j->n_gen + 1; /* a segment per step, and the flush at the end */
+        j->seg = malloc((size_t)j->cap_seg * sizeof *j->seg);
+        if (!j->ids || !j->seg) {
+            finish_job(j, 500, "out of memory");
+            unref(j);
+            return;
+        }
     }
-    if (cis2_seq_submit(s->e, j->prompt, j->n_prompt, &g, &j->seq, err)) {
+    if (cis2_seq_submit(s->e, prompt, n_prompt, &g, &j->seq, err)) {
         finish_job(j, 400, err);
         unref(j);
         return;
@@ -159,6 +183,19 @@ static void admit(serve_sched *s, serve_job *j) /* under s->mu */
     s->n_running++;
 }
 
+/* A verification's run is over: its verdict, from the second half. */
+static void verify_done(serve_sched *s, serve_job *j) /* under s->mu */
+{
+    char err[CIS2_ERR_LEN];
+    cis2_result res;
+    int fail = cis2_seq_take(s->e, j->seq, &res, err);
+    if (fail) cis2_seq_cancel(s->e, j->seq);
+    else fail = cis2_receipt_verify_finish(&j->rc, &res, &j->v, err);
+    j->has_verdict = !fail;
+    s->completed++;
+    finish_job(j, 500, fail ? err : NULL);
+}
+
 /* After a step: each running job's new text, stop strings and completion. */
 static void after_step(serve_sched *s)
 {
@@ -166,6 +203,19 @@ static void after_step(serve_sched *s)
     for (serve_job **pp = &s->running; *pp;) {
         serve_job *j = *pp;
         int done = cis2_seq_done(s->e, j->seq);
+        if (j->kind == JOB_VERIFY) {
+            if (!done) {
+                pp = &j->next;
+                continue;
+            }
+            pthread_mutex_lock(&s->mu);
+            verify_done(s, j);
+            *pp = j->next;
+            s->n_running--;
+            unref(j);
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
         size_t send = text_update(s, j, done);
         int finish = SERVE_FINISH_LENGTH;
         int fail = 0;
@@ -242,18 +292,6 @@ static serve_job *pop(serve_sched *s)
     return j;
 }
 
-static void run_verify(serve_sched *s, serve_job *j) /* called without s->mu */
-{
-    char err[CIS2_ERR_LEN];
-    int rc = cis2_receipt_verify(s->e, &j->rc, NULL, NULL, &j->v, err);
-    pthread_mutex_lock(&s->mu);
-    j->has_verdict = rc == 0;
-    s->completed++;
-    finish_job(j, 400, rc ? err : NULL);
-    unref(j);
-    pthread_mutex_unlock(&s->mu);
-}
-
 static void *decode_main(void *arg)
 {
     serve_sched *s = arg;
@@ -261,16 +299,8 @@ static void *decode_main(void *arg)
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
         drop_cancelled(s);
-        /* Admission between steps; a verification waits for an empty batch. */
-        while (s->q_head && s->q_head->kind == JOB_GEN && s->n_running < s->max_batch)
-            admit(s, pop(s));
-        if (s->q_head && s->q_head->kind == JOB_VERIFY && s->n_running == 0) {
-            serve_job *j = pop(s);
-            pthread_mutex_unlock(&s->mu);
-            run_verify(s, j);
-            pthread_mutex_lock(&s->mu);
-            continue;
-        }
+        /* Admission between steps, in the order of arrival. */
+        while (s->q_head && s->n_running < s->max_batch) admit(s, pop(s));
         if (s->n_running == 0) {
             pthread_cond_wait(&s->cv, &s->mu);
             continue;
