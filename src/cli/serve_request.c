@@ -42,10 +42,11 @@ static void printable(const char *s, size_t n, char *out, size_t cap)
     out[o] = 0;
 }
 
+/* A JSON value's type with its article, for "got %s": "an object", never "a object". */
 static const char *type_name(const json_doc *d, uint32_t v)
 {
-    static const char *const names[] = { "null",   "boolean", "boolean", "number",
-                                         "string", "array",   "object" };
+    static const char *const names[] = { "null",     "a boolean", "a boolean", "a number",
+                                         "a string", "an array",  "an object" };
     return names[d->nodes[v].type];
 }
 
@@ -59,7 +60,7 @@ static int get_bool(const json_doc *d, uint32_t v, const char *name, int *out, s
 {
     if (is_null(d, v)) return 0;
     if (d->nodes[v].type != JSON_TRUE && d->nodes[v].type != JSON_FALSE)
-        return serve_fail(e, 400, name, NULL, "%s: expected a boolean, got a %s", name,
+        return serve_fail(e, 400, name, NULL, "%s: expected a boolean, got %s", name,
                           type_name(d, v));
     *out = d->nodes[v].type == JSON_TRUE;
     return 0;
@@ -72,7 +73,7 @@ static int want_number(const json_doc *d, uint32_t v, const char *name, double w
     if (is_null(d, v)) return 0;
     double x;
     if (d->nodes[v].type != JSON_NUMBER || json_num_f64(d, v, &x))
-        return serve_fail(e, 400, name, NULL, "%s: expected a number, got a %s", name,
+        return serve_fail(e, 400, name, NULL, "%s: expected a number, got %s", name,
                           type_name(d, v));
     if (x != want)
         return serve_fail(e, 400, name, NULL, "%s: only %g is supported (%s)", name, want, why);
@@ -84,7 +85,7 @@ static int get_int(const json_doc *d, uint32_t v, const char *name, long lo, lon
 {
     int64_t x;
     if (d->nodes[v].type != JSON_NUMBER)
-        return serve_fail(e, 400, name, NULL, "%s: expected an integer, got a %s", name,
+        return serve_fail(e, 400, name, NULL, "%s: expected an integer, got %s", name,
                           type_name(d, v));
     if (json_num_i64(d, v, &x)) { /* the number's own text, never the body after it */
         uint32_t n = d->nodes[v].len;
@@ -115,7 +116,7 @@ static int get_ids(const json_doc *d, uint32_t arr, const serve_limits *lim,
         int64_t x;
         if (d->nodes[c].type != JSON_NUMBER || json_num_i64(d, c, &x))
             return serve_fail(e, 400, "prompt", NULL,
-                              "prompt[%d]: expected an integer token id, got a %s", k,
+                              "prompt[%d]: expected an integer token id, got %s", k,
                               type_name(d, c));
         if (x < 0 || x >= lim->vocab)
             return serve_fail(e, 400, "prompt", NULL,
@@ -154,7 +155,7 @@ static int get_prompt(const json_doc *d, uint32_t v, const serve_limits *lim,
     }
     if (d->nodes[v].type == JSON_ARRAY) return get_ids(d, v, lim, r, e);
     return serve_fail(e, 400, "prompt", NULL,
-                      "prompt: expected a string or an array of token ids, got a %s",
+                      "prompt: expected a string or an array of token ids, got %s",
                       type_name(d, v));
 }
 
@@ -166,7 +167,7 @@ static int get_messages(const json_doc *d, uint32_t v, serve_completion_req *r, 
     if (is_null(d, v)) return serve_fail(e, 400, "messages", NULL, "messages: required");
     if (d->nodes[v].type != JSON_ARRAY)
         return serve_fail(e, 400, "messages", NULL,
-                          "messages: expected an array of messages, got a %s", type_name(d, v));
+                          "messages: expected an array of messages, got %s", type_name(d, v));
     char err[CIS2_ERR_LEN];
     if (cis2_chat_parse_messages(d->src + d->nodes[v].start, d->nodes[v].len, "request body",
                                  &r->msgs, &r->n_msgs, err))
@@ -187,12 +188,12 @@ static int get_stop(const json_doc *d, uint32_t v, serve_completion_req *r, serv
                               SERVE_MAX_STOP);
     } else if (d->nodes[v].type != JSON_STRING) {
         return serve_fail(e, 400, "stop", NULL,
-                          "stop: expected a string or an array of strings, got a %s",
+                          "stop: expected a string or an array of strings, got %s",
                           type_name(d, v));
     }
     for (uint32_t c = first; n > 0 && c != JSON_NONE; c = d->nodes[c].next) {
         if (d->nodes[c].type != JSON_STRING)
-            return serve_fail(e, 400, "stop", NULL, "stop[%d]: expected a string, got a %s",
+            return serve_fail(e, 400, "stop", NULL, "stop[%d]: expected a string, got %s",
                               r->n_stop, type_name(d, c));
         size_t l = json_str_len(d, c);
         if (l == 0 || l > SERVE_MAX_STOP_LEN)
@@ -279,7 +280,7 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
         return serve_fail(e, 400, NULL, NULL, "%s", err);
     int rc = 1;
     if (d.nodes[0].type != JSON_OBJECT) {
-        serve_fail(e, 400, NULL, NULL, "request body: expected a JSON object, got a %s",
+        serve_fail(e, 400, NULL, NULL, "request body: expected a JSON object, got %s",
                    type_name(&d, 0));
         goto out;
     }
@@ -291,7 +292,7 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
         goto out;
     }
     if (d.nodes[v].type != JSON_STRING) {
-        serve_fail(e, 400, "model", NULL, "model: expected a string, got a %s", type_name(&d, v));
+        serve_fail(e, 400, "model", NULL, "model: expected a string, got %s", type_name(&d, v));
         goto out;
     }
     if (!json_str_eq(&d, v, lim->model_id)) {
@@ -341,8 +342,8 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
     v = json_get(&d, 0, "stream_options", NULL);
     if (!is_null(&d, v)) {
         if (d.nodes[v].type != JSON_OBJECT) {
-            serve_fail(e, 400, "stream_options", NULL,
-                       "stream_options: expected an object, got a %s", type_name(&d, v));
+            serve_fail(e, 400, "stream_options", NULL, "stream_options: expected an object, got %s",
+                       type_name(&d, v));
             goto out;
         }
         for (uint32_t k = d.nodes[v].first; k != JSON_NONE; k = d.nodes[d.nodes[k].next].next)
@@ -387,12 +388,12 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
     v = json_get(&d, 0, "seed", NULL); /* greedy decoding has no randomness to seed */
     int64_t seed;
     if (!is_null(&d, v) && json_num_i64(&d, v, &seed)) {
-        serve_fail(e, 400, "seed", NULL, "seed: expected an integer, got a %s", type_name(&d, v));
+        serve_fail(e, 400, "seed", NULL, "seed: expected an integer, got %s", type_name(&d, v));
         goto out;
     }
     v = json_get(&d, 0, "user", NULL);
     if (!is_null(&d, v) && d.nodes[v].type != JSON_STRING) {
-        serve_fail(e, 400, "user", NULL, "user: expected a string, got a %s", type_name(&d, v));
+        serve_fail(e, 400, "user", NULL, "user: expected a string, got %s", type_name(&d, v));
         goto out;
     }
     if (r->ids && serve_check_context(r->n_ids, r->max_tokens, lim, e)) goto out;
@@ -462,8 +463,7 @@ int serve_parse_verify(const char *body, size_t len, char **text, size_t *tlen, 
         serve_fail(e, 400, "receipt", NULL,
                    "request body: expected exactly one member, \"receipt\" (the receipt text)");
     else if (d.nodes[v].type != JSON_STRING)
-        serve_fail(e, 400, "receipt", NULL, "receipt: expected a string, got a %s",
-                   type_name(&d, v));
+        serve_fail(e, 400, "receipt", NULL, "receipt: expected a string, got %s", type_name(&d, v));
     else if (!(*text = json_str_dup(&d, v, tlen))) serve_fail(e, 500, NULL, NULL, "out of memory");
     else rc = 0;
     json_free(&d);
