@@ -226,6 +226,8 @@ A="http://127.0.0.1:$PORT"
 expect_eq serve.auth.none "$(C -o /dev/null -w '%{http_code}' "$A/v1/models")" 401
 expect_eq serve.auth.wrong "$(C -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer secret-on' "$A/v1/models")" 401
 expect_eq serve.auth.right "$(C -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer secret-two' "$A/v1/models")" 200
+expect_eq serve.auth.scheme-any-case "$(C -o /dev/null -w '%{http_code}' -H 'Authorization: bearer  secret-one' "$A/v1/models")" 200
+expect_eq serve.auth.key-is-case-sensitive "$(C -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer Secret-one' "$A/v1/models")" 401
 expect_eq serve.auth.health-open "$(C -o /dev/null -w '%{http_code}' "$A/health")" 200
 kill "$SPID"
 : > "$T/empty-keys"

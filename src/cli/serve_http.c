@@ -147,8 +147,9 @@ static int auth_ok(serve_http *h, struct MHD_Connection *c)
 {
     if (!h->o.api_keys) return 1;
     const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!a || strncmp(a, "Bearer ", 7) != 0) return 0;
-    a += 7;
+    /* RFC 9110 §11.1: the scheme is case-insensitive, and one or more spaces follow it. */
+    if (!a || strncasecmp(a, "Bearer ", 7) != 0) return 0;
+    for (a += 7; *a == ' ';) a++;
     size_t al = strlen(a);
     int ok = 0;
     for (int i = 0; i < h->o.n_api_keys; i++) { /* constant time in the key's bytes */
