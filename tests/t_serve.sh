@@ -171,6 +171,17 @@ r=$(raw "${RQ}Content-Length: 2\r\ncontent-length: 2\r\n\r\n{}")
 case "$r" in "HTTP/1.1 400 "*'more than one Content-Length'*)
     pass serve.http.two-content-lengths-any-case;;
     *) fail serve.http.two-content-lengths-any-case "$(printf '%s' "$r" | head -c 300)";; esac
+# Transfer-Encoding with Content-Length (RFC 9112 §6.1, smuggling): a 400 and the connection
+# closed, the request after it unread; a coding other than chunked: a 501 at once, not silence
+# until the idle timeout.
+r=$(raw "${RQ}Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+n=$(printf '%s' "$r" | grep -c '^HTTP/1.1 ')
+case "$n $r" in "1 HTTP/1.1 400 "*'both Transfer-Encoding and Content-Length'*)
+    pass serve.http.te-and-content-length-400;;
+    *) fail serve.http.te-and-content-length-400 "$(printf '%s' "$r" | head -c 300)";; esac
+r=$(raw "${RQ}Transfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+case "$r" in "HTTP/1.1 501 "*'only a single \"chunked\"'*) pass serve.http.te-unknown-501;;
+    *) fail serve.http.te-unknown-501 "$(printf '%s' "$r" | head -c 300)";; esac
 r=$(raw "${RQ}Content-Length: -5\r\n\r\n")
 case "$r" in "HTTP/1.1 400 "*) pass serve.http.negative-content-length-400;;
     *) fail serve.http.negative-content-length-400 "$(printf '%s' "$r" | head -c 300)";; esac

@@ -561,10 +561,13 @@ static const page_asset *page_file(const char *url)
     return NULL;
 }
 
+/* How many Content-Length and Transfer-Encoding fields the request has. */
 static enum MHD_Result count_cl(void *cls, enum MHD_ValueKind kind, const char *key,
                                 const char *value)
 {
-    if (!strcasecmp(key, "Content-Length")) ++*(int *)cls;
+    int *n = cls;
+    if (!strcasecmp(key, "Content-Length")) n[0]++;
+    if (!strcasecmp(key, "Transfer-Encoding")) n[1]++;
     return MHD_YES;
 }
 
@@ -603,9 +606,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *con_cls = rq;
         atomic_fetch_add(&h->in_flight, 1);
         rq->route = route_of(url);
-        int n_cl = 0;
-        MHD_get_connection_values(c, MHD_HEADER_KIND, count_cl, &n_cl);
-        if (n_cl > 1) return refuse_content_length(c);
+        int n_cl[2] = { 0, 0 };
+        MHD_get_connection_values(c, MHD_HEADER_KIND, count_cl, n_cl);
+        if (n_cl[0] > 1) return refuse_content_length(c);
+        if (n_cl[1]) { /* the body's end must be unambiguous too: chunked, alone */
+            const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+            serve_err e;
+            /* RFC 9112 §6.1: both fields may be a smuggling attempt (a proxy in
+             * front may go by the other one); libmicrohttpd would go by chunked
+             * and keep the connection open for the next request. */
+            if (n_cl[0])
+                serve_fail(&e, 400, NULL, NULL, "both Transfer-Encoding and Content-Length");
+            /* Any other coding: libmicrohttpd would wait for a body it cannot
+             * delimit until the idle timeout, and answer nothing. */
+            else if (n_cl[1] > 1 || !te || strcasecmp(te, "chunked"))
+                serve_fail(&e, 501, NULL, NULL,
+                           "Transfer-Encoding: only a single \"chunked\" is supported");
+            else e.status = 0;
+            if (e.status) return send_error(c, &e, 1);
+        }
         /* HEAD is GET without the body (libmicrohttpd leaves it out): RFC 9110
          * §9.1 asks every server for it, and health checkers use it. */
         int post = !strcmp(method, "POST"), get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
