@@ -90,6 +90,9 @@ static void check_parser(void)
           "{\"model\":\"fx\",\"prompt\":\"a\",\"stream\":false,\"stream_options\":{}}", 400,
           "stream_options", "only allowed with" },
         { "seed-type", "{\"model\":\"fx\",\"prompt\":\"a\",\"seed\":\"1\"}", 400, "seed", "" },
+        { "seed-frac", "{\"model\":\"fx\",\"prompt\":\"a\",\"seed\":1.5}", 400, "seed",
+          "expected an integer, got 1.5" },
+        { "seed-exp", "{\"model\":\"fx\",\"prompt\":\"a\",\"seed\":1e3}", 400, "seed", "got 1e3" },
         { "user-type", "{\"model\":\"fx\",\"prompt\":\"a\",\"user\":5}", 400, "user", "" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -134,6 +137,18 @@ static void check_parser(void)
               !r.stream && r.n_stop == 1 && !strcmp(r.stop[0], "x"),
           "rc %d %s", rc, rc ? e.message : "");
     if (rc == 0) serve_completion_req_free(&r);
+    /* seed: never read, so any integer, also beyond int64 (a drawn 64-bit seed). */
+    const char *seeds[] = { "{\"model\":\"fx\",\"prompt\":\"a\",\"seed\":9223372036854775807}",
+                            "{\"model\":\"fx\",\"prompt\":\"a\",\"seed\":-9223372036854775808}",
+                            "{\"model\":\"fx\",\"prompt\":\"a\",\"seed\":18446744073709551615}" };
+    for (int i = 0; i < 3; i++) {
+        rc = serve_parse_completion(seeds[i], strlen(seeds[i]), &LIM, &r, &e);
+        CHECK(i == 0   ? "serve.parse.seed-int64-max"
+              : i == 1 ? "serve.parse.seed-int64-min"
+                       : "serve.parse.seed-uint64-max",
+              rc == 0, "%s", e.message);
+        if (rc == 0) serve_completion_req_free(&r);
+    }
     /* The edge of the context: P + N - 1 positions, exactly as the engine counts (§3.4). */
     const char *edge = "{\"model\":\"fx\",\"prompt\":[1,2,3],\"max_tokens\":62}";
     rc = serve_parse_completion(edge, strlen(edge), &LIM, &r, &e);

@@ -385,11 +385,24 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
         serve_fail(e, 400, "suffix", NULL, "suffix: not supported (only null or \"\")");
         goto out;
     }
-    v = json_get(&d, 0, "seed", NULL); /* greedy decoding has no randomness to seed */
-    int64_t seed;
-    if (!is_null(&d, v) && json_num_i64(&d, v, &seed)) {
-        serve_fail(e, 400, "seed", NULL, "seed: expected an integer, got %s", type_name(&d, v));
-        goto out;
+    /* Greedy decoding has no randomness to seed, so the value is never read:
+     * any integer is taken, also one past int64 (clients draw 64-bit seeds),
+     * which json_num_i64 would refuse. A fraction or exponent is not one. */
+    v = json_get(&d, 0, "seed", NULL);
+    if (!is_null(&d, v)) {
+        const char *t = d.src + d.nodes[v].start;
+        uint32_t n = d.nodes[v].len, i = n && t[0] == '-';
+        int integer = d.nodes[v].type == JSON_NUMBER && i < n;
+        for (; integer && i < n; i++) integer = t[i] >= '0' && t[i] <= '9';
+        if (!integer && d.nodes[v].type == JSON_NUMBER) {
+            serve_fail(e, 400, "seed", NULL, "seed: expected an integer, got %.*s%s",
+                       (int)(n > 40 ? 40 : n), t, n > 40 ? "..." : "");
+            goto out;
+        }
+        if (!integer) {
+            serve_fail(e, 400, "seed", NULL, "seed: expected an integer, got %s", type_name(&d, v));
+            goto out;
+        }
     }
     v = json_get(&d, 0, "user", NULL);
     if (!is_null(&d, v) && d.nodes[v].type != JSON_STRING) {
