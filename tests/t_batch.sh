@@ -364,6 +364,7 @@ rm -f "$T/s3.1.hard" "$T/s3.1.keep"
 row vbatch-usage "verify-batch without --model" "t_batch.sh" "$CIS2" verify-batch "$T/ref.jsonl"
 row vbatch-fifo "verify-batch of a FIFO" "t_batch.sh" $TO "$CIS2" verify-batch "$T/fifo" --model "$M"
 row vbatch-missing "verify-batch of a file that does not exist" "t_batch.sh" "$CIS2" verify-batch "$T/none.jsonl" --model "$M"
+row vbatch-shard "verify-batch with --shard 3/3" "t_batch.sh" "$CIS2" verify-batch "$T/ref.jsonl" --model "$M" --shard 3/3
 rm -f "$T/big.jsonl"
 
 # ---- verify-batch: all verified; one line per doctored item
@@ -398,8 +399,9 @@ echo "$out" | grep -qx "MISMATCH line 15 (input line 15, id \"p14\"): the receip
 echo "$out" | grep -q '^MISMATCH line 20 (input line 20, id "p19"): generated-token-ids (receipt ' || ok=0
 echo "$out" | grep -q '^UNREADABLE line 25 (input line 25, id "p24"): receipt: line 2: ' || ok=0
 echo "$out" | grep -qx 'UNREADABLE line 30: "line" 99 is beyond "lines" 40' || ok=0  # no half-read input line or id
-[ $rc -eq 1 ] && [ $ok -eq 1 ] && [ "$(echo "$out" | wc -l)" -eq 7 ] && \
-    [ "$(echo "$out" | tail -1)" == "verify-batch: 40 line(s): 34 verified, 4 mismatched, 2 unreadable, 0 error line(s) without a receipt" ] \
+echo "$out" | grep -qx 'MISSING input line(s) 30 (1 of the 40): no result line' || ok=0  # so no line holds input line 30
+[ $rc -eq 1 ] && [ $ok -eq 1 ] && [ "$(echo "$out" | wc -l)" -eq 8 ] && \
+    [ "$(echo "$out" | tail -1)" == "verify-batch: 40 line(s): 34 verified, 4 mismatched, 2 unreadable, 0 error line(s) without a receipt; input lines missing or given twice: 1" ] \
     && pass verify-batch.catches-doctored-receipts-and-fields || fail verify-batch.catches-doctored-receipts-and-fields "rc=$rc $out"
 out=$("$CIS2" verify-batch "$T/bad.out" --model "$M"); rc=$?
 [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^SKIP')" -eq 18 ] && [[ "$(echo "$out" | tail -1)" == *"2 verified, 0 mismatched, 0 unreadable, 18 error line(s)"* ]] \
@@ -408,7 +410,7 @@ out=$("$CIS2" verify-batch "$T/bad.out" --model "$M"); rc=$?
 # of fields"; swapped fields are their order, an added one the set
 $PY - "$T/ref.jsonl" "$T/layout.jsonl" <<'PY'
 import json, sys
-L = open(sys.argv[1], encoding="utf-8").read().splitlines()[:3]
+L = open(sys.argv[1], encoding="utf-8").read().splitlines()
 L[0] += "\r"
 o = json.loads(L[1]); L[1] = json.dumps({"lines": o.pop("lines"), **o}, ensure_ascii=False, separators=(",", ":"))
 o = json.loads(L[2]); o["note"] = 1; L[2] = json.dumps(o, ensure_ascii=False, separators=(",", ":"))
@@ -419,7 +421,7 @@ want=$(cat <<'EOF'
 MISMATCH line 1 (input line 1, id "p00"): the receipt verifies, but not the line's bytes between the fields (whitespace, a \r line ending)
 MISMATCH line 2 (input line 2, id "p01"): the receipt verifies, but not the line's order of fields
 MISMATCH line 3 (input line 3, id "p02"): the receipt verifies, but not the line's set of fields
-verify-batch: 3 line(s): 0 verified, 3 mismatched, 0 unreadable, 0 error line(s) without a receipt
+verify-batch: 40 line(s): 37 verified, 3 mismatched, 0 unreadable, 0 error line(s) without a receipt
 EOF
 )
 [ $rc -eq 1 ] && [ "$out" == "$want" ] && pass verify-batch.names-layout-differences || fail verify-batch.names-layout-differences "rc=$rc $out"
@@ -462,7 +464,7 @@ out=$("$CIS2" verify-batch "$T/ref.jsonl" --model "$T/pos8-model" 2>&1); rc=$?
     || fail verify-batch.smaller-max-pos-model-every-line-mismatches "rc=$rc $(echo "$out" | tail -2)"
 $PY - "$T/ref.jsonl" "$T/gen9000.jsonl" <<'PY'
 import json, re, sys
-L = open(sys.argv[1], encoding="utf-8").read().splitlines(keepends=True)[:3]
+L = open(sys.argv[1], encoding="utf-8").read().splitlines(keepends=True)
 o = json.loads(L[0]); r = o["receipt"]
 r = re.sub(r"gen-toks \d+", "gen-toks 9000", r)
 r = re.sub(r"generated-token-ids [0-9,]+", "generated-token-ids " + ",".join(["28"] * 9000), r)
@@ -472,12 +474,41 @@ open(sys.argv[2], "w", encoding="utf-8").write("".join(L))
 PY
 out=$("$CIS2" verify-batch "$T/gen9000.jsonl" --model "$M" 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -qx 'UNREADABLE line 1 (input line 1, id "p00"): the receipt cannot be re-run with this model: prompt (3 tokens) + gen-toks 9000 exceeds max_position_embeddings = 8192' \
-    && [ "$(echo "$out" | tail -1)" == "verify-batch: 3 line(s): 2 verified, 0 mismatched, 1 unreadable, 0 error line(s) without a receipt" ] \
+    && [ "$(echo "$out" | tail -1)" == "verify-batch: 40 line(s): 39 verified, 0 mismatched, 1 unreadable, 0 error line(s) without a receipt" ] \
     && pass verify-batch.receipt-beyond-max-pos-is-one-line || fail verify-batch.receipt-beyond-max-pos-is-one-line "rc=$rc $out"
 cp "$T/s3.1.jsonl" "$T/vtorn.jsonl"; printf '{"line":2' >> "$T/vtorn.jsonl"
 out=$("$CIS2" verify-batch "$T/vtorn.jsonl" --model "$M"); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -qx 'UNREADABLE line 14: incomplete last line (an interrupted write)' && pass verify-batch.torn-last-line-unreadable \
     || fail verify-batch.torn-last-line-unreadable "rc=$rc $out"
+# input lines left out or given twice: each receipt may verify, the file does
+# not (an auditor's copy with lines deleted passed); a shard file verifies with
+# its --shard, and a line of another shard there is unreadable
+sed '5d;9d' "$T/ref.jsonl" > "$T/gap.jsonl"
+out=$("$CIS2" verify-batch "$T/gap.jsonl" --model "$M"); rc=$?
+[ $rc -eq 1 ] && [ "$out" == "MISSING input line(s) 5, 9 (2 of the 40): no result line
+verify-batch: 38 line(s): 38 verified, 0 mismatched, 0 unreadable, 0 error line(s) without a receipt; input lines missing or given twice: 2" ] \
+    && pass verify-batch.missing-lines-found || fail verify-batch.missing-lines-found "rc=$rc $out"
+(cat "$T/ref.jsonl"; sed -n 3p "$T/ref.jsonl") > "$T/dup.jsonl"
+out=$("$CIS2" verify-batch "$T/dup.jsonl" --model "$M"); rc=$?
+[ $rc -eq 1 ] && [ "$(echo "$out" | head -1)" == "DUPLICATE input line 3: 2 result lines" ] \
+    && [[ "$(echo "$out" | tail -1)" == *"41 verified, 0 mismatched"*"; input lines missing or given twice: 1" ]] \
+    && pass verify-batch.duplicate-line-found || fail verify-batch.duplicate-line-found "rc=$rc $out"
+out=$("$CIS2" verify-batch "$T/s3.1.jsonl" --model "$M" --shard 1/3); rc=$?
+out2=$("$CIS2" verify-batch "$T/s3.1.jsonl" --model "$M"); rc2=$?
+out3=$("$CIS2" verify-batch "$T/s3.1.jsonl" --model "$M" --shard 0/3); rc3=$?
+[ $rc -eq 0 ] && [ "$out" == "verify-batch: 13 line(s): 13 verified, 0 mismatched, 0 unreadable, 0 error line(s) without a receipt" ] \
+    && [ $rc2 -eq 1 ] && [[ "$out2" == "MISSING input line(s) 1, 3, 4, 6, 7, 9, 10, 12, 13, 15 and 17 more (27 of the 40): no result line"* ]] \
+    && [ $rc3 -eq 1 ] && [ "$(echo "$out3" | grep -c '^UNREADABLE line [0-9]* (input line [0-9]*, id "p[0-9]*"): input line [0-9]* is not in shard 0/3$')" -eq 13 ] \
+    && pass verify-batch.shard-file-with-its-shard || fail verify-batch.shard-file-with-its-shard "rc=$rc/$rc2/$rc3 $out | $out2 | $(echo "$out3" | tail -2)"
+$PY - "$T/ref.jsonl" "$T/lines.jsonl" <<'PY'
+import json, sys
+L = open(sys.argv[1], encoding="utf-8").read().splitlines()
+o = json.loads(L[6]); o["lines"] = 41; L[6] = json.dumps(o, ensure_ascii=False, separators=(",", ":"))
+open(sys.argv[2], "w", encoding="utf-8").write("\n".join(L) + "\n")
+PY
+out=$("$CIS2" verify-batch "$T/lines.jsonl" --model "$M"); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -qx 'UNREADABLE line 7 (input line 7, id "p06"): "lines" 41, but the file'"'"'s first result line says 40' \
+    && pass verify-batch.lines-disagreeing-unreadable || fail verify-batch.lines-disagreeing-unreadable "rc=$rc $out"
 
 # ---- the progress line: on a terminal only (a pty through script(1))
 if command -v script >/dev/null 2>&1; then

@@ -356,18 +356,6 @@ static int job_done(void *ctx, cis2_pipe_job *job, cis2_result *r)
 }
 
 /* ------------------------------------------------------------- the command */
-static int parse_shard(const char *s, int *i, int *n)
-{
-    const char *slash = s ? strchr(s, '/') : NULL;
-    if (!slash) return 1;
-    char a[16];
-    size_t al = (size_t)(slash - s);
-    if (al == 0 || al >= sizeof a) return 1;
-    memcpy(a, s, al);
-    a[al] = 0;
-    return cis2_cli_int(a, 0, 999999, i) || cis2_cli_int(slash + 1, 1, 1000000, n) || *i >= *n;
-}
-
 static long env_long(const char *name)
 {
     const char *v = getenv(name);
@@ -406,7 +394,7 @@ int cis2_cmd_batch(int argc, char **argv)
     b.df.stop_at_eos = stop;
     b.kill_after = env_long("CIS2_BATCH_KILL_AFTER");
     b.tear_after = env_long("CIS2_BATCH_TEAR_AFTER");
-    if (shard && parse_shard(shard, &b.shard_i, &b.shard_n))
+    if (shard && cis2_cli_shard(shard, &b.shard_i, &b.shard_n))
         return cis2_cli_usage_error("batch", "--shard must be i/N with 0 <= i < N, got '%s'",
                                     shard);
     b.cur = b.shard_i;

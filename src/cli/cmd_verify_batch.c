@@ -27,7 +27,83 @@ typedef struct {
     cis2_jsonl r;
     const cis2_model *m;
     long lines, verified, mismatched, bad, skipped;
+    int total;            /* "lines" of the first result line read: the input's count */
+    int shard_i, shard_n; /* --shard: the input lines this file holds */
+    int *seen;            /* the input line of every result line read */
+    size_t n_seen, cap_seen;
 } vctx;
+
+/* Where a result line belongs: every line says the file's "lines" (the
+ * first one's) and is in the --shard checked; its input line is noted, so
+ * that input lines left out or given twice are found at the end. 0, 1 with
+ * the reason in err (the line is unreadable), -1 when memory ran out. */
+static int place_line(vctx *c, const cis2_line_head *h, char *err)
+{
+    if (!c->total) c->total = h->lines;
+    if (h->lines != c->total) {
+        snprintf(err, CIS2_ERR_LEN, "\"lines\" %d, but the file's first result line says %d",
+                 h->lines, c->total);
+        return 1;
+    }
+    if ((h->line - 1) % c->shard_n != c->shard_i) {
+        snprintf(err, CIS2_ERR_LEN, "input line %d is not in shard %d/%d", h->line, c->shard_i,
+                 c->shard_n);
+        return 1;
+    }
+    if (c->n_seen == c->cap_seen) {
+        size_t cap = c->cap_seen ? 2 * c->cap_seen : 1024;
+        int *t = realloc(c->seen, cap * sizeof *t);
+        if (!t) return -1;
+        c->seen = t;
+        c->cap_seen = cap;
+    }
+    c->seen[c->n_seen++] = h->line;
+    return 0;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* After the last line: each input line given by more than one result line,
+ * then the input lines of this file's shard that no line gave (the first
+ * ten named). Returns how many lines were wrong so. */
+static long report_gaps(vctx *c)
+{
+    long dups = 0, missing = 0;
+    qsort(c->seen, c->n_seen, sizeof *c->seen, cmp_int);
+    size_t distinct = 0;
+    for (size_t k = 0; k < c->n_seen; k++) {
+        size_t e = k;
+        while (e + 1 < c->n_seen && c->seen[e + 1] == c->seen[k]) e++;
+        if (e > k) {
+            printf("DUPLICATE input line %d: %zu result lines\n", c->seen[k], e - k + 1);
+            dups++;
+        }
+        distinct++;
+        k = e;
+    }
+    if (c->total > c->shard_i) {
+        missing = (long)((c->total - c->shard_i + c->shard_n - 1) / c->shard_n) - (long)distinct;
+    }
+    if (missing > 0) {
+        printf("MISSING input line(s)");
+        size_t k = 0;
+        int named = 0;
+        for (long l = c->shard_i + 1; l <= c->total && named < 10; l += c->shard_n) {
+            while (k < c->n_seen && c->seen[k] < l) k++;
+            if (k < c->n_seen && c->seen[k] == l) continue;
+            printf("%s %ld", named++ ? "," : "", l);
+        }
+        if (missing > named) printf(" and %ld more", missing - named);
+        printf(" (%ld of the %d", missing, (c->total - c->shard_i + c->shard_n - 1) / c->shard_n);
+        if (c->shard_n > 1) printf(" in shard %d/%d", c->shard_i, c->shard_n);
+        printf("): no result line\n");
+    }
+    return dups + (missing > 0 ? missing : 0);
+}
 
 static void where(const vjob *j)
 {
@@ -100,8 +176,16 @@ static int next_job(void *ctx, cis2_pipe_job *job)
         j->text[len] = '\n';
         j->len = len + 1;
         json_doc d = { 0 };
+        int placed = 0;
         if (cis2_line_head_parse(line, len, &j->h, err)) {
             /* err says why */
+        } else if ((placed = place_line(c, &j->h, err)) != 0) {
+            if (placed < 0) {
+                cis2_cli_usage_error("verify-batch", "out of memory");
+                json_free(&d);
+                drop_job(ctx, job);
+                return -1;
+            }
         } else if (j->h.is_error) {
             if (is_error_line(line, len)) j->kind = SKIP;
             else
@@ -253,7 +337,7 @@ static int job_done(void *ctx, cis2_pipe_job *job, cis2_result *r)
 
 int cis2_cmd_verify_batch(int argc, char **argv)
 {
-    const char *model = NULL, *backend = NULL, *isa = NULL, *path[1] = { NULL };
+    const char *model = NULL, *backend = NULL, *isa = NULL, *shard = NULL, *path[1] = { NULL };
     int batch = 8, threads = 0, npos = 0;
     const cis2_opt opts[] = {
         { "--model", NULL, CIS2_OPT_PATH, &model, 0, 0 },
@@ -261,6 +345,7 @@ int cis2_cmd_verify_batch(int argc, char **argv)
         { "--backend", NULL, CIS2_OPT_STR, &backend, 0, 0 },
         { "--isa", NULL, CIS2_OPT_STR, &isa, 0, 0 },
         { "--threads", NULL, CIS2_OPT_INT, &threads, 1, 1024 },
+        { "--shard", NULL, CIS2_OPT_STR, &shard, 0, 0 },
     };
     if (cis2_cli_parse("verify-batch", argc, argv, opts, sizeof opts / sizeof opts[0], path, 1,
                        &npos, 0))
@@ -268,6 +353,11 @@ int cis2_cmd_verify_batch(int argc, char **argv)
     if (!npos || !model)
         return cis2_cli_usage_error("verify-batch",
                                     "usage: cis2 verify-batch RESULTS.jsonl --model DIR");
+    vctx c = { 0 };
+    c.shard_n = 1;
+    if (shard && cis2_cli_shard(shard, &c.shard_i, &c.shard_n))
+        return cis2_cli_usage_error("verify-batch", "--shard must be i/N with 0 <= i < N, got '%s'",
+                                    shard);
     cis2_engine_opts eo;
     if (cis2_cli_engine_opts("verify-batch", backend, isa, threads, &eo)) return 2;
     eo.max_seqs = batch;
@@ -282,18 +372,21 @@ int cis2_cmd_verify_batch(int argc, char **argv)
         close(fd);
         return 2;
     }
-    vctx c = { 0 };
     c.m = m;
     cis2_jsonl_init(&c.r, fd, path[0]);
     cis2_pipe_stats st = { 0 };
     st.cmd = "verify-batch";
     int rc = 2;
     if (cis2_pipe_run(e, batch, next_job, job_done, drop_job, &c, &st) == 0) {
+        long gaps = report_gaps(&c);
         printf("verify-batch: %ld line(s): %ld verified, %ld mismatched, %ld unreadable, %ld "
-               "error line(s) without a receipt\n",
+               "error line(s) without a receipt",
                c.lines, c.verified, c.mismatched, c.bad, c.skipped);
-        rc = c.mismatched || c.bad ? 1 : 0;
+        if (gaps) printf("; input lines missing or given twice: %ld", gaps);
+        printf("\n");
+        rc = c.mismatched || c.bad || gaps ? 1 : 0;
     }
+    free(c.seen);
     cis2_jsonl_free(&c.r);
     close(fd);
     cis2_engine_free(e);

@@ -51,6 +51,18 @@ int cis2_cli_int(const char *s, long lo, long hi, int *out)
     return 0;
 }
 
+int cis2_cli_shard(const char *s, int *i, int *n)
+{
+    const char *slash = s ? strchr(s, '/') : NULL;
+    if (!slash) return 1;
+    char a[16];
+    size_t al = (size_t)(slash - s);
+    if (al == 0 || al >= sizeof a) return 1;
+    memcpy(a, s, al);
+    a[al] = 0;
+    return cis2_cli_int(a, 0, 999999, i) || cis2_cli_int(slash + 1, 1, 1000000, n) || *i >= *n;
+}
+
 int cis2_cli_fp_ready(const char *cmd)
 {
     if (cis2_fpenv_pin() != 0) {

@@ -40,6 +40,7 @@ static void usage(FILE *f)
         "  cis2 merge OUT SHARD.jsonl...              (docs/scale.md)\n"
         "  cis2 verify-batch RESULTS.jsonl --model DIR [--batch B] [--backend ref|fast] "
         "[--threads N]\n"
+        "                   [--shard i/N]\n"
         "  cis2 quantize --model DIR --out QDIR [--lm-head] [--embed]     (int8 twin)\n"
         "  cis2 arms --source DIR --quantized QDIR --prompt-ids IDS --teacher-force IDS\n"
         "            [--python PY] [--script PATH] [--fault NAME [--fault-arg A]] [--threads N]\n"
