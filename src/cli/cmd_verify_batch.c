@@ -73,7 +73,7 @@ static int cmp_int(const void *a, const void *b)
 static long report_gaps(vctx *c)
 {
     long dups = 0, missing = 0;
-    qsort(c->seen, c->n_seen, sizeof *c->seen, cmp_int);
+    if (c->n_seen) qsort(c->seen, c->n_seen, sizeof *c->seen, cmp_int); /* never NULL, 0 */
     size_t distinct = 0;
     for (size_t k = 0; k < c->n_seen; k++) {
         size_t e = k;
