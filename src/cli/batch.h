@@ -74,6 +74,9 @@ typedef struct {
 /* 0, or 1 with the reason in err (no path or line number: the caller adds them). */
 int cis2_line_head_parse(const char *text, size_t len, cis2_line_head *h, char *err);
 void cis2_line_head_free(cis2_line_head *h);
+/* Whether h's input line is one of shard i/N's (0-based index i mod N); 1
+ * with the reason in err when it is not. */
+int cis2_line_head_in_shard(const cis2_line_head *h, int i, int n, char *err);
 /* An id as it is printed in messages: JSON-quoted and escaped, at most ~80 bytes. */
 void cis2_print_id(FILE *f, const char *id, size_t id_len);
 

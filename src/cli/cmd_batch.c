@@ -213,10 +213,9 @@ static int scan_out(batch_ctx *b, long *n_done)
             snprintf(err, sizeof err,
                      "a result for an input of %d lines, but %s has %d (use another --out)",
                      h.lines, b->in_path, b->n);
-        else if ((h.line - 1) % b->shard_n != b->shard_i)
-            snprintf(err, sizeof err, "input line %d is not in shard %d/%d", h.line, b->shard_i,
-                     b->shard_n);
-        else if (!same_id(h.id, h.id_len, b->L[h.line - 1].id, b->L[h.line - 1].id_len))
+        else if (cis2_line_head_in_shard(&h, b->shard_i, b->shard_n, err)) {
+            /* err says why */
+        } else if (!same_id(h.id, h.id_len, b->L[h.line - 1].id, b->L[h.line - 1].id_len))
             snprintf(err, sizeof err,
                      "the result's id differs from input line %d's: the input changed (use "
                      "another --out)",
@@ -394,9 +393,7 @@ int cis2_cmd_batch(int argc, char **argv)
     b.df.stop_at_eos = stop;
     b.kill_after = env_long("CIS2_BATCH_KILL_AFTER");
     b.tear_after = env_long("CIS2_BATCH_TEAR_AFTER");
-    if (shard && cis2_cli_shard(shard, &b.shard_i, &b.shard_n))
-        return cis2_cli_usage_error("batch", "--shard must be i/N with 0 <= i < N, got '%s'",
-                                    shard);
+    if (shard && cis2_cli_shard("batch", shard, &b.shard_i, &b.shard_n)) return 2;
     b.cur = b.shard_i;
     cis2_engine_opts eo;
     if (cis2_cli_engine_opts("batch", backend, isa, threads, &eo)) return 2;

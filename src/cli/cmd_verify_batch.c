@@ -45,11 +45,7 @@ static int place_line(vctx *c, const cis2_line_head *h, char *err)
                  h->lines, c->total);
         return 1;
     }
-    if ((h->line - 1) % c->shard_n != c->shard_i) {
-        snprintf(err, CIS2_ERR_LEN, "input line %d is not in shard %d/%d", h->line, c->shard_i,
-                 c->shard_n);
-        return 1;
-    }
+    if (cis2_line_head_in_shard(h, c->shard_i, c->shard_n, err)) return 1;
     if (c->n_seen == c->cap_seen) {
         size_t cap = c->cap_seen ? 2 * c->cap_seen : 1024;
         int *t = realloc(c->seen, cap * sizeof *t);
@@ -72,7 +68,7 @@ static int cmp_int(const void *a, const void *b)
  * ten named). Returns how many lines were wrong so. */
 static long report_gaps(vctx *c)
 {
-    long dups = 0, missing = 0;
+    long dups = 0;
     if (c->n_seen) qsort(c->seen, c->n_seen, sizeof *c->seen, cmp_int); /* never NULL, 0 */
     size_t distinct = 0;
     for (size_t k = 0; k < c->n_seen; k++) {
@@ -85,10 +81,10 @@ static long report_gaps(vctx *c)
         distinct++;
         k = e;
     }
-    if (c->total > c->shard_i) {
-        missing = (long)((c->total - c->shard_i + c->shard_n - 1) / c->shard_n) - (long)distinct;
-    }
-    if (missing > 0) {
+    /* the shard's input lines; every line seen is one of them (place_line) */
+    int want = c->total > c->shard_i ? (c->total - c->shard_i + c->shard_n - 1) / c->shard_n : 0;
+    long missing = want - (long)distinct;
+    if (missing) {
         printf("MISSING input line(s)");
         size_t k = 0;
         int named = 0;
@@ -98,11 +94,11 @@ static long report_gaps(vctx *c)
             printf("%s %ld", named++ ? "," : "", l);
         }
         if (missing > named) printf(" and %ld more", missing - named);
-        printf(" (%ld of the %d", missing, (c->total - c->shard_i + c->shard_n - 1) / c->shard_n);
+        printf(" (%ld of the %d", missing, want);
         if (c->shard_n > 1) printf(" in shard %d/%d", c->shard_i, c->shard_n);
         printf("): no result line\n");
     }
-    return dups + (missing > 0 ? missing : 0);
+    return dups + missing;
 }
 
 static void where(const vjob *j)
@@ -355,9 +351,7 @@ int cis2_cmd_verify_batch(int argc, char **argv)
                                     "usage: cis2 verify-batch RESULTS.jsonl --model DIR");
     vctx c = { 0 };
     c.shard_n = 1;
-    if (shard && cis2_cli_shard(shard, &c.shard_i, &c.shard_n))
-        return cis2_cli_usage_error("verify-batch", "--shard must be i/N with 0 <= i < N, got '%s'",
-                                    shard);
+    if (shard && cis2_cli_shard("verify-batch", shard, &c.shard_i, &c.shard_n)) return 2;
     cis2_engine_opts eo;
     if (cis2_cli_engine_opts("verify-batch", backend, isa, threads, &eo)) return 2;
     eo.max_seqs = batch;

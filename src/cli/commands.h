@@ -39,8 +39,9 @@ void cis2_cli_note(const char *cmd, const char *fmt, ...) __attribute__((format(
 void cis2_cli_vmessage(const char *cmd, const char *fmt, va_list ap);
 /* Parse a decimal int in [lo, hi]; returns 0 on success. */
 int cis2_cli_int(const char *s, long lo, long hi, int *out);
-/* "i/N" with 0 <= i < N <= 1000000 (--shard); 0, or 1 when it is not that. */
-int cis2_cli_shard(const char *s, int *i, int *n);
+/* --shard "i/N" with 0 <= i < N <= 1000000 into *i, *n; 0, or cmd's usage
+ * error (printed) and 2 when s is not that. */
+int cis2_cli_shard(const char *cmd, const char *s, int *i, int *n);
 /* Pin FTZ/DAZ on this thread and run the §1.3 self-test; prints the error. */
 int cis2_cli_fp_ready(const char *cmd);
 /* --backend/--isa/--threads into engine options; prints the error. */

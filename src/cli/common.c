@@ -51,16 +51,18 @@ int cis2_cli_int(const char *s, long lo, long hi, int *out)
     return 0;
 }
 
-int cis2_cli_shard(const char *s, int *i, int *n)
+int cis2_cli_shard(const char *cmd, const char *s, int *i, int *n)
 {
-    const char *slash = s ? strchr(s, '/') : NULL;
-    if (!slash) return 1;
+    const char *slash = strchr(s, '/');
     char a[16];
-    size_t al = (size_t)(slash - s);
-    if (al == 0 || al >= sizeof a) return 1;
-    memcpy(a, s, al);
-    a[al] = 0;
-    return cis2_cli_int(a, 0, 999999, i) || cis2_cli_int(slash + 1, 1, 1000000, n) || *i >= *n;
+    size_t al = slash ? (size_t)(slash - s) : 0;
+    if (al > 0 && al < sizeof a) {
+        memcpy(a, s, al);
+        a[al] = 0;
+        if (!cis2_cli_int(a, 0, 999999, i) && !cis2_cli_int(slash + 1, 1, 1000000, n) && *i < *n)
+            return 0;
+    }
+    return cis2_cli_usage_error(cmd, "--shard must be i/N with 0 <= i < N, got '%s'", s);
 }
 
 int cis2_cli_fp_ready(const char *cmd)

@@ -126,6 +126,13 @@ out:
     return rc;
 }
 
+int cis2_line_head_in_shard(const cis2_line_head *h, int i, int n, char *err)
+{
+    if ((h->line - 1) % n == i) return 0;
+    snprintf(err, CIS2_ERR_LEN, "input line %d is not in shard %d/%d", h->line, i, n);
+    return 1;
+}
+
 void cis2_line_head_free(cis2_line_head *h)
 {
     free(h->id);
