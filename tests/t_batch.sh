@@ -319,6 +319,22 @@ cp "$T/ref.jsonl" "$T/o-input.jsonl"
 row batch-out-other-input "--out holding results of an input with a different line count" "t_batch.sh" "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/o-input.jsonl"
 cp "$T/s3.1.jsonl" "$T/o-shard.jsonl"
 row batch-out-other-shard "--out holding another shard's results" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/o-shard.jsonl" --shard 0/3
+# another split of the input: every line of shard 0/4 is one of 0/2's (and of
+# the whole input's), so only their order tells; appending would leave the file
+# out of input order (before: exit 0, lines 3, 7, ... after 1, 5, 9)
+rm -f "$T/o-split.jsonl"
+{ CIS2_BATCH_KILL_AFTER=3 "$CIS2" "${B[@]}" --out "$T/o-split.jsonl" --shard 0/4; } 2>/dev/null
+cp "$T/o-split.jsonl" "$T/o-split.keep"
+row batch-out-other-split "--out written with --shard 0/4, resumed as --shard 0/2" "t_batch.sh batch.other-split-untouched" "$CIS2" "${B[@]}" --out "$T/o-split.jsonl" --shard 0/2
+out=$("$CIS2" "${B[@]}" --out "$T/o-split.jsonl" 2>&1); rc=$?
+[ $rc -eq 2 ] && [[ "$out" == *": line 2: input line 5, where input line 2 was expected "* ]] && cmp -s "$T/o-split.jsonl" "$T/o-split.keep" \
+    && pass batch.other-split-untouched || fail batch.other-split-untouched "rc=$rc $out $(cmp "$T/o-split.jsonl" "$T/o-split.keep" 2>&1)"
+# a run with error lines, killed and resumed, still gives the uninterrupted bytes
+rm -f "$T/k-bad.jsonl"
+{ CIS2_BATCH_KILL_AFTER=6 "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/k-bad.jsonl" --batch 3; } 2>/dev/null; rc=$?
+"$CIS2" batch --model "$M" --in "$BADIN" --out "$T/k-bad.jsonl" --batch 5 2>/dev/null; rc2=$?
+[ $rc -eq 137 ] && [ $rc2 -eq 1 ] && cmp -s "$T/k-bad.jsonl" "$T/bad.out" && pass batch.resume-after-kill-9.with-error-lines \
+    || fail batch.resume-after-kill-9.with-error-lines "rc=$rc rc2=$rc2 $(cmp "$T/k-bad.jsonl" "$T/bad.out" 2>&1)"
 sed '1s/"p00"/"q00"/' "$IN" > "$T/changed.jsonl"; cp "$T/ref.jsonl" "$T/o-changed.jsonl"
 row batch-out-input-changed "--out made from an input whose ids have changed since" "t_batch.sh" "$CIS2" batch --model "$M" --in "$T/changed.jsonl" --out "$T/o-changed.jsonl"
 { head -1 "$T/ref.jsonl"; head -1 "$T/ref.jsonl"; } > "$T/o-twice.jsonl"

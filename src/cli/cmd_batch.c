@@ -20,7 +20,6 @@ typedef struct {
     char *id; /* the line's "id" when it has a readable one */
     size_t id_len;
     int dup_of; /* the 1-based line that has this id first, or 0 */
-    int done;   /* its result is already in --out */
 } in_line;
 
 typedef struct {
@@ -32,7 +31,7 @@ typedef struct {
 typedef struct {
     const char *in_path, *out_path;
     in_line *L;
-    int n, shard_i, shard_n, cur; /* cur: the next 0-based line to look at */
+    int n, shard_i, shard_n, cur; /* cur: the next 0-based line to run */
     const cis2_model *m;
     cis2_request_defaults df;
     int fd;
@@ -164,9 +163,12 @@ static int open_out(batch_ctx *b, int *created)
     return 0;
 }
 
-/* Resume: mark the lines whose results --out already holds. A last line
+/* Resume: --out must hold the first lines of this shard, in input order (as
+ * they are written), and the run goes on from the next one. A last line
  * without its '\n' (a write cut short by a kill or a crash) is cut off;
- * anything else that is not a result of this input and shard is refused. */
+ * anything else is refused: a line of another input, of another shard, or
+ * out of order (every line of shard 0/4 is one of shard 0/2's, so a file
+ * written with another split passes every other check). */
 static int scan_out(batch_ctx *b, long *n_done)
 {
     char err[CIS2_ERR_LEN];
@@ -174,7 +176,7 @@ static int scan_out(batch_ctx *b, long *n_done)
     cis2_jsonl_init(&r, b->fd, b->out_path);
     const char *line;
     size_t len;
-    int complete, k, rc = 2;
+    int complete, k, rc = 2, want = b->shard_i + 1; /* the next line of the shard, 1-based */
     *n_done = 0;
 #define REFUSE(...)                                                                                \
     do {                                                                                           \
@@ -213,18 +215,19 @@ static int scan_out(batch_ctx *b, long *n_done)
             snprintf(err, sizeof err,
                      "a result for an input of %d lines, but %s has %d (use another --out)",
                      h.lines, b->in_path, b->n);
-        else if (cis2_line_head_in_shard(&h, b->shard_i, b->shard_n, err)) {
-            /* err says why */
-        } else if (!same_id(h.id, h.id_len, b->L[h.line - 1].id, b->L[h.line - 1].id_len))
+        else if (h.line != want)
+            snprintf(err, sizeof err,
+                     "input line %d, where input line %d was expected (the lines of a shard are "
+                     "written in input order: a file of another --shard?)",
+                     h.line, want);
+        else if (!same_id(h.id, h.id_len, b->L[h.line - 1].id, b->L[h.line - 1].id_len))
             snprintf(err, sizeof err,
                      "the result's id differs from input line %d's: the input changed (use "
                      "another --out)",
                      h.line);
-        else if (b->L[h.line - 1].done)
-            snprintf(err, sizeof err, "a second result for input line %d", h.line);
         else bad = 0;
         if (!bad) {
-            b->L[h.line - 1].done = 1;
+            want += b->shard_n;
             b->errors += h.is_error;
             ++*n_done;
         }
@@ -241,6 +244,7 @@ static int scan_out(batch_ctx *b, long *n_done)
         goto out;
     }
     b->size = (uint64_t)sb.st_size;
+    b->cur = want - 1;
     rc = 0;
 out:
 #undef REFUSE
@@ -287,7 +291,6 @@ static int is_blank(const char *s, size_t n)
 static int next_job(void *ctx, cis2_pipe_job *job)
 {
     batch_ctx *b = ctx;
-    while (b->cur < b->n && b->L[b->cur].done) b->cur += b->shard_n;
     if (b->cur >= b->n) return 0;
     in_line *l = &b->L[b->cur];
     job_user *u = calloc(1, sizeof *u);
@@ -394,7 +397,6 @@ int cis2_cmd_batch(int argc, char **argv)
     b.kill_after = env_long("CIS2_BATCH_KILL_AFTER");
     b.tear_after = env_long("CIS2_BATCH_TEAR_AFTER");
     if (shard && cis2_cli_shard("batch", shard, &b.shard_i, &b.shard_n)) return 2;
-    b.cur = b.shard_i;
     cis2_engine_opts eo;
     if (cis2_cli_engine_opts("batch", backend, isa, threads, &eo)) return 2;
     eo.max_seqs = batch;
