@@ -370,6 +370,9 @@ row merge-gap "input lines no shard holds (a shard missing)" "t_batch.sh" "$CIS2
 row merge-torn "a shard whose last line is incomplete (killed, not resumed)" "t_batch.sh" "$CIS2" merge "$R" "$T/s3.0.jsonl" "$T/torn.jsonl" "$T/s3.2.jsonl"
 row merge-other-input "shards of different inputs" "t_batch.sh" "$CIS2" merge "$R" "$T/s3.0.jsonl" "$T/other.jsonl"
 row merge-not-result "a line that is not a result" "t_batch.sh" "$CIS2" merge "$R" "$T/notresult.jsonl"
+: > "$T/empty1.jsonl"; : > "$T/empty2.jsonl"
+# no line says how many input lines there are (before: an empty OUT, exit 0)
+row merge-all-empty "every shard empty (no line says how many input lines there are)" "t_batch.sh" "$CIS2" merge "$R" "$T/empty1.jsonl" "$T/empty2.jsonl"
 row merge-shard-fifo "a shard that is a FIFO" "t_batch.sh" $TO "$CIS2" merge "$R" "$T/fifo"
 row merge-out-directory "OUT a directory" "t_batch.sh" "$CIS2" merge "$T/adir" "$T/s3.0.jsonl"
 cp "$T/s3.1.jsonl" "$T/s3.1.keep"; ln -f "$T/s3.1.jsonl" "$T/s3.1.hard"

@@ -2,8 +2,8 @@
  * pieces of one batch output) joined into input order by each line's "line"
  * field. Refuses what would make the result differ from a single-process
  * run: an unfinished shard (a torn last line), the same input line twice,
- * input lines no shard holds, pieces of different inputs. OUT is written
- * atomically. */
+ * input lines no shard holds, pieces of different inputs, no line at all
+ * (nothing says how many there should be). OUT is written atomically. */
 #include "cli/batch.h"
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +103,16 @@ int cis2_cmd_merge(int argc, char **argv)
         }
     for (int s = 0; s < ns; s++)
         if (read_shard(pos[s + 1], s, &bufs[s], &p, &np, &cap, &lines, &lines_from)) goto done;
+    /* Only a line says how many input lines there are ("lines"). With none,
+     * N shards not run yet and an empty input look the same: the result
+     * cannot be shown complete (an empty input needs no merge). */
+    if (!lines_from) {
+        cis2_cli_usage_error("merge",
+                             "none of the %d shard(s) holds a result line: the input's line count "
+                             "is unknown, so the merge cannot be shown complete (shards not run?)",
+                             ns);
+        goto done;
+    }
     qsort(p, np, sizeof *p, cmp_piece);
     for (size_t i = 1; i < np; i++)
         if (p[i].line == p[i - 1].line) {
