@@ -337,6 +337,9 @@ rm -f "$T/k-bad.jsonl"
     || fail batch.resume-after-kill-9.with-error-lines "rc=$rc rc2=$rc2 $(cmp "$T/k-bad.jsonl" "$T/bad.out" 2>&1)"
 sed '1s/"p00"/"q00"/' "$IN" > "$T/changed.jsonl"; cp "$T/ref.jsonl" "$T/o-changed.jsonl"
 row batch-out-input-changed "--out made from an input whose ids have changed since" "t_batch.sh" "$CIS2" batch --model "$M" --in "$T/changed.jsonl" --out "$T/o-changed.jsonl"
+# nor is a line appended to a CRLF file (before: exit 0, LF lines after CRLF ones)
+head -3 "$T/ref.jsonl" | sed 's/$/\r/' > "$T/o-crlf.jsonl"
+row batch-out-crlf "--out whose lines end in CRLF" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/o-crlf.jsonl"
 { head -1 "$T/ref.jsonl"; head -1 "$T/ref.jsonl"; } > "$T/o-twice.jsonl"
 row batch-out-twice "--out holding one input line twice" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/o-twice.jsonl"
 cp "$T/s3.1.jsonl" "$T/locked.jsonl"
@@ -370,6 +373,10 @@ row merge-gap "input lines no shard holds (a shard missing)" "t_batch.sh" "$CIS2
 row merge-torn "a shard whose last line is incomplete (killed, not resumed)" "t_batch.sh" "$CIS2" merge "$R" "$T/s3.0.jsonl" "$T/torn.jsonl" "$T/s3.2.jsonl"
 row merge-other-input "shards of different inputs" "t_batch.sh" "$CIS2" merge "$R" "$T/s3.0.jsonl" "$T/other.jsonl"
 row merge-not-result "a line that is not a result" "t_batch.sh" "$CIS2" merge "$R" "$T/notresult.jsonl"
+# CRLF lines (a shard rewritten by a Windows tool) are refused, not copied
+# into OUT (before: exit 0, OUT with 13 CRLF lines)
+sed 's/$/\r/' "$T/s3.1.jsonl" > "$T/crlf.jsonl"
+row merge-crlf "a shard whose lines end in CRLF" "t_batch.sh" "$CIS2" merge "$R" "$T/s3.0.jsonl" "$T/crlf.jsonl" "$T/s3.2.jsonl"
 : > "$T/empty1.jsonl"; : > "$T/empty2.jsonl"
 # no line says how many input lines there are (before: an empty OUT, exit 0)
 row merge-all-empty "every shard empty (no line says how many input lines there are)" "t_batch.sh" "$CIS2" merge "$R" "$T/empty1.jsonl" "$T/empty2.jsonl"
@@ -425,22 +432,27 @@ echo "$out" | grep -qx 'MISSING input line(s) 30 (1 of the 40): no result line' 
 out=$("$CIS2" verify-batch "$T/bad.out" --model "$M"); rc=$?
 [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^SKIP')" -eq 18 ] && [[ "$(echo "$out" | tail -1)" == *"2 verified, 0 mismatched, 0 unreadable, 18 error line(s)"* ]] \
     && pass verify-batch.error-lines-skipped-and-counted || fail verify-batch.error-lines-skipped-and-counted "rc=$rc $(echo "$out" | tail -1)"
-# what differs when no value does: CRLF line endings are not "set or order
-# of fields"; swapped fields are their order, an added one the set
+# what differs when no value does: a blank between fields is not "set or
+# order of fields"; swapped fields are their order, an added one the set; a
+# CRLF line ending (another tool's rewrite) makes the line unreadable, as it
+# does for resume and merge
 $PY - "$T/ref.jsonl" "$T/layout.jsonl" <<'PY'
 import json, sys
 L = open(sys.argv[1], encoding="utf-8").read().splitlines()
-L[0] += "\r"
+L[0] = L[0].replace(',"lines"', ', "lines"', 1)
+L[3] += "\r"
 o = json.loads(L[1]); L[1] = json.dumps({"lines": o.pop("lines"), **o}, ensure_ascii=False, separators=(",", ":"))
 o = json.loads(L[2]); o["note"] = 1; L[2] = json.dumps(o, ensure_ascii=False, separators=(",", ":"))
 open(sys.argv[2], "w", encoding="utf-8").write("\n".join(L) + "\n")
 PY
 out=$("$CIS2" verify-batch "$T/layout.jsonl" --model "$M"); rc=$?
 want=$(cat <<'EOF'
-MISMATCH line 1 (input line 1, id "p00"): the receipt verifies, but not the line's bytes between the fields (whitespace, a \r line ending)
+MISMATCH line 1 (input line 1, id "p00"): the receipt verifies, but not the line's bytes between the fields (whitespace)
 MISMATCH line 2 (input line 2, id "p01"): the receipt verifies, but not the line's order of fields
 MISMATCH line 3 (input line 3, id "p02"): the receipt verifies, but not the line's set of fields
-verify-batch: 40 line(s): 37 verified, 3 mismatched, 0 unreadable, 0 error line(s) without a receipt
+UNREADABLE line 4: a \r\n line ending: cis2 batch writes \n alone
+MISSING input line(s) 4 (1 of the 40): no result line
+verify-batch: 40 line(s): 36 verified, 3 mismatched, 1 unreadable, 0 error line(s) without a receipt; input lines missing or given twice: 1
 EOF
 )
 [ $rc -eq 1 ] && [ "$out" == "$want" ] && pass verify-batch.names-layout-differences || fail verify-batch.names-layout-differences "rc=$rc $out"

@@ -71,7 +71,8 @@ typedef struct {
     size_t id_len;
     int is_error;
 } cis2_line_head;
-/* 0, or 1 with the reason in err (no path or line number: the caller adds them). */
+/* 0, or 1 with the reason in err (no path or line number: the caller adds them).
+ * A line ending in \r (CRLF: rewritten by another tool) is refused. */
 int cis2_line_head_parse(const char *text, size_t len, cis2_line_head *h, char *err);
 void cis2_line_head_free(cis2_line_head *h);
 /* Whether h's input line is one of shard i/N's (0-based index i mod N); 1

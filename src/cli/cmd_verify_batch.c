@@ -260,8 +260,7 @@ static void diff_fields(const char *a, size_t al, const char *b, size_t bl, cis2
              k = x.nodes[x.nodes[k].next].next, l = y.nodes[y.nodes[l].next].next)
             order |= x.nodes[k].len != y.nodes[l].len ||
                      memcmp(a + x.nodes[k].start, b + y.nodes[l].start, x.nodes[k].len) != 0;
-        cis2_sb_str(out, order ? "order of fields"
-                               : "bytes between the fields (whitespace, a \\r line ending)");
+        cis2_sb_str(out, order ? "order of fields" : "bytes between the fields (whitespace)");
     }
     json_free(&x);
     json_free(&y);

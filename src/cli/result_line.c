@@ -92,6 +92,12 @@ static int get_pos_int(const json_doc *d, const char *key, int *out, char *err)
 int cis2_line_head_parse(const char *text, size_t len, cis2_line_head *h, char *err)
 {
     memset(h, 0, sizeof *h);
+    /* JSON takes a \r as whitespace, but cis2 batch never writes one: a line
+     * copied on (merged, appended to) would keep a CRLF another tool made */
+    if (len && text[len - 1] == '\r') {
+        snprintf(err, CIS2_ERR_LEN, "a \\r\\n line ending: cis2 batch writes \\n alone");
+        return 1;
+    }
     json_doc d = { 0 };
     if (cis2_json_line_parse(&d, text, len, err)) return 1;
     int rc = 1, dups = 0;
