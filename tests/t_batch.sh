@@ -209,6 +209,15 @@ expect_eq batch.bad-lines-one-stderr-line "$(sed "s#$T/##" "$T/bad.err")" "cis2 
 # a resumed file with error lines says so again (exit 1); all good lines: exit 0
 "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/bad.out" 2>/dev/null; expect_eq batch.rerun-keeps-exit-1 "$?" 1
 "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/bad.out" --shard 0/1 2>/dev/null; expect_eq batch.shard-0/1-is-whole-file "$?" 1
+# a prompt too long for max_position_embeddings is refused before its ids are
+# decoded to the receipt's prompt bytes (which costs memory for a line refused
+# anyway): with a tokenizer.json that cannot decode, the line still says "too
+# long" (before: the decoding error, so the decoding came first)
+NT="$T/no-tok"; rm -rf "$NT"; cp -r "$M" "$NT"; echo '{}' > "$NT/tokenizer.json"
+printf '{"id":"long","prompt_ids":[1,2,3],"max_tokens":9000}\n' > "$T/nt.jsonl"
+"$CIS2" batch --model "$NT" --in "$T/nt.jsonl" --out "$T/nt.out" 2>/dev/null; rc=$?
+expect_eq batch.length-checked-before-decoding "$rc $(cat "$T/nt.out")" \
+    '1 {"line":1,"lines":1,"id":"long","error":"prompt (3 tokens) + max_tokens 9000 exceeds max_position_embeddings = 8192"}'
 
 # ---- chat lines: "messages" rendered with the model's ChatML template (a
 # Qwen2-shaped fixture with Qwen2.5's template, as tests/t_chat.sh) or

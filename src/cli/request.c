@@ -171,6 +171,11 @@ int cis2_request_from_json(const json_doc *d, uint32_t obj, const cis2_model *m,
     } else if (f[1] != JSON_NONE ? encode(d, f[1], t, rq, err) : chat(d, f[5], t, df, rq, err)) {
         return 1;
     }
+    /* positions 0 .. n_ids + max_tokens - 2 are computed (the last pick is never fed);
+     * checked before the ids are decoded, which costs memory for a line refused anyway */
+    if ((int64_t)rq->n_ids + rq->max_tokens - 1 > c->max_pos)
+        FAIL("prompt (%d tokens) + max_tokens %d exceeds max_position_embeddings = %d", rq->n_ids,
+             rq->max_tokens, c->max_pos);
     /* the receipt's prompt-hex: the bytes the ids decode to, never empty
      * (cis2_receipt_prompt_bytes, as `cis2 run --receipt` writes it; for an
      * NFC-normalizing tokenizer, the NFC form of a text or chat prompt) */
@@ -180,10 +185,6 @@ int cis2_request_from_json(const json_doc *d, uint32_t obj, const cis2_model *m,
     if (rq->prompt_len == 0)
         FAIL("field \"%s\": the ids decode to no bytes (a receipt's prompt-hex may not be empty)",
              field);
-    /* positions 0 .. n_ids + max_tokens - 2 are computed (the last pick is never fed) */
-    if ((int64_t)rq->n_ids + rq->max_tokens - 1 > c->max_pos)
-        FAIL("prompt (%d tokens) + max_tokens %d exceeds max_position_embeddings = %d", rq->n_ids,
-             rq->max_tokens, c->max_pos);
     return 0;
 }
 
