@@ -8,6 +8,10 @@
  *  - Every call that can fail returns 0 on success and nonzero on failure,
  *    writing one human-readable line (naming the file and the problem) into
  *    the caller's `err` buffer of CIS2_ERR_LEN bytes. `err` may not be NULL.
+ *    The text calls (cis2_tokenizer_encode/_decode/_normalize,
+ *    cis2_chat_parse_messages/_render, cis2_receipt_prompt_bytes) return -1
+ *    when memory ran out and 1 for a fault of their input, so a caller can
+ *    tell the two apart without reading the message.
  *  - Handles are opaque. Whoever gets a handle from a `_new`/`_open` call
  *    frees it with the matching `_free`; results and receipts own their
  *    arrays until their `_free` call.

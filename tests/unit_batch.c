@@ -5,6 +5,8 @@
 #include "unit.h"
 #include "cli/batch.h"
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int tmpfile_with(const char *data, size_t n, char *path)
@@ -164,10 +166,77 @@ static void verify_halves(void)
     cis2_model_free(m);
 }
 
+/* Memory running out is told from a bad line by the return code, -1, never
+ * by reading the message (cis2 batch stops on it instead of writing an error
+ * line): a child process, its address space capped 64 MiB above what it
+ * uses, parses lines that need more: 4 M ids (the JSON nodes) and a 12 MiB
+ * prompt (the encoder's work arrays). */
+static char *repeat(const char *head, const char *unit, size_t n, const char *tail)
+{
+    size_t hl = strlen(head), ul = strlen(unit), tl = strlen(tail);
+    char *s = malloc(hl + n * ul + tl + 1);
+    if (!s) return NULL;
+    memcpy(s, head, hl);
+    for (size_t i = 0; i < n; i++) memcpy(s + hl + i * ul, unit, ul);
+    memcpy(s + hl + n * ul, tail, tl + 1);
+    return s;
+}
+
+static void oom_codes(void)
+{
+    const char *tmp = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
+    char dir[512], err[CIS2_ERR_LEN];
+    snprintf(dir, sizeof dir, "%s/unit_batch_model", tmp); /* made by verify_halves */
+    cis2_model *m = NULL;
+    char *ids = repeat("{\"id\":\"x\",\"prompt_ids\":[", "1,", 4u << 20, "1]");
+    char *text = repeat("{\"id\":\"x\",\"prompt\":\"", "a ", 6u << 20, "\"}");
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f && fscanf(f, "%ld", &pages) != 1) pages = 0;
+    if (f) fclose(f);
+    size_t vm = (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+    const char *names[] = { "oom.json-line-parse-returns-minus-1",
+                            "oom.request-ids-returns-minus-1",
+                            "oom.request-prompt-encode-returns-minus-1" };
+    if (!ids || !text || cis2_model_open(&m, dir, NULL, err) || !cis2_model_tokenizer(m, err)) {
+        for (int i = 0; i < 3; i++) CHECK(names[i], 0, "setup: %s", err);
+        goto out;
+    }
+    if (!vm || vm > ((size_t)8 << 30)) { /* a sanitizer's shadow: no cap can be set */
+        for (int i = 0; i < 3; i++) SKIP(names[i], "address space %zu MiB", vm >> 20);
+        goto out;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = { vm + (64u << 20), vm + (64u << 20) };
+        int bits = 0;
+        cis2_request_defaults df = { 16, 0, NULL, "no template" };
+        cis2_request rq;
+        json_doc d;
+        const char *arr = strchr(ids, '['); /* the array alone */
+        if (setrlimit(RLIMIT_AS, &rl) == 0) {
+            bits |= (cis2_json_line_parse(&d, arr, strlen(arr) - 1, err) == -1) << 0;
+            bits |= (cis2_request_parse(ids, strlen(ids), m, &df, &rq, err) == -1) << 1;
+            cis2_request_free(&rq);
+            bits |= (cis2_request_parse(text, strlen(text), m, &df, &rq, err) == -1) << 2;
+        }
+        _exit(bits);
+    }
+    int st = 0;
+    int bits = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+    for (int i = 0; i < 3; i++) CHECK(names[i], bits >> i & 1, "exit status %d", bits);
+out:
+    cis2_model_free(m);
+    free(ids);
+    free(text);
+}
+
 int main(void)
 {
     reader();
     lines();
     verify_halves();
+    oom_codes();
     UNIT_END();
 }

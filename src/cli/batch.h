@@ -38,12 +38,10 @@ typedef struct {
  * object with a string "id" (malloc'd into *id), 1 when it is not, -1 when
  * memory ran out (no answer about the line). */
 int cis2_request_id(const char *text, size_t len, char **id, size_t *id_len);
-/* Whether a request error is memory running out, not a fault of the line
- * (every such message ends "out of memory"). */
-int cis2_request_err_is_oom(const char *err);
 /* The whole request, checked against `m` (vocabulary, max_position_embeddings;
- * "prompt" is encoded with the model's tokenizer). 0, or 1 with one line in
- * err (rq->id is still filled when it was readable). Free with _free. */
+ * "prompt" is encoded with the model's tokenizer). 0, 1 with one line in err
+ * (rq->id is still filled when it was readable), or -1 when memory ran out
+ * (no fault of the request: err says "... out of memory"). Free with _free. */
 int cis2_request_parse(const char *text, size_t len, const cis2_model *m,
                        const cis2_request_defaults *df, cis2_request *rq, char *err);
 /* The same on an object already parsed (an HTTP body, say). */
@@ -102,7 +100,7 @@ void cis2_jsonl_init(cis2_jsonl *r, int fd, const char *path);
 int cis2_jsonl_next(cis2_jsonl *r, const char **line, size_t *len, int *complete, char *err);
 void cis2_jsonl_free(cis2_jsonl *r);
 /* json_parse of one line; the error reads "invalid JSON at col C: why" (the
- * caller names the file and line). */
+ * caller names the file and line). 1, or -1 when memory ran out. */
 int cis2_json_line_parse(json_doc *d, const char *text, size_t len, char *err);
 
 /* ------------------------------------------- in-order pipeline (seqpipe.c) */

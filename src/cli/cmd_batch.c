@@ -301,13 +301,14 @@ static int next_job(void *ctx, cis2_pipe_job *job)
     u->line = b->cur + 1;
     b->cur += b->shard_n;
     char err[CIS2_ERR_LEN] = "";
+    int rc = 0;
     if (l->len > CIS2_BATCH_MAX_LINE)
         snprintf(err, sizeof err, "the line is %zu bytes, more than the %u a line may have", l->len,
                  CIS2_BATCH_MAX_LINE);
     else if (is_blank(l->text, l->len))
         snprintf(err, sizeof err, "empty line (expected a JSON object)");
     else if (l->dup_of) snprintf(err, sizeof err, "duplicate id (first at line %d)", l->dup_of);
-    else if (cis2_request_parse(l->text, l->len, b->m, &b->df, &u->rq, err) == 0) {
+    else if ((rc = cis2_request_parse(l->text, l->len, b->m, &b->df, &u->rq, err)) == 0) {
         job->ids = u->rq.ids;
         job->n_ids = u->rq.n_ids;
         job->g.n_gen = u->rq.max_tokens;
@@ -316,7 +317,7 @@ static int next_job(void *ctx, cis2_pipe_job *job)
     /* spec (docs/scale.md): an error line is only ever a fault of the line,
      * which a rerun finds again; memory running out stops the run instead,
      * and the rerun retries the line */
-    if (err[0] && cis2_request_err_is_oom(err)) {
+    if (rc < 0) {
         cis2_cli_usage_error("batch", "%s: line %d: out of memory", b->in_path, u->line);
         cis2_request_free(&u->rq);
         free(u);

@@ -104,10 +104,11 @@ int cis2_jsonl_next(cis2_jsonl *r, const char **line, size_t *len, int *complete
 int cis2_json_line_parse(json_doc *d, const char *text, size_t len, char *err)
 {
     char e[CIS2_ERR_LEN];
-    if (json_parse(d, text, len, "", e) == 0) return 0;
+    int rc = json_parse(d, text, len, "", e);
+    if (rc == 0) return 0;
     const char *col = strstr(e, " col ");
     snprintf(err, CIS2_ERR_LEN, "invalid JSON at%s", col ? col : e);
-    return 1;
+    return rc;
 }
 
 void cis2_jsonl_free(cis2_jsonl *r)

@@ -13,18 +13,15 @@ static const char *FIELDS[] = { "id",         "prompt",      "prompt_ids",
                                 "max_tokens", "stop_at_eos", "messages" };
 #define N_FIELDS (int)(sizeof FIELDS / sizeof FIELDS[0])
 
-#define FAIL(...)                                                                                  \
+/* rc 1: a fault of the request; -1: memory ran out (no fault of the request:
+ * cis2 batch stops instead of writing an error line) */
+#define FAIL_RC(rc, ...)                                                                           \
     do {                                                                                           \
         snprintf(err, CIS2_ERR_LEN, __VA_ARGS__);                                                  \
-        return 1;                                                                                  \
+        return (rc);                                                                               \
     } while (0)
-
-int cis2_request_err_is_oom(const char *err)
-{
-    static const char oom[] = "out of memory";
-    size_t n = strlen(err), k = sizeof oom - 1;
-    return n >= k && strcmp(err + n - k, oom) == 0 && (n == k || err[n - k - 1] == ' ');
-}
+#define FAIL(...) FAIL_RC(1, __VA_ARGS__)
+#define OOM()     FAIL_RC(-1, "out of memory")
 
 int cis2_request_id(const char *text, size_t len, char **id, size_t *id_len)
 {
@@ -32,8 +29,10 @@ int cis2_request_id(const char *text, size_t len, char **id, size_t *id_len)
     char err[CIS2_ERR_LEN];
     *id = NULL;
     *id_len = 0;
-    if (cis2_json_line_parse(&d, text, len, err)) return cis2_request_err_is_oom(err) ? -1 : 1;
-    int dups = 0, rc = 1;
+    int rc = cis2_json_line_parse(&d, text, len, err);
+    if (rc) return rc;
+    int dups = 0;
+    rc = 1;
     uint32_t v = json_get(&d, 0, "id", &dups);
     if (v != JSON_NONE && dups == 1 && d.nodes[v].type == JSON_STRING)
         rc = (*id = json_str_dup(&d, v, id_len)) ? 0 : -1;
@@ -56,7 +55,7 @@ static int get_ids(const json_doc *d, uint32_t v, int vocab, cis2_request *rq, c
     if (d->nodes[v].type != JSON_ARRAY) FAIL("field \"prompt_ids\" must be an array of token ids");
     if (d->nodes[v].count == 0) FAIL("field \"prompt_ids\" is empty");
     rq->ids = malloc((size_t)d->nodes[v].count * sizeof(int32_t));
-    if (!rq->ids) FAIL("out of memory");
+    if (!rq->ids) OOM();
     int i = 0;
     for (uint32_t k = d->nodes[v].first; k != JSON_NONE; k = d->nodes[k].next, i++) {
         int64_t x;
@@ -77,10 +76,10 @@ static int encode(const json_doc *d, uint32_t v, const cis2_tokenizer *t, cis2_r
     if (d->nodes[v].type != JSON_STRING) FAIL("field \"prompt\" must be a string");
     size_t len;
     char *text = json_str_dup(d, v, &len), e[CIS2_ERR_LEN];
-    if (!text) FAIL("out of memory");
+    if (!text) OOM();
     int rc = cis2_tokenizer_encode(t, text, len, &rq->ids, &rq->n_ids, e);
     free(text);
-    if (rc) FAIL("field \"prompt\": %s", e);
+    if (rc) FAIL_RC(rc, "field \"prompt\": %s", e);
     if (rq->n_ids == 0) FAIL("field \"prompt\" encodes to no tokens");
     return 0;
 }
@@ -97,12 +96,12 @@ static int chat(const json_doc *d, uint32_t v, const cis2_tokenizer *t,
     char *text = NULL, e[CIS2_ERR_LEN];
     size_t len = 0;
     int rc = cis2_chat_parse_messages(d->src + d->nodes[v].start, d->nodes[v].len,
-                                      "field \"messages\"", &msgs, &n, e) ||
-             cis2_chat_render(df->chat, msgs, n, 1, t, &text, &len, e) ||
-             cis2_tokenizer_encode(t, text, len, &rq->ids, &rq->n_ids, e);
+                                      "field \"messages\"", &msgs, &n, e);
+    if (!rc) rc = cis2_chat_render(df->chat, msgs, n, 1, t, &text, &len, e);
+    if (!rc) rc = cis2_tokenizer_encode(t, text, len, &rq->ids, &rq->n_ids, e);
     cis2_free(msgs);
     free(text);
-    if (rc) FAIL("%s%s", strncmp(e, "field", 5) ? "field \"messages\": " : "", e);
+    if (rc) FAIL_RC(rc, "%s%s", strncmp(e, "field", 5) ? "field \"messages\": " : "", e);
     return 0;
 }
 
@@ -116,16 +115,19 @@ int cis2_request_from_json(const json_doc *d, uint32_t obj, const cis2_model *m,
     /* the id first, so that every later error can still name it */
     int dups = 0;
     uint32_t v = json_get(d, obj, "id", &dups);
-    if (v != JSON_NONE && dups == 1 && d->nodes[v].type == JSON_STRING)
-        rq->id = json_str_dup(d, v, &rq->id_len);
+    if (v != JSON_NONE && dups == 1 && d->nodes[v].type == JSON_STRING &&
+        !(rq->id = json_str_dup(d, v, &rq->id_len)))
+        OOM();
     for (uint32_t k = d->nodes[obj].first; k != JSON_NONE; k = d->nodes[d->nodes[k].next].next) {
         int known = 0;
         for (int f = 0; f < N_FIELDS; f++) known |= json_str_eq(d, k, FIELDS[f]);
         if (!known) {
             char *name = json_str_dup(d, k, NULL);
+            if (!name) OOM();
             cis2_sb sb = { 0 };
-            cis2_sb_json_str(&sb, name ? name : "", name ? strlen(name) : 0);
+            cis2_sb_json_str(&sb, name, strlen(name));
             free(name);
+            if (!sb.b) OOM();
             /* at most 80 bytes of the quoted name, cut between two characters
              * (a cut inside one would print as U+FFFD, a character the line
              * does not hold) */
@@ -161,16 +163,14 @@ int cis2_request_from_json(const json_doc *d, uint32_t obj, const cis2_model *m,
         rq->stop_at_eos = t == JSON_TRUE;
     }
     const cis2_config *c = cis2_model_config(m);
+    int rc;
     const char *field = FIELDS[f[1] != JSON_NONE ? 1 : f[2] != JSON_NONE ? 2 : 5];
     char e[CIS2_ERR_LEN];
     const cis2_tokenizer *t = cis2_model_tokenizer(m, e);
-    if (f[2] != JSON_NONE) {
-        if (get_ids(d, f[2], c->vocab, rq, err)) return 1;
-    } else if (!t) {
-        FAIL("field \"%s\" needs the model's tokenizer: %s", field, e);
-    } else if (f[1] != JSON_NONE ? encode(d, f[1], t, rq, err) : chat(d, f[5], t, df, rq, err)) {
-        return 1;
-    }
+    if (f[2] != JSON_NONE) rc = get_ids(d, f[2], c->vocab, rq, err);
+    else if (!t) FAIL("field \"%s\" needs the model's tokenizer: %s", field, e);
+    else rc = f[1] != JSON_NONE ? encode(d, f[1], t, rq, err) : chat(d, f[5], t, df, rq, err);
+    if (rc) return rc;
     /* positions 0 .. n_ids + max_tokens - 2 are computed (the last pick is never fed);
      * checked before the ids are decoded, which costs memory for a line refused anyway */
     if ((int64_t)rq->n_ids + rq->max_tokens - 1 > c->max_pos)
@@ -180,8 +180,8 @@ int cis2_request_from_json(const json_doc *d, uint32_t obj, const cis2_model *m,
      * (cis2_receipt_prompt_bytes, as `cis2 run --receipt` writes it; for an
      * NFC-normalizing tokenizer, the NFC form of a text or chat prompt) */
     if (!t) FAIL("field \"%s\": a receipt needs the bytes the ids decode to: %s", field, e);
-    if (cis2_receipt_prompt_bytes(t, rq->ids, rq->n_ids, &rq->prompt, &rq->prompt_len, e))
-        FAIL("field \"%s\": %s", field, e);
+    if ((rc = cis2_receipt_prompt_bytes(t, rq->ids, rq->n_ids, &rq->prompt, &rq->prompt_len, e)))
+        FAIL_RC(rc, "field \"%s\": %s", field, e);
     if (rq->prompt_len == 0)
         FAIL("field \"%s\": the ids decode to no bytes (a receipt's prompt-hex may not be empty)",
              field);
@@ -193,8 +193,9 @@ int cis2_request_parse(const char *text, size_t len, const cis2_model *m,
 {
     memset(rq, 0, sizeof *rq);
     json_doc d = { 0 };
-    if (cis2_json_line_parse(&d, text, len, err)) return 1;
-    int rc = cis2_request_from_json(&d, 0, m, df, rq, err);
+    int rc = cis2_json_line_parse(&d, text, len, err);
+    if (rc) return rc;
+    rc = cis2_request_from_json(&d, 0, m, df, rq, err);
     json_free(&d);
     return rc;
 }

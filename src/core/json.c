@@ -14,7 +14,7 @@ typedef struct {
     size_t n, i;
     const char *path;
     char *err;
-    int failed;
+    int failed, oom; /* oom: the failure is memory running out, not the text */
 } P;
 
 static int fail(P *p, const char *why)
@@ -45,6 +45,7 @@ static uint32_t new_node(P *p, json_type t)
         json_node *nn = realloc(d->nodes, (size_t)nc * sizeof *nn);
         if (!nn) {
             fail(p, "out of memory");
+            p->oom = 1;
             return JSON_NONE;
         }
         d->nodes = nn;
@@ -275,7 +276,7 @@ int json_parse(json_doc *d, const char *src, size_t len, const char *path, char 
     memset(d, 0, sizeof *d);
     d->src = src;
     d->src_len = len;
-    P p = { d, src, len, 0, path, err, 0 };
+    P p = { d, src, len, 0, path, err, 0, 0 };
     if (len >= 0xFFFFFFF0u) {
         fail(&p, "file too large");
         json_free(d);
@@ -284,7 +285,7 @@ int json_parse(json_doc *d, const char *src, size_t len, const char *path, char 
     uint32_t root;
     if (parse_value(&p, &root, 0)) {
         json_free(d);
-        return 1;
+        return p.oom ? -1 : 1;
     }
     ws(&p);
     if (p.i != len) {

@@ -35,7 +35,8 @@ typedef struct {
     uint32_t n_nodes, cap;
 } json_doc;
 
-/* Parse `len` bytes. On failure writes "PATH: invalid JSON at line L col C: why". */
+/* Parse `len` bytes. On failure writes "PATH: invalid JSON at line L col C: why"
+ * and returns 1, or -1 when memory ran out (the text may be valid). */
 int json_parse(json_doc *d, const char *src, size_t len, const char *path, char *err);
 void json_free(json_doc *d);
 

@@ -503,8 +503,9 @@ static int cis2_chat_parse_messages_impl(const char *json, size_t len, const cha
     *out = NULL;
     *n_out = 0;
     json_doc d;
-    if (json_parse(&d, json, len, path, err)) return 1;
-    int rc = 1;
+    int rc = json_parse(&d, json, len, path, err);
+    if (rc) return rc;
+    rc = 1;
     uint32_t arr = 0; /* the root (node 0) itself when it is the array */
     if (d.nodes[0].type == JSON_OBJECT) {
         for (uint32_t k = d.nodes[0].first; k != JSON_NONE; k = d.nodes[d.nodes[k].next].next)
@@ -534,6 +535,7 @@ static int cis2_chat_parse_messages_impl(const char *json, size_t len, const cha
     cis2_chat_msg *msgs = calloc(1, bytes);
     if (!msgs) {
         cerr(err, "out of memory");
+        rc = -1;
         goto out;
     }
     char *arena = (char *)(msgs + n);
@@ -710,7 +712,7 @@ static int cis2_chat_render_impl(const cis2_chat_template *t, const cis2_chat_ms
     free(sp.content);
     if (rc) {
         free(text);
-        return 1;
+        return rc > 0 ? 1 : -1;
     }
     *out = text;
     *out_len = len;

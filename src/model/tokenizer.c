@@ -1303,7 +1303,7 @@ static int cis2_tokenizer_encode_impl(const cis2_tokenizer *t, const char *text,
     } else if (rc) snprintf(err, CIS2_ERR_LEN, "tokenize: out of memory");
     if (rc) {
         free(e.out);
-        return 1;
+        return rc == 2 ? 1 : -1;
     }
     *ids = e.out;
     *n = (int)e.n;
@@ -1358,7 +1358,7 @@ static int cis2_tokenizer_normalize_impl(const cis2_tokenizer *t, const char *te
     cis2_nfc_buf_free(&c.nb);
     if (!o) {
         snprintf(err, CIS2_ERR_LEN, "normalize: out of memory");
-        return 1;
+        return -1;
     }
     *out = o;
     return 0;
@@ -1389,7 +1389,7 @@ static int cis2_tokenizer_decode_impl(const cis2_tokenizer *t, const int32_t *id
     char *o = malloc(total + 1);
     if (!o) {
         snprintf(err, CIS2_ERR_LEN, "detokenize: out of memory");
-        return 1;
+        return -1;
     }
     size_t p = 0;
     for (int i = 0; i < n; i++) {

@@ -63,16 +63,17 @@ int cis2_receipt_prompt_bytes(const cis2_tokenizer *t, const int32_t *ids, int n
         }
         char *s;
         size_t l;
-        if (cis2_tokenizer_decode(t, ids + i, j - i, &s, &l, err)) {
+        int rc = cis2_tokenizer_decode(t, ids + i, j - i, &s, &l, err);
+        if (rc) {
             cis2_sb_free(&b);
-            return 1;
+            return rc;
         }
         cis2_sb_put(&b, s, l);
         free(s);
     }
     if (!(*bytes = cis2_sb_take(&b, len))) {
         snprintf(err, CIS2_ERR_LEN, "out of memory");
-        return 1;
+        return -1;
     }
     return 0;
 }
