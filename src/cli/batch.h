@@ -72,6 +72,9 @@ typedef struct {
 /* 0, or 1 with the reason in err (no path or line number: the caller adds them).
  * A line ending in \r (CRLF: rewritten by another tool) is refused. */
 int cis2_line_head_parse(const char *text, size_t len, cis2_line_head *h, char *err);
+/* The same, keeping the parsed line in *d when it succeeds (json_free it):
+ * for a caller that reads more of the line. */
+int cis2_line_head_read(const char *text, size_t len, json_doc *d, cis2_line_head *h, char *err);
 void cis2_line_head_free(cis2_line_head *h);
 /* Whether h's input line is one of shard i/N's (0-based index i mod N); 1
  * with the reason in err when it is not. */

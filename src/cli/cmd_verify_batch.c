@@ -122,23 +122,18 @@ static void drop_job(void *ctx, cis2_pipe_job *job)
     free(j);
 }
 
-/* Whether `line` is an error line as `cis2 batch` writes it: "line",
- * "lines", "id" (read by cis2_line_head_parse) and a string "error", in that
+/* Whether a line (parsed, its head read: an object) is an error line as
+ * `cis2 batch` writes it: "line", "lines", "id" and a string "error", in that
  * order and nothing else. A line that merely has an "error" field, next to a
  * receipt say, is not skipped as one: that would keep a receipt unchecked. */
-static int is_error_line(const char *line, size_t len)
+static int is_error_line(const json_doc *d)
 {
     static const char *const keys[] = { "line", "lines", "id", "error" };
-    json_doc d = { 0 };
-    char err[CIS2_ERR_LEN];
-    if (cis2_json_line_parse(&d, line, len, err)) return 0;
-    int ok = d.nodes[0].type == JSON_OBJECT && d.nodes[0].count == 4, i = 0;
-    for (uint32_t k = d.nodes[0].first; ok && k != JSON_NONE; k = d.nodes[d.nodes[k].next].next)
-        ok = json_str_eq(&d, k, keys[i++]);
-    uint32_t v = json_get(&d, 0, "error", NULL);
-    ok = ok && v != JSON_NONE && d.nodes[v].type == JSON_STRING;
-    json_free(&d);
-    return ok;
+    int ok = d->nodes[0].count == 4, i = 0;
+    for (uint32_t k = d->nodes[0].first; ok && k != JSON_NONE; k = d->nodes[d->nodes[k].next].next)
+        ok = json_str_eq(d, k, keys[i++]);
+    uint32_t v = json_get(d, 0, "error", NULL);
+    return ok && v != JSON_NONE && d->nodes[v].type == JSON_STRING;
 }
 
 static int next_job(void *ctx, cis2_pipe_job *job)
@@ -171,9 +166,9 @@ static int next_job(void *ctx, cis2_pipe_job *job)
         memcpy(j->text, line, len);
         j->text[len] = '\n';
         j->len = len + 1;
-        json_doc d = { 0 };
+        json_doc d = { 0 }; /* the line, parsed once: its head, then its receipt */
         int placed = 0;
-        if (cis2_line_head_parse(line, len, &j->h, err)) {
+        if (cis2_line_head_read(line, len, &d, &j->h, err)) {
             /* err says why */
         } else if ((placed = place_line(c, &j->h, err)) != 0) {
             if (placed < 0) {
@@ -183,12 +178,12 @@ static int next_job(void *ctx, cis2_pipe_job *job)
                 return -1;
             }
         } else if (j->h.is_error) {
-            if (is_error_line(line, len)) j->kind = SKIP;
+            if (is_error_line(&d)) j->kind = SKIP;
             else
                 snprintf(err, sizeof err,
                          "an \"error\" field, but not an error line as cis2 batch writes it "
                          "(other fields)");
-        } else if (cis2_json_line_parse(&d, line, len, err) == 0) {
+        } else {
             uint32_t rv = json_get(&d, 0, "receipt", NULL);
             size_t rl;
             char *rt = NULL, e2[CIS2_ERR_LEN];
@@ -199,8 +194,8 @@ static int next_job(void *ctx, cis2_pipe_job *job)
                 snprintf(err, sizeof err, "%s", e2);
             else j->kind = RUN;
             free(rt);
-            json_free(&d);
         }
+        json_free(&d);
     }
     if (j->kind == BAD && !(j->msg = strdup(err))) j->kind = SKIP;
     if (j->kind != RUN) return 1;

@@ -89,46 +89,55 @@ static int get_pos_int(const json_doc *d, const char *key, int *out, char *err)
     return 0;
 }
 
-int cis2_line_head_parse(const char *text, size_t len, cis2_line_head *h, char *err)
+int cis2_line_head_read(const char *text, size_t len, json_doc *d, cis2_line_head *h, char *err)
 {
     memset(h, 0, sizeof *h);
+    memset(d, 0, sizeof *d);
     /* JSON takes a \r as whitespace, but cis2 batch never writes one: a line
      * copied on (merged, appended to) would keep a CRLF another tool made */
     if (len && text[len - 1] == '\r') {
         snprintf(err, CIS2_ERR_LEN, "a \\r\\n line ending: cis2 batch writes \\n alone");
         return 1;
     }
-    json_doc d = { 0 };
-    if (cis2_json_line_parse(&d, text, len, err)) return 1;
+    if (cis2_json_line_parse(d, text, len, err)) return 1;
     int rc = 1, dups = 0;
-    if (d.nodes[0].type != JSON_OBJECT) {
+    if (d->nodes[0].type != JSON_OBJECT) {
         snprintf(err, CIS2_ERR_LEN, "not a JSON object");
         goto out;
     }
-    if (get_pos_int(&d, "line", &h->line, err) || get_pos_int(&d, "lines", &h->lines, err))
-        goto out;
+    if (get_pos_int(d, "line", &h->line, err) || get_pos_int(d, "lines", &h->lines, err)) goto out;
     if (h->line > h->lines) {
         snprintf(err, CIS2_ERR_LEN, "\"line\" %d is beyond \"lines\" %d", h->line, h->lines);
         goto out;
     }
-    uint32_t v = json_get(&d, 0, "id", &dups);
+    uint32_t v = json_get(d, 0, "id", &dups);
     if (v == JSON_NONE || dups != 1 ||
-        (d.nodes[v].type != JSON_STRING && d.nodes[v].type != JSON_NULL)) {
+        (d->nodes[v].type != JSON_STRING && d->nodes[v].type != JSON_NULL)) {
         snprintf(err, CIS2_ERR_LEN, "no \"id\" (a string or null)");
         goto out;
     }
-    if (d.nodes[v].type == JSON_STRING) {
-        h->id = json_str_dup(&d, v, &h->id_len);
+    if (d->nodes[v].type == JSON_STRING) {
+        h->id = json_str_dup(d, v, &h->id_len);
         if (!h->id) {
             snprintf(err, CIS2_ERR_LEN, "out of memory");
             goto out;
         }
     }
-    h->is_error = json_get(&d, 0, "error", NULL) != JSON_NONE;
+    h->is_error = json_get(d, 0, "error", NULL) != JSON_NONE;
     rc = 0;
 out:
+    if (rc) { /* a head that fails is all unset: no half-read line or id */
+        json_free(d);
+        cis2_line_head_free(h);
+    }
+    return rc;
+}
+
+int cis2_line_head_parse(const char *text, size_t len, cis2_line_head *h, char *err)
+{
+    json_doc d;
+    int rc = cis2_line_head_read(text, len, &d, h, err);
     json_free(&d);
-    if (rc) cis2_line_head_free(h); /* a head that fails is all unset: no half-read line or id */
     return rc;
 }
 
