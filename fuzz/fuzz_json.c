@@ -21,9 +21,14 @@ static void walk(const json_doc *d, uint32_t n, int depth)
         free(s2);
     } else if (x->type == JSON_NUMBER) {
         double f;
-        int64_t i;
-        (void)json_num_f64(d, n, &f);
-        (void)json_num_i64(d, n, &i);
+        int64_t i, j;
+        int fr = json_num_f64(d, n, &f), ir = json_num_i64(d, n, &i), jr = json_num_int(d, n, &j);
+        /* An integer spelling is an integral value too, the same one; an
+         * integral value below 2^53 in magnitude is exactly its double. */
+        FUZZ_ASSERT(ir != 0 || (jr == 0 && i == j));
+        FUZZ_ASSERT(ir == 0 || ir == JSON_NUM_NOT_INT || ir == jr);
+        FUZZ_ASSERT(jr != 0 || fr != 0 || j > (INT64_C(1) << 53) || j < -(INT64_C(1) << 53) ||
+                    f == (double)j);
     } else if (x->type == JSON_ARRAY || x->type == JSON_OBJECT) {
         uint32_t c = x->first, k = 0;
         while (c != JSON_NONE) {

@@ -243,6 +243,78 @@ static void test_json(void)
     json_free(&d);
 }
 
+/* json_num_i64 and json_num_int at the edges of int64, decided on the text
+ * exactly: a number that a double would round into range (9223372036854775808.0
+ * is 2^63 as a double) is still refused, and 2^63-1 is taken, not 2^63-1024. */
+static void test_json_int(void)
+{
+    static const struct {
+        const char *text;
+        int i64_rc, int_rc; /* 0, JSON_NUM_NOT_INT or JSON_NUM_RANGE */
+        int64_t want;
+    } cases[] = {
+        { "0", 0, 0, 0 },
+        { "-0", 0, 0, 0 },
+        { "4611686018427387904", 0, 0, INT64_C(4611686018427387904) }, /* 2^62 */
+        { "4611686018427387905", 0, 0, INT64_C(4611686018427387905) },
+        { "9223372036854775806", 0, 0, INT64_MAX - 1 },
+        { "9223372036854775807", 0, 0, INT64_MAX },
+        { "-9223372036854775807", 0, 0, -INT64_MAX },
+        { "-9223372036854775808", 0, 0, INT64_MIN },
+        { "9223372036854775808", JSON_NUM_RANGE, JSON_NUM_RANGE, 0 }, /* 2^63 */
+        { "-9223372036854775809", JSON_NUM_RANGE, JSON_NUM_RANGE, 0 },
+        { "18446744073709551616", JSON_NUM_RANGE, JSON_NUM_RANGE, 0 },
+        { "92233720368547758070", JSON_NUM_RANGE, JSON_NUM_RANGE, 0 },
+        { "100000000000000000000000000000", JSON_NUM_RANGE, JSON_NUM_RANGE, 0 },
+        { "9223372036854775807.0", JSON_NUM_NOT_INT, 0, INT64_MAX },
+        { "9223372036854775808.0", JSON_NUM_NOT_INT, JSON_NUM_RANGE, 0 },
+        { "-9223372036854775808.000", JSON_NUM_NOT_INT, 0, INT64_MIN },
+        { "9.223372036854775807e18", JSON_NUM_NOT_INT, 0, INT64_MAX },
+        { "9.223372036854775808e18", JSON_NUM_NOT_INT, JSON_NUM_RANGE, 0 },
+        { "9223372036854775807.5", JSON_NUM_NOT_INT, JSON_NUM_NOT_INT, 0 },
+        { "1.0", JSON_NUM_NOT_INT, 0, 1 },
+        { "16.000", JSON_NUM_NOT_INT, 0, 16 },
+        { "1e3", JSON_NUM_NOT_INT, 0, 1000 },
+        { "1E+3", JSON_NUM_NOT_INT, 0, 1000 },
+        { "1200e-2", JSON_NUM_NOT_INT, 0, 12 },
+        { "0.5e1", JSON_NUM_NOT_INT, 0, 5 },
+        { "10.50e1", JSON_NUM_NOT_INT, 0, 105 },
+        { "-2.0", JSON_NUM_NOT_INT, 0, -2 },
+        { "0e999999999999", JSON_NUM_NOT_INT, 0, 0 },
+        { "1.5", JSON_NUM_NOT_INT, JSON_NUM_NOT_INT, 0 },
+        { "1e-3", JSON_NUM_NOT_INT, JSON_NUM_NOT_INT, 0 },
+        { "1230e-2", JSON_NUM_NOT_INT, JSON_NUM_NOT_INT, 0 },
+        { "1e-999999999999", JSON_NUM_NOT_INT, JSON_NUM_NOT_INT, 0 },
+        { "1e19", JSON_NUM_NOT_INT, JSON_NUM_RANGE, 0 },
+        { "1e400", JSON_NUM_NOT_INT, JSON_NUM_RANGE, 0 },
+        { "1e999999999999", JSON_NUM_NOT_INT, JSON_NUM_RANGE, 0 },
+        { "\"1\"", JSON_NUM_NOT_INT, JSON_NUM_NOT_INT, 0 },
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_doc d;
+        char err[CIS2_ERR_LEN];
+        if (json_parse(&d, cases[i].text, strlen(cases[i].text), "t", err)) {
+            printf("  json.int64-edges: %s does not parse: %s\n", cases[i].text, err);
+            bad++;
+            continue;
+        }
+        int64_t a = -7, b = -7;
+        int ra = json_num_i64(&d, 0, &a), rb = json_num_int(&d, 0, &b);
+        if (ra != cases[i].i64_rc || rb != cases[i].int_rc || (ra == 0 && a != cases[i].want) ||
+            (rb == 0 && b != cases[i].want)) {
+            printf("  json.int64-edges: %s: json_num_i64 %d (%lld), json_num_int %d (%lld); "
+                   "want %d, %d (%lld)\n",
+                   cases[i].text, ra, (long long)a, rb, (long long)b, cases[i].i64_rc,
+                   cases[i].int_rc, (long long)cases[i].want);
+            bad++;
+        }
+        json_free(&d);
+    }
+    CHECK("json.int64-edges", bad == 0, "%d of %zu cases wrong", bad,
+          sizeof cases / sizeof cases[0]);
+}
+
 static int cfg(const char *body, cis2_config *c, char *err)
 {
     return cis2_config_parse(body, strlen(body), "config.json", c, err);
@@ -293,6 +365,14 @@ static void test_config(void)
         CHECK(name, rc != 0 && strstr(err, bad[i].want) && strstr(err, "config.json"),
               "rc=%d err=%s", rc, err);
     }
+    /* An integer beyond int64 is named as such, not as a fraction or exponent;
+     * int64's largest is read and refused by the field's own range. */
+    rc = cfg("{\"model_type\":\"llama\",\"hidden_size\":9223372036854775808}", &c, err);
+    CHECK("config.int-beyond-int64",
+          rc != 0 && strstr(err, "\"hidden_size\" is beyond the 64-bit integer range"), "%s", err);
+    rc = cfg("{\"model_type\":\"llama\",\"hidden_size\":9223372036854775807}", &c, err);
+    CHECK("config.int64-max-out-of-range",
+          rc != 0 && strstr(err, "= 9223372036854775807 is out of range"), "%s", err);
     /* §2.2 names no model_type: absent is the Llama family, `architectures`
      * may name Qwen2/Qwen3; a present model_type decides, and an unknown one
      * is refused by name. */
@@ -723,6 +803,7 @@ int main(void)
     test_math();
     test_sha();
     test_json();
+    test_json_int();
     test_config();
     test_safetensors();
     test_f16();

@@ -435,23 +435,64 @@ int json_num_f64(const json_doc *d, uint32_t n, double *out)
     return end != buf + l;
 }
 
+/* The integer a number's text denotes, decided on the decimal digits alone
+ * (never through a double, which is inexact beyond 2^53): the significant
+ * digits D and the power of ten s of D * 10^s, trailing zeros moved into s.
+ * "12", "12.0", "1.2e1" and "1200e-2" are all 12; "1.5" and "1e-3" have a
+ * fractional part. */
+int json_num_int(const json_doc *d, uint32_t n, int64_t *out)
+{
+    if (d->nodes[n].type != JSON_NUMBER) return JSON_NUM_NOT_INT;
+    const char *s = d->src + d->nodes[n].start;
+    uint32_t l = d->nodes[n].len;
+    int neg = l && s[0] == '-';
+    /* s[m0, m1): the digits before the exponent, the dot and fraction among them */
+    uint32_t m0 = (uint32_t)neg, m1 = m0, n_frac = 0;
+    while (m1 < l && s[m1] != 'e' && s[m1] != 'E') m1++;
+    long exp = 0; /* the written exponent, clamped: the text is at most 4096 bytes */
+    if (m1 < l) {
+        uint32_t k = m1 + 1;
+        int eneg = k < l && s[k] == '-';
+        if (k < l && (s[k] == '+' || s[k] == '-')) k++;
+        for (; k < l; k++)
+            if (exp < 100000) exp = exp * 10 + (s[k] - '0');
+        if (eneg) exp = -exp;
+    }
+    const char *dot = memchr(s + m0, '.', m1 - m0);
+    if (dot) n_frac = (uint32_t)(s + m1 - dot - 1);
+    /* first and last significant digit (skipping the dot) */
+    uint32_t first = m0, last = m1;
+    while (first < m1 && (s[first] == '0' || s[first] == '.')) first++;
+    if (first == m1) { /* every digit is 0: "0", "-0.0", "0e99" */
+        *out = 0;
+        return 0;
+    }
+    while (s[last - 1] == '0' || s[last - 1] == '.') last--;
+    uint32_t tz = 0; /* the zeros after the last significant digit */
+    for (uint32_t k = last; k < m1; k++) tz += s[k] != '.';
+    long scale = exp - (long)n_frac + (long)tz; /* value = digits[first, last) * 10^scale */
+    if (scale < 0) return JSON_NUM_NOT_INT;
+    uint64_t v = 0, lim = neg ? UINT64_C(1) << 63 : (UINT64_C(1) << 63) - 1;
+    for (uint32_t k = first; k < last; k++) {
+        if (s[k] == '.') continue;
+        unsigned dg = (unsigned)(s[k] - '0');
+        if (v > (lim - dg) / 10) return JSON_NUM_RANGE;
+        v = v * 10 + dg;
+    }
+    for (long k = 0; k < scale; k++) {
+        if (v > lim / 10) return JSON_NUM_RANGE;
+        v *= 10;
+    }
+    *out = !neg ? (int64_t)v : v == UINT64_C(1) << 63 ? INT64_MIN : -(int64_t)v;
+    return 0;
+}
+
 int json_num_i64(const json_doc *d, uint32_t n, int64_t *out)
 {
-    if (d->nodes[n].type != JSON_NUMBER) return 1;
+    if (d->nodes[n].type != JSON_NUMBER) return JSON_NUM_NOT_INT;
     const char *s = d->src + d->nodes[n].start;
-    uint32_t l = d->nodes[n].len, i = 0;
-    int neg = 0;
-    if (l && s[0] == '-') {
-        neg = 1;
-        i = 1;
-    }
-    if (i == l) return 1;
-    uint64_t v = 0;
-    for (; i < l; i++) {
-        if (s[i] < '0' || s[i] > '9') return 1; /* fraction/exponent: not an integer spelling */
-        if (v > (UINT64_C(1) << 62) / 10) return 1;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    *out = neg ? -(int64_t)v : (int64_t)v;
-    return 0;
+    uint32_t l = d->nodes[n].len;
+    for (uint32_t i = 0; i < l; i++) /* fraction/exponent: not an integer spelling */
+        if (s[i] == '.' || s[i] == 'e' || s[i] == 'E') return JSON_NUM_NOT_INT;
+    return json_num_int(d, n, out);
 }

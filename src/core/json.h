@@ -48,7 +48,14 @@ size_t json_str_len(const json_doc *d, uint32_t n);
 void json_str_decode(const json_doc *d, uint32_t n, char *out);
 char *json_str_dup(const json_doc *d, uint32_t n, size_t *len); /* malloc'd, NUL-terminated */
 int json_str_eq(const json_doc *d, uint32_t n, const char *lit);
-/* Numbers: f64 correctly rounded; i64 only for integer spelling. */
+/* Numbers: f64 correctly rounded (0, or 1 when n is not a number). */
 int json_num_f64(const json_doc *d, uint32_t n, double *out);
+/* Integers, exactly, over the whole int64 range. 0, or JSON_NUM_NOT_INT (not a
+ * number, or not an integer), or JSON_NUM_RANGE (an integer beyond int64).
+ * json_num_int takes an integral value however it is spelled ("12", "12.0",
+ * "1.2e1"; "1.5" is not one); json_num_i64 only an integer spelling (no
+ * fraction, no exponent). */
+enum { JSON_NUM_NOT_INT = 1, JSON_NUM_RANGE = 2 };
+int json_num_int(const json_doc *d, uint32_t n, int64_t *out);
 int json_num_i64(const json_doc *d, uint32_t n, int64_t *out);
 #endif

@@ -39,8 +39,9 @@ static int get_int(C *c, const char *key, int required, int64_t lo, int64_t hi, 
     }
     int64_t v;
     if (c->d->nodes[n].type != JSON_NUMBER) return bad(c, key, "must be an integer");
-    if (json_num_i64(c->d, n, &v))
-        return bad(c, key, "must be an integer (no fraction or exponent)");
+    int rc = json_num_i64(c->d, n, &v);
+    if (rc == JSON_NUM_RANGE) return bad(c, key, "is beyond the 64-bit integer range");
+    if (rc) return bad(c, key, "must be an integer (no fraction or exponent)");
     if (v < lo || v > hi) {
         char why[96];
         snprintf(why, sizeof why, "= %lld is out of range [%lld, %lld]", (long long)v,
