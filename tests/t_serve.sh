@@ -143,10 +143,13 @@ msg=$(jget "$T/bad.json" 'd["error"]["message"]')
 case "$msg" in *$'\n'*) fail serve.bad.one-line "$msg";; *) pass serve.bad.one-line;; esac
 # A value that is not an integer is quoted alone, never with the body that follows it.
 code=$(C -o "$T/bad.json" -w '%{http_code}' "$U/v1/completions" \
-    -d '{"model":"fx","max_tokens":2.0,"prompt":"hi secret"}')
+    -d '{"model":"fx","max_tokens":2.5,"prompt":"hi secret"}')
 msg=$(jget "$T/bad.json" 'd["error"]["message"]')
 expect_eq serve.bad.not-integer-quotes-the-value-only "$code $msg" \
-    "400 max_tokens: expected an integer, got 2.0"
+    "400 max_tokens: expected an integer, got 2.5"
+# Every integer parameter takes an integral value however it is written, as n always did.
+C "$U/v1/completions" -d "{\"model\":\"fx\",\"prompt\":\"$P\",\"max_tokens\":2.0,\"n\":1.0}" > "$T/int2.json"
+expect_eq serve.integral-max-tokens "$(jget "$T/int2.json" 'd["usage"]["completion_tokens"]')" 2
 # Raw HTTP framing: two Content-Length headers (RFC 9112 §6.3, request smuggling) are one 400
 # from us and the connection is closed; a negative one is libmicrohttpd's own 400.
 cat > "$T/raw.py" <<'EOF'

@@ -45,9 +45,26 @@ static void check_parser(void)
         { "max-str", "{\"model\":\"fx\",\"prompt\":\"a\",\"max_tokens\":\"4\"}", 400, "max_tokens",
           "integer" },
         { "max-frac", "{\"model\":\"fx\",\"prompt\":\"a\",\"max_tokens\":4.5}", 400, "max_tokens",
-          "integer" },
+          "max_tokens: expected an integer, got 4.5" },
         { "max-huge", "{\"model\":\"fx\",\"prompt\":\"a\",\"max_tokens\":1e400}", 400, "max_tokens",
-          "integer" },
+          "max_tokens: 1e400 is outside [1, 64]" },
+        { "max-int64-max", "{\"model\":\"fx\",\"prompt\":\"a\",\"max_tokens\":9223372036854775807}",
+          400, "max_tokens", "max_tokens: 9223372036854775807 is outside [1, 64]" },
+        { "max-tiny-exp", "{\"model\":\"fx\",\"prompt\":\"a\",\"max_tokens\":1e-3}", 400,
+          "max_tokens", "max_tokens: expected an integer, got 1e-3" },
+        { "n-frac", "{\"model\":\"fx\",\"prompt\":\"a\",\"n\":1.5}", 400, "n",
+          "n: expected an integer, got 1.5" },
+        { "n-huge", "{\"model\":\"fx\",\"prompt\":\"a\",\"n\":1e19}", 400, "n", "outside" },
+        { "best-of-frac", "{\"model\":\"fx\",\"prompt\":\"a\",\"best_of\":1.25}", 400, "best_of",
+          "best_of: expected an integer, got 1.25" },
+        { "ids-frac-quoted", "{\"model\":\"fx\",\"prompt\":[1,2.5]}", 400, "prompt",
+          "prompt[1]: expected an integer, got 2.5" },
+        { "ids-str", "{\"model\":\"fx\",\"prompt\":[1,\"2\"]}", 400, "prompt",
+          "prompt[1]: expected an integer, got a string" },
+        { "ids-huge", "{\"model\":\"fx\",\"prompt\":[1,1e30]}", 400, "prompt",
+          "prompt[1]: 1e30 is outside [0, 319]" },
+        { "logprobs-frac", "{\"model\":\"fx\",\"prompt\":\"a\",\"logprobs\":1.5}", 400, "logprobs",
+          "logprobs: expected an integer, got 1.5" },
         { "context", "{\"model\":\"fx\",\"prompt\":[1,2,3],\"max_tokens\":63}", 400, "max_tokens",
           "context" },
         { "temperature", "{\"model\":\"fx\",\"prompt\":\"a\",\"temperature\":0.7}", 400,
@@ -92,7 +109,10 @@ static void check_parser(void)
         { "seed-type", "{\"model\":\"fx\",\"prompt\":\"a\",\"seed\":\"1\"}", 400, "seed", "" },
         { "seed-frac", "{\"model\":\"fx\",\"prompt\":\"a\",\"seed\":1.5}", 400, "seed",
           "expected an integer, got 1.5" },
-        { "seed-exp", "{\"model\":\"fx\",\"prompt\":\"a\",\"seed\":1e3}", 400, "seed", "got 1e3" },
+        { "seed-frac-exp", "{\"model\":\"fx\",\"prompt\":\"a\",\"seed\":1e-3}", 400, "seed",
+          "got 1e-3" },
+        { "seed-bool", "{\"model\":\"fx\",\"prompt\":\"a\",\"seed\":true}", 400, "seed",
+          "seed: expected an integer, got a boolean" },
         { "user-type", "{\"model\":\"fx\",\"prompt\":\"a\",\"user\":5}", 400, "user", "" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -149,6 +169,27 @@ static void check_parser(void)
               rc == 0, "%s", e.message);
         if (rc == 0) serve_completion_req_free(&r);
     }
+    /* One rule for every integer parameter: an integral value however it is
+     * written is that integer (16.0, 1.6e1, 1600e-2), exactly, as pydantic's
+     * int fields take it; only its value matters. */
+    const char *integral =
+        "{\"model\":\"fx\",\"prompt\":[1.0,2e0,300e-2],\"max_tokens\":1.6e1,\"n\":1.0,"
+        "\"best_of\":1e0,\"seed\":1e3}";
+    rc = serve_parse_completion(integral, strlen(integral), &LIM, &r, &e);
+    CHECK("serve.parse.integral-values-are-integers",
+          rc == 0 && r.max_tokens == 16 && r.n_ids == 3 && r.ids[0] == 1 && r.ids[1] == 2 &&
+              r.ids[2] == 3,
+          "rc %d %s", rc, rc ? e.message : "");
+    if (rc == 0) serve_completion_req_free(&r);
+    const char *mt2 = "{\"model\":\"fx\",\"prompt\":\"a\",\"max_tokens\":2.0}";
+    rc = serve_parse_completion(mt2, strlen(mt2), &LIM, &r, &e);
+    CHECK("serve.parse.max-tokens-2.0-like-n-1.0", rc == 0 && r.max_tokens == 2, "rc %d %s", rc,
+          rc ? e.message : "");
+    if (rc == 0) serve_completion_req_free(&r);
+    const char *seed_big = "{\"model\":\"fx\",\"prompt\":\"a\",\"seed\":1.8446744073709551615e19}";
+    rc = serve_parse_completion(seed_big, strlen(seed_big), &LIM, &r, &e);
+    CHECK("serve.parse.seed-uint64-max-exp", rc == 0, "%s", e.message);
+    if (rc == 0) serve_completion_req_free(&r);
     /* The edge of the context: P + N - 1 positions, exactly as the engine counts (§3.4). */
     const char *edge = "{\"model\":\"fx\",\"prompt\":[1,2,3],\"max_tokens\":62}";
     rc = serve_parse_completion(edge, strlen(edge), &LIM, &r, &e);
@@ -203,6 +244,13 @@ static void check_chat_parser(void)
           "max_completion_tokens", "give one" },
         { "mct-0", "{\"model\":\"fx\"," U ",\"max_completion_tokens\":0}", 400,
           "max_completion_tokens", "outside" },
+        { "mct-frac", "{\"model\":\"fx\"," U ",\"max_completion_tokens\":2.5}", 400,
+          "max_completion_tokens", "max_completion_tokens: expected an integer, got 2.5" },
+        { "top-logprobs-frac", "{\"model\":\"fx\"," U ",\"top_logprobs\":0.5}", 400, "top_logprobs",
+          "top_logprobs: expected an integer, got 0.5" },
+        { "max-both-integral",
+          "{\"model\":\"fx\"," U ",\"max_tokens\":2.0,\"max_completion_tokens\":3}", 400,
+          "max_completion_tokens", "3, but max_tokens is 2" },
         { "stream-options-no-stream",
           "{\"model\":\"fx\"," U ",\"stream_options\":{\"include_usage\":true}}", 400,
           "stream_options", "only allowed with" },
@@ -231,6 +279,11 @@ static void check_chat_parser(void)
               !strcmp(r.msgs[1].role, "user") && r.msgs[1].content_len == 3 &&
               !memcmp(r.msgs[1].content, "h\xc3\xa9", 3) && r.max_tokens == 9 && r.stream &&
               r.n_stop == 1 && !r.prompt && !r.ids,
+          "rc %d %s", rc, rc ? e.message : "");
+    if (rc == 0) serve_completion_req_free(&r);
+    const char *mct = "{\"model\":\"fx\"," U ",\"max_tokens\":5,\"max_completion_tokens\":5.0}";
+    rc = serve_parse_chat(mct, strlen(mct), &LIM, &r, &e);
+    CHECK("serve.parse-chat.max-completion-tokens-5.0-equals-5", rc == 0 && r.max_tokens == 5,
           "rc %d %s", rc, rc ? e.message : "");
     if (rc == 0) serve_completion_req_free(&r);
     rc = serve_parse_chat("{\"model\":\"fx\"," U "}", strlen("{\"model\":\"fx\"," U "}"), &LIM, &r,

@@ -80,22 +80,47 @@ static int want_number(const json_doc *d, uint32_t v, const char *name, double w
     return 0;
 }
 
-static int get_int(const json_doc *d, uint32_t v, const char *name, long lo, long hi, int *out,
-                   serve_err *e)
+/* Every integer parameter is read here, so that all take the same numbers:
+ * an integral value however it is written (16, 16.0, 1.6e1), as the pydantic
+ * models of OpenAI-compatible servers do (an int field takes a float with no
+ * fractional part), decided exactly on the number's text (json_num_int), never
+ * through a double; 1.5, "16" or true is refused. Messages quote the number's
+ * own text, never the body after it. out NULL: the value is never read (seed),
+ * so any integer is taken, also one beyond int64; else it must lie in
+ * [lo, hi], and note (or NULL) says what that range is. */
+static int get_int(const json_doc *d, uint32_t v, const char *param, const char *name, int64_t lo,
+                   int64_t hi, const char *note, int64_t *out, serve_err *e)
+{
+    if (d->nodes[v].type != JSON_NUMBER)
+        return serve_fail(e, 400, param, NULL, "%s: expected an integer, got %s", name,
+                          type_name(d, v));
+    int64_t x = 0;
+    int rc = json_num_int(d, v, &x);
+    uint32_t n = d->nodes[v].len;
+    int shown = (int)(n > 40 ? 40 : n);
+    const char *text = d->src + d->nodes[v].start, *more = n > 40 ? "..." : "";
+    if (rc == JSON_NUM_NOT_INT)
+        return serve_fail(e, 400, param, NULL, "%s: expected an integer, got %.*s%s", name, shown,
+                          text, more);
+    if (!out) return 0;
+    if (rc == JSON_NUM_RANGE || x < lo || x > hi)
+        return serve_fail(e, 400, param, NULL, "%s: %.*s%s is outside [%lld, %lld]%s%s", name,
+                          shown, text, more, (long long)lo, (long long)hi, note ? " " : "",
+                          note ? note : "");
+    *out = x;
+    return 0;
+}
+
+/* An optional integer that must equal `want` (n, best_of: one completion). */
+static int want_int(const json_doc *d, uint32_t v, const char *name, int64_t want, const char *why,
+                    serve_err *e)
 {
     int64_t x;
-    if (d->nodes[v].type != JSON_NUMBER)
-        return serve_fail(e, 400, name, NULL, "%s: expected an integer, got %s", name,
-                          type_name(d, v));
-    if (json_num_i64(d, v, &x)) { /* the number's own text, never the body after it */
-        uint32_t n = d->nodes[v].len;
-        return serve_fail(e, 400, name, NULL, "%s: expected an integer, got %.*s%s", name,
-                          (int)(n > 40 ? 40 : n), d->src + d->nodes[v].start, n > 40 ? "..." : "");
-    }
-    if (x < lo || x > hi)
-        return serve_fail(e, 400, name, NULL, "%s: %lld is outside [%ld, %ld]", name, (long long)x,
-                          lo, hi);
-    *out = (int)x;
+    if (is_null(d, v)) return 0;
+    if (get_int(d, v, name, name, INT64_MIN, INT64_MAX, NULL, &x, e)) return 1;
+    if (x != want)
+        return serve_fail(e, 400, name, NULL, "%s: only %lld is supported (%s)", name,
+                          (long long)want, why);
     return 0;
 }
 
@@ -114,14 +139,11 @@ static int get_ids(const json_doc *d, uint32_t arr, const serve_limits *lim,
     int k = 0;
     for (uint32_t c = d->nodes[arr].first; c != JSON_NONE; c = d->nodes[c].next) {
         int64_t x;
-        if (d->nodes[c].type != JSON_NUMBER || json_num_i64(d, c, &x))
-            return serve_fail(e, 400, "prompt", NULL,
-                              "prompt[%d]: expected an integer token id, got %s", k,
-                              type_name(d, c));
-        if (x < 0 || x >= lim->vocab)
-            return serve_fail(e, 400, "prompt", NULL,
-                              "prompt[%d]: token id %lld is outside the vocabulary [0, %d)", k,
-                              (long long)x, lim->vocab);
+        char name[32];
+        snprintf(name, sizeof name, "prompt[%d]", k);
+        if (get_int(d, c, "prompt", name, 0, lim->vocab - 1, "(a token id of the vocabulary)", &x,
+                    e))
+            return 1;
         r->ids[k++] = (int32_t)x;
     }
     r->n_ids = k;
@@ -306,12 +328,19 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
     if (chat ? get_messages(&d, json_get(&d, 0, "messages", NULL), r, e)
              : get_prompt(&d, json_get(&d, 0, "prompt", NULL), lim, r, e))
         goto out;
+    int64_t x;
     v = json_get(&d, 0, "max_tokens", NULL);
-    if (!is_null(&d, v) && get_int(&d, v, "max_tokens", 1, lim->ctx, &r->max_tokens, e)) goto out;
+    if (!is_null(&d, v)) {
+        if (get_int(&d, v, "max_tokens", "max_tokens", 1, lim->ctx, NULL, &x, e)) goto out;
+        r->max_tokens = (int)x;
+    }
     v = json_get(&d, 0, "max_completion_tokens", NULL); /* chat's newer name for it */
     int mct = 0;
     if (!is_null(&d, v)) {
-        if (get_int(&d, v, "max_completion_tokens", 1, lim->ctx, &mct, e)) goto out;
+        if (get_int(&d, v, "max_completion_tokens", "max_completion_tokens", 1, lim->ctx, NULL, &x,
+                    e))
+            goto out;
+        mct = (int)x;
         if (r->max_tokens && r->max_tokens != mct) {
             serve_fail(e, 400, "max_completion_tokens", NULL,
                        "max_completion_tokens: %d, but max_tokens is %d (give one of them)", mct,
@@ -323,8 +352,8 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
     const char *greedy = "this server decodes greedily, §11.2";
     if (want_number(&d, json_get(&d, 0, "temperature", NULL), "temperature", 0, greedy, e) ||
         want_number(&d, json_get(&d, 0, "top_p", NULL), "top_p", 1, greedy, e) ||
-        want_number(&d, json_get(&d, 0, "n", NULL), "n", 1, "one completion per request", e) ||
-        want_number(&d, json_get(&d, 0, "best_of", NULL), "best_of", 1, greedy, e) ||
+        want_int(&d, json_get(&d, 0, "n", NULL), "n", 1, "one completion per request", e) ||
+        want_int(&d, json_get(&d, 0, "best_of", NULL), "best_of", 1, greedy, e) ||
         want_number(&d, json_get(&d, 0, "presence_penalty", NULL), "presence_penalty", 0, greedy,
                     e) ||
         want_number(&d, json_get(&d, 0, "frequency_penalty", NULL), "frequency_penalty", 0, greedy,
@@ -364,14 +393,17 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
         }
     }
     if (get_stop(&d, json_get(&d, 0, "stop", NULL), r, e)) goto out;
-    v = json_get(&d, 0, "logprobs", NULL); /* completions: a count; chat: a boolean */
+    /* completions: a count, an integer like the others; chat: a boolean */
+    v = json_get(&d, 0, "logprobs", NULL);
     if (!is_null(&d, v) && !(chat && d.nodes[v].type == JSON_FALSE)) {
+        if (!chat && get_int(&d, v, "logprobs", "logprobs", 0, 0, NULL, NULL, e)) goto out;
         serve_fail(e, 400, "logprobs", NULL, "logprobs: not supported (only null%s)",
                    chat ? " or false" : "");
         goto out;
     }
     v = json_get(&d, 0, "top_logprobs", NULL);
     if (!is_null(&d, v)) {
+        if (get_int(&d, v, "top_logprobs", "top_logprobs", 0, 0, NULL, NULL, e)) goto out;
         serve_fail(e, 400, "top_logprobs", NULL, "top_logprobs: not supported (only null)");
         goto out;
     }
@@ -386,24 +418,9 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
         goto out;
     }
     /* Greedy decoding has no randomness to seed, so the value is never read:
-     * any integer is taken, also one past int64 (clients draw 64-bit seeds),
-     * which json_num_i64 would refuse. A fraction or exponent is not one. */
+     * any integer is taken, also one beyond int64 (clients draw 64-bit seeds). */
     v = json_get(&d, 0, "seed", NULL);
-    if (!is_null(&d, v)) {
-        const char *t = d.src + d.nodes[v].start;
-        uint32_t n = d.nodes[v].len, i = n && t[0] == '-';
-        int integer = d.nodes[v].type == JSON_NUMBER && i < n;
-        for (; integer && i < n; i++) integer = t[i] >= '0' && t[i] <= '9';
-        if (!integer && d.nodes[v].type == JSON_NUMBER) {
-            serve_fail(e, 400, "seed", NULL, "seed: expected an integer, got %.*s%s",
-                       (int)(n > 40 ? 40 : n), t, n > 40 ? "..." : "");
-            goto out;
-        }
-        if (!integer) {
-            serve_fail(e, 400, "seed", NULL, "seed: expected an integer, got %s", type_name(&d, v));
-            goto out;
-        }
-    }
+    if (!is_null(&d, v) && get_int(&d, v, "seed", "seed", 0, 0, NULL, NULL, e)) goto out;
     v = json_get(&d, 0, "user", NULL);
     if (!is_null(&d, v) && d.nodes[v].type != JSON_STRING) {
         serve_fail(e, 400, "user", NULL, "user: expected a string, got %s", type_name(&d, v));
