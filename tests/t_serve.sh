@@ -203,7 +203,8 @@ expect_eq serve.bad.unknown-path-404 "$code" 404
 # Limits: body (Content-Length, and chunked), header size, idle connections.
 head -c 70000 /dev/zero | tr '\0' 'a' > "$T/big.txt"
 code=$(C -o "$T/big.json" -w '%{http_code}' "$U/v1/completions" --data-binary @"$T/big.txt")
-expect_eq serve.limit.body-413 "$code" 413
+expect_eq serve.limit.body-413 "$code $(jget "$T/big.json" '[d["error"][k] for k in ("type", "code")]')" \
+    '413 ["invalid_request_error", "request_too_large"]'
 C -o /dev/null -H 'Transfer-Encoding: chunked' "$U/v1/completions" --data-binary @"$T/big.txt" 2>/dev/null
 rc=$?
 [ $rc -ne 0 ] && pass "serve.limit.chunked-body-dropped (curl rc $rc)" || fail serve.limit.chunked-body-dropped "accepted"
@@ -316,8 +317,8 @@ case "$h" in *'"slots_busy":0,"queued":0,"queue_capacity":2,"completed":2,'*) pa
 C "$V/v1/verify" -d @"$T/v4000.req" > "$T/vterm.json" 2>&1 & VC=$!
 for _ in $(seq 1 100); do case "$(health "$PORT")" in *'"slots_busy":1,'*) break;; esac; sleep 0.05; done
 kill -TERM "$VPID"; wait "$VPID"; rc=$?; wait "$VC"
-expect_eq serve.verify.shutdown-ends-it "$rc $(jget "$T/vterm.json" 'd["error"]["message"]' 2>&1)" \
-    "0 the server is shutting down"
+expect_eq serve.verify.shutdown-ends-it "$rc $(jget "$T/vterm.json" '[d["error"][k] for k in ("message", "type", "code")]' 2>&1)" \
+    '0 ["the server is shutting down", "server_error", "shutting_down"]'
 
 # Disconnects free slots; a full server answers 503 with Retry-After.
 start slow --model "$T/slow" --max-batch 1 --queue 1 --threads 1 || exit 0
@@ -338,9 +339,10 @@ grep -qi '^retry-after: 1' "$T/busy.headers" && pass serve.busy.retry-after || f
 kill -TERM "$SPID"; wait "$SPID"; rc=$?
 wait "$L1" "$L2" 2>/dev/null
 expect_eq serve.shutdown.exit-status "$rc" 0
-grep -q 'shutting down' "$T/long1.sse" && grep -q 'shutting down' "$T/long2.sse" \
-    && pass serve.shutdown.streams-told \
-    || fail serve.shutdown.streams-told "$(tail -c 150 "$T/long1.sse") / $(tail -c 150 "$T/long2.sse")"
+# Each stream's last event is the error, with the code a refused request gets for the same reason.
+last_err() { python3 -c 'import json,sys; e=json.loads(open(sys.argv[1]).read().split("\n\n")[-2][6:])["error"]; print(e["message"], e["code"])' "$1" 2>&1; }
+expect_eq serve.shutdown.streams-told "$(last_err "$T/long1.sse") / $(last_err "$T/long2.sse")" \
+    "the server is shutting down shutting_down / the server is shutting down shutting_down"
 
 # The official OpenAI client library (tests/serve: npm ci there, as .ci/run does).
 if ! command -v node >/dev/null; then skip serve.openai "node is not installed"

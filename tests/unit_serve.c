@@ -475,12 +475,13 @@ static void check_sched(cis2_engine *e, const cis2_tokenizer *t)
         if (!j[i]) continue;
         cis2_sb text = { 0 };
         while (!serve_job_wait(s, j[i], 1000, &text)) {}
-        int st;
-        const char *je = serve_job_error(j[i], &st), *jt;
+        serve_err je;
+        const char *jt;
         size_t jl;
         int fin;
         const cis2_result *r = serve_job_result(j[i], &jt, &jl, &fin);
-        all_same &= !je && same_run(r, &solo[i]) && fin == SERVE_FINISH_LENGTH;
+        all_same &=
+            !serve_job_error(j[i], &je) && same_run(r, &solo[i]) && fin == SERVE_FINISH_LENGTH;
         /* the streamed pieces add up to the final text */
         texts_ok &= text.len == jl && (jl == 0 || !memcmp(text.b, jt, jl));
         if (i == 2 && have_text) texts_ok &= jl == fl && !memcmp(jt, full, fl);
@@ -588,6 +589,35 @@ static void check_sched(cis2_engine *e, const cis2_tokenizer *t)
         else CHECK("serve.sched.verify-good", v && v->mismatches == 0, "no verdict or mismatch");
         serve_job_release(s, jv);
     }
+    /* A shutdown ends running and queued jobs alike with a 503 whose code says
+     * why (the code a submit refused for the same reason gets), not a null one. */
+    serve_job *sj[4] = { 0 };
+    for (int i = 0; i < 4; i++) {
+        serve_gen_params p = { pr[0], np[0], "", 0, 8000, 0, { NULL, NULL, 0 } };
+        if (serve_sched_submit(s, &p, &sj[i], err))
+            CHECK("serve.sched.shutdown-submit", 0, "%s", err);
+    }
+    for (int k = 0; k < 1000; k++) { /* 3 running, 1 queued */
+        serve_sched_stats(s, &st5);
+        if (st5.running == 3) break;
+        usleep(10000);
+    }
+    serve_sched_stop(s);
+    int coded = 0;
+    serve_err se = { 0 };
+    for (int i = 0; i < 4; i++) {
+        if (!sj[i]) continue;
+        while (!serve_job_wait(s, sj[i], 1000, NULL)) {}
+        memset(&se, 0, sizeof se);
+        coded += serve_job_error(sj[i], &se) && se.status == 503 && se.code &&
+                 !strcmp(se.code, "shutting_down") && !strcmp(se.type, "server_error") &&
+                 !strcmp(se.message, "the server is shutting down");
+        serve_job_release(s, sj[i]);
+    }
+    CHECK("serve.sched.shutdown-503-shutting-down",
+          coded == 4 && st5.running == 3 && st5.queued == 1,
+          "%d of 4 jobs coded (running %d queued %d; last: %d %s '%s')", coded, st5.running,
+          st5.queued, se.status, se.code ? se.code : "null", se.message);
     serve_sched_free(s);
     free(full);
     for (int i = 0; i < 4; i++) cis2_result_free(&solo[i]);

@@ -124,8 +124,9 @@ int serve_sched_verify(serve_sched *s, cis2_receipt *rc, serve_job **j, char *er
  * (what one decode step added) to out (may be NULL); returns 1 once the job is
  * finished and all its text has been taken. */
 int serve_job_wait(serve_sched *s, serve_job *j, int timeout_ms, cis2_sb *out);
-/* After serve_job_wait returned 1: NULL when it succeeded, else the error. */
-const char *serve_job_error(const serve_job *j, int *status);
+/* After serve_job_wait returned 1: 0 when it succeeded, else 1 with the error
+ * in e (status, type, code: "shutting_down" when a shutdown ended it). */
+int serve_job_error(const serve_job *j, serve_err *e);
 /* A finished completion: its run (ids, digests), the full text, the finish reason. */
 const cis2_result *serve_job_result(const serve_job *j, const char **text, size_t *len,
                                     int *finish);

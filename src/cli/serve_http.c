@@ -201,11 +201,8 @@ static void head(const stream_ctx *st, cis2_sb *sb, int chunk, int role, const c
 static void sse_final(stream_ctx *st)
 {
     serve_http *h = st->h;
-    int status;
-    const char *err = serve_job_error(st->j, &status);
-    if (err) {
-        serve_err e;
-        serve_fail(&e, status >= 400 ? status : 500, NULL, NULL, "%s", err);
+    serve_err e;
+    if (serve_job_error(st->j, &e)) {
         cis2_sb_str(&st->out, "data: ");
         serve_json_error(&st->out, &e);
         cis2_sb_str(&st->out, "\n\n");
@@ -412,11 +409,9 @@ static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, r
             sse_free(st); /* cancels the job: its slot is free at the next step */
             return MHD_NO;
         }
-    int status;
-    const char *jerr = serve_job_error(j, &status);
     enum MHD_Result mr;
-    if (jerr) {
-        mr = fail(c, status >= 400 && status < 600 ? status : 500, NULL, NULL, jerr);
+    if (serve_job_error(j, &e)) {
+        mr = send_error(c, &e, 0);
     } else {
         const char *text;
         size_t tl;
@@ -465,13 +460,13 @@ static enum MHD_Result do_verify(serve_http *h, struct MHD_Connection *c, req_ct
             serve_job_release(h->s, j);
             return MHD_NO;
         }
-    int status;
-    const char *jerr = serve_job_error(j, &status);
     enum MHD_Result mr;
     const cis2_verdict *v = serve_job_verdict(j);
-    if (jerr || !v) {
-        mr = fail(c, status >= 400 && status < 600 ? status : 500, "receipt", NULL,
-                  jerr ? jerr : "verification did not run");
+    int failed = serve_job_error(j, &e);
+    if (!failed && !v) failed = serve_fail(&e, 500, NULL, NULL, "verification did not run");
+    if (failed) {
+        if (e.status < 500) snprintf(e.param, sizeof e.param, "receipt"); /* the receipt's fault */
+        mr = send_error(c, &e, 0);
     } else {
         cis2_sb sb = { 0 };
         serve_json_verdict(&sb, v);
@@ -638,7 +633,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (cl && strtoull(cl, NULL, 10) > (unsigned long long)h->o.max_body) {
             char m[128];
             snprintf(m, sizeof m, "the request body is larger than %d bytes", h->o.max_body);
-            return fail(c, 413, NULL, NULL, m);
+            return fail(c, 413, NULL, "request_too_large", m);
         }
         return MHD_YES;
     }

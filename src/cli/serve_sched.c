@@ -41,6 +41,7 @@ struct serve_job {
     size_t taken;  /* = seg[seg_taken - 1] */
     /* results (read by the HTTP side once finished) */
     int finish, err_status;
+    const char *err_code; /* OpenAI's error code (a literal), or NULL */
     char err[CIS2_ERR_LEN];
     cis2_result r;
     cis2_receipt rc; /* VERIFY */
@@ -104,6 +105,14 @@ static void finish_job(serve_job *j, int status, const char *err)
     }
     j->finished = 1;
     pthread_cond_broadcast(&j->cv);
+}
+
+/* A job the shutdown ends: 503 with the code a submit refused for the same
+ * reason gets (serve_http.c), so that a client can tell it from an engine failure. */
+static void shut_down(serve_job *j)
+{
+    j->err_code = "shutting_down";
+    finish_job(j, 503, "the server is shutting down");
 }
 
 /* ------------------------------------------------------------ text */
@@ -325,12 +334,12 @@ static void *decode_main(void *arg)
         s->running = j->next;
         s->n_running--;
         cis2_seq_cancel(s->e, j->seq);
-        finish_job(j, 503, "the server is shutting down");
+        shut_down(j);
         unref(j);
     }
     while (s->q_head) {
         serve_job *j = pop(s);
-        finish_job(j, 503, "the server is shutting down");
+        shut_down(j);
         unref(j);
     }
     pthread_mutex_unlock(&s->mu);
@@ -499,10 +508,11 @@ int serve_job_wait(serve_sched *s, serve_job *j, int timeout_ms, cis2_sb *out)
     return fin;
 }
 
-const char *serve_job_error(const serve_job *j, int *status)
+int serve_job_error(const serve_job *j, serve_err *e)
 {
-    *status = j->err_status;
-    return j->err[0] ? j->err : NULL;
+    if (!j->err[0]) return 0;
+    int st = j->err_status >= 400 && j->err_status < 600 ? j->err_status : 500;
+    return serve_fail(e, st, NULL, j->err_code, "%s", j->err);
 }
 
 const cis2_result *serve_job_result(const serve_job *j, const char **text, size_t *len, int *finish)
