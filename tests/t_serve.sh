@@ -75,7 +75,7 @@ C -N -D "$T/s1.headers" "$U/v1/completions" \
     -d "{\"model\":\"fx\",\"prompt\":\"$P\",\"max_tokens\":6,\"stream\":true}" > "$T/s1.sse"
 python3 - "$T/s1.sse" "$T/c1.json" "$T/solo6.txt" > "$T/s1.check" <<'EOF'
 import json, sys
-ev = open(sys.argv[1]).read().split('\n\n')
+ev = [e for e in open(sys.argv[1]).read().split('\n\n') if not e.startswith(':')]  # pings
 assert ev[-1] == '' and ev[-2] == 'data: [DONE]', 'does not end with [DONE]'
 chunks = [json.loads(e[6:]) for e in ev[:-2]]
 text = ''.join(c['choices'][0]['text'] for c in chunks)
@@ -106,7 +106,7 @@ cmp -s "$T/stop.receipt" "$T/solo-stop.txt" && pass serve.stop.receipt-equals-so
     || fail serve.stop.cis2-verify "does not verify"
 # ... and streamed: the stop string is never sent, not even in part.
 C -N "$U/v1/completions" -d "{\"model\":\"fx\",\"prompt\":\"$P\",\"max_tokens\":12,\"stop\":\"e' w\",\"stream\":true}" > "$T/stop.sse"
-st=$(python3 -c 'import json,sys; e=open(sys.argv[1]).read().split("\n\n"); print("".join(json.loads(x[6:])["choices"][0]["text"] for x in e[:-2]))' "$T/stop.sse")
+st=$(python3 -c 'import json,sys; e=[x for x in open(sys.argv[1]).read().split("\n\n") if not x.startswith(":")]; print("".join(json.loads(x[6:])["choices"][0]["text"] for x in e[:-2]))' "$T/stop.sse")
 expect_eq serve.stop.stream-text "$st" " w"
 
 # /v1/verify: the receipt checked field by field on the server (JSON body or the text itself).
@@ -343,6 +343,29 @@ expect_eq serve.shutdown.exit-status "$rc" 0
 last_err() { python3 -c 'import json,sys; e=json.loads(open(sys.argv[1]).read().split("\n\n")[-2][6:])["error"]; print(e["message"], e["code"])' "$1" 2>&1; }
 expect_eq serve.shutdown.streams-told "$(last_err "$T/long1.sse") / $(last_err "$T/long2.sse")" \
     "the server is shutting down shutting_down / the server is shutting down shutting_down"
+
+# A stream silent for longer than --timeout (queued behind another, or at a shutdown while
+# the decode thread finishes its step) is kept alive by `: ping` lines: without them
+# libmicrohttpd closed it, after its headers, the moment it had something to send, so its
+# first text, or the shutdown's error event, never came and it ended with no event at all.
+start quiet --model "$T/slow" --max-batch 1 --queue 2 --threads 1 --timeout 2 || exit 0
+Q="http://127.0.0.1:$PORT"
+C -N "$Q/v1/completions" -d "$LONG,\"stream\":true}" > /dev/null 2>&1 & QA=$!
+for _ in $(seq 1 100); do case "$(health "$PORT")" in *'"slots_busy":1,'*) break;; esac; sleep 0.05; done
+C -N "$Q/v1/completions" -d '{"model":"slow","prompt":"hello world","max_tokens":3,"stream":true}' \
+    > "$T/quiet-b.sse" 2>&1 & QB=$!
+for _ in $(seq 1 100); do case "$(health "$PORT")" in *'"queued":1,'*) break;; esac; sleep 0.05; done
+sleep 3; kill "$QA"; wait "$QA" 2>/dev/null; wait "$QB" # A gone: B runs, after 3 s queued
+expect_eq serve.quiet.queued-stream-completes "$(tail -c 14 "$T/quiet-b.sse")" "data: [DONE]"
+C -N "$Q/v1/completions" -d "$LONG,\"stream\":true}" > "$T/quiet-c.sse" 2>&1 & QC=$!
+for _ in $(seq 1 100); do case "$(health "$PORT")" in *'"slots_busy":1,'*) break;; esac; sleep 0.05; done
+C -N "$Q/v1/completions" -d "$LONG,\"stream\":true}" > "$T/quiet-d.sse" 2>&1 & QD=$!
+for _ in $(seq 1 100); do case "$(health "$PORT")" in *'"queued":1,'*) break;; esac; sleep 0.05; done
+sleep 3; kill -TERM "$SPID"; wait "$SPID"; wait "$QC" "$QD"
+expect_eq serve.quiet.shutdown-tells-queued-stream "$(last_err "$T/quiet-c.sse") / $(last_err "$T/quiet-d.sse")" \
+    "the server is shutting down shutting_down / the server is shutting down shutting_down"
+grep -q '^: ping$' "$T/quiet-d.sse" && pass serve.quiet.pinged \
+    || fail serve.quiet.pinged "$(head -c 200 "$T/quiet-d.sse")"
 
 # The official OpenAI client library (tests/serve: npm ci there, as .ci/run does).
 if ! command -v node >/dev/null; then skip serve.openai "node is not installed"

@@ -176,9 +176,22 @@ typedef struct {
     cis2_sb out; /* SSE bytes not yet handed to libmicrohttpd */
     size_t off;
     double last_out; /* ms: a comment line keeps a silent stream alive */
+    double ping_ms;  /* silence after which one is sent */
 } stream_ctx;
 
+/* A stream silent this long (queued, or a long prefill) gets a comment line.
+ * sse_read blocks libmicrohttpd's connection thread while it waits, and on
+ * its return libmicrohttpd closes a connection whose last send is older than
+ * the idle timeout (--timeout) before sending what it returned: a stream
+ * silent that long would lose its first text, or the shutdown's error event,
+ * and end with no event at all. So it is never left silent for a third of
+ * the timeout (the wait below adds at most a quarter second). */
 #define SSE_PING_MS 15000.0
+static double ping_interval_ms(int idle_timeout_s)
+{
+    double third = idle_timeout_s * 1000.0 / 3;
+    return idle_timeout_s > 0 && third < SSE_PING_MS ? third : SSE_PING_MS;
+}
 
 static const char *finish_name(int f) { return f == SERVE_FINISH_STOP ? "stop" : "length"; }
 
@@ -257,7 +270,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
             st->done = 1;
         } else if (st->out.len == 0 && peer_gone(st->c)) {
             return MHD_CONTENT_READER_END_WITH_ERROR; /* sse_free cancels the job */
-        } else if (st->out.len == 0 && cis2_now_ms() - st->last_out > SSE_PING_MS) {
+        } else if (st->out.len == 0 && cis2_now_ms() - st->last_out > st->ping_ms) {
             cis2_sb_str(&st->out, ": ping\n\n"); /* queued for a slot */
         }
         if (st->out.len) st->last_out = cis2_now_ms();
@@ -383,6 +396,7 @@ static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, r
     st->prompt_bytes = bytes;
     st->prompt_len = blen;
     st->last_out = cis2_now_ms();
+    st->ping_ms = ping_interval_ms(h->o.idle_timeout);
     make_id(h, chat ? "chatcmpl" : "cmpl", st->id);
     if (stream) {
         if (chat) { /* OpenAI's first chunk: the role, empty content */
