@@ -206,6 +206,19 @@ want='1|ok1|OK
 if [ $rc -eq 1 ] && [ "$got" == "$want" ]; then pass "batch.bad-lines-become-error-objects (18 kinds, exit 1)"
 else fail batch.bad-lines-become-error-objects "rc=$rc $(diff <(echo "$want") <(echo "$got") | head -6 | tr '\n' ' ')"; fi
 expect_eq batch.bad-lines-one-stderr-line "$(sed "s#$T/##" "$T/bad.err")" "cis2 batch: 18 line(s) failed: their error objects are in bad.out"
+# integers follow cis2 serve's rule (an integral value however spelled): the
+# same request with 5.0, 1.7e1, 4200e-2 and max_tokens 3.0 gives the same bytes
+printf '{"id": "a", "prompt_ids": [5, 17, 42], "max_tokens": 3}\n' >"$T/int.jsonl"
+printf '{"id": "a", "prompt_ids": [5.0, 1.7e1, 4200e-2], "max_tokens": 3.0}\n' >"$T/intf.jsonl"
+"$CIS2" batch --model "$M" --in "$T/int.jsonl" --out "$T/int.out" 2>/dev/null; rc1=$?
+"$CIS2" batch --model "$M" --in "$T/intf.jsonl" --out "$T/intf.out" 2>/dev/null; rc2=$?
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && cmp -s "$T/int.out" "$T/intf.out"; then pass batch.integral-floats-are-integers
+else fail batch.integral-floats-are-integers "rc=$rc1/$rc2 $(head -c 200 "$T/intf.out")"; fi
+# an id beyond int64 is outside the vocabulary, not "not an integer"
+printf '{"id": "big", "prompt_ids": [1, 9223372036854775808]}\n' >"$T/big.jsonl"
+"$CIS2" batch --model "$M" --in "$T/big.jsonl" --out "$T/big.out" 2>/dev/null
+expect_eq batch.id-beyond-int64-outside-vocabulary "$(cat "$T/big.out")" \
+    '{"line":1,"lines":1,"id":"big","error":"prompt_ids[1] is outside the vocabulary (vocab_size = 320)"}'
 # a resumed file with error lines says so again (exit 1); all good lines: exit 0
 "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/bad.out" 2>/dev/null; expect_eq batch.rerun-keeps-exit-1 "$?" 1
 "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/bad.out" --shard 0/1 2>/dev/null; expect_eq batch.shard-0/1-is-whole-file "$?" 1

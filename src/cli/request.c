@@ -40,11 +40,14 @@ int cis2_request_id(const char *text, size_t len, char **id, size_t *id_len)
     return rc;
 }
 
+/* An integral value however it is spelled (16, 16.0, 1.6e1), as cis2 serve
+ * reads its integer parameters (docs/serve.md, Integers): one rule for every
+ * JSON integer a user sends. */
 static int get_int(const json_doc *d, uint32_t v, const char *name, long lo, long hi, int *out,
                    char *err)
 {
     int64_t x;
-    if (d->nodes[v].type != JSON_NUMBER || json_num_i64(d, v, &x) || x < lo || x > hi)
+    if (d->nodes[v].type != JSON_NUMBER || json_num_int(d, v, &x) || x < lo || x > hi)
         FAIL("field \"%s\" must be an integer in [%ld, %ld]", name, lo, hi);
     *out = (int)x;
     return 0;
@@ -59,8 +62,10 @@ static int get_ids(const json_doc *d, uint32_t v, int vocab, cis2_request *rq, c
     int i = 0;
     for (uint32_t k = d->nodes[v].first; k != JSON_NONE; k = d->nodes[k].next, i++) {
         int64_t x;
-        if (d->nodes[k].type != JSON_NUMBER || json_num_i64(d, k, &x))
-            FAIL("prompt_ids[%d] is not an integer", i);
+        int bad = d->nodes[k].type != JSON_NUMBER ? JSON_NUM_NOT_INT : json_num_int(d, k, &x);
+        if (bad == JSON_NUM_NOT_INT) FAIL("prompt_ids[%d] is not an integer", i);
+        if (bad == JSON_NUM_RANGE)
+            FAIL("prompt_ids[%d] is outside the vocabulary (vocab_size = %d)", i, vocab);
         if (x < 0 || x >= vocab)
             FAIL("prompt_ids[%d] = %lld is outside the vocabulary (vocab_size = %d)", i,
                  (long long)x, vocab);
