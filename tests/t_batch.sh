@@ -222,6 +222,35 @@ expect_eq batch.id-beyond-int64-outside-vocabulary "$(cat "$T/big.out")" \
 # a resumed file with error lines says so again (exit 1); all good lines: exit 0
 "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/bad.out" 2>/dev/null; expect_eq batch.rerun-keeps-exit-1 "$?" 1
 "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/bad.out" --shard 0/1 2>/dev/null; expect_eq batch.shard-0/1-is-whole-file "$?" 1
+# --retry-errors: after the input is fixed, the error lines already in --out
+# run again and are replaced in place, so the file is the bytes of a fresh run
+# of the fixed input (the lines after them are not recomputed). A plain rerun
+# of the fixed input is refused (line 3 had no readable id; now it has one),
+# or, in shard 1/2 (without line 3), keeps the error lines as they are.
+printf '%s\n' '{"id": "r1", "prompt_ids": [5, 17], "max_tokens": 2}' \
+    '{"id": "r2", "prompt": "a", "temperature": 1}' 'not json' \
+    '{"id": "r4", "prompt": "b", "max_tokens": 0}' '{"id": "r5", "prompt_ids": [7], "max_tokens": 2}' \
+    >"$T/rt-bad.jsonl"
+sed 's/, "temperature": 1}/}/; s/^not json$/{"id": "r3", "prompt_ids": [9], "max_tokens": 2}/' \
+    "$T/rt-bad.jsonl" >"$T/rt-fixed.jsonl"
+for sh in "" "--shard 1/2"; do
+    want1=2 && [ -n "$sh" ] && want1=1
+    rm -f "$T/rt.out" "$T/rt.ref"
+    cp "$T/rt-fixed.jsonl" "$T/rt.jsonl"
+    "$CIS2" batch --model "$M" --in "$T/rt.jsonl" --out "$T/rt.ref" $sh 2>/dev/null
+    cp "$T/rt-bad.jsonl" "$T/rt.jsonl"
+    "$CIS2" batch --model "$M" --in "$T/rt.jsonl" --out "$T/rt.out" $sh 2>/dev/null; rc0=$?
+    cp "$T/rt-fixed.jsonl" "$T/rt.jsonl"
+    cp "$T/rt.out" "$T/rt.before"
+    "$CIS2" batch --model "$M" --in "$T/rt.jsonl" --out "$T/rt.out" $sh 2>/dev/null; rc1=$?
+    cmp -s "$T/rt.out" "$T/rt.before"; same=$?
+    "$CIS2" batch --model "$M" --in "$T/rt.jsonl" --out "$T/rt.out" $sh --retry-errors 2>/dev/null; rc2=$?
+    "$CIS2" batch --model "$M" --in "$T/rt.jsonl" --out "$T/rt.out" $sh --retry-errors 2>/dev/null; rc3=$?
+    name="batch.retry-errors-in-place${sh:+ ($sh)}"
+    if [ $rc0 -eq 1 ] && [ $rc1 -eq $want1 ] && [ $same -eq 0 ] && [ $rc2 -eq 1 ] && [ $rc3 -eq 1 ] &&
+        cmp -s "$T/rt.out" "$T/rt.ref" && ! cmp -s "$T/rt.before" "$T/rt.ref"; then pass "$name"
+    else fail "$name" "rc=$rc0/$rc1/$rc2/$rc3 same=$same $(diff "$T/rt.out" "$T/rt.ref" | head -c 300)"; fi
+done
 # a prompt too long for max_position_embeddings is refused before its ids are
 # decoded to the receipt's prompt bytes (which costs memory for a line refused
 # anyway): with a tokenizer.json that cannot decode, the line still says "too

@@ -23,7 +23,7 @@ typedef struct {
 } in_line;
 
 typedef struct {
-    int line;
+    int line, slot; /* slot: its place in the retry list (--retry-errors) */
     cis2_request rq;
     char *msg; /* why the line cannot run, or NULL */
 } job_user;
@@ -38,6 +38,12 @@ typedef struct {
     uint64_t size; /* bytes of --out */
     long written, errors;
     long kill_after, tear_after; /* test hooks (docs/scale.md), -1 = off */
+    /* --retry-errors: the error lines already in --out (0-based input lines,
+     * in order) run again first; their new lines wait in fresh[] until --out
+     * is rewritten with them in place */
+    int retry, retrying, *redo, n_redo, redo_at;
+    char **fresh;
+    size_t *fresh_len;
 } batch_ctx;
 
 /* ------------------------------------------------------------- the input */
@@ -220,12 +226,22 @@ static int scan_out(batch_ctx *b, long *n_done)
                      "input line %d, where input line %d was expected (the lines of a shard are "
                      "written in input order: a file of another --shard?)",
                      h.line, want);
-        else if (!same_id(h.id, h.id_len, b->L[h.line - 1].id, b->L[h.line - 1].id_len))
+        else if (!(b->retry && h.is_error) && /* a fixed line may have a readable id now */
+                 !same_id(h.id, h.id_len, b->L[h.line - 1].id, b->L[h.line - 1].id_len))
             snprintf(err, sizeof err,
                      "the result's id differs from input line %d's: the input changed (use "
                      "another --out)",
                      h.line);
         else bad = 0;
+        if (!bad && b->retry && h.is_error) {
+            int *t = realloc(b->redo, ((size_t)b->n_redo + 1) * sizeof *t);
+            if (!t) {
+                cis2_line_head_free(&h);
+                REFUSE("out of memory");
+            }
+            b->redo = t;
+            b->redo[b->n_redo++] = h.line - 1;
+        }
         if (!bad) {
             want += b->shard_n;
             b->errors += h.is_error;
@@ -291,15 +307,23 @@ static int is_blank(const char *s, size_t n)
 static int next_job(void *ctx, cis2_pipe_job *job)
 {
     batch_ctx *b = ctx;
-    if (b->cur >= b->n) return 0;
-    in_line *l = &b->L[b->cur];
+    int i;
+    if (b->retrying) {
+        if (b->redo_at >= b->n_redo) return 0;
+        i = b->redo[b->redo_at];
+    } else {
+        if (b->cur >= b->n) return 0;
+        i = b->cur;
+    }
+    in_line *l = &b->L[i];
     job_user *u = calloc(1, sizeof *u);
     if (!u) {
         cis2_cli_usage_error("batch", "out of memory");
         return -1;
     }
-    u->line = b->cur + 1;
-    b->cur += b->shard_n;
+    u->line = i + 1;
+    if (b->retrying) u->slot = b->redo_at++;
+    else b->cur += b->shard_n;
     char err[CIS2_ERR_LEN] = "";
     int rc = 0;
     if (l->len > CIS2_BATCH_MAX_LINE)
@@ -350,11 +374,67 @@ static int job_done(void *ctx, cis2_pipe_job *job, cis2_result *r)
     char *line = u->msg ? cis2_result_error_line(u->line, b->n, l->id, l->id_len, u->msg, &len)
                         : cis2_result_line(b->m, u->line, b->n, l->id, l->id_len, r,
                                            (const uint8_t *)u->rq.prompt, u->rq.prompt_len, &len);
+    int slot = u->slot;
     b->errors += u->msg != NULL;
     drop_job(ctx, job);
     if (!line) return cis2_cli_usage_error("batch", "out of memory");
+    if (b->retrying) { /* kept for rewrite_out */
+        b->fresh[slot] = line;
+        b->fresh_len[slot] = len;
+        return 0;
+    }
     int rc = append(b, line, len);
     free(line);
+    return rc;
+}
+
+/* --retry-errors, after the retried lines ran: --out with each one's new line
+ * in place of its error line, written whole and renamed into place (a kill
+ * before the rename leaves the old file, and a rerun retries again), then
+ * reopened, locked and scanned as any resume. --out is the shard's first
+ * lines in order (scan_out), so input line L is its line (L - i) / N. */
+static int rewrite_out(batch_ctx *b, long *n_done)
+{
+    char err[CIS2_ERR_LEN], *old = NULL, *nb = NULL;
+    size_t olen = 0, nlen = 0, cap = 0;
+    int rc = 2, created = 0;
+    if (lseek(b->fd, 0, SEEK_SET) != 0 ||
+        cis2_read_fd_max(b->fd, SIZE_MAX, b->out_path, &old, &olen, err)) {
+        cis2_cli_usage_error("batch", "%s", err);
+        goto out;
+    }
+    cap = olen;
+    for (int k = 0; k < b->n_redo; k++) cap += b->fresh_len[k];
+    if (!(nb = malloc(cap + 1))) {
+        cis2_cli_usage_error("batch", "%s: out of memory", b->out_path);
+        goto out;
+    }
+    int k = 0;
+    for (size_t p = 0, j = 0; p < olen; j++) {
+        const char *nl = memchr(old + p, '\n', olen - p);
+        size_t e = nl ? (size_t)(nl - old) + 1 : olen;
+        const char *src = old + p;
+        size_t len = e - p;
+        if (k < b->n_redo && (size_t)((b->redo[k] - b->shard_i) / b->shard_n) == j) {
+            src = b->fresh[k];
+            len = b->fresh_len[k++];
+        }
+        memcpy(nb + nlen, src, len);
+        nlen += len;
+        p = e;
+    }
+    if (cis2_write_file_atomic(b->out_path, nb, nlen, err)) {
+        cis2_cli_usage_error("batch", "%s", err);
+        goto out;
+    }
+    close(b->fd);
+    b->fd = -1;
+    b->retry = 0;
+    b->errors = 0;
+    rc = open_out(b, &created) || scan_out(b, n_done) ? 2 : 0;
+out:
+    free(old);
+    free(nb);
     return rc;
 }
 
@@ -370,7 +450,7 @@ int cis2_cmd_batch(int argc, char **argv)
 {
     const char *model = NULL, *in = NULL, *out = NULL, *shard = NULL, *backend = NULL, *isa = NULL,
                *chat_format = NULL;
-    int batch = 8, n = 16, threads = 0, stop = 0;
+    int batch = 8, n = 16, threads = 0, stop = 0, retry = 0;
     const cis2_opt opts[] = {
         { "--model", NULL, CIS2_OPT_PATH, &model, 0, 0 },
         { "--in", NULL, CIS2_OPT_PATH, &in, 0, 0 },
@@ -383,6 +463,7 @@ int cis2_cmd_batch(int argc, char **argv)
         { "--isa", NULL, CIS2_OPT_STR, &isa, 0, 0 },
         { "--threads", NULL, CIS2_OPT_INT, &threads, 1, 1024 },
         { "--chat-format", NULL, CIS2_OPT_STR, &chat_format, 0, 0 },
+        { "--retry-errors", NULL, CIS2_OPT_FLAG, &retry, 0, 0 },
     };
     if (cis2_cli_parse("batch", argc, argv, opts, sizeof opts / sizeof opts[0], NULL, 0, NULL, 0))
         return 2;
@@ -393,6 +474,7 @@ int cis2_cmd_batch(int argc, char **argv)
     b.out_path = out;
     b.shard_n = 1;
     b.fd = -1;
+    b.retry = retry;
     b.df.max_tokens = n;
     b.df.stop_at_eos = stop;
     b.kill_after = env_long("CIS2_BATCH_KILL_AFTER");
@@ -429,6 +511,23 @@ int cis2_cmd_batch(int argc, char **argv)
     cis2_pipe_stats st = { 0 };
     st.cmd = "batch";
     st.progress = isatty(2);
+    if (b.n_redo) {
+        b.fresh = calloc((size_t)b.n_redo, sizeof *b.fresh);
+        b.fresh_len = calloc((size_t)b.n_redo, sizeof *b.fresh_len);
+        if (!b.fresh || !b.fresh_len) {
+            cis2_cli_usage_error("batch", "out of memory");
+            goto out;
+        }
+        st.total = b.n_redo;
+        b.retrying = 1;
+        if (st.progress) cis2_cli_note("batch", "%s: retrying %d error line(s)", out, b.n_redo);
+        if (cis2_pipe_run(e, batch, next_job, job_done, drop_job, &b, &st)) goto out;
+        b.retrying = 0;
+        if (rewrite_out(&b, &n_done)) goto out;
+        st = (cis2_pipe_stats){ 0 };
+        st.cmd = "batch";
+        st.progress = isatty(2);
+    }
     st.total = (b.n - b.shard_i + b.shard_n - 1) / b.shard_n - n_done;
     if (st.progress && n_done)
         cis2_cli_note("batch", "%s: %ld line(s) already done, resuming", out, n_done);
@@ -445,6 +544,10 @@ out:
     cis2_model_free(m);
     cis2_chat_template_free(tpl);
     for (int i = 0; i < b.n; i++) free(b.L[i].id);
+    for (int k = 0; b.fresh && k < b.n_redo; k++) free(b.fresh[k]);
+    free(b.fresh);
+    free(b.fresh_len);
+    free(b.redo);
     free(b.L);
     free(buf);
     return rc;

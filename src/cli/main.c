@@ -36,7 +36,7 @@ static void usage(FILE *f)
         "  cis2 batch --model DIR --in PROMPTS.jsonl --out RESULTS.jsonl [--batch B] [--shard "
         "i/N]\n"
         "             [-n N] [--stop-at-eos] [--backend ref|fast] [--threads N] [--isa X]\n"
-        "             [--chat-format chatml]\n"
+        "             [--chat-format chatml] [--retry-errors]\n"
         "  cis2 merge OUT SHARD.jsonl...              (docs/scale.md)\n"
         "  cis2 verify-batch RESULTS.jsonl --model DIR [--batch B] [--backend ref|fast] "
         "[--threads N]\n"
