@@ -289,6 +289,19 @@ if [ -z "${ERRORS_DUMP:-}" ]; then
         || fail errors.out-failed-write-leaves-no-temp "$(ls -a "$H" | grep tmp; cat "$H/big.st" | head -c 20)"
 fi
 
+# an output that is one of the command's inputs would be destroyed by the write
+# (a receipt over config.json, a trace over the weights or over the --against
+# trace): refused before any work, the input kept byte for byte
+cpm oi; ln "$T/oi/model.safetensors" "$T/oi-weights.st"; cp "$H/t.st" "$T/oi-against.st"
+row out-is-model-file "--receipt naming the model's own config.json" "" "$CIS2" "${RUN[@]}" "$T/oi" --receipt "$T/oi/config.json"
+row out-is-model-hardlink "trace -o naming a hard link to the model's weights" "" "$CIS2" trace --model "$T/oi" --prompt-ids 5 -o "$T/oi-weights.st"
+row out-is-against "compare -o naming its own --against trace" "" "$CIS2" compare --model "$G" --prompt-ids 5,17 --against "$T/oi-against.st" -o "$T/oi-against.st"
+if [ -z "${ERRORS_DUMP:-}" ]; then
+    cmp -s "$T/oi/config.json" "$G/config.json" && cmp -s "$T/oi/model.safetensors" "$G/model.safetensors" \
+        && cmp -s "$T/oi-against.st" "$H/t.st" && pass errors.out-is-input-kept \
+        || fail errors.out-is-input-kept "an input was written over"
+fi
+
 # inputs: a FIFO is refused before a blocking open, a directory or a missing file by name
 truncate -s 1G "$H/huge"
 cpm in-cfg-fifo; rm "$T/in-cfg-fifo/config.json"; mkfifo "$T/in-cfg-fifo/config.json"

@@ -87,6 +87,8 @@ int cis2_cmd_compare(int argc, char **argv)
                                     "-n does not apply to --against (the tokens come from the "
                                     "trace)");
     if (out && cis2_cli_output_ok("compare", "-o", out, 0)) return 2;
+    const cis2_cli_input ins[] = { { "--against", against }, { "--tol", tolp } };
+    if (out && cis2_cli_output_not_input("compare", "-o", out, model, ins, 2)) return 2;
     cis2_engine_opts eo[2];
     const char *b1 = be.n ? be.v[0] : "ref";
     if (cis2_cli_engine_opts("compare", b1, o.isa, o.threads, &eo[0])) return 2;

@@ -124,6 +124,9 @@ int cis2_cmd_run(int argc, char **argv)
         return cis2_cli_usage_error("run", "--receipt and --fault exclude each other (a faulted "
                                            "run must not produce a normal-looking receipt)");
     if (o.receipt && cis2_cli_output_ok("run", "--receipt", o.receipt, 0)) return 2;
+    const cis2_cli_input chat_in = { "--chat", o.chat };
+    if (o.receipt && cis2_cli_output_not_input("run", "--receipt", o.receipt, o.model, &chat_in, 1))
+        return 2;
     cis2_engine_opts eo;
     if (cis2_cli_run_engine_opts("run", &o, &eo)) return 2;
     int armd = eo.backend == CIS2_BACKEND_APPROX;

@@ -23,6 +23,7 @@ int cis2_cmd_trace(int argc, char **argv)
     if (!out) return cis2_cli_usage_error("trace", "-o FILE is required");
     if (tf && n) return cis2_cli_usage_error("trace", "--teacher-force and -n exclude each other");
     if (cis2_cli_output_ok("trace", "-o", out, 1)) return 2;
+    if (cis2_cli_output_not_input("trace", "-o", out, model, NULL, 0)) return 2;
     int to_stdout = !strcmp(out, "-");
     if (to_stdout && isatty(STDOUT_FILENO))
         return cis2_cli_usage_error("trace",

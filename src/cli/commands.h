@@ -64,6 +64,15 @@ int cis2_cli_open(const char *cmd, const char *dir, const cis2_engine_opts *eo, 
  * socket, directory or link is refused; "-" is standard output where the
  * command allows it (dash_ok), else refused. Prints the error. */
 int cis2_cli_output_ok(const char *cmd, const char *flag, const char *path, int dash_ok);
+/* An output path that names one of the command's inputs is refused before
+ * any work (docs/errors.md out-is-input): the model directory's files
+ * (model may be NULL) and in[0..n_in), each named by its flag. Prints the
+ * error; an output that does not exist yet passes. */
+typedef struct {
+    const char *flag, *path;
+} cis2_cli_input;
+int cis2_cli_output_not_input(const char *cmd, const char *flag, const char *out, const char *model,
+                              const cis2_cli_input *in, int n_in);
 /* §12.4: run the whole decode a second time in this process and compare. */
 int cis2_cli_run_twice_check(cis2_engine *e, const int32_t *ids, int n, const cis2_gen_opts *g,
                              const cis2_result *r1, char *err);

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void cis2_cli_vmessage(const char *cmd, const char *fmt, va_list ap)
 {
@@ -119,6 +120,38 @@ int cis2_cli_output_ok(const char *cmd, const char *flag, const char *path, int 
                                     flag) != 0;
     }
     if (cis2_check_output_path(path, err)) return cis2_cli_usage_error(cmd, "%s", err) != 0;
+    return 0;
+}
+
+static int same_file(const struct stat *so, const char *path)
+{
+    struct stat si;
+    return stat(path, &si) == 0 && si.st_dev == so->st_dev && si.st_ino == so->st_ino;
+}
+
+int cis2_cli_output_not_input(const char *cmd, const char *flag, const char *out, const char *model,
+                              const cis2_cli_input *in, int n_in)
+{
+    /* The write replaces the file at the output path, so an output that is
+     * one of the command's inputs (by device and inode: another spelling of
+     * the path, a hard link, a link to it) would destroy it: a receipt
+     * written over config.json leaves a model that no longer loads. An
+     * output that does not exist yet cannot be an input. */
+    static const char *const MODEL_FILES[] = { "config.json", "model.safetensors", "tokenizer.json",
+                                               "tokenizer_config.json" };
+    struct stat so;
+    if (!out || !strcmp(out, "-") || stat(out, &so) != 0) return 0;
+    for (size_t k = 0; model && k < sizeof MODEL_FILES / sizeof MODEL_FILES[0]; k++) {
+        char p[4096];
+        int w = snprintf(p, sizeof p, "%s/%s", model, MODEL_FILES[k]);
+        if (w > 0 && (size_t)w < sizeof p && same_file(&so, p))
+            return cis2_cli_usage_error(cmd, "%s: %s is the model's %s; give another file", out,
+                                        flag, MODEL_FILES[k]) != 0;
+    }
+    for (int k = 0; k < n_in; k++)
+        if (in[k].path && same_file(&so, in[k].path))
+            return cis2_cli_usage_error(cmd, "%s: %s is the %s file; give another file", out, flag,
+                                        in[k].flag) != 0;
     return 0;
 }
 
