@@ -293,6 +293,8 @@ fi
 # (a receipt over config.json, a trace over the weights or over the --against
 # trace): refused before any work, the input kept byte for byte
 cpm oi; ln "$T/oi/model.safetensors" "$T/oi-weights.st"; cp "$H/t.st" "$T/oi-against.st"
+"$CIS2" trace --model "$T/untied" --prompt-ids 5,17 -o "$T/oi-diverged.st" >/dev/null 2>&1
+printf 'op=rsqrt\nn=1\nx_bits=0x40800000\n' > "$T/op-ok.txt"
 row out-is-model-file "--receipt naming the model's own config.json" "" "$CIS2" "${RUN[@]}" "$T/oi" --receipt "$T/oi/config.json"
 row out-is-model-hardlink "trace -o naming a hard link to the model's weights" "" "$CIS2" trace --model "$T/oi" --prompt-ids 5 -o "$T/oi-weights.st"
 row out-is-against "compare -o naming its own --against trace" "" "$CIS2" compare --model "$G" --prompt-ids 5,17 --against "$T/oi-against.st" -o "$T/oi-against.st"
@@ -301,6 +303,16 @@ if [ -z "${ERRORS_DUMP:-}" ]; then
         && cmp -s "$T/oi-against.st" "$H/t.st" && pass errors.out-is-input-kept \
         || fail errors.out-is-input-kept "an input was written over"
 fi
+
+# standard output that cannot be written (a full disk): the results are lost,
+# so the command says so and fails; a failed check keeps its status 1
+if [ -c /dev/full ]; then
+    FULL=(sh -c 'exec "$@" > /dev/full' _)
+    row stdout-full "tokenize with standard output on a full disk (/dev/full)" "" "${FULL[@]}" "$CIS2" tokenize --model "$G" hello
+    row stdout-full-run "run with standard output on a full disk (its own flush met the error first)" "" "${FULL[@]}" "$CIS2" "${RUN[@]}" "$G"
+    row stdout-full-op "cis2 op with standard output on a full disk" "" sh -c "exec \"$CIS2\" op rsqrt < \"$T/op-ok.txt\" > /dev/full"
+    row stdout-full-check "diff of diverging traces with standard output on a full disk (the verdict's status stays 1)" "" "${FULL[@]}" "$CIS2" diff "$H/t.st" "$T/oi-diverged.st"
+elif [ -z "${ERRORS_DUMP:-}" ]; then skip errors.stdout-full "no /dev/full"; fi
 
 # inputs: a FIFO is refused before a blocking open, a directory or a missing file by name
 truncate -s 1G "$H/huge"

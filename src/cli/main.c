@@ -2,6 +2,7 @@
  * (cli/cmd_*.c). Output lines are key=value so scripts can grep them; every
  * error is one line on stderr. */
 #include "cli/commands.h"
+#include <errno.h>
 #include <string.h>
 
 static void usage(FILE *f)
@@ -58,20 +59,25 @@ static void usage(FILE *f)
         f);
 }
 
-int main(int argc, char **argv)
+/* The command's own status, or 2 when its results could not be written:
+ * stdio's write errors are sticky but silent, so on a full disk (/dev/full)
+ * or a pipe closed with SIGPIPE ignored (cis2 suite ignores it) a command
+ * would lose its results and still exit 0. The stream is flushed here and
+ * a failure said in one line; a failed check (1) keeps its status, and a
+ * command that failed already (2, 3) has said why. */
+static int finish(const char *cmd, int rc)
 {
-    /* Called as `cis2-op` (a link): the conformance candidate the public
-     * harness runs as `CANDIDATE OP < vector` (docs/conformance.md). */
-    const char *base = argc > 0 ? strrchr(argv[0], '/') : NULL;
-    base = base ? base + 1 : argc > 0 ? argv[0] : "";
-    if (!strcmp(base, "cis2-op")) return cis2_cmd_op(argc, argv);
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
-    const char *c = argv[1];
-    int sub_argc = argc - 1;
-    char **sub_argv = argv + 1;
+    errno = 0;
+    int bad = fflush(stdout) != 0;
+    int e = bad ? errno : 0;
+    if (!(bad || ferror(stdout)) || rc >= 2) return rc;
+    if (e) cis2_cli_usage_error(cmd, "standard output: write failed: %s", strerror(e));
+    else cis2_cli_usage_error(cmd, "standard output: a write failed; the output is incomplete");
+    return rc == 1 ? 1 : 2;
+}
+
+static int dispatch(const char *c, int sub_argc, char **sub_argv)
+{
     if (!strcmp(c, "run")) return cis2_cmd_run(sub_argc, sub_argv);
     if (!strcmp(c, "verify")) return cis2_cmd_verify(sub_argc, sub_argv);
     if (!strcmp(c, "selftest")) return cis2_cmd_selftest(sub_argc, sub_argv);
@@ -99,4 +105,18 @@ int main(int argc, char **argv)
         return 0;
     }
     return cis2_cli_usage_error(c, "unknown command (see cis2 help)");
+}
+
+int main(int argc, char **argv)
+{
+    /* Called as `cis2-op` (a link): the conformance candidate the public
+     * harness runs as `CANDIDATE OP < vector` (docs/conformance.md). */
+    const char *base = argc > 0 ? strrchr(argv[0], '/') : NULL;
+    base = base ? base + 1 : argc > 0 ? argv[0] : "";
+    if (!strcmp(base, "cis2-op")) return finish("op", cis2_cmd_op(argc, argv));
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    return finish(argv[1], dispatch(argv[1], argc - 1, argv + 1));
 }
