@@ -327,6 +327,8 @@ row in-receipt-dir "verify a receipt that is a directory" "" "$CIS2" verify "$H/
 row in-receipt-huge "verify a 1 GiB receipt (refused by its size, unread)" "unit_io io.read-max.1GiB-refused-by-size" "$CIS2" verify "$H/huge" --model "$G"
 row in-vector-fifo "conform --vector naming a FIFO" "" "$CIS2" conform --model "$G" --vector "$H/fifo"
 row in-vector-huge "conform --vector of 1 GiB" "" "$CIS2" conform --model "$G" --vector "$H/huge"
+sed 's/^gen_toks=6$/gen_toks=1000000/' tests/fixtures/llama.vector > "$T/gen-toks.vector"
+row conform-gen-toks "conform --vector whose gen_toks disagrees with its generated_token_ids (a run that can never pass)" "" "$CIS2" conform --model "$G" --vector "$T/gen-toks.vector"
 row in-trace-fifo "diff a trace that is a FIFO" "" "$CIS2" diff "$H/t.st" "$H/fifo"
 row in-trace-huge "diff a 1 GiB file of zeros (its header length is refused before the data is read)" "" "$CIS2" diff "$H/t.st" "$H/huge"
 row in-against-fifo "compare --against a FIFO" "" "$CIS2" compare --model "$G" --against "$H/fifo"

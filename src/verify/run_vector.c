@@ -50,6 +50,7 @@ int cis2_run_vector_parse(cis2_run_vector *rv, const char *text, size_t len, con
     rv->text[len] = 0;
     cis2_kv_doc d;
     if (cis2_kv_parse(rv->text, len, path, 0, &d, err)) goto fail;
+    int n_gen_ids = 0;
     for (int i = 0; i < d.n; i++) {
         const cis2_kv_pair *p = &d.p[i];
         int k = 0;
@@ -69,6 +70,7 @@ int cis2_run_vector_parse(cis2_run_vector *rv, const char *text, size_t len, con
         else if (k == CIS2_RV_PROMPT_IDS || k == CIS2_RV_GEN_IDS) {
             bad = cis2_parse_ids(p->val, &ids, &n, e2);
             free(ids);
+            if (k == CIS2_RV_GEN_IDS) n_gen_ids = n;
         } else if (k == CIS2_RV_GEN_TOKS) {
             uint64_t g;
             bad = cis2_parse_uint(p->val, "gen_toks", 1, 1000000, &g, e2);
@@ -86,6 +88,14 @@ int cis2_run_vector_parse(cis2_run_vector *rv, const char *text, size_t len, con
             snprintf(err, CIS2_ERR_LEN, "%s: missing key '%s'", ep, KEYS[k]);
             goto fail_doc;
         }
+    /* A vector whose counts disagree can never pass: refused here, before
+     * a run of up to a million tokens ends in a FAIL that blames the
+     * engine (receipts refuse the same, verify-gen-toks). */
+    if (n_gen_ids != rv->gen_toks) {
+        snprintf(err, CIS2_ERR_LEN, "%s: gen_toks %d disagrees with the %d generated_token_ids", ep,
+                 rv->gen_toks, n_gen_ids);
+        goto fail_doc;
+    }
     cis2_kv_free(&d);
     return 0;
 fail_doc:
