@@ -142,6 +142,14 @@ row arms-float-quantized "arms --quantized naming a float checkpoint" "" "$CIS2"
 row arms-workdir-file "arms -o naming a file, not a directory" "" "$CIS2" "${AR[@]}" --quantized "$T/q8" -o "$T/q8/config.json"
 row arms-fault-arg-alone "arms --fault-arg without --fault" "" "$CIS2" "${AR[@]}" --quantized "$T/q8" --fault-arg 1
 row arms-fault-unknown "arms --fault with an unknown name" "" "$CIS2" "${AR[@]}" --quantized "$T/q8" --fault bogus -o "$T/arms-w"
+# "-" is standard output elsewhere: a command writing a directory refuses it
+# rather than make a directory named "-" (run inside $T/dash to see none appears)
+mkdir -p "$T/dash"; A_CIS2=$(realpath "$(command -v "$CIS2")"); A_G=$(realpath "$G"); A_Q=$(realpath "$T/q8")
+row arms-workdir-dash "arms -o - (a work directory cannot be standard output)" "" sh -c 'cd "$0" && exec "$@"' "$T/dash" "$A_CIS2" arms --source "$A_G" --quantized "$A_Q" --prompt-ids 5 --teacher-force 7 --python /bin/false -o -
+row quantize-out-dash "quantize --out - (a checkpoint directory cannot be standard output)" "" sh -c 'cd "$0" && exec "$@"' "$T/dash" "$A_CIS2" quantize --model "$A_G" --out -
+if [ -z "${ERRORS_DUMP:-}" ]; then
+    [ ! -e "$T/dash/-" ] && pass errors.dash-no-directory-made || fail errors.dash-no-directory-made "$(ls -la "$T/dash")"
+fi
 
 # ---- config.json
 cpm cfg-missing; rm "$T/cfg-missing/config.json"

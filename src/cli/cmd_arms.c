@@ -372,6 +372,7 @@ int cis2_cmd_arms(int argc, char **argv)
     if (!pids) return cis2_cli_usage_error("arms", "--prompt-ids IDS is required");
     if (!tf) return cis2_cli_usage_error("arms", "--teacher-force IDS is required");
     if (fault_arg && !fault) return cis2_cli_usage_error("arms", "--fault-arg needs --fault");
+    if (out && cis2_cli_dir_output_ok("arms", "-o", out)) return 2;
     char spath[PATH_MAX];
     if (script) snprintf(spath, sizeof spath, "%s", script);
     else find_tool("tools/torch_trace.py", spath, sizeof spath);

@@ -64,6 +64,9 @@ int cis2_cli_open(const char *cmd, const char *dir, const cis2_engine_opts *eo, 
  * socket, directory or link is refused; "-" is standard output where the
  * command allows it (dash_ok), else refused. Prints the error. */
 int cis2_cli_output_ok(const char *cmd, const char *flag, const char *path, int dash_ok);
+/* A directory output (quantize --out, arms -o): "-" is refused, since a
+ * directory of files cannot be standard output. Prints the error. */
+int cis2_cli_dir_output_ok(const char *cmd, const char *flag, const char *path);
 /* An output path that names one of the command's inputs is refused before
  * any work (docs/errors.md out-is-input): the model directory's files
  * (model may be NULL) and in[0..n_in), each named by its flag. Prints the

@@ -123,6 +123,18 @@ int cis2_cli_output_ok(const char *cmd, const char *flag, const char *path, int 
     return 0;
 }
 
+int cis2_cli_dir_output_ok(const char *cmd, const char *flag, const char *path)
+{
+    /* "-" names standard output elsewhere; a directory of files cannot go
+     * there, and making one literally named "-" would be a guess. */
+    if (!strcmp(path, "-"))
+        return cis2_cli_usage_error(cmd,
+                                    "%s -: this command writes a directory of files, not standard "
+                                    "output; give a directory",
+                                    flag) != 0;
+    return 0;
+}
+
 static int same_file(const struct stat *so, const char *path)
 {
     struct stat si;
