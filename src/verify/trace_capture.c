@@ -91,7 +91,7 @@ static int parse_layers(const char *s, int n_layers, uint8_t *on, char *err)
     }
 }
 
-static int parse_nodes(const char *s, unsigned *mask, char *err)
+static int parse_nodes(const char *s, int qk_norm, unsigned *mask, char *err)
 {
     *mask = 0;
     const char *p = s;
@@ -105,6 +105,15 @@ static int parse_nodes(const char *s, unsigned *mask, char *err)
                      "--nodes: unknown node '%s' (known: embed, attn_norm, q_proj, ..., "
                      "final_norm, logits; see docs/divergence.md)",
                      cis2_escape(p, len > 40 ? 40 : len, en, sizeof en, CIS2_ESC_TEXT));
+            return 1;
+        }
+        /* asking for a node the model does not have would capture nothing
+         * for it: a trace of 0 tensors that diff then refuses */
+        if ((k == CIS2_N_Q_NORM || k == CIS2_N_K_NORM) && !qk_norm) {
+            snprintf(err, CIS2_ERR_LEN,
+                     "--nodes: this model has no %s node (q_norm and k_norm exist in qwen3 "
+                     "models only)",
+                     cis2_trace_node_name(k));
             return 1;
         }
         *mask |= 1u << k;
@@ -273,7 +282,7 @@ int cis2_trace_arm(const cis2_model *m, const cis2_engine_opts *eo, const cis2_t
         }
         cap.layer_on = lon;
     }
-    if (rq->nodes && parse_nodes(rq->nodes, &cap.node_mask, err)) {
+    if (rq->nodes && parse_nodes(rq->nodes, c->qk_norm, &cap.node_mask, err)) {
         free(lon);
         return 1;
     }
