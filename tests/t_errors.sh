@@ -344,6 +344,16 @@ row in-tol-fifo "diff --tol naming a FIFO" "" "$CIS2" diff "$H/t.st" "$H/t.st" -
 row in-tol-huge "diff --tol of 1 GiB" "" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$H/huge"
 row diff-table-unknown "diff --table naming no built-in table" "" "$CIS2" diff "$H/t.st" "$H/t.st" --table fp16
 row diff-table-exact "diff --table with --exact" "" "$CIS2" diff "$H/t.st" "$H/t.st" --table armd --exact
+# a --tol file settles nothing by the order of its lines, and holds no bound
+# a check can never meet
+printf '* max_rel=1e-3 max_rel=1e-2\n' > "$T/tol-dup.tol"
+row tol-duplicate-key "--tol file giving a key twice for the same node" "unit_verify tol.*" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$T/tol-dup.tol"
+printf 'logits max_rel=1e-2\n* max_rel=1e-4\n' > "$T/tol-star.tol"
+row tol-star-after-node "--tol file whose '*' line comes after a node's own line for the same key" "unit_verify tol.*" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$T/tol-star.tol"
+printf '* min_cos=2\n' > "$T/tol-cos.tol"
+row tol-min-cos-above-1 "--tol min_cos above 1 (no cosine reaches it)" "unit_verify tol.*" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$T/tol-cos.tol"
+printf 'logits top1=2\n' > "$T/tol-top1.tol"
+row tol-top1-not-flag "--tol top1 other than 0 or 1 (was called an unknown key)" "unit_verify tol.*" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$T/tol-top1.tol"
 row in-tokenizer-arg-fifo "tokenize --tokenizer naming a FIFO" "" "$CIS2" tokenize --tokenizer "$H/fifo" hi
 row in-bench-text-fifo "tokenize --bench naming a FIFO" "" "$CIS2" tokenize --model "$G" --bench "$H/fifo"
 if [ "$(id -u)" != 0 ]; then

@@ -228,6 +228,31 @@ static void test_tol(void)
     char b[] = "q_proj max_rel=x\x1b[2J\n";
     rc = cis2_tol_parse(&t, b, strlen(b), "t.tol", err);
     CHECK("tol.bad-value-escaped", rc && strstr(err, "got 'max_rel=x\\x1b[2J'"), "%s", err);
+    /* nothing is settled by line order alone, and no bound is out of reach */
+    char c[] = "* max_rel=1 max_rel=2\n";
+    rc = cis2_tol_parse(&t, c, strlen(c), "t.tol", err);
+    CHECK("tol.duplicate-key-refused", rc && strstr(err, "line 1: max_rel for '*' is given twice"),
+          "%s", err);
+    char d[] = "q_proj mean_rel=1\nq_proj mean_rel=2\n";
+    rc = cis2_tol_parse(&t, d, strlen(d), "t.tol", err);
+    CHECK("tol.duplicate-line-refused", rc && strstr(err, "line 2: mean_rel for 'q_proj'"), "%s",
+          err);
+    char e[] = "logits max_rel=0.25\n* max_rel=0.5\n";
+    rc = cis2_tol_parse(&t, e, strlen(e), "t.tol", err);
+    CHECK("tol.star-after-node-refused",
+          rc && strstr(err, "line 2: max_rel for '*' would override"), "%s", err);
+    cis2_tol_defaults(&t);
+    char f[] = "* max_rel=0.5\nlogits max_rel=0.25\n";
+    rc = cis2_tol_parse(&t, f, strlen(f), "t.tol", err);
+    CHECK("tol.node-after-star-overrides",
+          !rc && t.row[CIS2_N_LOGITS].max_rel == 0.25 && t.row[CIS2_N_Q_PROJ].max_rel == 0.5, "%s",
+          err);
+    char g[] = "logits top1=2\n";
+    rc = cis2_tol_parse(&t, g, strlen(g), "t.tol", err);
+    CHECK("tol.top1-not-a-flag", rc && strstr(err, "top1 must be 0 or 1, got '2'"), "%s", err);
+    char h[] = "* min_cos=1.5\n";
+    rc = cis2_tol_parse(&t, h, strlen(h), "t.tol", err);
+    CHECK("tol.min-cos-above-1", rc && strstr(err, "min_cos must be at most 1"), "%s", err);
 }
 
 /* ------------------------------------------------------------ answers */

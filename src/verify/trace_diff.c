@@ -90,8 +90,14 @@ static char *word(char **p)
     return w;
 }
 
+enum { TOL_MAX_REL, TOL_MEAN_REL, TOL_MIN_COS, TOL_TOP1, TOL_TOP1_MIN, TOL_NKEYS };
+static const char *const TOL_KEYS[TOL_NKEYS] = { "max_rel", "mean_rel", "min_cos", "top1",
+                                                 "top1_min" };
+
 int cis2_tol_parse(cis2_tol_table *t, char *text, size_t len, const char *path, char *err)
 {
+    int seen[CIS2_N_NODES + 1][TOL_NKEYS]; /* the line that set it; [0] is '*' */
+    memset(seen, 0, sizeof seen);
     char ep[200], ew[48];
     cis2_escape(path, strlen(path), ep, sizeof ep, CIS2_ESC_TEXT);
 #define W(s) cis2_escape((s), strlen(s), ew, sizeof ew, CIS2_ESC_TEXT)
@@ -126,20 +132,51 @@ int cis2_tol_parse(cis2_tol_table *t, char *text, size_t len, const char *path, 
                 return 1;
             }
             *eq = 0;
-            for (int j = (k < 0 ? 0 : k); j < (k < 0 ? CIS2_N_NODES : k + 1); j++) {
-                cis2_tol_row *r = &t->row[j];
-                if (!strcmp(kv, "max_rel")) r->max_rel = v;
-                else if (!strcmp(kv, "mean_rel")) r->mean_rel = v;
-                else if (!strcmp(kv, "min_cos")) r->min_cos = v;
-                else if (!strcmp(kv, "top1") && (v == 0 || v == 1)) r->top1 = (int)v;
-                else if (!strcmp(kv, "top1_min") && v <= 1) r->top1_min = v;
-                else {
+            int key = 0;
+            while (key < TOL_NKEYS && strcmp(kv, TOL_KEYS[key])) key++;
+            if (key == TOL_NKEYS) {
+                snprintf(err, CIS2_ERR_LEN,
+                         "%s: line %d: unknown key '%s' (max_rel, mean_rel, min_cos, top1=0|1, "
+                         "top1_min<=1)",
+                         ep, line, W(kv));
+                return 1;
+            }
+            /* a value the check can never meet, or a flag that is not one */
+            const char *why = key == TOL_TOP1 && v != 0 && v != 1 ? "must be 0 or 1"
+                              : (key == TOL_TOP1_MIN || key == TOL_MIN_COS) && v > 1
+                                  ? "must be at most 1"
+                                  : NULL;
+            if (why) {
+                snprintf(err, CIS2_ERR_LEN, "%s: line %d: %s %s, got '%s'", ep, line, kv, why,
+                         W(eq + 1));
+                return 1;
+            }
+            /* The same key for the same node twice would be settled by
+             * order alone: refused. A node's own line after '*' is the
+             * way to override a key for one node. */
+            int *first = &seen[k + 1][key];
+            if (*first) {
+                snprintf(err, CIS2_ERR_LEN, "%s: line %d: %s for '%s' is given twice (line %d)", ep,
+                         line, kv, W(tok), *first);
+                return 1;
+            }
+            /* '*' after a node's own line would undo it by order alone */
+            for (int j = 0; k < 0 && j < CIS2_N_NODES; j++)
+                if (seen[j + 1][key]) {
                     snprintf(err, CIS2_ERR_LEN,
-                             "%s: line %d: unknown key '%s' (max_rel, mean_rel, min_cos, top1=0|1, "
-                             "top1_min<=1)",
-                             ep, line, W(kv));
+                             "%s: line %d: %s for '*' would override the one line %d gives %s; "
+                             "put the '*' line first",
+                             ep, line, kv, seen[j + 1][key], cis2_trace_node_name(j));
                     return 1;
                 }
+            *first = line;
+            for (int j = (k < 0 ? 0 : k); j < (k < 0 ? CIS2_N_NODES : k + 1); j++) {
+                cis2_tol_row *r = &t->row[j];
+                if (key == TOL_MAX_REL) r->max_rel = v;
+                else if (key == TOL_MEAN_REL) r->mean_rel = v;
+                else if (key == TOL_MIN_COS) r->min_cos = v;
+                else if (key == TOL_TOP1) r->top1 = (int)v;
+                else r->top1_min = v;
             }
             nkv++;
         }
