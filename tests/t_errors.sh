@@ -222,6 +222,7 @@ row missing-value "an option without its value" "t_engine.sh bad.missing-value" 
 row backend-unknown "--backend other than ref/fast" "t_engine.sh bad.backend" "$CIS2" run --model "$G" --prompt-ids 1 --backend gpu
 row threads-zero "--threads 0" "" "$CIS2" run --model "$G" --prompt-ids 1 --backend fast --threads 0
 row isa-unknown "--isa that does not exist" "t_fast.sh" "$CIS2" run --model "$G" --prompt-ids 1 --backend fast --isa bogus
+row isa-without-fast "--isa with the reference backend (it has no SIMD paths; the flag was ignored)" "" "$CIS2" run --model "$G" --prompt-ids 1 --isa scalar
 row unknown-command "an unknown command" "t_engine.sh bad.unknown-command" "$CIS2" frobnicate
 
 # ---- receipts: never half-written

@@ -91,8 +91,11 @@ int cis2_cmd_compare(int argc, char **argv)
     if (out && cis2_cli_output_not_input("compare", "-o", out, model, ins, 2)) return 2;
     cis2_engine_opts eo[2];
     const char *b1 = be.n ? be.v[0] : "ref";
-    if (cis2_cli_engine_opts("compare", b1, o.isa, o.threads, &eo[0])) return 2;
-    if (be.n == 2 && cis2_cli_engine_opts("compare", be.v[1], o.isa, o.threads, &eo[1])) return 2;
+    /* --isa is for the fast side of a ref/fast pair; a ref side takes none */
+    int fast0 = !strcmp(b1, "fast"), fast1 = be.n == 2 && !strcmp(be.v[1], "fast");
+    const char *isa0 = fast0 || !fast1 ? o.isa : NULL, *isa1 = fast1 || !fast0 ? o.isa : NULL;
+    if (cis2_cli_engine_opts("compare", b1, isa0, o.threads, &eo[0])) return 2;
+    if (be.n == 2 && cis2_cli_engine_opts("compare", be.v[1], isa1, o.threads, &eo[1])) return 2;
     /* arm D is judged by its own table (docs/divergence.md), never bit for bit */
     int armd =
         eo[0].backend == CIS2_BACKEND_APPROX || (be.n == 2 && eo[1].backend == CIS2_BACKEND_APPROX);

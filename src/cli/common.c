@@ -184,6 +184,14 @@ int cis2_cli_engine_opts(const char *cmd, const char *backend, const char *isa, 
     if (isa && cis2_isa_from_name(isa, &eo->isa))
         return cis2_cli_usage_error(
             cmd, "unknown --isa \"%.40s\" (expected sse2, avx2, avx512, neon or scalar)", isa);
+    /* --isa picks the fast backend's kernels; the ref backend has no SIMD
+     * paths and arm D picks its own, so ignoring it there would let a run
+     * claim an ISA (or one this CPU lacks) it never used. */
+    if (isa && eo->isa != CIS2_ISA_AUTO && eo->backend != CIS2_BACKEND_FAST)
+        return cis2_cli_usage_error(cmd, "--isa %s applies to --backend fast only (%s)", isa,
+                                    eo->backend == CIS2_BACKEND_REF
+                                        ? "the ref backend has no SIMD paths"
+                                        : "arm D picks its own int8 kernels");
     eo->threads = threads;
     return 0;
 }
