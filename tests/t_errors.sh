@@ -147,6 +147,18 @@ row arms-fault-unknown "arms --fault with an unknown name" "" "$CIS2" "${AR[@]}"
 mkdir -p "$T/dash"; A_CIS2=$(realpath "$(command -v "$CIS2")"); A_G=$(realpath "$G"); A_Q=$(realpath "$T/q8")
 row arms-workdir-dash "arms -o - (a work directory cannot be standard output)" "" sh -c 'cd "$0" && exec "$@"' "$T/dash" "$A_CIS2" arms --source "$A_G" --quantized "$A_Q" --prompt-ids 5 --teacher-force 7 --python /bin/false -o -
 row quantize-out-dash "quantize --out - (a checkpoint directory cannot be standard output)" "" sh -c 'cd "$0" && exec "$@"' "$T/dash" "$A_CIS2" quantize --model "$A_G" --out -
+# the chat template's files go with the int8 twin (so --chat renders as on the
+# source), and one the source lacks is not left in QDIR for the twin to use
+cpm chat-src; cp tests/fixtures/chat/chatml.jinja "$T/chat-src/chat_template.jinja"
+"$CIS2" quantize --model "$T/chat-src" --out "$T/chat-q" >/dev/null 2>&1
+printf '[{"role":"user","content":"hi"}]' > "$T/chat.json"
+if [ -z "${ERRORS_DUMP:-}" ]; then
+    a=$("$CIS2" run --model "$T/chat-src" --chat "$T/chat.json" -n 1 2>&1 | head -1)
+    b=$("$CIS2" run --model "$T/chat-q" --chat "$T/chat.json" -n 1 2>&1 | head -1)
+    cmp -s "$T/chat-src/chat_template.jinja" "$T/chat-q/chat_template.jinja" && [ "$a" == "$b" ] \
+        && pass errors.quantize-copies-chat-template || fail errors.quantize-copies-chat-template "$a / $b"
+fi
+row quantize-stale-chat-file "quantize --out holding a chat template its source lacks (another checkpoint's)" "" "$CIS2" quantize --model "$G" --out "$T/chat-q"
 if [ -z "${ERRORS_DUMP:-}" ]; then
     [ ! -e "$T/dash/-" ] && pass errors.dash-no-directory-made || fail errors.dash-no-directory-made "$(ls -la "$T/dash")"
 fi

@@ -150,7 +150,7 @@ int cis2_cli_output_not_input(const char *cmd, const char *flag, const char *out
      * written over config.json leaves a model that no longer loads. An
      * output that does not exist yet cannot be an input. */
     static const char *const MODEL_FILES[] = { "config.json", "model.safetensors", "tokenizer.json",
-                                               "tokenizer_config.json" };
+                                               "tokenizer_config.json", "chat_template.jinja" };
     struct stat so;
     if (!out || !strcmp(out, "-") || stat(out, &so) != 0) return 0;
     for (size_t k = 0; model && k < sizeof MODEL_FILES / sizeof MODEL_FILES[0]; k++) {

@@ -200,6 +200,60 @@ static int make_out_dir(const char *dir, const char *qdir, char *err)
     return 0;
 }
 
+/* The chat template's files: copied when the source has them, so that the
+ * twin renders --chat prompts as its source does; one the source lacks must
+ * not be left in QDIR from another checkpoint, where the twin would use it. */
+static const char *const CHAT_FILES[] = { "tokenizer_config.json", "chat_template.jinja" };
+#define N_CHAT (sizeof CHAT_FILES / sizeof CHAT_FILES[0])
+
+static int chat_files_check(const char *dir, const char *qdir, int qdir_exists, int have[N_CHAT],
+                            char *err)
+{
+    for (size_t k = 0; k < N_CHAT; k++) {
+        char sp[4096], op[4096];
+        struct stat st;
+        if (join(sp, sizeof sp, dir, CHAT_FILES[k], err) ||
+            join(op, sizeof op, qdir, CHAT_FILES[k], err))
+            return 1;
+        have[k] = lstat(sp, &st) == 0 || errno != ENOENT;
+        if (!qdir_exists) continue;
+        if (have[k] && cis2_check_output_path(op, err)) return 1;
+        if (!have[k] && lstat(op, &st) == 0) {
+            snprintf(err, CIS2_ERR_LEN,
+                     "%s: the source has no %s, so this one is another checkpoint's; remove it or "
+                     "give another --out",
+                     op, CHAT_FILES[k]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Read before anything is written, so a bad one leaves QDIR untouched. */
+static int chat_files_read(const char *dir, const int have[N_CHAT], char *text[N_CHAT],
+                           size_t len[N_CHAT], char *err)
+{
+    for (size_t k = 0; k < N_CHAT; k++) {
+        char sp[4096];
+        if (have[k] && (join(sp, sizeof sp, dir, CHAT_FILES[k], err) ||
+                        cis2_read_file_max(sp, TOKENIZER_MAX, &text[k], &len[k], err)))
+            return 1;
+    }
+    return 0;
+}
+
+static int chat_files_write(const char *qdir, char *const text[N_CHAT], const size_t len[N_CHAT],
+                            char *err)
+{
+    for (size_t k = 0; k < N_CHAT; k++) {
+        char op[4096];
+        if (text[k] && (join(op, sizeof op, qdir, CHAT_FILES[k], err) ||
+                        cis2_write_file_atomic(op, text[k], len[k], err)))
+            return 1;
+    }
+    return 0;
+}
+
 int cis2_quantize_checkpoint(const char *dir, const char *qdir, const cis2_quant_opts *o,
                              cis2_quant_report *rep, char *err)
 {
@@ -217,11 +271,14 @@ int cis2_quantize_checkpoint(const char *dir, const char *qdir, const cis2_quant
      * otherwise be met only after the files before it had been replaced,
      * leaving a mixed checkpoint. (QDIR not a directory: make_out_dir.) */
     struct stat qs;
-    if (stat(qdir, &qs) == 0 && S_ISDIR(qs.st_mode) &&
-        (cis2_check_output_path(owpath, err) || cis2_check_output_path(otpath, err) ||
-         cis2_check_output_path(ocpath, err)))
+    int qdir_exists = stat(qdir, &qs) == 0 && S_ISDIR(qs.st_mode), have_chat[N_CHAT];
+    if (qdir_exists && (cis2_check_output_path(owpath, err) ||
+                        cis2_check_output_path(otpath, err) || cis2_check_output_path(ocpath, err)))
         return 1;
-    char *ctext = NULL, *ttext = NULL, *wbuf = NULL, *qc = NULL, *newcfg = NULL;
+    if (chat_files_check(dir, qdir, qdir_exists, have_chat, err)) return 1;
+    char *ctext = NULL, *ttext = NULL, *wbuf = NULL, *qc = NULL, *newcfg = NULL,
+         *chat_text[N_CHAT] = { 0 };
+    size_t chat_len[N_CHAT] = { 0 };
     uint8_t *obuf = NULL;
     size_t clen, tlen, wlen, newlen, olen;
     cis2_safetensors st;
@@ -248,6 +305,7 @@ int cis2_quantize_checkpoint(const char *dir, const char *qdir, const cis2_quant
         goto out;
     }
     if (cis2_read_file_max(tpath, TOKENIZER_MAX, &ttext, &tlen, err) ||
+        chat_files_read(dir, have_chat, chat_text, chat_len, err) ||
         cis2_read_file_max(wpath, 0, &wbuf, &wlen, err) ||
         cis2_st_parse(&st, (const uint8_t *)wbuf, wlen, wpath, err))
         goto out;
@@ -315,6 +373,7 @@ int cis2_quantize_checkpoint(const char *dir, const char *qdir, const cis2_quant
     /* config.json last: a directory with the new config.json is complete */
     if (make_out_dir(dir, qdir, err) || cis2_write_file_atomic(owpath, obuf, olen, err) ||
         cis2_write_file_atomic(otpath, ttext, tlen, err) ||
+        chat_files_write(qdir, chat_text, chat_len, err) ||
         cis2_write_file_atomic(ocpath, newcfg, newlen, err))
         goto out;
     rc = 0;
@@ -327,5 +386,6 @@ out:
     free(obuf);
     free(qc);
     free(newcfg);
+    for (size_t k = 0; k < N_CHAT; k++) free(chat_text[k]);
     return rc;
 }
