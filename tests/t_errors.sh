@@ -357,6 +357,9 @@ row in-tol-fifo "diff --tol naming a FIFO" "" "$CIS2" diff "$H/t.st" "$H/t.st" -
 row in-tol-huge "diff --tol of 1 GiB" "" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$H/huge"
 row diff-table-unknown "diff --table naming no built-in table" "" "$CIS2" diff "$H/t.st" "$H/t.st" --table fp16
 row diff-table-exact "diff --table with --exact" "" "$CIS2" diff "$H/t.st" "$H/t.st" --table armd --exact
+"$CIS2" trace --model "$G" --prompt-ids 5,17 -o "$T/hash.st" --hash-only >/dev/null 2>&1
+row diff-hash-only-tol "diff --table (or --tol) with a hash-only trace (it was compared bit for bit instead)" "" "$CIS2" diff "$H/t.st" "$T/hash.st" --table fp32
+row compare-hash-only-tol "compare --against a hash-only trace with --table (or --tol)" "" "$CIS2" compare --model "$G" --prompt-ids 5,17 --against "$T/hash.st" --table fp32
 # a --tol file settles nothing by the order of its lines, and holds no bound
 # a check can never meet
 printf '* max_rel=1e-3 max_rel=1e-2\n' > "$T/tol-dup.tol"

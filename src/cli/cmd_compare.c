@@ -131,6 +131,12 @@ int cis2_cmd_compare(int argc, char **argv)
             cis2_cli_usage_error("compare", "%s", err);
             goto out;
         }
+        if (theirs.hash_only && (tolp || o.table || armd)) {
+            cis2_cli_usage_error("compare", "%s: %s%s", against, HASH_ONLY_NO_TOL,
+                                 armd && !tolp && !o.table ? " (arm D is judged by its table)"
+                                                           : "");
+            goto out;
+        }
         if (tokens_from(&theirs, against, &prompt, &np, &force, &nf)) goto out;
     } else if (!prompt) {
         cis2_cli_usage_error("compare", "--prompt-ids IDS is required");

@@ -35,6 +35,13 @@ int cis2_cmd_diff(int argc, char **argv)
         cis2_trace_free(&A);
         return cis2_cli_usage_error("diff", "%s", err);
     }
+    /* a tolerance asked for would silently become a bit-for-bit check */
+    const char *hp = A.hash_only ? pos[0] : B.hash_only ? pos[1] : NULL;
+    if (hp && (tolp || table)) {
+        cis2_trace_free(&A);
+        cis2_trace_free(&B);
+        return cis2_cli_usage_error("diff", "%s: %s", hp, HASH_ONLY_NO_TOL);
+    }
     int rc = cis2_trace_diff(stdout, &A, &B, exact, &tol, brief, 0);
     cis2_trace_free(&A);
     cis2_trace_free(&B);

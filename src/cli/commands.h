@@ -64,6 +64,9 @@ int cis2_cli_open(const char *cmd, const char *dir, const cis2_engine_opts *eo, 
  * socket, directory or link is refused; "-" is standard output where the
  * command allows it (dash_ok), else refused. Prints the error. */
 int cis2_cli_output_ok(const char *cmd, const char *flag, const char *path, int dash_ok);
+/* Why --tol/--table (or arm D) cannot judge a hash-only trace (diff, compare). */
+#define HASH_ONLY_NO_TOL                                                                           \
+    "a hash-only trace can only be compared bit for bit (--tol and --table do not apply)"
 /* A directory output (quantize --out, arms -o): "-" is refused, since a
  * directory of files cannot be standard output. Prints the error. */
 int cis2_cli_dir_output_ok(const char *cmd, const char *flag, const char *path);
