@@ -222,6 +222,11 @@ out=$("$CIS2" compare --model "$M" --prompt-ids 5,17,42 --against "$T/f-kv-stale
 out=$("$CIS2" compare --model "$M" --against "$T/sel.st" --exact); rc=$?
 [ $rc -eq 0 ] && echo "$out" | grep -q '^compared 10 tensors' && echo "$out" | grep -q 'have no counterpart in B' \
     && pass compare.against-partial-trace || fail compare.against-partial-trace "rc=$rc"
+# our run's tensors carry their digests too: checked against a hash-only trace
+# of the same run, every node is equal (every one 'sha256 differs' before)
+out=$("$CIS2" compare --model "$M" --against "$T/hash.st"); rc=$?
+[ $rc -eq 0 ] && echo "$out" | grep -qx 'verdict=IDENTICAL' && echo "$out" | grep -q '^compared 185 tensors' \
+    && pass compare.against-hash-only-trace || fail compare.against-hash-only-trace "rc=$rc $(echo "$out" | grep -m2 differs)"
 expect_err compare.prompt-mismatch "differ from the prompt_ids" "$CIS2" compare --model "$M" --prompt-ids 5,17 --against "$T/clean.st"
 expect_err compare.against-missing "$T/nope.st: cannot open" "$CIS2" compare --model "$M" --against "$T/nope.st"
 expect_err compare.needs-mode "give either --against TRACE or two backends" "$CIS2" compare --model "$M" --prompt-ids 5
