@@ -159,6 +159,11 @@ if [ -z "${ERRORS_DUMP:-}" ]; then
         && pass errors.quantize-copies-chat-template || fail errors.quantize-copies-chat-template "$a / $b"
 fi
 row quantize-stale-chat-file "quantize --out holding a chat template its source lacks (another checkpoint's)" "" "$CIS2" quantize --model "$G" --out "$T/chat-q"
+# QDIR is checked before the checkpoint is read and quantized (a damaged
+# source shows the order: its error came first, after all the work, before)
+row quantize-out-checked-first "quantize --out in a directory that does not exist (refused before the source is read)" "t_quant.sh quant.err-out-*" "$CIS2" quantize --model "$T/st-tiny" --out "$T/no-such-dir/q"
+ln -sfn "$T/no-such-target" "$T/dangling-q"
+row quantize-out-dangling-link "quantize --out naming a symbolic link to nothing (was 'File exists')" "" "$CIS2" quantize --model "$T/st-tiny" --out "$T/dangling-q"
 if [ -z "${ERRORS_DUMP:-}" ]; then
     [ ! -e "$T/dash/-" ] && pass errors.dash-no-directory-made || fail errors.dash-no-directory-made "$(ls -la "$T/dash")"
 fi

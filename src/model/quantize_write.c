@@ -176,6 +176,48 @@ static char *config_with_qc(const char *text, size_t len, const char *cpath, con
     return r;
 }
 
+/* QDIR checked before any work, as every output is (docs/errors.md): the
+ * reasons make_out_dir would give at the end, after the whole checkpoint had
+ * been read and quantized (minutes and gigabytes on a large model). */
+static int check_out_dir(const char *dir, const char *qdir, char *err)
+{
+    struct stat a, b;
+    if (stat(qdir, &b) == 0) {
+        if (!S_ISDIR(b.st_mode))
+            snprintf(err, CIS2_ERR_LEN, "%s: exists and is not a directory", qdir);
+        else if (stat(dir, &a) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+            snprintf(err, CIS2_ERR_LEN,
+                     "%s: is the source directory itself (the quantized checkpoint needs its own)",
+                     qdir);
+        else return 0;
+        return 1;
+    }
+    int e = errno;
+    if (e == ENOENT && lstat(qdir, &b) == 0) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "%s: is a symbolic link to nothing; refusing to make the output directory "
+                 "through it",
+                 qdir);
+        return 1;
+    }
+    /* absent: its parent must be a directory to make it in */
+    char parent[4096];
+    size_t n = strlen(qdir);
+    if (e == ENOENT && n < sizeof parent) {
+        memcpy(parent, qdir, n + 1);
+        while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
+        char *slash = strrchr(parent, '/');
+        if (!slash) strcpy(parent, ".");
+        else if (slash == parent) parent[1] = 0;
+        else *slash = 0;
+        int ps = stat(parent, &a);
+        if (ps == 0 && S_ISDIR(a.st_mode)) return 0;
+        e = ps == 0 ? ENOTDIR : errno;
+    }
+    snprintf(err, CIS2_ERR_LEN, "%s: cannot create the output directory: %s", qdir, strerror(e));
+    return 1;
+}
+
 static int make_out_dir(const char *dir, const char *qdir, char *err)
 {
     struct stat a, b;
@@ -270,6 +312,7 @@ int cis2_quantize_checkpoint(const char *dir, const char *qdir, const cis2_quant
      * (docs/errors.md): a link, FIFO or directory at the last one would
      * otherwise be met only after the files before it had been replaced,
      * leaving a mixed checkpoint. (QDIR not a directory: make_out_dir.) */
+    if (check_out_dir(dir, qdir, err)) return 1;
     struct stat qs;
     int qdir_exists = stat(qdir, &qs) == 0 && S_ISDIR(qs.st_mode), have_chat[N_CHAT];
     if (qdir_exists && (cis2_check_output_path(owpath, err) ||
