@@ -365,6 +365,14 @@ row diff-table-exact "diff --table with --exact" "" "$CIS2" diff "$H/t.st" "$H/t
 "$CIS2" trace --model "$G" --prompt-ids 5,17 -o "$T/hash.st" --hash-only >/dev/null 2>&1
 row diff-hash-only-tol "diff --table (or --tol) with a hash-only trace (it was compared bit for bit instead)" "" "$CIS2" diff "$H/t.st" "$T/hash.st" --table fp32
 row compare-hash-only-tol "compare --against a hash-only trace with --table (or --tol)" "" "$CIS2" compare --model "$G" --prompt-ids 5,17 --against "$T/hash.st" --table fp32
+python3 - "$H/t.st" "$T/vocab.st" <<'PY'
+import sys, struct, json
+d = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', d[:8])[0]
+h = json.loads(d[8:8 + n]); h['__metadata__']['token_ids'] += ',99999'
+hb = json.dumps(h, separators=(',', ':')).encode()
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(hb)) + hb + d[8 + n:])
+PY
+row compare-against-ids-vocab "compare --against a trace whose token_ids leave the vocabulary (was blamed on --teacher-force)" "" "$CIS2" compare --model "$G" --against "$T/vocab.st"
 # a --tol file settles nothing by the order of its lines, and holds no bound
 # a check can never meet
 printf '* max_rel=1e-3 max_rel=1e-2\n' > "$T/tol-dup.tol"

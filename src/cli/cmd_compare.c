@@ -143,6 +143,18 @@ int cis2_cmd_compare(int argc, char **argv)
         goto out;
     }
     if (cis2_cli_load_model("compare", model, &m)) goto out;
+    /* ids read from the trace are named as the trace's, not as flags the
+     * user never gave (cis2_trace_arm's message) */
+    for (int i = 0; against && i < np + nf; i++) {
+        int32_t t = i < np ? prompt[i] : force[i - np], v = cis2_model_config(m)->vocab;
+        if (t < 0 || t >= v) {
+            cis2_cli_usage_error("compare",
+                                 "%s: __metadata__ token_ids: id %d is outside the vocabulary "
+                                 "(vocab_size = %d)",
+                                 against, t, v);
+            goto out;
+        }
+    }
     cis2_trace_req rq = { NULL, o.layers, o.nodes, 0, 0, n };
     char lbl[64];
     snprintf(lbl, sizeof lbl, "(our run, backend %s)", b1);
