@@ -407,6 +407,8 @@ row bench-batch-range "bench --batch with a size outside [1, 4096]" "" "$CIS2" b
 row bench-batch-list "bench --batch that is not a list of numbers" "" "$CIS2" bench --model "$G" --batch 4,x
 row repeat-tokenize "a flag given twice (tokenize)" "" "$CIS2" tokenize --model "$G" --model "$G" hi
 row repeat-suite "a flag given twice (suite)" "" "$CIS2" suite --timeout 1 --timeout 2 "$CIS2" op
+mkdir -p "$T/no-vectors"
+row suite-no-vectors "suite --vectors naming a folder without vectors (the folder was not named)" "t_conformance.sh" "$CIS2" suite --vectors "$T/no-vectors" "$CIS2" op
 row repeat-op "an extra argument (op)" "" "$CIS2" op rsqrt rsqrt
 
 # ---- strings from files are printed escaped (one line, no terminal control)

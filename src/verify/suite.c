@@ -571,7 +571,10 @@ int cis2_suite_run(FILE *out, const cis2_suite_opts *o, char *err)
     for (int d = 0; d < o->ndirs; d++)
         if (collect(o->dirs[d], &v, &n, &cap, err)) goto out;
     if (n == 0) {
-        seterr(err, "no vectors (*.txt) found");
+        /* named, so an empty or mistyped --vectors is seen for what it is */
+        char ed[200];
+        seterr(err, "no vectors (*.txt) found in %s%s", ESC(o->dirs[0], ed),
+               o->ndirs > 1 ? " or the other --vectors folders" : "");
         goto out;
     }
     qsort(v, n, sizeof *v, vec_cmp);
