@@ -115,7 +115,7 @@ static int get_int(const json_doc *d, uint32_t v, const char *param, const char 
 static int want_int(const json_doc *d, uint32_t v, const char *name, int64_t want, const char *why,
                     serve_err *e)
 {
-    int64_t x;
+    int64_t x = 0;
     if (is_null(d, v)) return 0;
     if (get_int(d, v, name, name, INT64_MIN, INT64_MAX, NULL, &x, e)) return 1;
     if (x != want)
