@@ -215,7 +215,15 @@ static void oom_codes(void)
         cis2_request rq;
         json_doc d;
         const char *arr = strchr(ids, '['); /* the array alone */
-        if (setrlimit(RLIMIT_AS, &rl) == 0) {
+        /* the cap must hold before anything is judged by it: under an
+         * emulator (qemu-user, the aarch64 leg) it limits the emulator, and a
+         * 256 MiB block is still granted */
+        void *probe = NULL;
+        if (setrlimit(RLIMIT_AS, &rl) != 0 || (probe = malloc((size_t)256 << 20)) != NULL) {
+            free(probe);
+            _exit(64);
+        }
+        {
             bits |= (cis2_json_line_parse(&d, arr, strlen(arr) - 1, err) == -1) << 0;
             bits |= (cis2_request_parse(ids, strlen(ids), m, &df, &rq, err) == -1) << 1;
             cis2_request_free(&rq);
@@ -225,7 +233,9 @@ static void oom_codes(void)
     }
     int st = 0;
     int bits = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) ? WEXITSTATUS(st) : 0;
-    for (int i = 0; i < 3; i++) CHECK(names[i], bits >> i & 1, "exit status %d", bits);
+    for (int i = 0; i < 3; i++)
+        if (bits == 64) SKIP(names[i], "the address-space cap is not enforced here (an emulator?)");
+        else CHECK(names[i], bits >> i & 1, "exit status %d", bits);
 out:
     cis2_model_free(m);
     free(ids);
