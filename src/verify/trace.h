@@ -30,8 +30,8 @@ typedef struct {
     int pos, layer, node; /* layer -1 for embed/final_norm/logits */
     int ndim;
     int64_t shape[2], n;
-    float *v; /* NULL for hash-only entries */
-    uint8_t sha[32];
+    float *v;        /* NULL for hash-only entries */
+    uint8_t sha[32]; /* hash-only entries only: the values' SHA-256 */
 } cis2_tentry;
 
 typedef struct {

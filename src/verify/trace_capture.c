@@ -45,13 +45,8 @@ static void capture_cb(void *ctx, int pos, int layer, const char *node, const fl
     if (c->hash_only) {
         cis2_sha256_buf(v, n * sizeof(float), e->sha); /* little-endian host (decode.c checks) */
     } else {
-        /* the digest too, as a loaded trace has it: compare --against a
-         * hash-only trace checks our run's tensors by it */
         e->v = malloc(n * sizeof(float) + 1);
-        if (e->v) {
-            memcpy(e->v, v, n * sizeof(float));
-            cis2_sha256_buf(e->v, n * sizeof(float), e->sha);
-        }
+        if (e->v) memcpy(e->v, v, n * sizeof(float));
     }
     if (!e->name || (!c->hash_only && !e->v)) c->oom = 1;
 }

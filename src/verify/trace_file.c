@@ -344,7 +344,6 @@ int cis2_trace_parse(cis2_trace *tr, const uint8_t *buf, size_t len, const char 
             goto out;
         }
         cis2_st_to_f32(s, e->v); /* F32: a plain copy, no alignment assumption */
-        cis2_sha256_buf(e->v, (size_t)e->n * 4, e->sha);
     }
     for (int i = 0; i < tr->nm; i++)
         if (!strncmp(tr->mk[i], "sha256.", 7) && hash_entry(tr, tr->mk[i] + 7, tr->mv[i], err))
