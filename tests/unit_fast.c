@@ -411,10 +411,12 @@ static void test_softmax(void)
     }
 }
 
-/* cis2_weight_pack (SIMD 16x8 transposes for full bf16 tiles) against the
- * layout spelled out element by element: tiles[(tile*K + k)*16 + lane], pad
- * rows and the tail zero, every byte written; and the readers of the tiles
- * (row lookup, row-major widening, F32 re-tiling) against the stored bytes. */
+/* cis2_weight_pack (SIMD transposes for full bf16 tiles) against the layout
+ * spelled out element by element: tiles[(tile*K + k)*16 + lane] for f32,
+ * column pairs for bf16 (tiles[(tile*K + 2p)*16 + 2*lane + (k&1)], an odd
+ * last column plain), pad rows and the tail zero, every byte written; and the
+ * readers of the tiles (row lookup, row-major widening, F32 re-tiling)
+ * against the stored bytes. */
 static void test_pack(void)
 {
     static const int R[] = { 1, 15, 16, 17, 33, 100 }, C[] = { 1, 7, 8, 9, 16, 24, 63, 576 };
@@ -442,6 +444,9 @@ static void test_pack(void)
                             int row = t * CIS2_TILE + l;
                             size_t at = ((size_t)t * K + k) * CIS2_TILE + (size_t)l;
                             if (w->fmt == CIS2_WF_BF16) {
+                                if (k + 1 < K || K % 2 == 0) /* in a column pair */
+                                    at = ((size_t)t * K + k / 2 * 2) * CIS2_TILE + 2 * (size_t)l +
+                                         k % 2;
                                 uint16_t want = 0, have = ((const uint16_t *)w->tiles)[at];
                                 if (row < w->rows)
                                     memcpy(&want, tw.raw + 1 + ((size_t)row * K + k) * 2, 2);

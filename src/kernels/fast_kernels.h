@@ -6,9 +6,13 @@
 #ifndef CIS2_FAST_KERNELS_H
 #define CIS2_FAST_KERNELS_H
 #include "core/core.h"
+#include "model/weights.h"
 
-/* Row-interleaved tiles: tile i holds rows 16i..16i+15; element k of those 16
- * rows is adjacent: data[(i*K + k)*16 + lane]. Rows past `rows` are zero. */
+/* Row-interleaved tiles (the model's, model/weights.h): tile i holds rows
+ * 16i..16i+15; element k of those 16 rows is adjacent: data[(i*K + k)*16 +
+ * lane]. Rows past `rows` are zero. bf16 tiles hold columns in pairs, each
+ * lane's columns 2p, 2p+1 one 32-bit word: data[(i*K + 2p)*16 + 2*lane +
+ * (k&1)] (cis2_bf16_tile_at), an odd last column a plain line. */
 #define FAST_TILE 16
 
 /* Kernel table for one ISA path. */

@@ -20,6 +20,9 @@
 #define V_BF16(p)                                                                                  \
     _mm256_castsi256_ps(_mm256_slli_epi32(                                                         \
         _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))), 16))
+#define V_BF16_W(p)  _mm256_loadu_si256((const __m256i *)(const void *)(p))
+#define V_BF16_LO(p) _mm256_castsi256_ps(_mm256_slli_epi32(V_BF16_W(p), 16))
+#define V_BF16_HI(p) _mm256_castsi256_ps(_mm256_and_si256(V_BF16_W(p), _mm256_set1_epi32(-65536)))
 #define V_I8(p)                                                                                    \
     _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p))))
 #define NT1 4

@@ -20,6 +20,9 @@
 #define V_BF16(p)                                                                                  \
     _mm512_castsi512_ps(_mm512_slli_epi32(                                                         \
         _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16))
+#define V_BF16_W(p)  _mm512_loadu_si512((const void *)(p))
+#define V_BF16_LO(p) _mm512_castsi512_ps(_mm512_slli_epi32(V_BF16_W(p), 16))
+#define V_BF16_HI(p) _mm512_castsi512_ps(_mm512_and_si512(V_BF16_W(p), _mm512_set1_epi32(-65536)))
 #define V_I8(p)                                                                                    \
     _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))))
 #define NT1 8
@@ -414,7 +417,7 @@ ATTR static void avx512_rope(float *x, int nh, int hd, const float *cos_v, const
 }
 
 /* Many tokens (prefill): each pair of bf16 tiles is widened once into an f32
- * panel (exact, bits << 16, §4.1) that stays in L2 while every token block
+ * panel (exact, §4.1, column pairs back to plain lines) that stays in L2 while every token block
  * reads it, so the inner loop spends no vector operations on widening; the
  * f32 driver then runs the same blocks, each output the same in-order sum
  * (§5.1). The panel lives on the stack: 2 tiles of K <= 1536 (192 KiB). */
@@ -430,9 +433,16 @@ ATTR static void avx512_mm_bf16_panel(const uint16_t *W, int K, int ntiles, int 
     size_t ts = (size_t)K * 16;
     for (int i0 = 0; i0 < ntiles; i0 += NTB) {
         int nt = ntiles - i0 < NTB ? ntiles - i0 : NTB;
-        const uint16_t *src = W + (size_t)i0 * ts;
-        for (size_t e = 0; e < (size_t)nt * ts; e += 16)
-            _mm512_store_ps(panel + e, V_BF16(src + e));
+        for (int i = 0; i < nt; i++) { /* column pairs, then an odd last column */
+            const uint16_t *src = W + (size_t)(i0 + i) * ts;
+            float *dst = panel + (size_t)i * ts;
+            int k = 0;
+            for (; k + 1 < K; k += 2) {
+                _mm512_store_ps(dst + (size_t)k * 16, V_BF16_LO(src + (size_t)k * 16));
+                _mm512_store_ps(dst + (size_t)k * 16 + 16, V_BF16_HI(src + (size_t)k * 16));
+            }
+            if (k < K) _mm512_store_ps(dst + (size_t)k * 16, V_BF16(src + (size_t)k * 16));
+        }
         avx512_mm_f32(panel, K, nt, nrows - i0 * 16, X, ldx, T, Y + (size_t)i0 * 16, ldy);
     }
 }

@@ -37,6 +37,9 @@ static inline __attribute__((always_inline)) float32x4_t neon_i8x4(const int8_t 
 #define V_LOADU(p)     vld1q_f32(p)
 #define V_STOREU(p, v) vst1q_f32(p, v)
 #define V_BF16(p)      vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16))
+#define V_BF16_W(p)    vreinterpretq_u32_u16(vld1q_u16(p))
+#define V_BF16_LO(p)   vreinterpretq_f32_u32(vshlq_n_u32(V_BF16_W(p), 16))
+#define V_BF16_HI(p)   vreinterpretq_f32_u32(vandq_u32(V_BF16_W(p), vdupq_n_u32(0xFFFF0000u)))
 #define V_I8(p)        neon_i8x4(p)
 #define NT1            2
 #define NTB            1
@@ -48,7 +51,7 @@ static inline int nonfinite(float v) { return (cis2_f2u(v) & 0x7F800000u) == 0x7
 
 /* Outputs that came out inf/NaN, recomputed as the reference does: the row's
  * weights times x, fparith.h operations, k = 0, 1, ... in order (§5.1). */
-#define NEON_REDO(NAME, WT, WIDEN)                                                                 \
+#define NEON_REDO(NAME, WT, WIDEN, AT)                                                             \
     static void NAME(const WT *W, int K, int ntiles, int nrows, const float *X, int ldx, int T,    \
                      float *Y, int ldy)                                                            \
     {                                                                                              \
@@ -59,17 +62,18 @@ static inline int nonfinite(float v) { return (cis2_f2u(v) & 0x7F800000u) == 0x7
             if (!cis2_any_nonfinite(y, (size_t)nr)) continue;                                      \
             for (int r = 0; r < nr; r++) {                                                         \
                 if (!nonfinite(y[r])) continue;                                                    \
-                const WT *w = W + (size_t)(r / FAST_TILE) * K * FAST_TILE + r % FAST_TILE;         \
                 float acc = 0.0f;                                                                  \
                 for (int k = 0; k < K; k++)                                                        \
-                    acc = cis2_fadd(acc, cis2_fmul(WIDEN(w[(size_t)k * FAST_TILE]), x[k]));        \
+                    acc = cis2_fadd(acc, cis2_fmul(WIDEN(W[AT((size_t)K, r, (size_t)k)]), x[k]));  \
                 y[r] = acc;                                                                        \
             }                                                                                      \
         }                                                                                          \
     }
 #define NEON_F32(v) (v)
-NEON_REDO(neon_redo_bf16, uint16_t, cis2_bf16_to_f32)
-NEON_REDO(neon_redo_f32, float, NEON_F32)
+#define NEON_F32_AT(K, r, k)                                                                       \
+    ((size_t)((r) / FAST_TILE) * (K)*FAST_TILE + (k)*FAST_TILE + (r) % FAST_TILE)
+NEON_REDO(neon_redo_bf16, uint16_t, cis2_bf16_to_f32, cis2_bf16_tile_at)
+NEON_REDO(neon_redo_f32, float, NEON_F32, NEON_F32_AT)
 
 static void neon_mm_bf16_x(const uint16_t *W, int K, int ntiles, int nrows, const float *X, int ldx,
                            int T, float *Y, int ldy)

@@ -17,6 +17,8 @@
 #define V_LOADU(p)     (*(p))
 #define V_STOREU(p, v) (*(p) = (v))
 #define V_BF16(p)      cis2_bf16_to_f32(*(p))
+#define V_BF16_LO(p)   cis2_bf16_to_f32((p)[0])
+#define V_BF16_HI(p)   cis2_bf16_to_f32((p)[1])
 #define V_I8(p)        ((float)*(p))
 #define NT1            1
 #define NTB            1

@@ -20,6 +20,9 @@
 #define V_BF16(p)                                                                                  \
     _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(),                                       \
                                         _mm_loadl_epi64((const __m128i *)(const void *)(p))))
+#define V_BF16_W(p)  _mm_loadu_si128((const __m128i *)(const void *)(p))
+#define V_BF16_LO(p) _mm_castsi128_ps(_mm_slli_epi32(V_BF16_W(p), 16))
+#define V_BF16_HI(p) _mm_castsi128_ps(_mm_and_si128(V_BF16_W(p), _mm_set1_epi32(-65536)))
 /* 4 int8 -> 4 f32, exactly: each byte to the top of a 32-bit lane, then an
  * arithmetic shift sign-extends it (SSE2 has no pmovsxbd). */
 static ATTR inline __attribute__((always_inline)) __m128 sse2_i8x4(const int8_t *p)

@@ -4,6 +4,9 @@
  *   V, VL, NV             vector type, lanes, vectors per 16-row tile (NV*VL == 16)
  *   V_ZERO() V_ADD(a,b) V_MUL(a,b) V_SET1(x) V_LOADU(p) V_STOREU(p,v)
  *   V_BF16(p)             VL bf16 values at p widened exactly (bits << 16, §4.1)
+ *   V_BF16_LO(p) V_BF16_HI(p)  of the VL 32-bit column pairs at p (the bf16
+ *                         tiles' layout, fast_kernels.h), the even / the odd
+ *                         column's bf16 widened exactly: word << 16, word & 0xFFFF0000
  *   V_I8(p)               optional: VL int8 values at p widened exactly to f32
  *                         (docs/quantization.md); defines the int8 kernel mm_i8
  *   NT1                   tiles per block when T == 1 (independent add chains)
@@ -77,8 +80,30 @@
         }                                                                                 \
     } while (0)
 
+/* One k step of a register block: the tiles' weight vectors w[i][j] (already
+ * widened) times each token's X[k], added to that (row, token)'s sum. */
+#define TM_STEP(w, k)                                                                     \
+    _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) {                               \
+        V x = V_XSET1(X[(size_t)t * ldx + (k)]);                                          \
+        _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                             \
+        _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                             \
+            acc[i][j][t] = V_ADD(acc[i][j][t], TM_CHK(V_XMUL(w[i][j], x)));               \
+    }
+#define TM_ACC_ZERO()                                                                     \
+    V acc[NTB > NT1 ? NTB : NT1][NV][TBB];                                                \
+    _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                                 \
+    _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                                 \
+    _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) acc[i][j][t] = V_ZERO()
+#define TM_PF_ALL(k)                                                                      \
+    _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                                 \
+        TM_PREFETCH(W + (size_t)i * ts + TM_PF_AT(k, K, nt, tb, ts))
+#define TM_WLOAD(w, LOAD, at)                                                             \
+    _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                                 \
+    _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                                 \
+        w[i][j] = LOAD(W + (size_t)i * ts + (at))
+
 /* One register block: rows of nt tiles x tb tokens, each lane one row, its
- * terms added k = 0, 1, 2, ... (§5.1). The bf16, f32 and int8 versions differ
+ * terms added k = 0, 1, 2, ... (§5.1). The f32 and int8 versions differ
  * only in how a tile's 16 weights are loaded; S (int8 only, else NULL) holds
  * the block's row scales, 16 per tile. */
 #define TM_BLOCK(KIND, WT, LOAD)                                                          \
@@ -86,34 +111,49 @@
                                   const float *X, int ldx, const int tb, float *Y, int ldy, \
                                   int nrows)                                              \
     {                                                                                     \
-        V acc[NTB > NT1 ? NTB : NT1][NV][TBB];                                            \
-        _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                             \
-        _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                             \
-        _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) acc[i][j][t] = V_ZERO();    \
+        TM_ACC_ZERO();                                                                    \
         TM_CHK_INIT();                                                                    \
         for (int k = 0; k < K; k++) {                                                     \
             V w[NTB > NT1 ? NTB : NT1][NV];                                               \
-            _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                         \
-                TM_PREFETCH(W + (size_t)i * ts + TM_PF_AT(k, K, nt, tb, ts));             \
-            _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                         \
-            _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                         \
-                w[i][j] = LOAD(W + (size_t)i * ts + (size_t)k * 16 + (size_t)j * VL);     \
-            _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) {                       \
-                V x = V_XSET1(X[(size_t)t * ldx + k]);                                    \
-                _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                     \
-                _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                     \
-                    acc[i][j][t] = V_ADD(acc[i][j][t], TM_CHK(V_XMUL(w[i][j], x)));       \
-            }                                                                             \
+            TM_PF_ALL(k);                                                                 \
+            TM_WLOAD(w, LOAD, (size_t)k * 16 + (size_t)j * VL);                           \
+            TM_STEP(w, k);                                                                \
         }                                                                                 \
         TM_CHK_END(KIND, W, ts, K, nt, X, ldx, tb, Y, ldy, nrows);                        \
         TM_STORE(acc, S, Y, ldy, nt, tb, nrows);                                          \
     }
-TM_BLOCK(blk_bf16, uint16_t, V_BF16)
 TM_BLOCK(blk_f32, float, V_LOADU)
 #ifdef V_I8
 TM_BLOCK(blk_i8, int8_t, V_I8)
 #endif
 #undef TM_BLOCK
+
+/* The bf16 block: the same sums over the pair layout. Each pair line is
+ * loaded once and widened twice, the even column's terms added for every
+ * token, then the odd column's, so each sum still takes k, then k+1. */
+static TM_AI void TM_FN(blk_bf16)(const uint16_t *W, const float *S, size_t ts, int K,
+                                  const int nt, const float *X, int ldx, const int tb, float *Y,
+                                  int ldy, int nrows)
+{
+    TM_ACC_ZERO();
+    TM_CHK_INIT();
+    int k = 0;
+    for (; k + 1 < K; k += 2) {
+        V w[NTB > NT1 ? NTB : NT1][NV];
+        TM_PF_ALL(k);
+        TM_WLOAD(w, V_BF16_LO, (size_t)k * 16 + (size_t)j * 2 * VL);
+        TM_STEP(w, k);
+        TM_WLOAD(w, V_BF16_HI, (size_t)k * 16 + (size_t)j * 2 * VL);
+        TM_STEP(w, k + 1);
+    }
+    if (k < K) { /* an odd last column: a plain line */
+        V w[NTB > NT1 ? NTB : NT1][NV];
+        TM_WLOAD(w, V_BF16, (size_t)k * 16 + (size_t)j * VL);
+        TM_STEP(w, k);
+    }
+    TM_CHK_END(blk_bf16, W, ts, K, nt, X, ldx, tb, Y, ldy, nrows);
+    TM_STORE(acc, S, Y, ldy, nt, tb, nrows);
+}
 
 /* Dispatch to a constant (nt, tb) instantiation. */
 #define TM_TB_CASE(KIND, NTC, TBC)                                                        \

@@ -28,7 +28,24 @@ static inline v128_t w_bf16(const uint16_t *p)
 {
     return wasm_i32x4_shl(wasm_u32x4_extend_low_u16x8(wasm_v128_load64_zero(p)), 16);
 }
-static inline v128_t w_f32(const float *p) { return wasm_v128_load(p); }
+/* Of the 4 column pairs at p (the bf16 tiles' layout), the even / odd column. */
+static inline v128_t w_bf16_lo(const uint16_t *p) { return wasm_i32x4_shl(wasm_v128_load(p), 16); }
+static inline v128_t w_bf16_hi(const uint16_t *p)
+{
+    return wasm_v128_and(wasm_v128_load(p), wasm_i32x4_const_splat((int32_t)0xFFFF0000u));
+}
+/* Lanes 4j..4j+3 of column k of the tile at w (K columns), widened exactly. */
+static inline v128_t w_bf16_at(const uint16_t *w, int K, int k, int j)
+{
+    if (k >= (K & ~1)) return w_bf16(w + (size_t)k * 16 + (size_t)j * 4);
+    const uint16_t *p = w + (size_t)(k & ~1) * 16 + (size_t)j * 8;
+    return k & 1 ? w_bf16_hi(p) : w_bf16_lo(p);
+}
+static inline v128_t w_f32_at(const float *w, int K, int k, int j)
+{
+    (void)K;
+    return wasm_v128_load(w + (size_t)k * 16 + (size_t)j * 4);
+}
 
 #define WX_EXACT(NAME, WT, LOADW)                                                                  \
     static void NAME(const WT *W, size_t ts, int K, int nt, const float *X, int ldx, int tb,       \
@@ -40,10 +57,10 @@ static inline v128_t w_f32(const float *p) { return wasm_v128_load(p); }
                     int r0 = 16 * i + 4 * j;                                                       \
                     if (r0 >= nrows) break;                                                        \
                     v128_t acc = wasm_f32x4_const_splat(0.0f);                                     \
-                    const WT *w = W + (size_t)i * ts + (size_t)j * 4;                              \
+                    const WT *w = W + (size_t)i * ts;                                              \
                     for (int k = 0; k < K; k++)                                                    \
                         acc = cis2_v4_add(acc,                                                     \
-                                          cis2_v4_mul(LOADW(w + (size_t)k * 16),                   \
+                                          cis2_v4_mul(LOADW(w, K, k, j),                           \
                                                       wasm_f32x4_splat(X[(size_t)t * ldx + k])));  \
                     float o[4];                                                                    \
                     wasm_v128_store(o, acc);                                                       \
@@ -51,8 +68,8 @@ static inline v128_t w_f32(const float *p) { return wasm_v128_load(p); }
                     for (int l = 0; l < 4 && r0 + l < nrows; l++) dst[l] = o[l];                   \
                 }                                                                                  \
     }
-WX_EXACT(wasm_exact_blk_bf16, uint16_t, w_bf16)
-WX_EXACT(wasm_exact_blk_f32, float, w_f32)
+WX_EXACT(wasm_exact_blk_bf16, uint16_t, w_bf16_at)
+WX_EXACT(wasm_exact_blk_f32, float, w_f32_at)
 
 #define ATTR
 #define V              v128_t
@@ -65,6 +82,8 @@ WX_EXACT(wasm_exact_blk_f32, float, w_f32)
 #define V_LOADU(p)     wasm_v128_load(p)
 #define V_STOREU(p, v) wasm_v128_store(p, v)
 #define V_BF16(p)      w_bf16(p)
+#define V_BF16_LO(p)   w_bf16_lo(p)
+#define V_BF16_HI(p)   w_bf16_hi(p)
 #define TM_CHK_INIT()  v128_t tm_chk = CIS2_V4_TRACK_INIT
 #define TM_CHK(p)      cis2_v4_track(&tm_chk, p)
 #define TM_CHK_END(KIND, W, ts, K, nt, X, ldx, tb, Y, ldy, nrows)                                  \

@@ -110,65 +110,45 @@ static void weight_init(cis2_weight *w, int rows, int cols, cis2_wfmt fmt, const
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
-/* 16 bf16 rows x 8 columns -> 8 tile lines of 16 (a pure 16-bit transpose:
- * every output is one input element, bit for bit). */
-static void tr8x8_u16(const uint8_t *const *rows, size_t off, uint16_t *d)
+/* 16 bf16 rows x 8 columns -> the 4 pair lines of 32 (a pure 32-bit
+ * transpose of the rows' column pairs: every output is one input element,
+ * bit for bit). */
+static void tr_pairs(const uint8_t *const *rows, size_t off, uint16_t *d)
 {
-    for (int half = 0; half < 2; half++) {
-        const uint8_t *const *r = rows + 8 * half;
+    for (int g = 0; g < 4; g++) {
+        const uint8_t *const *r = rows + 4 * g;
         __m128i r0 = _mm_loadu_si128((const __m128i *)(r[0] + off)),
                 r1 = _mm_loadu_si128((const __m128i *)(r[1] + off));
         __m128i r2 = _mm_loadu_si128((const __m128i *)(r[2] + off)),
                 r3 = _mm_loadu_si128((const __m128i *)(r[3] + off));
-        __m128i r4 = _mm_loadu_si128((const __m128i *)(r[4] + off)),
-                r5 = _mm_loadu_si128((const __m128i *)(r[5] + off));
-        __m128i r6 = _mm_loadu_si128((const __m128i *)(r[6] + off)),
-                r7 = _mm_loadu_si128((const __m128i *)(r[7] + off));
-        __m128i a0 = _mm_unpacklo_epi16(r0, r1), a1 = _mm_unpackhi_epi16(r0, r1);
-        __m128i a2 = _mm_unpacklo_epi16(r2, r3), a3 = _mm_unpackhi_epi16(r2, r3);
-        __m128i a4 = _mm_unpacklo_epi16(r4, r5), a5 = _mm_unpackhi_epi16(r4, r5);
-        __m128i a6 = _mm_unpacklo_epi16(r6, r7), a7 = _mm_unpackhi_epi16(r6, r7);
-        __m128i b0 = _mm_unpacklo_epi32(a0, a2), b1 = _mm_unpackhi_epi32(a0, a2);
-        __m128i b2 = _mm_unpacklo_epi32(a1, a3), b3 = _mm_unpackhi_epi32(a1, a3);
-        __m128i b4 = _mm_unpacklo_epi32(a4, a6), b5 = _mm_unpackhi_epi32(a4, a6);
-        __m128i b6 = _mm_unpacklo_epi32(a5, a7), b7 = _mm_unpackhi_epi32(a5, a7);
-        uint16_t *o = d + 8 * half;
-        _mm_storeu_si128((__m128i *)(o + 0 * CIS2_TILE), _mm_unpacklo_epi64(b0, b4));
-        _mm_storeu_si128((__m128i *)(o + 1 * CIS2_TILE), _mm_unpackhi_epi64(b0, b4));
-        _mm_storeu_si128((__m128i *)(o + 2 * CIS2_TILE), _mm_unpacklo_epi64(b1, b5));
-        _mm_storeu_si128((__m128i *)(o + 3 * CIS2_TILE), _mm_unpackhi_epi64(b1, b5));
-        _mm_storeu_si128((__m128i *)(o + 4 * CIS2_TILE), _mm_unpacklo_epi64(b2, b6));
-        _mm_storeu_si128((__m128i *)(o + 5 * CIS2_TILE), _mm_unpackhi_epi64(b2, b6));
-        _mm_storeu_si128((__m128i *)(o + 6 * CIS2_TILE), _mm_unpacklo_epi64(b3, b7));
-        _mm_storeu_si128((__m128i *)(o + 7 * CIS2_TILE), _mm_unpackhi_epi64(b3, b7));
+        __m128i a0 = _mm_unpacklo_epi32(r0, r1), a1 = _mm_unpacklo_epi32(r2, r3);
+        __m128i a2 = _mm_unpackhi_epi32(r0, r1), a3 = _mm_unpackhi_epi32(r2, r3);
+        uint16_t *o = d + 8 * g;
+        _mm_storeu_si128((__m128i *)(o + 0 * 2 * CIS2_TILE), _mm_unpacklo_epi64(a0, a1));
+        _mm_storeu_si128((__m128i *)(o + 1 * 2 * CIS2_TILE), _mm_unpackhi_epi64(a0, a1));
+        _mm_storeu_si128((__m128i *)(o + 2 * 2 * CIS2_TILE), _mm_unpacklo_epi64(a2, a3));
+        _mm_storeu_si128((__m128i *)(o + 3 * 2 * CIS2_TILE), _mm_unpackhi_epi64(a2, a3));
     }
 }
 #elif defined(__wasm_simd128__)
 #include <wasm_simd128.h>
-/* The same pure 16-bit transpose with SIMD128 shuffles (the browser verifier
+/* The same pure 32-bit transpose with SIMD128 shuffles (the browser verifier
  * packs a 270 MB checkpoint on load). */
-#define U16LO(a, b) wasm_i16x8_shuffle(a, b, 0, 8, 1, 9, 2, 10, 3, 11)
-#define U16HI(a, b) wasm_i16x8_shuffle(a, b, 4, 12, 5, 13, 6, 14, 7, 15)
-#define U32LO(a, b) wasm_i32x4_shuffle(a, b, 0, 4, 1, 5)
-#define U32HI(a, b) wasm_i32x4_shuffle(a, b, 2, 6, 3, 7)
-static void tr8x8_u16(const uint8_t *const *rows, size_t off, uint16_t *d)
+static void tr_pairs(const uint8_t *const *rows, size_t off, uint16_t *d)
 {
-    for (int half = 0; half < 2; half++) {
-        const uint8_t *const *r = rows + 8 * half;
-        v128_t a[8], b[8];
-        for (int i = 0; i < 8; i += 2) {
-            v128_t x = wasm_v128_load(r[i] + off), y = wasm_v128_load(r[i + 1] + off);
-            a[i] = U16LO(x, y);
-            a[i + 1] = U16HI(x, y);
-        }
-        b[0] = U32LO(a[0], a[2]), b[1] = U32HI(a[0], a[2]), b[2] = U32LO(a[1], a[3]);
-        b[3] = U32HI(a[1], a[3]), b[4] = U32LO(a[4], a[6]), b[5] = U32HI(a[4], a[6]);
-        b[6] = U32LO(a[5], a[7]), b[7] = U32HI(a[5], a[7]);
-        uint16_t *o = d + 8 * half;
-        for (int i = 0; i < 4; i++) {
-            wasm_v128_store(o + (2 * i) * CIS2_TILE, wasm_i64x2_shuffle(b[i], b[i + 4], 0, 2));
-            wasm_v128_store(o + (2 * i + 1) * CIS2_TILE, wasm_i64x2_shuffle(b[i], b[i + 4], 1, 3));
-        }
+    for (int g = 0; g < 4; g++) {
+        const uint8_t *const *r = rows + 4 * g;
+        v128_t r0 = wasm_v128_load(r[0] + off), r1 = wasm_v128_load(r[1] + off);
+        v128_t r2 = wasm_v128_load(r[2] + off), r3 = wasm_v128_load(r[3] + off);
+        v128_t a0 = wasm_i32x4_shuffle(r0, r1, 0, 4, 1, 5),
+               a1 = wasm_i32x4_shuffle(r2, r3, 0, 4, 1, 5);
+        v128_t a2 = wasm_i32x4_shuffle(r0, r1, 2, 6, 3, 7),
+               a3 = wasm_i32x4_shuffle(r2, r3, 2, 6, 3, 7);
+        uint16_t *o = d + 8 * g;
+        wasm_v128_store(o + 0 * 2 * CIS2_TILE, wasm_i64x2_shuffle(a0, a1, 0, 2));
+        wasm_v128_store(o + 1 * 2 * CIS2_TILE, wasm_i64x2_shuffle(a0, a1, 1, 3));
+        wasm_v128_store(o + 2 * 2 * CIS2_TILE, wasm_i64x2_shuffle(a2, a3, 0, 2));
+        wasm_v128_store(o + 3 * 2 * CIS2_TILE, wasm_i64x2_shuffle(a2, a3, 1, 3));
     }
 }
 #endif
@@ -184,15 +164,18 @@ void cis2_weight_pack(cis2_weight *w, void *dst, const uint8_t *src, cis2_dtype 
         for (int l = 0; l < nr; l++) r[l] = src + (size_t)(t * CIS2_TILE + l) * K * es;
         if (w->fmt == CIS2_WF_BF16) {
             uint16_t *d = (uint16_t *)dst + (size_t)t * K * CIS2_TILE;
-            size_t k = 0;
+            size_t k = 0, K2 = K & ~(size_t)1; /* column pairs, then an odd last column */
 #if defined(__SSE2__) || defined(__wasm_simd128__)
             if (nr == CIS2_TILE)
-                for (; k + 8 <= K; k += 8, d += 8 * CIS2_TILE) tr8x8_u16(r, 2 * k, d);
+                for (; k + 8 <= K2; k += 8, d += 8 * CIS2_TILE) tr_pairs(r, 2 * k, d);
 #endif
-            for (; k < K; k++, d += CIS2_TILE) {
-                for (int l = 0; l < nr; l++) d[l] = ld16(r[l] + 2 * k);
-                for (int l = nr; l < CIS2_TILE; l++) d[l] = 0;
-            }
+            for (; k < K2; k += 2, d += 2 * CIS2_TILE)
+                for (int l = 0; l < CIS2_TILE; l++) {
+                    d[2 * l] = l < nr ? ld16(r[l] + 2 * k) : 0;
+                    d[2 * l + 1] = l < nr ? ld16(r[l] + 2 * k + 2) : 0;
+                }
+            if (k < K)
+                for (int l = 0; l < CIS2_TILE; l++) d[l] = l < nr ? ld16(r[l] + 2 * k) : 0;
         } else {
             uint32_t *d = (uint32_t *)dst + (size_t)t * K * CIS2_TILE;
             for (size_t k = 0; k < K; k++, d += CIS2_TILE) {
@@ -250,10 +233,14 @@ int8_t *cis2_weight_i8_at(const cis2_weight *w, void *tiles, int r, int k)
            (size_t)(r % CIS2_TILE);
 }
 
-static uint32_t tile_bits(const cis2_weight *w, size_t at)
+/* The bits of element (r, k) as f32 (not I8); r may be a pad row (0). */
+static uint32_t tile_bits(const cis2_weight *w, int r, size_t k)
 {
-    if (w->fmt == CIS2_WF_BF16) return (uint32_t)((const uint16_t *)w->tiles)[at] << 16;
-    return ((const uint32_t *)w->tiles)[at];
+    size_t K = (size_t)w->cols;
+    if (w->fmt == CIS2_WF_BF16)
+        return (uint32_t)((const uint16_t *)w->tiles)[cis2_bf16_tile_at(K, r, k)] << 16;
+    return ((const uint32_t *)
+                w->tiles)[((size_t)(r / CIS2_TILE) * K + k) * CIS2_TILE + (size_t)(r % CIS2_TILE)];
 }
 
 void cis2_weight_row(const cis2_weight *w, int r, float *out)
@@ -265,7 +252,7 @@ void cis2_weight_row(const cis2_weight *w, int r, float *out)
         for (size_t k = 0; k < K; k++) out[k] = cis2_fmul((float)q[k * CIS2_TILE], w->scales[r]);
         return;
     }
-    for (size_t k = 0; k < K; k++) out[k] = cis2_u2f(tile_bits(w, base + k * CIS2_TILE));
+    for (size_t k = 0; k < K; k++) out[k] = cis2_u2f(tile_bits(w, r, k));
 }
 
 void cis2_weight_widen(const cis2_weight *w, float *out)
@@ -276,9 +263,9 @@ void cis2_weight_widen(const cis2_weight *w, float *out)
         size_t base = (size_t)t * K * CIS2_TILE;
         uint32_t *o = (uint32_t *)out + (size_t)t * CIS2_TILE * K;
         if (w->fmt == CIS2_WF_BF16) {
-            const uint16_t *src = (const uint16_t *)w->tiles + base;
-            for (size_t k = 0; k < K; k++, src += CIS2_TILE)
-                for (int l = 0; l < nr; l++) o[(size_t)l * K + k] = (uint32_t)src[l] << 16;
+            for (int l = 0; l < nr; l++)
+                for (size_t k = 0; k < K; k++)
+                    o[(size_t)l * K + k] = tile_bits(w, t * CIS2_TILE + l, k);
         } else {
             const uint32_t *src = (const uint32_t *)w->tiles + base;
             for (size_t k = 0; k < K; k++, src += CIS2_TILE)
@@ -289,9 +276,12 @@ void cis2_weight_widen(const cis2_weight *w, float *out)
 
 void cis2_weight_to_f32_tiles(const cis2_weight *w, cis2_weight *out, void *dst)
 {
-    size_t n = (size_t)w->ntiles * CIS2_TILE * (size_t)w->cols;
+    size_t K = (size_t)w->cols, n = (size_t)w->ntiles * CIS2_TILE * K;
     uint32_t *d = dst;
-    for (size_t i = 0; i < n; i++) d[i] = tile_bits(w, i);
+    for (int t = 0; t < w->ntiles; t++)
+        for (size_t k = 0; k < K; k++)
+            for (int l = 0; l < CIS2_TILE; l++)
+                d[((size_t)t * K + k) * CIS2_TILE + (size_t)l] = tile_bits(w, t * CIS2_TILE + l, k);
     memset(d + n, 0, cis2_weight_bytes(w->rows, w->cols, CIS2_WF_F32) - n * 4);
     *out = *w;
     weight_init(out, w->rows, w->cols, CIS2_WF_F32, dst);

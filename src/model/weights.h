@@ -11,6 +11,12 @@
  * of those 16 rows is adjacent: tiles[(i*cols + k)*16 + lane]. Rows past
  * `rows` are zero. BF16 weights stay BF16 (widened exactly in registers,
  * §4.1); F32 stays F32; F16 is widened exactly to F32 at load (§4.2).
+ * BF16 tiles hold columns in pairs: columns 2p and 2p+1 of a lane are one
+ * 32-bit word (2p in the low half), the 16 lanes' words side by side in the
+ * two lines 2p, 2p+1 would take: tiles[(i*cols + 2p)*16 + 2*lane + (k&1)];
+ * an odd last column is a plain line. A kernel widens a word's pair with a
+ * shift (even k) and a mask (odd k), one instruction per 16 weights, and
+ * still adds the terms in k order (cis2_bf16_tile_at).
  * I8 (row-wise int8 with one f32 scale per row, docs/quantization.md §2)
  * stays int8, one byte per weight in the same tile layout, with the tile's
  * 16 row scales after all the tiles: scales[16i + lane] (pad rows 0). */
@@ -92,6 +98,14 @@ void cis2_weight_copy(const cis2_weight *w, cis2_weight *out, void *dst);
 int8_t *cis2_weight_i8_at(const cis2_weight *w, void *tiles, int r, int k);
 /* Address of element (r, k) of an F32-tiled weight. */
 float *cis2_weight_f32_at(cis2_weight *w, void *tiles, int r, int k);
+/* Index of bf16 element (r, k) in the tiles of a weight with `cols` columns
+ * (the pair layout above). */
+static inline size_t cis2_bf16_tile_at(size_t cols, int r, size_t k)
+{
+    size_t base = (size_t)(r / CIS2_TILE) * cols * CIS2_TILE, lane = (size_t)(r % CIS2_TILE);
+    if (k < (cols & ~(size_t)1)) return base + (k & ~(size_t)1) * CIS2_TILE + 2 * lane + (k & 1);
+    return base + k * CIS2_TILE + lane;
+}
 
 /* ---------------------------------------------------- one model's tensors */
 typedef struct {
