@@ -508,9 +508,8 @@ int cis2_cmd_batch(int argc, char **argv)
     if (open_out(&b, &created) || scan_out(&b, &n_done)) goto out;
     if (cis2_cli_open("batch", model, &eo, &m, &e)) goto out;
     b.m = m;
-    cis2_pipe_stats st = { 0 };
-    st.cmd = "batch";
-    st.progress = isatty(2);
+    const cis2_pipe_stats st0 = { .cmd = "batch", .progress = isatty(2) };
+    cis2_pipe_stats st = st0;
     if (b.n_redo) {
         b.fresh = calloc((size_t)b.n_redo, sizeof *b.fresh);
         b.fresh_len = calloc((size_t)b.n_redo, sizeof *b.fresh_len);
@@ -524,9 +523,7 @@ int cis2_cmd_batch(int argc, char **argv)
         if (cis2_pipe_run(e, batch, next_job, job_done, drop_job, &b, &st)) goto out;
         b.retrying = 0;
         if (rewrite_out(&b, &n_done)) goto out;
-        st = (cis2_pipe_stats){ 0 };
-        st.cmd = "batch";
-        st.progress = isatty(2);
+        st = st0; /* the resume counts afresh */
     }
     st.total = (b.n - b.shard_i + b.shard_n - 1) / b.shard_n - n_done;
     if (st.progress && n_done)
