@@ -260,6 +260,10 @@ sed 's/^gen-toks 2/gen-toks 3/' "$T/r.txt" > "$T/r-count.txt"
 row verify-gen-toks "gen-toks disagreeing with the ids" "unit_core receipt.rejects.0" "$CIS2" verify "$T/r-count.txt" --model "$G"
 head -c 100 "$T/r.txt" > "$T/r-trunc.txt"
 row verify-truncated "a truncated receipt" "unit_core receipt.rejects.truncated" "$CIS2" verify "$T/r-trunc.txt" --model "$G"
+$MK "$T/mp16" --layers 1 --max-pos 16 >/dev/null
+"$CIS2" run --model "$T/mp16" --prompt-ids 5,17 -n 2 --receipt "$T/r-mp16.txt" >/dev/null 2>&1
+sed -e 's/^gen-toks 2/gen-toks 20/' -e "s/^generated-token-ids .*/generated-token-ids $(printf '3,%.0s' $(seq 19))3/" "$T/r-mp16.txt" > "$T/r-long.txt"
+row verify-beyond-max-pos "a receipt needing more positions than the model has (named -n, a flag verify has not)" "t_batch.sh verify-batch.receipt-beyond-max-pos-is-one-line" "$CIS2" verify "$T/r-long.txt" --model "$T/mp16"
 
 # ---- op vectors (conformance candidate)
 row op-unknown "cis2 op with an unknown op" "t_conformance.sh" "$CIS2" op frob

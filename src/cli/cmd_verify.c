@@ -56,7 +56,7 @@ int cis2_cmd_verify(int argc, char **argv)
     cis2_verdict v;
     int status = 2;
     if (cis2_receipt_verify(e, &rc, NULL, NULL, &v, err)) {
-        cis2_cli_usage_error("verify", "%s", err);
+        cis2_cli_usage_error("verify", "%s: %s", path, err);
     } else {
         cis2_cli_nan_note("verify", &v.run);
         for (int i = 0; i < v.n_fields; i++) field_line(&v.fields[i]);

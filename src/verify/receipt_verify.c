@@ -143,6 +143,21 @@ int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_s
     int run;
     if (cis2_receipt_verify_begin(cis2_engine_model(e), r, v, &g, &run, err)) return 1;
     if (!run) return 0;
+    /* Positions 0 .. n_prompt + gen-toks - 2 are computed (§3.4: the last
+     * pick is never fed). A receipt that needs more than the model has was
+     * not made with it (or was doctored): with another field already a
+     * mismatch that is the verdict; otherwise the receipt, not a flag the
+     * caller never gave, is named (as verify-batch does for one line). */
+    const cis2_config *c = cis2_model_config(cis2_engine_model(e));
+    if ((int64_t)r->n_prompt + g.n_gen - 1 > c->max_pos) {
+        if (v->mismatches) return 0;
+        snprintf(err, CIS2_ERR_LEN,
+                 "the receipt cannot be re-run with this model: prompt (%d tokens) + gen-toks %d "
+                 "exceeds max_position_embeddings = %d",
+                 r->n_prompt, g.n_gen, c->max_pos);
+        cis2_verdict_free(v);
+        return 1;
+    }
     g.on_step = on_step;
     g.ctx = ctx;
     cis2_result res;
