@@ -387,6 +387,10 @@ printf '* min_cos=2\n' > "$T/tol-cos.tol"
 row tol-min-cos-above-1 "--tol min_cos above 1 (no cosine reaches it)" "unit_verify tol.*" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$T/tol-cos.tol"
 printf 'logits top1=2\n' > "$T/tol-top1.tol"
 row tol-top1-not-flag "--tol top1 other than 0 or 1 (was called an unknown key)" "unit_verify tol.*" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$T/tol-top1.tol"
+printf '* max_rel=0x1p-3\n' > "$T/tol-hex.tol"
+row tol-hex-float "--tol value written as a hex float (strtod took it)" "unit_verify tol.*" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$T/tol-hex.tol"
+printf '* max_rel=1e-999\n' > "$T/tol-under.tol"
+row tol-underflow "--tol value that underflows to 0 (was taken as 0)" "unit_verify tol.*" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$T/tol-under.tol"
 row in-tokenizer-arg-fifo "tokenize --tokenizer naming a FIFO" "" "$CIS2" tokenize --tokenizer "$H/fifo" hi
 row in-bench-text-fifo "tokenize --bench naming a FIFO" "" "$CIS2" tokenize --model "$G" --bench "$H/fifo"
 if [ "$(id -u)" != 0 ]; then

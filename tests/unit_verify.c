@@ -253,6 +253,29 @@ static void test_tol(void)
     char h[] = "* min_cos=1.5\n";
     rc = cis2_tol_parse(&t, h, strlen(h), "t.tol", err);
     CHECK("tol.min-cos-above-1", rc && strstr(err, "min_cos must be at most 1"), "%s", err);
+    /* only plain decimals: no hex float, sign, inf/nan; no value that
+     * underflows (it would silently become another bound) */
+    const char *bad[] = { "* max_rel=0x1p-3\n",   "* max_rel=+1\n", "* max_rel=-0\n",
+                          "* max_rel=infinity\n", "* max_rel=1e\n", "* max_rel=.\n" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char b2[64];
+        snprintf(b2, sizeof b2, "%s", bad[i]);
+        rc = cis2_tol_parse(&t, b2, strlen(b2), "t.tol", err);
+        CHECK("tol.not-a-plain-decimal", rc && strstr(err, "expected key=number"), "%s: %s", bad[i],
+              err);
+    }
+    char u[] = "* max_rel=1e-999\n", u2[] = "* mean_rel=1e-310\n";
+    rc = cis2_tol_parse(&t, u, strlen(u), "t.tol", err);
+    CHECK("tol.underflow-to-0", rc && strstr(err, "underflows to 0"), "%s", err);
+    rc = cis2_tol_parse(&t, u2, strlen(u2), "t.tol", err);
+    CHECK("tol.underflow-to-subnormal", rc && strstr(err, "underflows to a subnormal"), "%s", err);
+    cis2_tol_defaults(&t);
+    char ok[] = "* max_rel=1. mean_rel=.5 min_cos=0e-999\nlogits max_rel=1E-5 top1_min=0.0\n";
+    rc = cis2_tol_parse(&t, ok, strlen(ok), "t.tol", err);
+    CHECK("tol.plain-decimals-accepted",
+          !rc && t.row[CIS2_N_LOGITS].max_rel == 1e-5 && t.row[CIS2_N_Q_PROJ].mean_rel == 0.5 &&
+              t.row[CIS2_N_Q_PROJ].min_cos == 0,
+          "%s", err);
 }
 
 /* ------------------------------------------------------------ answers */

@@ -5,6 +5,7 @@
  * the trace files (paths, arm names, metadata) are printed escaped: a trace
  * cannot forge a line of this report. */
 #include "verify/trace.h"
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,34 @@ static char *word(char **p)
     return w;
 }
 
+/* A tolerance is written as a plain decimal (digits, an optional fraction and
+ * exponent: 1e-5, 0.25, 3.): strtod alone would also take hex floats
+ * (0x1p-3), signs, inf/nan and leading blanks, which no tolerance table in
+ * docs/divergence.md uses and a reader would not expect. */
+static int plain_decimal(const char *s)
+{
+    int digits = 0;
+    while (*s >= '0' && *s <= '9') s++, digits++;
+    if (*s == '.')
+        for (s++; *s >= '0' && *s <= '9'; s++) digits++;
+    if (!digits) return 0;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-') s++;
+        if (!(*s >= '0' && *s <= '9')) return 0;
+        while (*s >= '0' && *s <= '9') s++;
+    }
+    return *s == '\0';
+}
+
+/* Nonzero when the decimal s has a nonzero digit before its exponent. */
+static int nonzero_decimal(const char *s)
+{
+    for (; *s && *s != 'e' && *s != 'E'; s++)
+        if (*s >= '1' && *s <= '9') return 1;
+    return 0;
+}
+
 enum { TOL_MAX_REL, TOL_MEAN_REL, TOL_MIN_COS, TOL_TOP1, TOL_TOP1_MIN, TOL_NKEYS };
 static const char *const TOL_KEYS[TOL_NKEYS] = { "max_rel", "mean_rel", "min_cos", "top1",
                                                  "top1_min" };
@@ -125,10 +154,21 @@ int cis2_tol_parse(cis2_tol_table *t, char *text, size_t len, const char *path, 
         for (char *kv; (kv = word(&ln));) {
             char *eq = strchr(kv, '=');
             char *e = NULL;
-            double v = eq ? strtod(eq + 1, &e) : 0;
+            double v = eq && plain_decimal(eq + 1) ? strtod(eq + 1, &e) : 0;
             if (!eq || !e || e == eq + 1 || *e || !(v >= 0) || v > 1e30) {
-                snprintf(err, CIS2_ERR_LEN, "%s: line %d: expected key=number, got '%s'", ep, line,
-                         W(kv));
+                snprintf(err, CIS2_ERR_LEN,
+                         "%s: line %d: expected key=number (a plain decimal such as 1e-5), got "
+                         "'%s'",
+                         ep, line, W(kv));
+                return 1;
+            }
+            /* 1e-999 is not 0: a bound that silently became 0 (or lost its
+             * digits to a subnormal) is not the one the file states */
+            if (v < DBL_MIN && nonzero_decimal(eq + 1)) {
+                snprintf(err, CIS2_ERR_LEN,
+                         "%s: line %d: '%s' underflows to %s as a double; write 0 or a value "
+                         "of at least 1e-300",
+                         ep, line, W(kv), v == 0 ? "0" : "a subnormal");
                 return 1;
             }
             *eq = 0;
