@@ -406,6 +406,8 @@ row receipt-with-fault "--receipt with --fault (a faulted run must not produce a
 row run-fault-arg-alone "run --fault-arg without --fault (nothing to apply it to)" "" "$CIS2" "${RUN[@]}" "$G" --fault-arg 3
 row trace-fault-arg-alone "trace --fault-arg without --fault" "" "$CIS2" "${TR[@]}" -o "$H/fa.st" --fault-arg 3
 row trace-nodes-absent "trace --nodes naming a node this model does not have (q_norm on llama: a trace of nothing)" "" "$CIS2" trace --model "$G" --prompt-ids 5 --nodes q_norm -o "$T/nodes.st"
+row trace-nodes-twice "trace --nodes naming a node twice (was merged silently)" "" "$CIS2" trace --model "$G" --prompt-ids 5 --nodes embed,logits,embed -o "$T/nodes.st"
+row trace-layers-twice "trace --layers naming a layer twice, here through a range (was merged silently)" "" "$CIS2" trace --model "$T/mp16" --prompt-ids 5 --layers 0-0,0 -o "$T/nodes.st"
 row model-empty "--model ''" "" "$CIS2" run --model "" --prompt-ids 1
 row repeat-run "a flag given twice (run)" "" "$CIS2" run --model "$G" --prompt-ids 1 -n 1 -n 2
 row repeat-trace "a flag given twice (trace: -o and --output are one flag)" "" "$CIS2" "${TR[@]}" -o "$H/a.st" --output "$H/b.st"

@@ -82,7 +82,16 @@ static int parse_layers(const char *s, int n_layers, uint8_t *on, char *err)
                      (unsigned long long)b, n_layers);
             return 1;
         }
-        for (uint64_t i = a; i <= b; i++) on[i] = 1;
+        /* a layer named twice ("0,0", "0-2,1") is a typo for another one,
+         * not a request: refused rather than silently merged */
+        for (uint64_t i = a; i <= b; i++) {
+            if (on[i]) {
+                snprintf(err, CIS2_ERR_LEN, "--layers '%s': layer %llu is given twice", es,
+                         (unsigned long long)i);
+                return 1;
+            }
+            on[i] = 1;
+        }
         if (*p == 0) return 0;
         if (*p++ != ',') {
             snprintf(err, CIS2_ERR_LEN, "--layers '%s': expected ',' or end", es);
@@ -114,6 +123,11 @@ static int parse_nodes(const char *s, int qk_norm, unsigned *mask, char *err)
                      "--nodes: this model has no %s node (q_norm and k_norm exist in qwen3 "
                      "models only)",
                      cis2_trace_node_name(k));
+            return 1;
+        }
+        /* named twice: a typo for another node, refused (as --layers) */
+        if (*mask & 1u << k) {
+            snprintf(err, CIS2_ERR_LEN, "--nodes: node %s is given twice", cis2_trace_node_name(k));
             return 1;
         }
         *mask |= 1u << k;
