@@ -360,6 +360,8 @@ row in-vector-huge "conform --vector of 1 GiB" "" "$CIS2" conform --model "$G" -
 sed 's/^gen_toks=6$/gen_toks=1000000/' tests/fixtures/llama.vector > "$T/gen-toks.vector"
 row conform-gen-toks "conform --vector whose gen_toks disagrees with its generated_token_ids (a run that can never pass)" "" "$CIS2" conform --model "$G" --vector "$T/gen-toks.vector"
 row in-trace-fifo "diff a trace that is a FIFO" "" "$CIS2" diff "$H/t.st" "$H/fifo"
+row in-dash-diff "diff - (standard input is not read there; was 'cannot open: No such file or directory')" "unit_io io.open-input.dash" "$CIS2" diff - "$H/t.st"
+row in-dash-tokenizer "tokenize --tokenizer - (standard input is not read there)" "unit_io io.open-input.dash" "$CIS2" tokenize --tokenizer - hi
 row in-trace-huge "diff a 1 GiB file of zeros (its header length is refused before the data is read)" "" "$CIS2" diff "$H/t.st" "$H/huge"
 row in-against-fifo "compare --against a FIFO" "" "$CIS2" compare --model "$G" --against "$H/fifo"
 row in-tol-fifo "diff --tol naming a FIFO" "" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$H/fifo"

@@ -174,6 +174,11 @@ static void test_inputs(void)
     CHECK("io.open-input.directory-refused", rc && strstr(err, "a directory"), "%s", err);
     rc = cis2_open_input(path("nope"), &fd, &size, err);
     CHECK("io.open-input.strerror", rc && strstr(err, "No such file or directory"), "%s", err);
+    /* "-" is not standard input here: said so, not "No such file" */
+    if (access("-", F_OK) != 0) {
+        rc = cis2_open_input("-", &fd, &size, err);
+        CHECK("io.open-input.dash", rc && strstr(err, "not read from standard input"), "%s", err);
+    }
     /* a 1 GiB sparse file: refused by its size, never read */
     int big = open(path("big"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     int ok = big >= 0 && ftruncate(big, (off_t)1 << 30) == 0;

@@ -31,7 +31,14 @@ int cis2_open_input(const char *path, int *fd_out, uint64_t *size, char *err)
     /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(err, CIS2_ERR_LEN, "%s: cannot open: %s", path, strerror(errno));
+        /* "-" is standard input only where a command says so (cis2 verify -);
+         * elsewhere it is a file name, and when no such file exists the user
+         * meant standard input: say that, not a bare "No such file". */
+        if (errno == ENOENT && !strcmp(path, "-"))
+            snprintf(err, CIS2_ERR_LEN,
+                     "-: this input is not read from standard input; give a file name (./- for a "
+                     "file named -)");
+        else snprintf(err, CIS2_ERR_LEN, "%s: cannot open: %s", path, strerror(errno));
         return 1;
     }
     struct stat sb;
