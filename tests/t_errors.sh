@@ -366,6 +366,7 @@ row in-trace-huge "diff a 1 GiB file of zeros (its header length is refused befo
 row in-against-fifo "compare --against a FIFO" "" "$CIS2" compare --model "$G" --against "$H/fifo"
 row in-tol-fifo "diff --tol naming a FIFO" "" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$H/fifo"
 row in-tol-huge "diff --tol of 1 GiB" "" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$H/huge"
+row in-tokenizer-arg-huge "tokenize --tokenizer of 1 GiB (was read whole into memory, then called invalid JSON)" "" "$CIS2" tokenize --tokenizer "$H/huge" hi
 row diff-table-unknown "diff --table naming no built-in table" "" "$CIS2" diff "$H/t.st" "$H/t.st" --table fp16
 row diff-table-exact "diff --table with --exact" "" "$CIS2" diff "$H/t.st" "$H/t.st" --table armd --exact
 "$CIS2" trace --model "$G" --prompt-ids 5,17 -o "$T/hash.st" --hash-only >/dev/null 2>&1

@@ -25,11 +25,9 @@
 #include <pthread.h>
 #endif
 
-#define CONFIG_MAX    ((size_t)16 << 20)
-#define TOKENIZER_MAX ((size_t)256 << 20)
-#define CHUNK         ((uint64_t)8 << 20)  /* read (and hash) step */
-#define WINDOW        ((uint64_t)48 << 20) /* how far reading may run ahead of hashing */
-#define WPATH_LEN     1100
+#define CHUNK     ((uint64_t)8 << 20)  /* read (and hash) step */
+#define WINDOW    ((uint64_t)48 << 20) /* how far reading may run ahead of hashing */
+#define WPATH_LEN 1100
 
 /* ------------------------------------------------------------- the hasher */
 /* SHA-256 over the image as it is read: on its own thread where there are
@@ -539,7 +537,7 @@ static int load_texts_pinned(cis2_model *m, const char *dir, const cis2_load_opt
 
     char *cbuf;
     size_t clen;
-    if (cis2_read_file_max(cpath, CONFIG_MAX, &cbuf, &clen, err)) return 1;
+    if (cis2_read_file_max(cpath, CIS2_CONFIG_MAX, &cbuf, &clen, err)) return 1;
     int rc = cis2_config_parse(cbuf, clen, cpath, &m->cfg, err);
     if (!rc) rc = cis2_quant_config_parse(cbuf, clen, cpath, &m->qc, err);
     if (!rc) cis2_sha256_buf(cbuf, clen, m->dg.config_sha256);
@@ -550,7 +548,7 @@ static int load_texts_pinned(cis2_model *m, const char *dir, const cis2_load_opt
      * the same bytes (a tokenizer we cannot reproduce only disables text). */
     char *tbuf;
     size_t tlen;
-    if (cis2_read_file_max(tpath, TOKENIZER_MAX, &tbuf, &tlen, err)) {
+    if (cis2_read_file_max(tpath, CIS2_TOKENIZER_MAX, &tbuf, &tlen, err)) {
         struct stat sb;
         if (lstat(tpath, &sb) != 0 && errno == ENOENT)
             snprintf(err, CIS2_ERR_LEN,

@@ -8,6 +8,12 @@
 #include "model/weights.h"
 #include "model/quant.h"
 
+/* The most bytes config.json and tokenizer.json may have (real ones: under
+ * 4 KiB and 12 MiB): a larger file is refused by its size, unread, wherever
+ * it is loaded (a model directory, tokenize --tokenizer, quantize). */
+#define CIS2_CONFIG_MAX    ((size_t)16 << 20)
+#define CIS2_TOKENIZER_MAX ((size_t)256 << 20)
+
 /* ------------------------------------------------------------------ config */
 /* config.json -> cfg. Where config.json leaves a choice to the tensors
  * (§9.1, §11.1) the parse records what it says: cfg->tied is -1 when

@@ -15,9 +15,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define CONFIG_MAX    (16u << 20)
-#define TOKENIZER_MAX (256u << 20)
-
 static int join(char *out, size_t cap, const char *dir, const char *name, char *err)
 {
     if ((size_t)snprintf(out, cap, "%s/%s", dir, name) >= cap) {
@@ -278,7 +275,7 @@ static int chat_files_read(const char *dir, const int have[N_CHAT], char *text[N
     for (size_t k = 0; k < N_CHAT; k++) {
         char sp[4096];
         if (have[k] && (join(sp, sizeof sp, dir, CHAT_FILES[k], err) ||
-                        cis2_read_file_max(sp, TOKENIZER_MAX, &text[k], &len[k], err)))
+                        cis2_read_file_max(sp, CIS2_TOKENIZER_MAX, &text[k], &len[k], err)))
             return 1;
     }
     return 0;
@@ -330,7 +327,7 @@ int cis2_quantize_checkpoint(const char *dir, const char *qdir, const cis2_quant
     int rc = 1;
     cis2_config cfg;
     cis2_quant_config qcfg;
-    if (cis2_read_file_max(cpath, CONFIG_MAX, &ctext, &clen, err) ||
+    if (cis2_read_file_max(cpath, CIS2_CONFIG_MAX, &ctext, &clen, err) ||
         cis2_config_parse(ctext, clen, cpath, &cfg, err) ||
         cis2_quant_config_parse(ctext, clen, cpath, &qcfg, err))
         goto out;
@@ -347,7 +344,7 @@ int cis2_quantize_checkpoint(const char *dir, const char *qdir, const cis2_quant
                  cpath);
         goto out;
     }
-    if (cis2_read_file_max(tpath, TOKENIZER_MAX, &ttext, &tlen, err) ||
+    if (cis2_read_file_max(tpath, CIS2_TOKENIZER_MAX, &ttext, &tlen, err) ||
         chat_files_read(dir, have_chat, chat_text, chat_len, err) ||
         cis2_read_file_max(wpath, 0, &wbuf, &wlen, err) ||
         cis2_st_parse(&st, (const uint8_t *)wbuf, wlen, wpath, err))

@@ -928,7 +928,7 @@ static int cis2_tokenizer_load_impl(cis2_tokenizer **t, const char *path, char *
     char *buf;
     size_t len;
     *t = NULL;
-    if (cis2_read_file(path, &buf, &len, err)) return 1;
+    if (cis2_read_file_max(path, CIS2_TOKENIZER_MAX, &buf, &len, err)) return 1;
     int rc = cis2_tokenizer_parse(t, buf, len, path, err);
     free(buf);
     return rc;
