@@ -418,6 +418,11 @@ row repeat-diff "a flag given twice (diff)" "" "$CIS2" diff "$H/t.st" "$H/t.st" 
 row repeat-bench "a flag given twice (bench)" "" "$CIS2" bench --model "$G" --model "$G"
 row bench-batch-range "bench --batch with a size outside [1, 4096]" "" "$CIS2" bench --model "$G" --batch 4,0
 row bench-batch-list "bench --batch that is not a list of numbers" "" "$CIS2" bench --model "$G" --batch 4,x
+row bench-peak-model-flag "bench --peak without --model given a flag of the model run (was ignored silently)" "" "$CIS2" bench --peak --prompt-len 3
+row bench-list-twice "bench --positions naming a position twice (its row measured twice)" "" "$CIS2" bench --model "$G" --positions 5,5
+# a bad flag is refused before --peak measures the ceilings (seconds of work, printed first before)
+out=$(timeout 20 "$CIS2" bench --peak --model "$G" --batch 4,0 2>/dev/null); rc=$?
+[ $rc -eq 2 ] && [ -z "$out" ] && pass errors.bench-peak-checks-flags-first || fail errors.bench-peak-checks-flags-first "rc=$rc $out"
 row repeat-tokenize "a flag given twice (tokenize)" "" "$CIS2" tokenize --model "$G" --model "$G" hi
 row repeat-suite "a flag given twice (suite)" "" "$CIS2" suite --timeout 1 --timeout 2 "$CIS2" op
 mkdir -p "$T/no-vectors"

@@ -197,9 +197,9 @@ static void print_table(const char *backend, int threads, const int32_t *pl, con
 
 int cis2_cmd_bench(int argc, char **argv)
 {
-    const char *cmd = "bench", *model = NULL, *backend = "fast", *isa = NULL, *positions = NULL,
-               *batch = NULL, *plens = "256";
-    int n = 32, threads = 0, peak = 0;
+    const char *cmd = "bench", *model = NULL, *backend = NULL, *isa = NULL, *positions = NULL,
+               *batch = NULL, *plens = NULL;
+    int n = 0, threads = 0, peak = 0;
     const cis2_opt opts[] = {
         { "--model", NULL, CIS2_OPT_PATH, &model, 0, 0 },
         { "--backend", NULL, CIS2_OPT_STR, &backend, 0, 0 },
@@ -214,14 +214,28 @@ int cis2_cmd_bench(int argc, char **argv)
     if (cis2_cli_parse(cmd, argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL,
                        0))
         return 2;
-    if (peak) {
-        long x = sysconf(_SC_NPROCESSORS_ONLN);
-        cis2_bench_peak(threads > 0 ? threads : x > 0 ? (int)x : 1);
-        if (!model) return 0;
-    }
-    if (!model) return cis2_cli_usage_error(cmd, "--model DIR is required");
+    /* --peak alone measures the machine: a flag of the model run given with
+     * it would be ignored, so it is refused (as any flag a command does not
+     * use) instead of silently dropped */
+    const char *model_only = !peak || model ? NULL
+                             : plens        ? "--prompt-len"
+                             : n            ? "-n"
+                             : backend      ? "--backend"
+                             : isa          ? "--isa"
+                             : positions    ? "--positions"
+                             : batch        ? "--batch"
+                                            : NULL;
+    if (model_only)
+        return cis2_cli_usage_error(cmd,
+                                    "%s applies to a model run: give --model DIR too, or drop it "
+                                    "(--peak alone measures the machine)",
+                                    model_only);
+    if (!plens) plens = "256";
+    if (!n) n = 32;
+    if (!backend) backend = "fast";
     int32_t *pos = NULL, *bs = NULL, *pl = NULL;
     int npos = 0, nbs = 0, npl = 0, bad = 0, rc = 2, loaded = 0;
+    if (!peak && !model) return cis2_cli_usage_error(cmd, "--model DIR is required");
     cis2_model m;
     cis2_engine *e = NULL;
     char perr[CIS2_ERR_LEN];
@@ -241,11 +255,35 @@ int cis2_cmd_bench(int argc, char **argv)
     for (int i = 0; !bad && i < nbs; i++)
         if (bs[i] < 1 || bs[i] > 4096)
             bad = cis2_cli_usage_error(cmd, "--batch: %d is outside [1, 4096]", bs[i]);
+    /* a length, position or batch size twice is a typo for another one: its
+     * row would only be measured twice */
+    const struct {
+        const char *flag;
+        const int32_t *v;
+        int n;
+    } lists[] = { { "--prompt-len", pl, npl },
+                  { "--positions", pos, npos },
+                  { "--batch", bs, nbs } };
+    for (int l = 0; !bad && l < 3; l++)
+        for (int i = 0; !bad && i < lists[l].n; i++)
+            for (int j = 0; !bad && j < i; j++)
+                if (lists[l].v[i] == lists[l].v[j])
+                    bad = cis2_cli_usage_error(cmd, "%s: %d is given twice", lists[l].flag,
+                                               lists[l].v[i]);
     if (bad) goto out;
     int plen = pl[0];
 
     cis2_engine_opts eo;
     if (cis2_cli_engine_opts(cmd, backend, isa, threads, &eo)) goto out;
+    /* every flag is checked before the ceilings are measured (seconds) */
+    if (peak) {
+        long x = sysconf(_SC_NPROCESSORS_ONLN);
+        cis2_bench_peak(threads > 0 ? threads : x > 0 ? (int)x : 1);
+        if (!model) {
+            rc = 0;
+            goto out;
+        }
+    }
     double t0 = cis2_now_ms();
     /* cis2_cli_open, with the model in a struct of ours (its timings) */
     {
