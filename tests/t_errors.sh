@@ -142,6 +142,10 @@ row arms-float-quantized "arms --quantized naming a float checkpoint" "" "$CIS2"
 row arms-workdir-file "arms -o naming a file, not a directory" "" "$CIS2" "${AR[@]}" --quantized "$T/q8" -o "$T/q8/config.json"
 row arms-fault-arg-alone "arms --fault-arg without --fault" "" "$CIS2" "${AR[@]}" --quantized "$T/q8" --fault-arg 1
 row arms-fault-unknown "arms --fault with an unknown name" "" "$CIS2" "${AR[@]}" --quantized "$T/q8" --fault bogus -o "$T/arms-w"
+row arms-source-missing "arms --source naming no checkpoint (was a FAILED arm A, verdict=SHIP and exit 0)" "" "$CIS2" arms --source "$T/nope" --quantized "$T/q8" --prompt-ids 5 --teacher-force 7 -o "$T/arms-w2"
+row arms-source-int8 "arms --source naming the int8 checkpoint itself" "" "$CIS2" arms --source "$T/q8" --quantized "$T/q8" --prompt-ids 5 --teacher-force 7 -o "$T/arms-w2"
+$MK "$T/l2" --layers 2 >/dev/null
+row arms-source-other-shape "arms --source naming another checkpoint (another shape than --quantized's)" "" "$CIS2" arms --source "$T/l2" --quantized "$T/q8" --prompt-ids 5 --teacher-force 7 -o "$T/arms-w2"
 # "-" is standard output elsewhere: a command writing a directory refuses it
 # rather than make a directory named "-" (run inside $T/dash to see none appears)
 mkdir -p "$T/dash"; A_CIS2=$(realpath "$(command -v "$CIS2")"); A_G=$(realpath "$G"); A_Q=$(realpath "$T/q8")

@@ -403,6 +403,34 @@ int cis2_cmd_arms(int argc, char **argv)
                              ESC(qdir, eq));
         goto out;
     }
+    /* --source is arm A's input, read only by the torch child: checked here
+     * too, so that a missing or wrong one is refused before any work rather
+     * than reported as a FAILED arm next to verdict=SHIP and exit 0. It is the
+     * float checkpoint --quantized was made from (cis2 quantize --model). */
+    {
+        cis2_model *ms;
+        cis2_model_opts mo = { CIS2_HASH_SKIP };
+        char es[200];
+        if (cis2_model_open(&ms, src, &mo, err)) {
+            cis2_cli_usage_error("arms", "--source: %s", err);
+            goto out;
+        }
+        const cis2_config *a = cis2_model_config(ms), *b = cis2_model_config(m);
+        const char *why = strcmp(cis2_model_dtype(ms), "fp32")
+                              ? "an int8 checkpoint, not a float source"
+                          : a->arch != b->arch || a->hidden != b->hidden || a->inter != b->inter ||
+                                  a->n_layers != b->n_layers || a->n_heads != b->n_heads ||
+                                  a->n_kv_heads != b->n_kv_heads || a->head_dim != b->head_dim ||
+                                  a->vocab != b->vocab
+                              ? "its config.json has another shape than --quantized's, so it is "
+                                "not that checkpoint's source"
+                              : NULL;
+        cis2_model_free(ms);
+        if (why) {
+            cis2_cli_usage_error("arms", "--source %s: %s", ESC(src, es), why);
+            goto out;
+        }
+    }
     /* the work directory: made only once the inputs are known good */
     char tmpl[] = "/tmp/cis2-arms-XXXXXX";
     if (!out && !(out = mkdtemp(tmpl))) {
