@@ -340,6 +340,22 @@ def llama_checks(M, other, tmp):
            "layer must be an integer in [0, %d], got 99" % (m.config.n_layers - 1))
     raises("trace-node-unknown", ValueError, lambda: m.trace([5], 1, nodes=["logit"]),
            "no node named 'logit'")
+    # named twice: a typo for another one, refused as cis2 trace --layers/--nodes refuse it
+    raises("trace-layer-twice", ValueError, lambda: m.trace([5], 1, layers=[0, 0]),
+           ("trace: layer 0 is given twice",))
+    raises("trace-node-twice", ValueError, lambda: m.trace([5], 1, nodes=["embed", "embed"]),
+           ("trace: node 'embed' is given twice",))
+    # arguments that would be read as something the caller did not write: a
+    # set's (or dict's) order, a str flag ("no" is truthy)
+    raises("generate-ids-set", TypeError, lambda: m.generate({42, 5, 17}, 1),
+           "prompt: expected token ids in order")
+    raises("generate-force-dict", TypeError, lambda: m.generate([5], 1, force={7: 1}),
+           "force: expected token ids in order")
+    raises("generate-stop-at-eos-str", TypeError,
+           lambda: m.generate([5], 1, stop_at_eos="no"),
+           ("stop_at_eos must be True or False, got str 'no'",))
+    report(m.generate([5, 17], 2, stop_at_eos=1).ids == m.generate([5, 17], 2, stop_at_eos=True).ids,
+           "generate-stop-at-eos-int-flag")
 
     # errors: the library's one line, the same as the CLI's
     rc, _, err = cli("run", "--model", os.path.join(tmp, "nonexistent"), "--prompt-ids", "1")

@@ -11,6 +11,7 @@ Every result is the library's: the same ids, digests and receipt bytes as
 one thread at a time (Model.generate serializes on its own engine; make more
 with Model.engine() to decode on several threads over one loaded model).
 """
+import collections.abc
 import contextlib
 import ctypes
 import operator
@@ -51,6 +52,11 @@ def _ids_in(ids, what):
     """Token ids (any iterable of integers, numpy arrays included) as a C array."""
     if isinstance(ids, (str, bytes, bytearray, memoryview)):
         raise TypeError("%s: expected token ids, got %s" % (what, type(ids).__name__))
+    # a set or a mapping has no order of its own: its ids would be read in
+    # whatever order it iterates, a sequence nobody wrote
+    if isinstance(ids, (collections.abc.Set, collections.abc.Mapping)):
+        raise TypeError("%s: expected token ids in order (a list, tuple, array or iterator), "
+                        "got %s" % (what, type(ids).__name__))
     vals = []
     try:
         for x in ids:  # one pass: `ids` may be a generator
@@ -67,6 +73,16 @@ def _ids_in(ids, what):
     if x is not None:
         raise ValueError("%s: token id %d does not fit in int32" % (what, v))
     return (ctypes.c_int32 * max(len(vals), 1))(*vals), len(vals)
+
+
+def _flag_in(v, what):
+    """A True/False argument: bool, or the int 0 or 1 (numpy's bool too). A
+    str such as "no" would otherwise be read as True."""
+    if isinstance(v, bool) or type(v).__name__ == "bool_":
+        return bool(v)
+    if isinstance(v, int) and v in (0, 1):
+        return bool(v)
+    raise TypeError("%s must be True or False, got %s %r" % (what, type(v).__name__, v))
 
 
 def _int_in(v, what, lo, hi, hint=""):
@@ -536,7 +552,8 @@ class Engine(_Closing):
         if nf > max_tokens:  # the library would feed the first max_tokens and drop the rest
             raise ValueError("force has %d ids but max_tokens is %d: the last %d would never be "
                              "fed" % (nf, max_tokens, nf - max_tokens))
-        g = _lib.GenOpts(n_gen=max_tokens, stop_at_eos=1 if stop_at_eos else 0)
+        stop = _flag_in(stop_at_eos, "stop_at_eos")
+        g = _lib.GenOpts(n_gen=max_tokens, stop_at_eos=1 if stop else 0)
         if nf:
             g.force, g.n_force = ctypes.cast(farr, _lib.c_int32_p), nf
         r = _lib.Result()
@@ -677,20 +694,29 @@ class Model(_Closing):
         equal `cis2 trace -n N` bit for bit."""
         import numpy as np
 
-        keep_layers = None if layers is None else set(layers)
-        keep_nodes = None if nodes is None else set(nodes)
         n_layers = self.config.n_layers
-        for what, arg, keep in (("layers", layers, keep_layers), ("nodes", nodes, keep_nodes)):
+        for what, arg in (("layers", layers), ("nodes", nodes)):
             if isinstance(arg, (str, bytes)):  # set("logits") would be its letters
                 raise TypeError("trace: %s must be an iterable of %s, got %s %r" %
                                 (what, "layer numbers" if what == "layers" else "node names",
                                  type(arg).__name__, arg))
-        if keep_layers is not None:
-            keep_layers = {_int_in(l, "trace: a layer", 0, n_layers - 1) for l in keep_layers}
-        for name in keep_nodes or ():
-            if not isinstance(name, str):
-                raise TypeError("trace: a node name must be a str, got %s %r" %
-                                (type(name).__name__, name))
+        keep_layers = keep_nodes = None
+        if layers is not None:
+            keep_layers = set()
+            for l in layers:
+                l = _int_in(l, "trace: a layer", 0, n_layers - 1)
+                if l in keep_layers:  # a typo for another layer (cis2 trace --layers refuses it)
+                    raise ValueError("trace: layer %d is given twice" % l)
+                keep_layers.add(l)
+        if nodes is not None:
+            keep_nodes = set()
+            for name in nodes:
+                if not isinstance(name, str):
+                    raise TypeError("trace: a node name must be a str, got %s %r" %
+                                    (type(name).__name__, name))
+                if name in keep_nodes:  # as cis2 trace --nodes
+                    raise ValueError("trace: node %r is given twice" % name)
+                keep_nodes.add(name)
         heads = self.config.n_heads
         out, failed, seen = Trace(), [], set()
 
