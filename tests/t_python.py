@@ -306,6 +306,23 @@ def llama_checks(M, other, tmp):
         raises("verify-path-%s-error-equals-cli" % what, cis2.Error,
                lambda: cis2.verify(pathlib.Path(path), m), (cli_err("verify", err),))
     timer.cancel()
+    if not os.path.exists("-"):  # "-" is no stdin here: said so, as the library says it
+        raises("verify-path-dash", cis2.Error, lambda: cis2.verify(pathlib.Path("-"), m),
+               ("-: this input is not read from standard input; give a file name (./- for a "
+                "file named -)",))
+    # a receipt needing more positions than the model has: named as the CLI
+    # names it (it said "-n N", a flag nobody gave)
+    mp = m.config.max_pos
+    p3 = os.path.join(tmp, "beyond.receipt")
+    long_r = re.sub(r"(?m)^gen-toks \d+$", "gen-toks %d" % mp, good)
+    long_r = re.sub(r"(?m)^generated-token-ids .*$",
+                    "generated-token-ids " + ",".join(["5"] * mp), long_r)
+    open(p3, "w").write(long_r)
+    rc, _, err = cli("verify", p3, "--model", M)
+    raises("verify-beyond-max-pos-error-equals-cli", cis2.Error,
+           lambda: cis2.verify(pathlib.Path(p3), m), (cli_err("verify", err).split(": ", 1)[1],))
+    report(rc == 2 and "the receipt cannot be re-run with this model" in err,
+           "verify-beyond-max-pos-cli", err)
 
     # greedy trace: every node bit-identical to `cis2 trace -n`, same names, same order
     tp = os.path.join(tmp, "greedy.st")
@@ -399,6 +416,9 @@ def llama_checks(M, other, tmp):
     raises("error-backend-before-load", ValueError,
            lambda: cis2.Model(os.path.join(tmp, "nonexistent"), backend="gpu"), "backend")
     raises("error-isa", ValueError, lambda: m.engine(backend="fast", isa="mmx"), "isa")
+    # the ref backend has no SIMD paths: an isa there is refused, as --isa is by the CLI
+    raises("error-isa-with-ref", ValueError, lambda: m.engine(backend="ref", isa="scalar"),
+           ("isa 'scalar' applies to backend='fast' only (the ref backend has no SIMD paths)",))
     raises("error-backend-type", ValueError, lambda: m.engine(backend=["ref"]), "backend")
     raises("error-engine-not-a-model", TypeError, lambda: cis2.Engine("models/x"), "cis2.Model")
     raises("error-force-beyond-max-tokens", ValueError,

@@ -14,6 +14,7 @@ with Model.engine() to decode on several threads over one loaded model).
 import collections.abc
 import contextlib
 import ctypes
+import errno
 import operator
 import os
 import signal
@@ -154,6 +155,9 @@ def _read_input(path, limit=RECEIPT_MAX):
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
+        if e.errno == errno.ENOENT and path == b"-":  # as cis2_open_input
+            raise Error("-: this input is not read from standard input; give a file name (./- "
+                        "for a file named -)") from None
         raise _input_error(path, "cannot open: " + os.strerror(e.errno)) from None
     try:
         st = os.fstat(fd)
@@ -501,6 +505,11 @@ class Engine(_Closing):
             raise ValueError("unknown isa %r (expected auto, scalar, sse2, avx2, avx512, neon)" %
                              (isa,))
         o.isa = isa_id.value
+        # as cis2_cli_engine_opts: the ref backend has no SIMD paths, so an isa
+        # would be ignored while the engine claimed it
+        if isa_id.value != 0 and backend != "fast":  # 0: CIS2_ISA_AUTO
+            raise ValueError("isa %r applies to backend='fast' only (the %s backend has no SIMD "
+                             "paths)" % (isa, backend))
         o.threads = _int_in(threads, "threads", 0, INT_MAX, " (0 = every core)")
         return o
 
@@ -878,6 +887,15 @@ def verify(receipt, model):
             _check(_c.cis2_receipt_verify_begin(_c.cis2_engine_model(h), ctypes.byref(rc),
                                                 ctypes.byref(v), ctypes.byref(g),
                                                 ctypes.byref(run), err), err)
+            # a receipt needing more positions than the model has (§3.4: the
+            # last pick is never fed) is named as cis2 verify names it, not as
+            # the "-n" of a run the caller never asked for
+            max_pos = engine._model.config.max_pos
+            if run.value and rc.n_prompt + g.n_gen - 1 > max_pos:
+                _c.cis2_verdict_free(ctypes.byref(v))
+                raise Error("the receipt cannot be re-run with this model: prompt (%d tokens) + "
+                            "gen-toks %d exceeds max_position_embeddings = %d" %
+                            (rc.n_prompt, g.n_gen, max_pos))
             try:  # the recomputation a step at a time, so Ctrl-C stops it between two
                 if run.value:
                     with _sigint_between_steps() as poll:
