@@ -118,6 +118,18 @@ C "$U/v1/verify" -H 'Content-Type: text/plain' --data-binary @"$T/doctored.recei
 expect_eq serve.verify.doctored "$(jget "$T/vbad.json" '[d["verified"], [f["field"] for f in d["fields"] if f["status"]=="mismatch"]]')" '[false, ["witness-digest"]]'
 code=$(C -o "$T/vmal.json" -w '%{http_code}' "$U/v1/verify" --data-binary 'CIS-2-RECEIPT v1')
 expect_eq serve.verify.malformed "$code $(jget "$T/vmal.json" 'd["error"]["param"]')" "400 receipt"
+# a receipt needing more positions than the server's context: named as the receipt's gen-toks
+# (it was called max_tokens, a parameter this request does not have)
+python3 - "$T/c1.receipt" "$T/vlong.receipt" <<'PY'
+import re, sys
+r = open(sys.argv[1]).read()
+r = re.sub(r"(?m)^gen-toks \d+$", "gen-toks 9000", r)
+r = re.sub(r"(?m)^generated-token-ids .*$", "generated-token-ids " + ",".join(["5"] * 9000), r)
+open(sys.argv[2], "w").write(r)
+PY
+code=$(C -o "$T/vlong.json" -w '%{http_code}' "$U/v1/verify" -H 'Content-Type: text/plain' --data-binary @"$T/vlong.receipt")
+expect_eq serve.verify.beyond-context "$code $(jget "$T/vlong.json" '[d["error"]["param"], d["error"]["message"].split(";")[0]]')" \
+    "400 [\"receipt\", \"receipt: the prompt ($(sed -n 's/^prompt-token-ids //p' "$T/c1.receipt" | tr ',' '\n' | wc -l) tokens) and gen-toks (9000) need $(( $(sed -n 's/^prompt-token-ids //p' "$T/c1.receipt" | tr ',' '\n' | wc -l) + 8999 )) positions\"]"
 
 # Malformed requests: 400s with one-line messages naming the parameter; nothing crashes.
 bad() { # bad NAME WANT_STATUS WANT_PARAM BODY

@@ -458,8 +458,14 @@ static enum MHD_Result do_verify(serve_http *h, struct MHD_Connection *c, req_ct
     if (prc) return fail(c, 400, "receipt", NULL, err);
     if (rc.n_prompt < 1 || rc.gen_toks < 1)
         serve_fail(&e, 400, "receipt", NULL, "receipt: no prompt or no generated tokens");
-    if (rc.n_prompt < 1 || rc.gen_toks < 1 ||
-        serve_check_context(rc.n_prompt, rc.gen_toks, &h->lim, &e)) {
+    /* §3.4: positions 0 .. n_prompt + gen-toks - 2 are recomputed. Named as the
+     * receipt's, not as the max_tokens of a completion this request is not. */
+    else if ((long)rc.n_prompt + rc.gen_toks - 1 > h->lim.ctx)
+        serve_fail(&e, 400, "receipt", "context_length_exceeded",
+                   "receipt: the prompt (%d tokens) and gen-toks (%d) need %ld positions; this "
+                   "server's context is %d",
+                   rc.n_prompt, rc.gen_toks, (long)rc.n_prompt + rc.gen_toks - 1, h->lim.ctx);
+    if (rc.n_prompt < 1 || rc.gen_toks < 1 || (long)rc.n_prompt + rc.gen_toks - 1 > h->lim.ctx) {
         cis2_receipt_free(&rc);
         return send_error(c, &e, 0);
     }
