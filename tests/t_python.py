@@ -371,8 +371,8 @@ def llama_checks(M, other, tmp):
     raises("generate-stop-at-eos-str", TypeError,
            lambda: m.generate([5], 1, stop_at_eos="no"),
            ("stop_at_eos must be True or False, got str 'no'",))
-    report(m.generate([5, 17], 2, stop_at_eos=1).ids == m.generate([5, 17], 2, stop_at_eos=True).ids,
-           "generate-stop-at-eos-int-flag")
+    report(m.generate([5, 17], 2, stop_at_eos=1).ids ==
+           m.generate([5, 17], 2, stop_at_eos=True).ids, "generate-stop-at-eos-int-flag")
 
     # errors: the library's one line, the same as the CLI's
     rc, _, err = cli("run", "--model", os.path.join(tmp, "nonexistent"), "--prompt-ids", "1")
@@ -426,6 +426,15 @@ def llama_checks(M, other, tmp):
     raises("error-id-type", TypeError, lambda: m.generate(["a"], 2), "integers")
     raises("error-id-int32", ValueError, lambda: m.generate([2**40], 2), "int32")
     raises("error-id-bool", TypeError, lambda: m.generate([True, 17], 2), "not bool")
+    # numpy's bools are no ints either (operator.index took them as 0 and 1)
+    raises("error-id-numpy-bool", TypeError,
+           lambda: m.generate(__import__("numpy").array([True, False]), 2), "not bool")
+    raises("error-max-tokens-numpy-bool", TypeError,
+           lambda: m.generate([5], __import__("numpy").bool_(True)),
+           "max_tokens must be an integer")
+    raises("error-stop-at-eos-numpy-array", TypeError,
+           lambda: m.generate([5], 1, stop_at_eos=__import__("numpy").array([1, 0])),
+           "stop_at_eos must be True or False")
     raises("error-prompt-lone-surrogate", ValueError, lambda: m.generate("a\ud800b", 2),
            ("prompt: the str holds a lone surrogate U+D800 at index 1, which is not UTF-8 (pass "
             "bytes, or a str without surrogates)",))

@@ -49,6 +49,12 @@ def _check(rc, err):
         raise Error(_lib.err_text(err))
 
 
+def _is_bool(x):
+    """A Python bool or numpy's (numpy.bool_, which operator.index takes as 0
+    or 1 although it is no int: an array of flags is not token ids)."""
+    return isinstance(x, bool) or type(x).__name__ in ("bool_", "bool")
+
+
 def _ids_in(ids, what):
     """Token ids (any iterable of integers, numpy arrays included) as a C array."""
     if isinstance(ids, (str, bytes, bytearray, memoryview)):
@@ -62,14 +68,14 @@ def _ids_in(ids, what):
     try:
         for x in ids:  # one pass: `ids` may be a generator
             v = operator.index(x)
-            if isinstance(x, bool) or not -(2**31) <= v < 2**31:
+            if _is_bool(x) or not -(2**31) <= v < 2**31:
                 break
             vals.append(v)
         else:
             x = None
     except TypeError:
         raise TypeError("%s: token ids must be integers" % what) from None
-    if isinstance(x, bool):
+    if _is_bool(x):
         raise TypeError("%s: token ids must be integers, not bool" % what)
     if x is not None:
         raise ValueError("%s: token id %d does not fit in int32" % (what, v))
@@ -79,7 +85,7 @@ def _ids_in(ids, what):
 def _flag_in(v, what):
     """A True/False argument: bool, or the int 0 or 1 (numpy's bool too). A
     str such as "no" would otherwise be read as True."""
-    if isinstance(v, bool) or type(v).__name__ == "bool_":
+    if _is_bool(v):
         return bool(v)
     if isinstance(v, int) and v in (0, 1):
         return bool(v)
@@ -90,7 +96,7 @@ def _int_in(v, what, lo, hi, hint=""):
     """A Python integer argument (numpy integers too, never bool) in [lo, hi]:
     TypeError for another type, ValueError out of range — never a C int that
     ctypes would silently wrap (2**32 + 2 must not decode 2 tokens)."""
-    if isinstance(v, bool):
+    if _is_bool(v):
         raise TypeError("%s must be an integer, got %r" % (what, v))
     try:
         n = operator.index(v)
