@@ -420,6 +420,8 @@ row repeat-run "a flag given twice (run)" "" "$CIS2" run --model "$G" --prompt-i
 row repeat-trace "a flag given twice (trace: -o and --output are one flag)" "" "$CIS2" "${TR[@]}" -o "$H/a.st" --output "$H/b.st"
 row repeat-diff "a flag given twice (diff)" "" "$CIS2" diff "$H/t.st" "$H/t.st" --brief --brief
 row repeat-bench "a flag given twice (bench)" "" "$CIS2" bench --model "$G" --model "$G"
+row opt-equals-form "an option written --option=value (was 'unknown option')" "" "$CIS2" verify "$T/r.txt" --model "$G" --threads=2
+row opt-equals-flag "a flag written --flag=value" "" "$CIS2" bench --peak=1
 row bench-batch-range "bench --batch with a size outside [1, 4096]" "" "$CIS2" bench --model "$G" --batch 4,0
 row bench-batch-list "bench --batch that is not a list of numbers" "" "$CIS2" bench --model "$G" --batch 4,x
 row bench-peak-model-flag "bench --peak without --model given a flag of the model run (was ignored silently)" "" "$CIS2" bench --peak --prompt-len 3

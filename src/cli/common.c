@@ -247,6 +247,21 @@ int cis2_cli_parse(const char *cmd, int argc, char **argv, const cis2_opt *opts,
             continue;
         }
         const cis2_opt *o = find_opt(opts, nopts, a);
+        /* --threads=2: the GNU form names a known option; say how to write it
+         * rather than that the option is unknown */
+        const char *eq = strchr(a, '=');
+        if (!o && eq && eq - a < 64) {
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
+            const cis2_opt *g = find_opt(opts, nopts, name);
+            if (g && g->kind == CIS2_OPT_FLAG)
+                return cis2_cli_usage_error(cmd, "option '%s' takes no value, got '%s'", name, a);
+            if (g)
+                return cis2_cli_usage_error(cmd,
+                                            "option '%s': write '%s %s' (the value is the next "
+                                            "argument; the --option=value form is not accepted)",
+                                            a, name, eq[1] ? eq + 1 : "VALUE");
+        }
         if (!o) return cis2_cli_usage_error(cmd, "unknown option '%s' (see cis2 help)", a);
         int k = (int)(o - opts);
         if (seen[k]++ && o->kind != CIS2_OPT_LIST)
