@@ -465,8 +465,11 @@ class Verdict:
             else:
                 lines.append("MISMATCH %s: receipt %s, recomputed %s" %
                              (f.name, f.receipt, f.recomputed))
+        skipped = [f.name for f in self.fields if f.status == "SKIPPED"]
         lines.append("receipt does NOT match: %d field(s) differ" % self.mismatches
-                     if self.mismatches else "receipt verified: all fields match")
+                     if self.mismatches else
+                     "receipt verified: every field checked matches; not checked here: %s" %
+                     ", ".join(skipped) if skipped else "receipt verified: all fields match")
         return "\n".join(lines)
 
     def __repr__(self):
