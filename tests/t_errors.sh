@@ -426,6 +426,7 @@ row bench-batch-range "bench --batch with a size outside [1, 4096]" "" "$CIS2" b
 row bench-batch-list "bench --batch that is not a list of numbers" "" "$CIS2" bench --model "$G" --batch 4,x
 row bench-peak-model-flag "bench --peak without --model given a flag of the model run (was ignored silently)" "" "$CIS2" bench --peak --prompt-len 3
 row bench-list-twice "bench --positions naming a position twice (its row measured twice)" "" "$CIS2" bench --model "$G" --positions 5,5
+row bench-list-too-long "bench --prompt-len with 33 lengths (was called not a list)" "" "$CIS2" bench --model "$G" --prompt-len "$(seq -s, 1 33)"
 # a bad flag is refused before --peak measures the ceilings (seconds of work, printed first before)
 out=$(timeout 20 "$CIS2" bench --peak --model "$G" --batch 4,0 2>/dev/null); rc=$?
 [ $rc -eq 2 ] && [ -z "$out" ] && pass errors.bench-peak-checks-flags-first || fail errors.bench-peak-checks-flags-first "rc=$rc $out"

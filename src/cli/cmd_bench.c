@@ -239,17 +239,20 @@ int cis2_cmd_bench(int argc, char **argv)
     cis2_model m;
     cis2_engine *e = NULL;
     char perr[CIS2_ERR_LEN];
-    if (cis2_parse_ids(plens, &pl, &npl, perr) || npl > 32)
+    if (cis2_parse_ids(plens, &pl, &npl, perr))
         bad = cis2_cli_usage_error(cmd,
                                    "--prompt-len wants a length or a list like 256,1024, "
                                    "got '%s'",
                                    plens);
+    else if (npl > 32) bad = cis2_cli_usage_error(cmd, "--prompt-len: %d lengths, at most 32", npl);
     for (int i = 0; !bad && i < npl; i++)
         if (pl[i] < 1 || pl[i] > 8192)
             bad = cis2_cli_usage_error(cmd, "--prompt-len: %d is outside [1, 8192]", pl[i]);
-    if (!bad && positions && (cis2_parse_ids(positions, &pos, &npos, perr) || npos > 32))
+    if (!bad && positions && cis2_parse_ids(positions, &pos, &npos, perr))
         bad = cis2_cli_usage_error(cmd, "--positions wants a list like 256,2048,8000, got '%s'",
                                    positions);
+    else if (!bad && npos > 32)
+        bad = cis2_cli_usage_error(cmd, "--positions: %d positions, at most 32", npos);
     if (!bad && batch && cis2_parse_ids(batch, &bs, &nbs, perr))
         bad = cis2_cli_usage_error(cmd, "--batch wants a list like 1,4,8,16, got '%s'", batch);
     for (int i = 0; !bad && i < nbs; i++)
