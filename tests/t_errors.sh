@@ -142,6 +142,9 @@ row arms-float-quantized "arms --quantized naming a float checkpoint" "" "$CIS2"
 row arms-workdir-file "arms -o naming a file, not a directory" "" "$CIS2" "${AR[@]}" --quantized "$T/q8" -o "$T/q8/config.json"
 row arms-fault-arg-alone "arms --fault-arg without --fault" "" "$CIS2" "${AR[@]}" --quantized "$T/q8" --fault-arg 1
 row arms-fault-unknown "arms --fault with an unknown name" "" "$CIS2" "${AR[@]}" --quantized "$T/q8" --fault bogus -o "$T/arms-w"
+[ ! -e "$T/arms-w" ] && pass errors.arms-refused-leaves-no-workdir || fail errors.arms-refused-leaves-no-workdir "$(ls -la "$T/arms-w")"
+row arms-ids-vocab "arms with an id outside the vocabulary (was refused by arm C, after the work directory was made)" "" "$CIS2" arms --source "$G" --quantized "$T/q8" --prompt-ids 5 --teacher-force 7,99999 -o "$T/arms-w3"
+[ ! -e "$T/arms-w3" ] && pass errors.arms-ids-vocab-leaves-no-workdir || fail errors.arms-ids-vocab-leaves-no-workdir "$(ls -la "$T/arms-w3")"
 row arms-source-missing "arms --source naming no checkpoint (was a FAILED arm A, verdict=SHIP and exit 0)" "" "$CIS2" arms --source "$T/nope" --quantized "$T/q8" --prompt-ids 5 --teacher-force 7 -o "$T/arms-w2"
 row arms-source-int8 "arms --source naming the int8 checkpoint itself" "" "$CIS2" arms --source "$T/q8" --quantized "$T/q8" --prompt-ids 5 --teacher-force 7 -o "$T/arms-w2"
 $MK "$T/l2" --layers 2 >/dev/null

@@ -100,9 +100,9 @@ static void find_tool(const char *relp, char *out, size_t cap)
     out[0] = 0;
 }
 
-/* The work directory: made when absent (mode 0755), used when it is a
- * directory, refused otherwise. */
-static int work_dir(const char *dir)
+/* The work directory: made when absent (mode 0755; *made set), used when it
+ * is a directory, refused otherwise. */
+static int work_dir(const char *dir, int *made)
 {
     struct stat st;
     char ed[200];
@@ -113,6 +113,7 @@ static int work_dir(const char *dir)
     if (errno != ENOENT || mkdir(dir, 0755))
         return cis2_cli_usage_error("arms", "-o %s: cannot create the directory: %s", ESC(dir, ed),
                                     strerror(errno));
+    *made = 1;
     return 0;
 }
 
@@ -384,7 +385,7 @@ int cis2_cmd_arms(int argc, char **argv)
 
     char err[CIS2_ERR_LEN];
     int32_t *prompt = NULL, *force = NULL;
-    int np = 0, nf = 0, rc = 2;
+    int np = 0, nf = 0, rc = 2, made = 0;
     cis2_model *m = NULL;
     arm ar[N_ARMS];
     memset(ar, 0, sizeof ar);
@@ -431,13 +432,26 @@ int cis2_cmd_arms(int argc, char **argv)
             goto out;
         }
     }
-    /* the work directory: made only once the inputs are known good */
+    /* the ids are the model's (every arm decodes them): checked before the
+     * work directory exists, so that a refused run leaves none behind */
+    const cis2_config *qc = cis2_model_config(m);
+    for (int i = 0; i < np + nf; i++) {
+        int32_t id = i < np ? prompt[i] : force[i - np];
+        if (id < 0 || id >= qc->vocab) {
+            cis2_cli_usage_error("arms", "%s id %d is outside the vocabulary (vocab_size = %d)",
+                                 i < np ? "--prompt-ids" : "--teacher-force", (int)id, qc->vocab);
+            goto out;
+        }
+    }
+    /* the work directory: made only once the inputs are known good, and
+     * removed again (when still empty) if an arm is refused before writing */
     char tmpl[] = "/tmp/cis2-arms-XXXXXX";
     if (!out && !(out = mkdtemp(tmpl))) {
         cis2_cli_usage_error("arms", "cannot create a work directory: %s", strerror(errno));
         goto out;
     }
-    if (work_dir(out)) goto out;
+    made = made || out == tmpl;
+    if (work_dir(out, &made)) goto out;
     /* C (with the fault, if any), C' and D in this process */
     if (trace_ours(m, A_C, "ref", fault, fault_arg, threads, prompt, np, force, nf, out,
                    &ar[A_C]) ||
@@ -624,6 +638,7 @@ int cis2_cmd_arms(int argc, char **argv)
            incomplete ? ")" : "");
     rc = !ship ? 1 : incomplete ? 3 : 0;
 out:
+    if (rc == 2 && made) rmdir(out); /* only an empty one: traces already written stay */
     for (int i = 0; i < N_ARMS; i++) cis2_trace_free(&ar[i].tr);
     cis2_model_free(m);
     free(prompt);
