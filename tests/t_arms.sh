@@ -281,4 +281,10 @@ ARMS_TOOLS="$PWD/tools" "$CIS2" "${ARGS[@]}" --python "$TORCH" "${E[@]}" --scrip
     has "$T/s1.out" '^  State 2 .* - \(stopped above\)' && has "$T/s1.out" '^no-ship: State 1' &&
     has "$T/s1.out" "$NOSHIP" && pass "arms.state-1-weight-hash-mismatch-stops (negative control)" ||
     fail arms.state-1-weight-hash-mismatch-stops "rc=$rc $(grep -E 'State 1|verdict|^B ' "$T/s1.out")"
+# torch_trace.py refuses a layer or node named twice, as cis2 trace does (it merged them)
+for a in "--layers 0-1,1|--layers '0-1,1': layer 1 is given twice" "--nodes embed,logits,embed|--nodes: node embed is given twice"; do
+    err=$("$TORCH" tools/torch_trace.py --model "$T/m" --prompt-ids 5,17 -n 1 -o "$T/tt.st" ${a%%|*} 2>&1 >/dev/null); rc=$?
+    [ $rc -eq 2 ] && [ "$err" == "torch_trace.py: ${a#*|}" ] && pass "arms.torch-trace-twice ${a%% *}" \
+        || fail "arms.torch-trace-twice ${a%% *}" "rc=$rc $err"
+done
 exit 0

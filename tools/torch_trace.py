@@ -547,6 +547,9 @@ def parse_layers(s, n):
             die("--layers %r: expected a layer number or range like 0-2,29" % s)
         if lo > hi or hi >= n:
             die("--layers %r: bad range or layer beyond the model's %d layers" % (s, n))
+        twice = on.intersection(range(lo, hi + 1))
+        if twice:  # as cis2 trace --layers: a typo for another layer, not a request
+            die("--layers %r: layer %d is given twice" % (s, min(twice)))
         on.update(range(lo, hi + 1))
     return on
 
@@ -588,6 +591,10 @@ def main():
             die("token id %d is outside the vocabulary (vocab_size = %d)" % (t, m.vocab))
     layers = parse_layers(a.layers, m.L) if a.layers else None
     nodes = set(a.nodes.split(",")) if a.nodes else None
+    if nodes and len(nodes) < len(a.nodes.split(",")):  # as cis2 trace --nodes
+        seen = a.nodes.split(",")
+        die("--nodes: node %s is given twice" % next(x for i, x in enumerate(seen)
+                                                     if x in seen[:i]))
     if nodes and not nodes <= set(NODES):
         die("--nodes: unknown node(s) %s" % ",".join(sorted(nodes - set(NODES))))
 
