@@ -385,6 +385,11 @@ def llama_checks(M, other, tmp):
            ("trace: layer 0 is given twice",))
     raises("trace-node-twice", ValueError, lambda: m.trace([5], 1, nodes=["embed", "embed"]),
            ("trace: node 'embed' is given twice",))
+    # an empty filter kept nothing of its kind: nodes=[] returned an empty trace
+    raises("trace-nodes-empty", ValueError, lambda: m.trace([5], 1, nodes=[]),
+           ("trace: nodes is empty; give None to keep every one",))
+    raises("trace-layers-empty", ValueError, lambda: m.trace([5], 1, layers=iter([])),
+           ("trace: layers is empty; give None to keep every one",))
     # arguments that would be read as something the caller did not write: a
     # set's (or dict's) order, a str flag ("no" is truthy)
     raises("generate-ids-set", TypeError, lambda: m.generate({42, 5, 17}, 1),

@@ -735,6 +735,10 @@ class Model(_Closing):
                 if name in keep_nodes:  # as cis2 trace --nodes
                     raise ValueError("trace: node %r is given twice" % name)
                 keep_nodes.add(name)
+        for what, keep in (("layers", keep_layers), ("nodes", keep_nodes)):
+            if keep is not None and not keep:
+                # it would keep nothing of that kind (cis2 trace refuses --nodes '')
+                raise ValueError("trace: %s is empty; give None to keep every one" % what)
         heads = self.config.n_heads
         out, failed, seen = Trace(), [], set()
 
@@ -775,6 +779,10 @@ class Model(_Closing):
         keys = list(out)
         done = Trace((keys[i], out[keys[i]])
                      for i in sorted(range(len(keys)), key=lambda i: _trace_rank(keys[i], i)))
+        if not done:  # layers=[...] of nodes that exist only outside layers, say
+            raise ValueError("trace: layers %s and nodes %s together keep no tensor of this run" %
+                             (sorted(keep_layers) if keep_layers is not None else "None",
+                              sorted(keep_nodes) if keep_nodes is not None else "None"))
         done.result = out.result
         return done
 
