@@ -423,7 +423,13 @@ row repeat-run "a flag given twice (run)" "" "$CIS2" run --model "$G" --prompt-i
 row repeat-trace "a flag given twice (trace: -o and --output are one flag)" "" "$CIS2" "${TR[@]}" -o "$H/a.st" --output "$H/b.st"
 row repeat-diff "a flag given twice (diff)" "" "$CIS2" diff "$H/t.st" "$H/t.st" --brief --brief
 row repeat-bench "a flag given twice (bench)" "" "$CIS2" bench --model "$G" --model "$G"
-row opt-equals-form "an option written --option=value (was 'unknown option')" "" "$CIS2" verify "$T/r.txt" --model "$G" --threads=2
+row opt-equals-form "an option written --option=value takes the value after '=' and checks it as the spaced form does" "" "$CIS2" verify "$T/r.txt" --model "$G" --threads=0
+# --option=value (the GNU long form) is the same run as --option value
+eqa=$("$CIS2" run --model "$G" --prompt-ids 5,6 -n 2 --threads 1 2>&1); eqra=$?
+eqb=$("$CIS2" run --model="$G" --prompt-ids=5,6 --n=2 --threads=1 2>&1); eqrb=$?
+if [ $eqra -eq 0 ] && [ $eqrb -eq 0 ] && [ "$eqa" = "$eqb" ] && printf '%s' "$eqb" | grep -q CIS2_REF; then
+    pass "errors.opt-equals-same-run"
+else fail "errors.opt-equals-same-run" "rc $eqra/$eqrb: $(printf '%s' "$eqb" | tail -1)"; fi
 row opt-equals-flag "a flag written --flag=value" "" "$CIS2" bench --peak=1
 row bench-batch-range "bench --batch with a size outside [1, 4096]" "" "$CIS2" bench --model "$G" --batch 4,0
 row bench-batch-list "bench --batch that is not a list of numbers" "" "$CIS2" bench --model "$G" --batch 4,x

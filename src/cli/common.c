@@ -3,6 +3,7 @@
  * helpers (JSON-escaped text, hex digests). */
 #include "cli/commands.h"
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -247,20 +248,18 @@ int cis2_cli_parse(const char *cmd, int argc, char **argv, const cis2_opt *opts,
             continue;
         }
         const cis2_opt *o = find_opt(opts, nopts, a);
-        /* --threads=2: the GNU form names a known option; say how to write it
-         * rather than that the option is unknown */
-        const char *eq = strchr(a, '=');
-        if (!o && eq && eq - a < 64) {
-            char name[64];
+        /* --threads=2: the GNU form of a long option, its value after the '=' */
+        const char *eq = strchr(a, '='), *inl = NULL;
+        char name[64];
+        if (!o && eq && a[1] == '-' && eq - a < (ptrdiff_t)sizeof name) {
             snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
-            const cis2_opt *g = find_opt(opts, nopts, name);
-            if (g && g->kind == CIS2_OPT_FLAG)
+            o = find_opt(opts, nopts, name);
+            if (o && o->kind == CIS2_OPT_FLAG)
                 return cis2_cli_usage_error(cmd, "option '%s' takes no value, got '%s'", name, a);
-            if (g)
-                return cis2_cli_usage_error(cmd,
-                                            "option '%s': write '%s %s' (the value is the next "
-                                            "argument; the --option=value form is not accepted)",
-                                            a, name, eq[1] ? eq + 1 : "VALUE");
+            if (o) {
+                inl = eq + 1;
+                a = name;
+            }
         }
         if (!o) return cis2_cli_usage_error(cmd, "unknown option '%s' (see cis2 help)", a);
         int k = (int)(o - opts);
@@ -270,8 +269,8 @@ int cis2_cli_parse(const char *cmd, int argc, char **argv, const cis2_opt *opts,
             *(int *)o->dst = 1;
             continue;
         }
-        if (i + 1 >= argc) return cis2_cli_usage_error(cmd, "option '%s' needs a value", a);
-        const char *v = argv[++i];
+        if (!inl && i + 1 >= argc) return cis2_cli_usage_error(cmd, "option '%s' needs a value", a);
+        const char *v = inl ? inl : argv[++i];
         if (o->kind == CIS2_OPT_INT) {
             if (cis2_cli_int(v, o->lo, o->hi, (int *)o->dst))
                 return cis2_cli_usage_error(cmd, "%s must be an integer in [%ld, %ld], got '%s'",
