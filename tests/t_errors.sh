@@ -136,6 +136,7 @@ row armd-verify "--backend approx for a command that checks or writes receipts" 
 row armd-compare-exact "compare --exact with --backend approx (arm D is judged by its table)" "" "$CIS2" compare --model "$T/q8" --backend ref --backend approx --prompt-ids 5 --exact
 # cis2 arms (docs/divergence.md §7)
 AR=(arms --source "$G" --prompt-ids 5 --teacher-force 7)
+row arms-threads-zero "arms --threads 0 (was taken as the default; every other command wants at least 1)" "" "$CIS2" arms --threads 0
 row arms-no-source "arms without --source" "" "$CIS2" arms --quantized "$T/q8" --prompt-ids 5 --teacher-force 7
 row arms-no-teacher-force "arms without --teacher-force" "" "$CIS2" arms --source "$G" --quantized "$T/q8" --prompt-ids 5
 row arms-float-quantized "arms --quantized naming a float checkpoint" "" "$CIS2" "${AR[@]}" --quantized "$G"

@@ -362,7 +362,7 @@ int cis2_cmd_arms(int argc, char **argv)
         { "--wasm-script", NULL, CIS2_OPT_PATH, &wscript, 0, 0 },
         { "--fault", NULL, CIS2_OPT_STR, &fault, 0, 0 },
         { "--fault-arg", NULL, CIS2_OPT_STR, &fault_arg, 0, 0 },
-        { "--threads", NULL, CIS2_OPT_INT, &threads, 0, 1024 },
+        { "--threads", NULL, CIS2_OPT_INT, &threads, 1, 1024 },
         { "--output", "-o", CIS2_OPT_PATH, &out, 0, 0 },
     };
     if (cis2_cli_parse("arms", argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL,
