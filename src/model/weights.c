@@ -262,10 +262,16 @@ void cis2_weight_widen(const cis2_weight *w, float *out)
         int nr = w->rows - t * CIS2_TILE < CIS2_TILE ? w->rows - t * CIS2_TILE : CIS2_TILE;
         size_t base = (size_t)t * K * CIS2_TILE;
         uint32_t *o = (uint32_t *)out + (size_t)t * CIS2_TILE * K;
-        if (w->fmt == CIS2_WF_BF16) {
-            for (int l = 0; l < nr; l++)
-                for (size_t k = 0; k < K; k++)
-                    o[(size_t)l * K + k] = tile_bits(w, t * CIS2_TILE + l, k);
+        if (w->fmt == CIS2_WF_BF16) { /* column pairs, then an odd last column (weights.h) */
+            const uint16_t *src = (const uint16_t *)w->tiles + base;
+            size_t k = 0, K2 = K & ~(size_t)1;
+            for (; k < K2; k += 2, src += 2 * CIS2_TILE)
+                for (int l = 0; l < nr; l++) {
+                    o[(size_t)l * K + k] = (uint32_t)src[2 * l] << 16;
+                    o[(size_t)l * K + k + 1] = (uint32_t)src[2 * l + 1] << 16;
+                }
+            if (k < K)
+                for (int l = 0; l < nr; l++) o[(size_t)l * K + k] = (uint32_t)src[l] << 16;
         } else {
             const uint32_t *src = (const uint32_t *)w->tiles + base;
             for (size_t k = 0; k < K; k++, src += CIS2_TILE)
