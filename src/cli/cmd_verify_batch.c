@@ -208,13 +208,9 @@ static int next_job(void *ctx, cis2_pipe_job *job)
     /* A receipt this model cannot re-run (more positions than it has: one
      * made with another model, or doctored) is that line's verdict, not the
      * end of the whole file's check. */
-    if (run && (int64_t)j->rc.n_prompt + job->g.n_gen - 1 > cis2_model_config(c->m)->max_pos) {
+    if (run && cis2_receipt_fits(c->m, &j->rc, job->g.n_gen, err)) {
         run = 0;
         if (!j->v.mismatches) {
-            snprintf(err, sizeof err,
-                     "the receipt cannot be re-run with this model: prompt (%d tokens) + gen-toks "
-                     "%d exceeds max_position_embeddings = %d",
-                     j->rc.n_prompt, job->g.n_gen, cis2_model_config(c->m)->max_pos);
             if ((j->msg = strdup(err))) j->kind = BAD;
             else j->kind = SKIP;
         }

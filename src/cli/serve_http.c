@@ -456,16 +456,18 @@ static enum MHD_Result do_verify(serve_http *h, struct MHD_Connection *c, req_ct
     int prc = cis2_receipt_parse(text, tl, "receipt", &rc, err);
     free(text);
     if (prc) return fail(c, 400, "receipt", NULL, err);
-    if (rc.n_prompt < 1 || rc.gen_toks < 1)
-        serve_fail(&e, 400, "receipt", NULL, "receipt: no prompt or no generated tokens");
     /* §3.4: positions 0 .. n_prompt + gen-toks - 2 are recomputed. Named as the
      * receipt's, not as the max_tokens of a completion this request is not. */
-    else if ((long)rc.n_prompt + rc.gen_toks - 1 > h->lim.ctx)
-        serve_fail(&e, 400, "receipt", "context_length_exceeded",
-                   "receipt: the prompt (%d tokens) and gen-toks (%d) need %ld positions; this "
-                   "server's context is %d",
-                   rc.n_prompt, rc.gen_toks, (long)rc.n_prompt + rc.gen_toks - 1, h->lim.ctx);
-    if (rc.n_prompt < 1 || rc.gen_toks < 1 || (long)rc.n_prompt + rc.gen_toks - 1 > h->lim.ctx) {
+    long need = (long)rc.n_prompt + rc.gen_toks - 1;
+    int bad = 0;
+    if (rc.n_prompt < 1 || rc.gen_toks < 1)
+        bad = serve_fail(&e, 400, "receipt", NULL, "receipt: no prompt or no generated tokens");
+    else if (need > h->lim.ctx)
+        bad = serve_fail(&e, 400, "receipt", "context_length_exceeded",
+                         "receipt: the prompt (%d tokens) and gen-toks (%d) need %ld positions; "
+                         "this server's context is %d",
+                         rc.n_prompt, rc.gen_toks, need, h->lim.ctx);
+    if (bad) {
         cis2_receipt_free(&rc);
         return send_error(c, &e, 0);
     }

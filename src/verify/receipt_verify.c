@@ -136,6 +136,17 @@ int cis2_receipt_verify_finish(const cis2_receipt *r, cis2_result *run, cis2_ver
     return 0;
 }
 
+int cis2_receipt_fits(const cis2_model *m, const cis2_receipt *r, int n_gen, char *err)
+{
+    const cis2_config *c = cis2_model_config(m);
+    if ((int64_t)r->n_prompt + n_gen - 1 <= c->max_pos) return 0;
+    snprintf(err, CIS2_ERR_LEN,
+             "the receipt cannot be re-run with this model: prompt (%d tokens) + gen-toks %d "
+             "exceeds max_position_embeddings = %d",
+             r->n_prompt, n_gen, c->max_pos);
+    return 1;
+}
+
 int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_step, void *ctx,
                         cis2_verdict *v, char *err)
 {
@@ -143,18 +154,12 @@ int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_s
     int run;
     if (cis2_receipt_verify_begin(cis2_engine_model(e), r, v, &g, &run, err)) return 1;
     if (!run) return 0;
-    /* Positions 0 .. n_prompt + gen-toks - 2 are computed (§3.4: the last
-     * pick is never fed). A receipt that needs more than the model has was
-     * not made with it (or was doctored): with another field already a
-     * mismatch that is the verdict; otherwise the receipt, not a flag the
-     * caller never gave, is named (as verify-batch does for one line). */
-    const cis2_config *c = cis2_model_config(cis2_engine_model(e));
-    if ((int64_t)r->n_prompt + g.n_gen - 1 > c->max_pos) {
+    /* A receipt that needs more positions than the model has was not made
+     * with it (or was doctored): with another field already a mismatch that
+     * is the verdict; otherwise the receipt is named (as verify-batch does
+     * for one line). */
+    if (cis2_receipt_fits(cis2_engine_model(e), r, g.n_gen, err)) {
         if (v->mismatches) return 0;
-        snprintf(err, CIS2_ERR_LEN,
-                 "the receipt cannot be re-run with this model: prompt (%d tokens) + gen-toks %d "
-                 "exceeds max_position_embeddings = %d",
-                 r->n_prompt, g.n_gen, c->max_pos);
         cis2_verdict_free(v);
         return 1;
     }
