@@ -232,6 +232,15 @@ typedef struct {
 int cis2_generate(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
                   cis2_result *r, char *err);
 void cis2_result_free(cis2_result *r);
+/* The §12.1 witness of a run recorded from its on_step calls (each step's
+ * logits row, `vocab` floats, in `rows`, and its id in `ids`), under the
+ * artifact digests d: the run's witness when d are the digests it ran with.
+ * So a caller can decode before an artifact hash is known (the browser
+ * verifier hashes the weights on a second worker while it decodes) and bind
+ * the hash once it is in. */
+void cis2_witness_replay(const cis2_digests *d, const int32_t *prompt, int n_prompt,
+                         const float *rows, const int32_t *ids, int n_steps, int vocab,
+                         uint8_t out[32]);
 /* §11.2 strict-> argmax, first occurrence wins; -1 when n < 1. */
 int32_t cis2_argmax(const float *logits, int n);
 

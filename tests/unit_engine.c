@@ -683,6 +683,69 @@ static void check_cancel_in_on_step(void)
 /* A model whose tokenizer.json cannot be used still loads (ids-only runs
  * need none); cis2_model_tokenizer then returns NULL with the reason in err,
  * or leaves err alone when the caller passes NULL for it (cis2.h). */
+/* cis2_witness_replay over a run recorded from on_step gives the run's
+ * witness under the digests it ran with, greedy or with forced ids; under
+ * another weights digest it gives another. */
+typedef struct {
+    float *rows;
+    int32_t ids[16];
+    int n, vocab;
+} rec_ctx;
+
+static void rec_on_step(void *ctx, int step, const float *logits, int vocab, int32_t chosen)
+{
+    rec_ctx *c = ctx;
+    if (step != c->n || step >= 16 || vocab != c->vocab) return;
+    memcpy(c->rows + (size_t)step * (size_t)vocab, logits, (size_t)vocab * sizeof(float));
+    c->ids[c->n++] = chosen;
+}
+
+static void check_witness_replay(void)
+{
+    const char *tmp = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
+    char dir[512], err[CIS2_ERR_LEN] = "";
+    snprintf(dir, sizeof dir, "%s/unit-engine-replay", tmp);
+    cis2_model *m;
+    cis2_engine *e;
+    if (make_fixture(dir, "--arch llama --heads 2 --kv-heads 1 --hidden 32 --layers 1") ||
+        cis2_model_open(&m, dir, NULL, err)) {
+        CHECK("witness-replay.fixture", 0, "%s", err);
+        return;
+    }
+    if (cis2_engine_new(&e, m, NULL, err)) {
+        CHECK("witness-replay.engine", 0, "%s", err);
+        cis2_model_free(m);
+        return;
+    }
+    const cis2_config *c = cis2_model_config(m);
+    int32_t prompt[4] = { 7, 8, 9, 10 }, force[3] = { 1, 2, 3 };
+    for (int k = 0; k < 2; k++) {
+        rec_ctx rc = { malloc((size_t)16 * (size_t)c->vocab * sizeof(float)), { 0 }, 0, c->vocab };
+        cis2_gen_opts g = { 9, 0, rec_on_step, &rc, k ? force : NULL, k ? 3 : 0 };
+        cis2_result r;
+        if (!rc.rows || cis2_generate(e, prompt, 4, &g, &r, err)) {
+            CHECK("witness-replay.generate", 0, "%s", err);
+            free(rc.rows);
+            break;
+        }
+        uint8_t w[32], w2[32];
+        cis2_digests d = *cis2_model_digests(m);
+        cis2_witness_replay(&d, prompt, 4, rc.rows, rc.ids, rc.n, c->vocab, w);
+        d.weights_sha256[0] ^= 1;
+        cis2_witness_replay(&d, prompt, 4, rc.rows, rc.ids, rc.n, c->vocab, w2);
+        CHECK(k ? "witness-replay.forced-ids-equals-run" : "witness-replay.equals-run",
+              rc.n == r.n_gen && !memcmp(w, r.witness, 32), "%d of %d steps recorded", rc.n,
+              r.n_gen);
+        CHECK(k ? "witness-replay.forced-ids-other-weights-digest-differs"
+                : "witness-replay.other-weights-digest-differs",
+              memcmp(w2, r.witness, 32) != 0, "the same witness");
+        cis2_result_free(&r);
+        free(rc.rows);
+    }
+    cis2_engine_free(e);
+    cis2_model_free(m);
+}
+
 static void check_unusable_tokenizer(void)
 {
     const char *tmp = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
@@ -715,6 +778,7 @@ int main(void)
     }
     check_caller_fpenv();
     check_cancel_in_on_step();
+    check_witness_replay();
     check_unusable_tokenizer();
     check_arch("llama", "--arch llama --heads 6 --kv-heads 2 --hidden 48 --layers 2");
     check_arch("qwen2", "--arch qwen2 --heads 4 --kv-heads 1 --hidden 32");

@@ -18,6 +18,7 @@ worker.onmessage = (ev) => {
   const m = ev.data;
   if (m.type === 'progress') {
     if (m.phase === 'hash') setProgress(m.done / m.total, `reading + hashing + packing ${m.file}: ${mb(m.done)} / ${mb(m.total)}`);
+    else if (m.phase === 'hash-wait') setProgress(1, m.why === 'decoded' ? 'decoded; waiting for the SHA-256 of the last chunks' : 'waiting for the SHA-256 of the weights');
     else setProgress(m.done / m.total, `decoding: token ${m.done} / ${m.total}`);
   } else if (m.type === 'log') {
     $('selftest-log').textContent += m.line + '\n';
@@ -53,6 +54,10 @@ $('f-all').addEventListener('change', () => {
   }
 });
 
+// Loads the picked files unless they are what is loaded. Resolves once the weights are packed
+// (to the seconds that took, or null when nothing was loaded); the hash worker may still be
+// hashing the last chunks then: `hashed` resolves when both digests are in and shown.
+let hashed = Promise.resolve();
 async function ensureLoaded() {
   const files = pickedFiles();
   const key = Object.values(files).map((f) => `${f.name}:${f.size}:${f.lastModified}`).join('|');
@@ -63,13 +68,20 @@ async function ensureLoaded() {
   const info = await call('load', { files });
   const s = ((performance.now() - t0) / 1000).toFixed(2);
   setProgress(1, `loaded in ${s} s`);
-  $('load-status').textContent =
-    `${info.arch}: ${info.layers} layers, hidden ${info.hidden}, ${info.heads}/${info.kv_heads} heads, vocab ${info.vocab}; backend ${info.backend} on ${info.isa}; hashed with ${info.hash_impl}\n` +
-    `weights-sha256   ${info.weights_sha256}\nconfig-sha256    ${info.config_sha256}\ntokenizer-sha256 ${info.tokenizer_sha256}` +
-    (info.timing ? '\ntiming ' + Object.entries(info.timing).filter(([k]) => k !== 't0').map(([k, v]) => `${k} ${(v / 1000).toFixed(3)} s`).join(', ') : '');
-  $('load-status').style.whiteSpace = 'pre-wrap';
+  showLoad(info);
+  hashed = call('digests').then(showLoad);
+  hashed.catch(() => {});
   loadedKey = key;
   return (performance.now() - t0) / 1000;
+}
+
+function showLoad(info) {
+  const h = (d) => d || '(hashing…)';
+  $('load-status').textContent =
+    `${info.arch}: ${info.layers} layers, hidden ${info.hidden}, ${info.heads}/${info.kv_heads} heads, vocab ${info.vocab}; backend ${info.backend} on ${info.isa}; hashed with ${info.hash_impl}\n` +
+    `weights-sha256   ${h(info.weights_sha256)}\nconfig-sha256    ${info.config_sha256}\ntokenizer-sha256 ${h(info.tokenizer_sha256)}` +
+    (info.timing ? '\ntiming ' + Object.entries(info.timing).filter(([k]) => k !== 't0').map(([k, v]) => `${k} ${(v / 1000).toFixed(3)} s`).join(', ') : '');
+  $('load-status').style.whiteSpace = 'pre-wrap';
 }
 
 function speed(r) {
@@ -92,7 +104,7 @@ async function withBusy(fn) {
   try { await fn(); } catch (e) { showError(e); setProgress(0, 'error'); } finally { busy(false); }
 }
 
-$('load-btn').onclick = () => withBusy(async () => { loadedKey = null; await ensureLoaded(); });
+$('load-btn').onclick = () => withBusy(async () => { loadedKey = null; await ensureLoaded(); await hashed; });
 
 $('receipt-file').addEventListener('change', async () => {
   const f = $('receipt-file').files[0];
@@ -108,6 +120,7 @@ $('verify-btn').onclick = () => withBusy(async () => {
   const tl = await ensureLoaded();
   setProgress(0, 'decoding…');
   const r = await call('verify', { text });
+  await hashed;
   if (r.parse_error) {
     v.className = 'fail';
     v.textContent = `FAIL — the receipt does not parse: ${r.parse_error}`;
@@ -137,7 +150,8 @@ $('verify-btn').onclick = () => withBusy(async () => {
   }
   $('verify-gen').innerHTML = genBlock(r);
   setProgress(1, `verified in ${((performance.now() - tv) / 1000).toFixed(2)} s` +
-              (tl !== null ? ` (load + hash ${tl.toFixed(2)} s, decode ${((r.prefill_ms + r.decode_ms) / 1000).toFixed(2)} s)` : ''));
+              (tl !== null ? ` (load ${tl.toFixed(2)} s, decode ${((r.prefill_ms + r.decode_ms) / 1000).toFixed(2)} s, ` +
+                             `then waiting for the SHA-256 ${(r.hash_wait_ms / 1000).toFixed(2)} s)` : ''));
 });
 
 $('run-btn').onclick = () => withBusy(async () => {
@@ -146,6 +160,7 @@ $('run-btn').onclick = () => withBusy(async () => {
   if (!(n >= 1)) throw new Error('tokens must be at least 1');
   setProgress(0, 'decoding…');
   const r = await call('run', { opts: { prompt: $('prompt').value, n, stopAtEos: $('stop-eos').checked } });
+  await hashed;
   $('run-out').innerHTML = genBlock(r).replace('id="gen-text"', 'id="run-text"').replace('id="speed"', 'id="run-speed"') +
     `<div class="mono">argmax-digest ${r.argmax_digest}<br>CIS2_REF ${r.cis2_ref}</div>`;
   $('run-receipt').value = r.receipt;

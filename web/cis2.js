@@ -202,6 +202,9 @@ export class Cis2 {
   }
 
   unload() {
+    this.gen = (this.gen || 0) + 1;
+    this.hashed = null;
+    this.digestInfo = null;
     this.x.cis2w_unload();
     for (const f of this.files.values()) this.x.cis2w_free(f.ptr);
     this.files.clear();
@@ -221,14 +224,13 @@ export class Cis2 {
   // when there is one and opts.hash !== 'wasm'; else the engine's own SHA-256 takes the
   // window bytes before they are packed (cis2w_hash_update). Why that is "hash exactly the
   // bytes you compute on" (§12.1): docs/wasm.md, "Memory: files held once".
-  async load(sources, onProgress) {
+  async load(sources, onProgress, { early = false } = {}) {
     this.unload();
     for (const name of FILE_NAMES) if (!sources[name]) throw new Error(`missing ${name}`);
     const hw = (this.opts.hash !== 'wasm' && this.opts.hasher) || null;
     this.hashImpl = hw ? hw.name : 'cis2 SHA-256 (wasm)';
     const total = FILE_NAMES.reduce((a, n) => a + sources[n].size, 0);
     let doneAll = 0;
-    const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
     const T = { t0: now(), read: 0, copy: 0, hash: 0, pack: 0 };
     const x = this.x, err = () => new Error(this._cstr(x.cis2w_error()));
     const digests = [];   // the hash worker's: [name, slot, promise]; awaited after cis2w_load_end
@@ -304,34 +306,89 @@ export class Cis2 {
       this.unload();   // abandons a load in progress
       throw e;
     }
-    T.files = now() - T.t0; let t = now();
-    let info, failed = null;
-    try { info = this._json(x.cis2w_load_end(1)); } catch (e) { failed = e; }
-    T.load = now() - t; t = now();
-    for (const [name, slot, promise] of digests) {
-      const d = new Uint8Array(await promise);
-      const p = x.cis2w_malloc(32);
-      this.u8.set(d, p);
-      const rc = x.cis2w_hash_set(slot, p);
-      x.cis2w_free(p);
-      if (rc) throw new Error(`cannot record the ${name} digest`);
-      if (info) info[name === 'model.safetensors' ? 'weights_sha256' : 'tokenizer_sha256'] = [...d].map((b) => b.toString(16).padStart(2, '0')).join('');
-    }
-    T.digestWait = now() - t;
-    if (failed) throw failed;
+    T.files = now() - T.t0;
+    // The hash worker's digests go into the engine as they arrive. A later load() or
+    // unload() makes this load stale: its digests are then dropped, its waiters told.
+    const gen = this.gen, got = {};
+    const hashed = (async () => {
+      const t = now();
+      for (const [name, slot, promise] of digests) {
+        const d = new Uint8Array(await promise);
+        if (gen !== this.gen) throw new Error('the model was unloaded while it was being hashed');
+        const p = x.cis2w_malloc(32);
+        this.u8.set(d, p);
+        const rc = x.cis2w_hash_set(slot, p);
+        x.cis2w_free(p);
+        if (rc) throw new Error(`cannot record the ${name} digest`);
+        got[digestKey(name)] = [...d].map((b) => b.toString(16).padStart(2, '0')).join('');
+      }
+      T.digestWait = now() - t;
+    })();
+    hashed.catch(() => {});   // a caller that never asks is not an unhandled rejection
+    let t = now(), info;
+    try { info = this._json(x.cis2w_load_end(1)); } catch (e) { this.unload(); throw e; }
+    T.load = now() - t;
     info.timing = T;
-    return info;
+    this.hashed = hashed.then(() => { this.digestInfo = { ...info, ...got }; });
+    this.hashed.catch(() => {});
+    if (early) {
+      for (const [name] of digests) info[digestKey(name)] = null;   // still coming
+      return info;
+    }
+    await this.hashed;
+    return this.digestInfo;
   }
 
-  // { prompt } (text) or { promptIds: '1,2,3' }; n; stopAtEos
-  run({ prompt = null, promptIds = null, n = 16, stopAtEos = false }) {
-    return this._withStr(promptIds, (ip) =>
-      this._withStr(promptIds ? null : prompt, (pp, pl) =>
-        this._json(this.x.cis2w_run(pp, pl, ip, n, stopAtEos ? 1 : 0))));
+  // { prompt } (text) or { promptIds: '1,2,3' }; n; stopAtEos. run and verify decode at once
+  // and report when both artifact digests are in: after load(.., { early: true }) the hash
+  // worker may still be hashing the file's last chunks while they decode.
+  async run({ prompt = null, promptIds = null, n = 16, stopAtEos = false }) {
+    return this._serial(async () => {
+      const decode = () => this._withStr(promptIds, (ip) =>
+        this._withStr(promptIds ? null : prompt, (pp, pl) => this.x.cis2w_run(pp, pl, ip, n, stopAtEos ? 1 : 0)));
+      const waited = await this._decoded(decode), r = this._json(this.x.cis2w_run_report());
+      r.hash_wait_ms = waited;
+      return r;
+    });
   }
 
-  verify(receiptText) {
-    return this._withStr(receiptText, (p, l) => this._json(this.x.cis2w_verify(p, l)));
+  async verify(receiptText) {
+    return this._serial(async () => {
+      const waited = await this._decoded(() => this._withStr(receiptText, (p, l) => this.x.cis2w_verify(p, l)));
+      const r = this._json(this.x.cis2w_verify_report());
+      r.hash_wait_ms = waited;
+      return r;
+    });
+  }
+
+  // Resolves to load()'s info, the digests in, once both are (early loads).
+  digests() { return this._digestsIn().then(() => this.digestInfo); }
+
+  // decode() (cis2w_run or cis2w_verify), then the digests in; resolves to the ms it waited
+  // for them after the decode. 2 from decode() means too long to record before they are in,
+  // so it runs again once they are.
+  async _decoded(decode) {
+    let rc = decode();
+    if (rc === 2) { await this._digestsIn('too long to record'); rc = decode(); }
+    if (rc) throw new Error(this._cstr(this.x.cis2w_error()));
+    const t = now();
+    await this._digestsIn('decoded');
+    return now() - t;
+  }
+
+  // why: for opts.hashWait(why), called when this waits ('decoded': after a decode).
+  _digestsIn(why = null) {
+    if (!this.hashed) return Promise.reject(new Error('no model loaded'));
+    if (why && this.opts.hashWait && !this.digestInfo) this.opts.hashWait(why);
+    return this.hashed;
+  }
+
+  // One engine call at a time: a run or verify awaiting the digests holds its decode in the
+  // engine (cis2w_run / cis2w_verify, then _report), which another call would replace.
+  _serial(fn) {
+    const p = (this.queue || Promise.resolve()).then(fn);
+    this.queue = p.catch(() => {});
+    return p;
   }
 
   // A teacher-forced trace (`cis2 trace` format, docs/divergence.md): promptIds and
@@ -360,6 +417,9 @@ export class Cis2 {
     })));
   }
 }
+
+const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
+const digestKey = (name) => (name === 'model.safetensors' ? 'weights_sha256' : 'tokenizer_sha256');
 
 // safetensors: the length of the file's head that holds its header (8 bytes of length, then
 // the header), as far as the bytes so far tell; capped at the file's size.
@@ -409,9 +469,12 @@ export function blobSource(blob) {
 }
 
 // A hasher on a second worker (web/hash_worker.js): update(slot, chunk) copies the chunk into a
-// buffer of a small pool and transfers it there (waiting for one to come back when MAX_AHEAD
-// are out, so hashing never falls further behind); end(slot) resolves to the 32-byte digest.
-const MAX_AHEAD = 6;
+// buffer and transfers it there, waiting for one to come back when MAX_AHEAD are out; end(slot)
+// resolves to the 32-byte digest. The reader and packer run ~3x faster than this SHA-256, so
+// the hash falls behind by up to MAX_AHEAD chunks, which a run or verify overlaps with its
+// decode (run/verify above): memory for speed, bounded (MAX_AHEAD * CHUNK at most; buffers
+// past POOL_KEEP are let go as they come back).
+const MAX_AHEAD = 16, POOL_KEEP = 4;
 export class WorkerHasher {
   constructor(worker, module) {
     this.name = 'cis2 SHA-256 (wasm, second worker)';
@@ -419,25 +482,25 @@ export class WorkerHasher {
     this.pool = [];
     this.out = 0;
     this.waiters = [];
-    this.digests = new Map();   // slot -> resolve
+    this.ends = [];   // { resolve, reject } per end() not yet answered, in order: the worker answers in order
     this.failed = null;
     worker.onmessage = (ev) => {
       const m = ev.data;
-      if (m.cmd === 'buf') { this.out--; this.pool.push(m.buf); this._wake(); }
-      else if (m.cmd === 'digest') { const r = this.digests.get(m.slot); this.digests.delete(m.slot); r.resolve(m.digest); }
-      else if (m.cmd === 'error') { this.failed = new Error(m.message); for (const r of this.digests.values()) r.reject(this.failed); this._wake(); }
+      if (m.cmd === 'buf') { this.out--; if (this.pool.length < POOL_KEEP) this.pool.push(m.buf); this._wake(); }
+      else if (m.cmd === 'digest') this.ends.shift().resolve(m.digest);
+      else if (m.cmd === 'error') { this.failed = new Error(m.message); this._failAll(); }
     };
     // A worker whose script cannot be fetched or run fires 'error', never a message: fail the
     // load with that instead of waiting for a digest that cannot come.
     worker.onerror = (ev) => {
       if (ev.preventDefault) ev.preventDefault();
       this.failed = new Error(`hash worker (web/hash_worker.js): ${ev.message || 'failed to start'}`);
-      for (const r of this.digests.values()) r.reject(this.failed);
-      this._wake();
+      this._failAll();
     };
     worker.postMessage({ cmd: 'init', module });
   }
   _wake() { const w = this.waiters; this.waiters = []; for (const f of w) f(); }
+  _failAll() { const e = this.ends; this.ends = []; for (const r of e) r.reject(this.failed); this._wake(); }
   begin(slot) { this.w.postMessage({ cmd: 'begin', slot }); }
   async update(slot, chunk) {
     while (this.out >= MAX_AHEAD && !this.failed) await new Promise((r) => this.waiters.push(r));
@@ -450,7 +513,7 @@ export class WorkerHasher {
   }
   end(slot) {
     if (this.failed) return Promise.reject(this.failed);
-    const p = new Promise((resolve, reject) => this.digests.set(slot, { resolve, reject }));
+    const p = new Promise((resolve, reject) => this.ends.push({ resolve, reject }));
     this.w.postMessage({ cmd: 'end', slot });
     return p;
   }

@@ -127,8 +127,11 @@ EXPORT("cis2w_set_backend") void w_set_backend(int ref) { g_ref = ref != 0; }
 
 static cis2_model_push *g_push;
 
+static void pend_drop(void);
+
 EXPORT("cis2w_unload") void w_unload(void)
 {
+    pend_drop();
     if (g_push) cis2_model_push_end(g_push, 0, g_err);
     g_push = NULL;
     if (g_e) cis2_engine_free(g_e);
@@ -223,12 +226,91 @@ EXPORT("cis2w_load_end") const char *w_load_end(int ok)
     return sb_finish(&s);
 }
 
+/* A decode that runs before both digests are in records its §12.1 stream
+ * after the prompt (each step's logits row and id), so the report can bind
+ * the digests once they are (cis2_witness_replay). At most g_rec_max bytes
+ * of rows: a longer run waits for the digests instead (cis2w_run and
+ * cis2w_verify return 2). */
+static size_t g_rec_max = (size_t)256 << 20;
+EXPORT("cis2w_set_rec_max") void w_set_rec_max(size_t n) { g_rec_max = n; }
+
+static struct {
+    int on; /* this decode records */
+    float *rows;
+    int32_t *ids;
+    int n, cap, oom;
+} g_rec;
+
+static void rec_drop(void)
+{
+    free(g_rec.rows);
+    free(g_rec.ids);
+    memset(&g_rec, 0, sizeof g_rec);
+}
+
+static void rec_step(const float *logits, int vocab, int32_t chosen)
+{
+    if (g_rec.oom) return;
+    if (g_rec.n == g_rec.cap) {
+        int cap = g_rec.cap ? 2 * g_rec.cap : 16;
+        float *r = realloc(g_rec.rows, (size_t)cap * (size_t)vocab * sizeof(float));
+        if (r) g_rec.rows = r;
+        int32_t *d = r ? realloc(g_rec.ids, (size_t)cap * sizeof(int32_t)) : NULL;
+        if (d) g_rec.ids = d;
+        if (!r || !d) {
+            g_rec.oom = 1;
+            return;
+        }
+        g_rec.cap = cap;
+    }
+    memcpy(g_rec.rows + (size_t)g_rec.n * (size_t)vocab, logits, (size_t)vocab * sizeof(float));
+    g_rec.ids[g_rec.n++] = chosen;
+}
+
+/* Whether a decode of n_steps must record (digests pending); 2 with g_err
+ * when it would record more than g_rec_max bytes. */
+static int rec_needed(int n_steps)
+{
+    if (g_hashed[SLOT_WEIGHTS] && g_hashed[SLOT_TOKENIZER]) return 0;
+    if ((size_t)n_steps * (size_t)g_m.cfg.vocab * sizeof(float) > g_rec_max) {
+        snprintf(g_err, CIS2_ERR_LEN, "a run this long waits for the artifact digests");
+        return 2;
+    }
+    return 1;
+}
+
 static void on_step(void *ctx, int step, const float *logits, int vocab, int32_t chosen)
 {
-    (void)logits;
-    (void)vocab;
-    (void)chosen;
+    if (g_rec.on) rec_step(logits, vocab, chosen);
     cis2js_progress(step + 1, *(const int *)ctx);
+}
+
+/* After a decode that recorded: the recording must give the witness the
+ * engine computed, under the same (pending) digests, or it is not the
+ * stream the engine hashed. Returns 0, or 1 with g_err. */
+static int rec_check(const cis2_result *r)
+{
+    uint8_t w[32];
+    if (g_rec.oom) {
+        snprintf(g_err, CIS2_ERR_LEN, "out of memory recording the run's logits");
+        return 1;
+    }
+    cis2_witness_replay(&g_m.dg, r->prompt, r->n_prompt, g_rec.rows, g_rec.ids, g_rec.n,
+                        g_m.cfg.vocab, w);
+    if (g_rec.n != r->n_gen || memcmp(w, r->witness, 32)) {
+        snprintf(g_err, CIS2_ERR_LEN, "internal: the recorded run does not replay to its witness");
+        return 1;
+    }
+    return 0;
+}
+
+/* Report time: the recorded run's witness under the digests now in. */
+static void rec_bind(cis2_result *r)
+{
+    if (!g_rec.on) return;
+    cis2_witness_replay(&g_m.dg, r->prompt, r->n_prompt, g_rec.rows, g_rec.ids, g_rec.n,
+                        g_m.cfg.vocab, r->witness);
+    rec_drop();
 }
 
 static void sb_ids(cis2_sb *s, const char *key, const int32_t *ids, int n)
@@ -254,32 +336,63 @@ static void sb_text(cis2_sb *s, const int32_t *ids, int n)
     free(text);
 }
 
-/* `cis2 run`: a text prompt (prompt != NULL) or comma-separated ids. Returns
- * JSON with the run's output and the receipt text, or NULL. */
-EXPORT("cis2w_run")
-const char *w_run(const char *prompt, size_t plen, const char *ids_csv, int n_gen, int stop_at_eos)
+/* run and verify each take two calls: the first decodes, which needs no
+ * artifact hash; the second reports, and needs both digests in place. So the
+ * glue decodes while the hash worker still hashes the file's last chunks
+ * (docs/wasm.md), and what is reported is exactly what a single call would
+ * give. One decode is held between the two calls; a new one, an unload or a
+ * report drops it. */
+static struct {
+    int kind; /* 0: none, 1: a run, 2: a verify */
+    cis2_result r;
+    int have_r;
+    int32_t *ids; /* run: the prompt ids and the bytes they decode to */
+    char *bytes;
+    size_t blen;
+    cis2_receipt rc;         /* verify: the parsed receipt */
+    char perr[CIS2_ERR_LEN]; /* verify: why the receipt does not parse ("" if it does) */
+    int unfit;               /* verify: the receipt needs more positions than the model has */
+    char unfit_err[CIS2_ERR_LEN];
+} g_pend;
+
+static void pend_drop(void)
 {
+    rec_drop();
+    if (g_pend.have_r) cis2_result_free(&g_pend.r);
+    free(g_pend.ids);
+    free(g_pend.bytes);
+    if (g_pend.kind == 2 && !g_pend.perr[0]) cis2_receipt_free(&g_pend.rc);
+    memset(&g_pend, 0, sizeof g_pend);
+}
+
+/* `cis2 run`, its decode: a text prompt (prompt != NULL) or comma-separated
+ * ids. Returns 0 (cis2w_run_report gives the result), 2 when the run is too
+ * long to record before the digests are in (call again once they are), or 1
+ * with cis2w_error(). */
+EXPORT("cis2w_run")
+int w_run(const char *prompt, size_t plen, const char *ids_csv, int n_gen, int stop_at_eos)
+{
+    pend_drop();
     if (!g_e) {
         snprintf(g_err, CIS2_ERR_LEN, "no model loaded");
-        return NULL;
+        return 1;
     }
-    if (!hashes_ready()) return NULL;
     int32_t *ids = NULL;
     int n = 0;
     char *bytes = NULL;
     size_t blen = 0;
     if (ids_csv) {
-        if (cis2_parse_ids(ids_csv, &ids, &n, g_err)) return NULL;
+        if (cis2_parse_ids(ids_csv, &ids, &n, g_err)) return 1;
     } else {
         if (!g_tok) {
             snprintf(g_err, CIS2_ERR_LEN, "a text prompt needs tokenizer.json, which did not load");
-            return NULL;
+            return 1;
         }
-        if (cis2_tokenizer_encode(g_tok, prompt, plen, &ids, &n, g_err)) return NULL;
+        if (cis2_tokenizer_encode(g_tok, prompt, plen, &ids, &n, g_err)) return 1;
         if (n == 0) {
             free(ids);
             snprintf(g_err, CIS2_ERR_LEN, "the prompt encodes to no tokens");
-            return NULL;
+            return 1;
         }
     }
     /* The receipt's prompt-hex: the bytes the prompt ids decode to, as the
@@ -289,45 +402,72 @@ const char *w_run(const char *prompt, size_t plen, const char *ids_csv, int n_ge
         snprintf(
             g_err, CIS2_ERR_LEN,
             "a receipt needs the bytes the prompt ids decode to, and tokenizer.json did not load");
-        return NULL;
+        return 1;
     }
     int prc = cis2_receipt_prompt_bytes(g_tok, ids, n, &bytes, &blen, g_err);
     if (prc || blen == 0) {
         if (!prc) snprintf(g_err, CIS2_ERR_LEN, "the prompt ids decode to no bytes");
         free(ids);
         free(bytes);
-        return NULL;
+        return 1;
     }
+    g_pend.kind = 1;
+    g_pend.ids = ids;
+    g_pend.bytes = bytes;
+    g_pend.blen = blen;
+    int rec = rec_needed(n_gen);
+    if (rec == 2) {
+        pend_drop();
+        return 2;
+    }
+    g_rec.on = rec;
     int total = n_gen;
     cis2_gen_opts g = { n_gen, stop_at_eos, on_step, &total, NULL, 0 };
-    cis2_result r;
-    if (cis2_generate(g_e, ids, n, &g, &r, g_err)) {
-        free(ids);
-        free(bytes);
+    if (cis2_generate(g_e, ids, n, &g, &g_pend.r, g_err)) {
+        pend_drop();
+        return 1;
+    }
+    g_pend.have_r = 1;
+    if (rec && rec_check(&g_pend.r)) {
+        pend_drop();
+        return 1;
+    }
+    return 0;
+}
+
+/* The run cis2w_run decoded, as JSON with its output and the receipt text,
+ * or NULL. */
+EXPORT("cis2w_run_report") const char *w_run_report(void)
+{
+    if (g_pend.kind != 1) {
+        snprintf(g_err, CIS2_ERR_LEN, "internal: no run to report");
         return NULL;
     }
+    if (!hashes_ready()) return NULL;
+    rec_bind(&g_pend.r);
+    const cis2_result *r = &g_pend.r;
     cis2_receipt rc;
-    cis2_receipt_from_run(&rc, &g_m, &r, (const uint8_t *)bytes, blen);
+    cis2_receipt_from_run(&rc, &g_m, r, (const uint8_t *)g_pend.bytes, g_pend.blen);
     char *rtext = NULL;
     size_t rlen = 0;
     cis2_sb s = { 0 };
     cis2_sb_put(&s, "{\"ok\":1", 7);
-    sb_ids(&s, "prompt_token_ids", r.prompt, r.n_prompt);
-    sb_ids(&s, "generated_token_ids", r.gen, r.n_gen);
-    sb_text(&s, r.gen, r.n_gen);
+    sb_ids(&s, "prompt_token_ids", r->prompt, r->n_prompt);
+    sb_ids(&s, "generated_token_ids", r->gen, r->n_gen);
+    sb_text(&s, r->gen, r->n_gen);
     cis2_sb_put(&s, ",\"table_digest\":", 16);
     sb_hex(&s, g_m.dg.table_digest);
     cis2_sb_put(&s, ",\"inv_freq_table_digest\":", 25);
     sb_hex(&s, g_m.dg.inv_freq_digest);
     cis2_sb_put(&s, ",\"argmax_digest\":", 17);
-    sb_hex(&s, r.argmax);
+    sb_hex(&s, r->argmax);
     cis2_sb_put(&s, ",\"cis2_ref\":", 12);
-    sb_hex(&s, r.witness);
+    sb_hex(&s, r->witness);
     cis2_sb_printf(
         &s,
         ",\"n_prompt\":%d,\"n_gen\":%d,\"stopped_at_eos\":%d,\"prefill_ms\":%.3f,\"decode_"
         "ms\":%.3f",
-        r.n_prompt, r.n_gen, r.stopped_at_eos, r.prefill_ms, r.decode_ms);
+        r->n_prompt, r->n_gen, r->stopped_at_eos, r->prefill_ms, r->decode_ms);
     if (cis2_receipt_format(&rc, &rtext, &rlen) == 0) {
         cis2_sb_put(&s, ",\"receipt\":", 11);
         cis2_sb_json_str(&s, rtext, rlen);
@@ -336,36 +476,103 @@ const char *w_run(const char *prompt, size_t plen, const char *ids_csv, int n_ge
     }
     cis2_sb_put(&s, "}", 1);
     free(rtext);
-    cis2_result_free(&r);
-    free(ids);
-    free(bytes);
+    pend_drop();
     return sb_finish(&s);
 }
 
-/* `cis2 verify`: every field, artifact hashes first (§14.3), by the library's
- * cis2_receipt_verify. A receipt that does not parse gives
- * {"parse_error": ...}; NULL only for engine errors. */
-EXPORT("cis2w_verify") const char *w_verify(const char *text, size_t len)
+/* `cis2 verify`, its decode: the receipt parsed and its prompt re-run as
+ * cis2_receipt_verify does (the same refusals, in the same order). Returns
+ * 0 (a receipt that does not parse included: its report says so; the verdict
+ * is cis2w_verify_report's), 2 as cis2w_run, or 1 with cis2w_error(). */
+EXPORT("cis2w_verify") int w_verify(const char *text, size_t len)
 {
+    pend_drop();
     if (!g_e) {
         snprintf(g_err, CIS2_ERR_LEN, "no model loaded");
+        return 1;
+    }
+    g_pend.kind = 2;
+    if (cis2_receipt_parse(text, len, "receipt", &g_pend.rc, g_pend.perr)) {
+        if (!g_pend.perr[0]) snprintf(g_pend.perr, CIS2_ERR_LEN, "the receipt does not parse");
+        return 0;
+    }
+    /* _begin decides whether the prompt is re-run, from the receipt alone
+     * (its fields, the ids' range); its verdict waits for the digests. */
+    cis2_verdict v;
+    cis2_gen_opts g;
+    int run;
+    if (cis2_receipt_verify_begin(&g_m, &g_pend.rc, &v, &g, &run, g_err)) {
+        pend_drop();
+        return 1;
+    }
+    cis2_verdict_free(&v);
+    if (!run) return 0;
+    if (cis2_receipt_fits(&g_m, &g_pend.rc, g.n_gen, g_pend.unfit_err)) {
+        g_pend.unfit = 1;
+        return 0;
+    }
+    int rec = rec_needed(g.n_gen);
+    if (rec == 2) {
+        pend_drop();
+        return 2;
+    }
+    g_rec.on = rec;
+    int total = g.n_gen;
+    g.on_step = on_step;
+    g.ctx = &total;
+    if (cis2_generate(g_e, g_pend.rc.prompt_ids, g_pend.rc.n_prompt, &g, &g_pend.r, g_err)) {
+        pend_drop();
+        return 1;
+    }
+    g_pend.have_r = 1;
+    if (rec && rec_check(&g_pend.r)) {
+        pend_drop();
+        return 1;
+    }
+    return 0;
+}
+
+/* The verdict on the receipt cis2w_verify re-ran: every field, artifact
+ * hashes first (§14.3), as cis2_receipt_verify gives it. A receipt that does
+ * not parse gives {"parse_error": ...}; NULL only for engine errors. */
+EXPORT("cis2w_verify_report") const char *w_verify_report(void)
+{
+    if (g_pend.kind != 2) {
+        snprintf(g_err, CIS2_ERR_LEN, "internal: no verification to report");
         return NULL;
     }
-    if (!hashes_ready()) return NULL;
-    cis2_receipt rc;
-    char perr[CIS2_ERR_LEN];
     cis2_sb s = { 0 };
-    if (cis2_receipt_parse(text, len, "receipt", &rc, perr)) {
+    if (g_pend.perr[0]) {
         cis2_sb_put(&s, "{\"parse_error\":", 15);
-        sb_cstr(&s, perr);
+        sb_cstr(&s, g_pend.perr);
         cis2_sb_put(&s, "}", 1);
+        pend_drop();
         return sb_finish(&s);
     }
-    int total = rc.gen_toks;
+    if (!hashes_ready()) return NULL;
     cis2_verdict v;
-    if (cis2_receipt_verify(g_e, &rc, on_step, &total, &v, g_err)) {
-        cis2_receipt_free(&rc);
+    cis2_gen_opts g;
+    int run;
+    if (cis2_receipt_verify_begin(&g_m, &g_pend.rc, &v, &g, &run, g_err)) {
+        pend_drop();
         return NULL;
+    }
+    /* As cis2_receipt_verify: a receipt that does not fit the model's
+     * positions is a verdict when another field already differs, else an
+     * error naming the receipt. */
+    if (g_pend.unfit && !v.mismatches) {
+        cis2_verdict_free(&v);
+        snprintf(g_err, CIS2_ERR_LEN, "%s", g_pend.unfit_err);
+        pend_drop();
+        return NULL;
+    }
+    if (g_pend.have_r) {
+        rec_bind(&g_pend.r);
+        g_pend.have_r = 0; /* _finish takes the result over */
+        if (cis2_receipt_verify_finish(&g_pend.rc, &g_pend.r, &v, g_err)) {
+            pend_drop();
+            return NULL;
+        }
     }
     int skipped_prompt = 0;
     cis2_sb_put(&s, "{\"fields\":[", 11);
@@ -395,7 +602,7 @@ EXPORT("cis2w_verify") const char *w_verify(const char *text, size_t len)
     sb_text(&s, r->gen, r->n_gen);
     cis2_sb_put(&s, "}", 1);
     cis2_verdict_free(&v);
-    cis2_receipt_free(&rc);
+    pend_drop();
     return sb_finish(&s);
 }
 

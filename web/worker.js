@@ -1,5 +1,5 @@
 // Runs the engine off the page's main thread, so the progress bar moves
-// while hashing and decoding. Messages: {id, cmd: 'init'|'load'|'run'|'verify', ...}.
+// while hashing and decoding. Messages: {id, cmd: 'init'|'load'|'digests'|'run'|'verify', ...}.
 import { Cis2, FILE_NAMES, WorkerHasher, blobSource } from './cis2.js';
 
 let engine = null;
@@ -21,6 +21,7 @@ self.onmessage = async (ev) => {
       engine = await Cis2.create(wasm, {
         stdout: (line) => post({ type: 'log', line }),
         progress: (done, total) => post({ type: 'progress', phase: 'decode', done, total }),
+        hashWait: (why) => post({ type: 'progress', phase: 'hash-wait', why }),
         hash: ev.data.hash,   // 'wasm': the engine's own SHA-256 on this worker
         hasher,
       });
@@ -28,12 +29,17 @@ self.onmessage = async (ev) => {
     } else if (cmd === 'load') {
       const src = {};
       for (const n of FILE_NAMES) src[n] = blobSource(ev.data.files[n]);
-      result = await engine.load(src, (p) => post({ type: 'progress', phase: 'hash', ...p }));
+      // Returns once the weights are packed; the hash worker may still be on the last chunks
+      // ('digests' waits for them; run and verify decode meanwhile, then wait).
+      result = await engine.load(src, (p) => post({ type: 'progress', phase: 'hash', ...p }), { early: true });
+      result.hash_impl = engine.hashImpl;
+    } else if (cmd === 'digests') {
+      result = await engine.digests();
       result.hash_impl = engine.hashImpl;
     } else if (cmd === 'run') {
-      result = engine.run(ev.data.opts);
+      result = await engine.run(ev.data.opts);
     } else if (cmd === 'verify') {
-      result = engine.verify(ev.data.text);
+      result = await engine.verify(ev.data.text);
     } else {
       throw new Error(`unknown command ${cmd}`);
     }

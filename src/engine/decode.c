@@ -863,6 +863,34 @@ static void feed_u32(cis2_sha256 *s, uint32_t v)
     cis2_sha256_update(s, b, 4);
 }
 
+/* §12.1: one continuous SHA-256 stream: the five artifact digests, the
+ * prompt ids, then per step its logits row and its pick. */
+static void witness_begin(cis2_sha256 *w, const cis2_digests *d, const int32_t *prompt,
+                          int n_prompt)
+{
+    cis2_sha256_init(w);
+    cis2_sha256_update(w, d->weights_sha256, 32);
+    cis2_sha256_update(w, d->tokenizer_sha256, 32);
+    cis2_sha256_update(w, d->config_sha256, 32);
+    cis2_sha256_update(w, d->table_digest, 32);
+    cis2_sha256_update(w, d->inv_freq_digest, 32);
+    for (int i = 0; i < n_prompt; i++) feed_u32(w, (uint32_t)prompt[i]);
+}
+
+void cis2_witness_replay(const cis2_digests *d, const int32_t *prompt, int n_prompt,
+                         const float *rows, const int32_t *ids, int n_steps, int vocab,
+                         uint8_t out[32])
+{
+    cis2_sha256 w;
+    witness_begin(&w, d, prompt, n_prompt);
+    for (int i = 0; i < n_steps; i++) {
+        cis2_sha256_update(&w, rows + (size_t)i * (size_t)vocab,
+                           (size_t)vocab * sizeof(float)); /* LE bit patterns */
+        feed_u32(&w, (uint32_t)ids[i]);
+    }
+    cis2_sha256_final(&w, out);
+}
+
 /* The side job: a step's logits row, then its pick, into the §12.1 stream
  * (the order emit_logits and emit_id feed them). */
 static void witness_job_run(void *ctx)
@@ -984,14 +1012,7 @@ int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const c
     memcpy(s->r.prompt, prompt, (size_t)n_prompt * sizeof(int32_t));
     s->r.n_prompt = n_prompt;
     s->r.nan_step = s->r.nan_index = -1;
-    /* §12.1: one continuous SHA-256 stream. */
-    cis2_sha256_init(&s->w);
-    cis2_sha256_update(&s->w, m->dg.weights_sha256, 32);
-    cis2_sha256_update(&s->w, m->dg.tokenizer_sha256, 32);
-    cis2_sha256_update(&s->w, m->dg.config_sha256, 32);
-    cis2_sha256_update(&s->w, m->dg.table_digest, 32);
-    cis2_sha256_update(&s->w, m->dg.inv_freq_digest, 32);
-    for (int i = 0; i < n_prompt; i++) feed_u32(&s->w, (uint32_t)prompt[i]);
+    witness_begin(&s->w, &m->dg, prompt, n_prompt);
     s->state = SEQ_QUEUED;
     *seq = slot;
     return 0;

@@ -4,6 +4,7 @@
 //   node web/test/node_check.mjs verify DIR RECEIPT  -> MATCH/MISMATCH lines like `cis2 verify`
 // Files are streamed from disk in chunks (fs FileHandle reads), as the page does.
 import { readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
@@ -14,7 +15,34 @@ const wasm = readFileSync(process.env.CIS2_WASM || path.join(here, '..', 'cis2.w
 const [cmd, ...args] = process.argv.slice(2);
 // Hashing: the engine's own SHA-256 over each chunk before it is packed (node has no hash worker;
 // CIS2_WASM_HASH=wasm asks for the same explicitly).
-const c = await Cis2.create(wasm, { stdout: (l) => console.log(l), hash: process.env.CIS2_WASM_HASH });
+//
+// CIS2_WASM_HOLD_DIGESTS=1: a stand-in for the page's hash worker (node's own SHA-256, a second
+// reading) whose digests are held back until run/verify has decoded and waits for them, so the
+// decode runs with the digests pending and binds them afterwards (cis2_witness_replay); prints
+// digests_held_during_decode=1 when that happened. =wrong: the weights' digest comes back with
+// one bit flipped (a different file, as far as the receipt can tell).
+// CIS2_WASM_REC_MAX=N: at most N bytes of logits recorded before the digests are in.
+const hold = process.env.CIS2_WASM_HOLD_DIGESTS;
+let released = null, heldDuringDecode = false;
+const release = new Promise((r) => { released = r; });
+const heldHasher = {
+  name: 'node:crypto SHA-256, digests held',
+  h: new Map(),
+  begin(slot) { this.h.set(slot, createHash('sha256')); },
+  async update(slot, chunk) { this.h.get(slot).update(chunk); },
+  async end(slot) {
+    const d = new Uint8Array(this.h.get(slot).digest());
+    if (hold === 'wrong' && slot === 0) d[0] ^= 1;
+    await release;
+    return d;
+  },
+};
+const c = await Cis2.create(wasm, {
+  stdout: (l) => console.log(l), hash: process.env.CIS2_WASM_HASH,
+  hasher: hold ? heldHasher : undefined,
+  hashWait: (why) => { heldDuringDecode = why === 'decoded'; released(); },
+});
+if (process.env.CIS2_WASM_REC_MAX !== undefined) c.x.cis2w_set_rec_max(Number(process.env.CIS2_WASM_REC_MAX));
 // CIS2_WASM_REF=1: the scalar reference backend instead of the SIMD128 fast one.
 if (process.env.CIS2_WASM_REF === '1') c.x.cis2w_set_backend(1);
 
@@ -26,7 +54,7 @@ async function fileSource(p) {
 async function load(dir) {
   const src = {};
   for (const n of FILE_NAMES) src[n] = await fileSource(path.join(dir, n));
-  return c.load(src);
+  return c.load(src, null, { early: !!hold });
 }
 
 if (cmd === 'selftest') {
@@ -34,8 +62,9 @@ if (cmd === 'selftest') {
   process.exit(r.fails ? 1 : 0);
 } else if (cmd === 'run') {
   const [dir, ids, n] = args;
-  const info = await load(dir);
-  const r = c.run({ promptIds: ids, n: Number(n) });
+  let info = await load(dir);
+  const r = await c.run({ promptIds: ids, n: Number(n) });
+  if (hold) { info = await c.digests(); console.log(`digests_held_during_decode=${heldDuringDecode ? 1 : 0}`); }
   console.log(`weights_sha256=${info.weights_sha256}\nconfig_sha256=${info.config_sha256}\ntokenizer_sha256=${info.tokenizer_sha256}`);
   console.log(`prompt_token_ids=${r.prompt_token_ids}\ngen_toks=${r.n_gen}\ngenerated_token_ids=${r.generated_token_ids}`);
   console.log(`table_digest=${r.table_digest}\ninv_freq_table_digest=${r.inv_freq_table_digest}\nargmax_digest=${r.argmax_digest}\ncis2_ref=${r.cis2_ref}`);
@@ -43,7 +72,8 @@ if (cmd === 'selftest') {
 } else if (cmd === 'verify') {
   const [dir, receipt] = args;
   await load(dir);
-  const r = c.verify(readFileSync(receipt, 'utf8'));
+  const r = await c.verify(readFileSync(receipt, 'utf8'));
+  if (hold) console.log(`digests_held_during_decode=${heldDuringDecode ? 1 : 0}`);
   if (r.parse_error) { console.log(`PARSE-ERROR ${r.parse_error}`); process.exit(2); }
   for (const f of r.fields) console.log(f.ok ? `MATCH ${f.field}` : `MISMATCH ${f.field}: receipt ${f.receipt}, recomputed ${f.recomputed}`);
   process.exit(r.bad ? 1 : 0);
