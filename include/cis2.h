@@ -345,7 +345,10 @@ int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_s
  * r->prompt_ids with `g` (it may set g->on_step and g->ctx) on an engine of
  * model m and hands the result to _finish, which takes it over (v->run) and
  * compares the ids and digests. With *run 0 the verdict is already complete
- * (a mismatch). A caller that stops in between frees v (cis2_verdict_free). */
+ * (a mismatch). A caller that stops in between frees v (cis2_verdict_free).
+ * _begin returns 1 with err when it cannot check at all, and 2 with err (v
+ * freed) when the receipt needs more positions than m has and no field
+ * differs already: nothing here can re-run it, and err names the receipt. */
 int cis2_receipt_verify_begin(const cis2_model *m, const cis2_receipt *r, cis2_verdict *v,
                               cis2_gen_opts *g, int *run, char *err);
 int cis2_receipt_verify_finish(const cis2_receipt *r, cis2_result *run, cis2_verdict *v, char *err);

@@ -346,6 +346,20 @@ def llama_checks(M, other, tmp):
            lambda: cis2.verify(pathlib.Path(p3), m), (cli_err("verify", err).split(": ", 1)[1],))
     report(rc == 2 and "the receipt cannot be re-run with this model" in err,
            "verify-beyond-max-pos-cli", err)
+    # the same with its weights-sha256 changed: another model's receipt, a
+    # verdict (MISMATCH, exit 1) in both, never an error
+    p5 = os.path.join(tmp, "beyond-other.receipt")
+    other_r = re.sub(r"(?m)^weights-sha256 .*$", "weights-sha256 " + "0" * 64, long_r)
+    open(p5, "w").write(other_r)
+    rc, out, err = cli("verify", p5, "--model", M)
+    try:
+        vo = cis2.verify(other_r, m)
+        ok = (rc == 1 and not vo.ok and vo["weights-sha256"].status == "MISMATCH" and
+              str(vo) + "\n" == out.decode())
+        report(ok, "verify-beyond-max-pos-other-model-verdict-equals-cli",
+               "%s | cli rc %d: %s %s" % (vo, rc, out, err))
+    except cis2.Error as e:
+        report(False, "verify-beyond-max-pos-other-model-verdict-equals-cli", "raised %s" % e)
 
     # greedy trace: every node bit-identical to `cis2 trace -n`, same names, same order
     tp = os.path.join(tmp, "greedy.st")

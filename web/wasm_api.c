@@ -351,8 +351,6 @@ static struct {
     size_t blen;
     cis2_receipt rc;         /* verify: the parsed receipt */
     char perr[CIS2_ERR_LEN]; /* verify: why the receipt does not parse ("" if it does) */
-    int unfit;               /* verify: the receipt needs more positions than the model has */
-    char unfit_err[CIS2_ERR_LEN];
 } g_pend;
 
 static void pend_drop(void)
@@ -496,21 +494,19 @@ EXPORT("cis2w_verify") int w_verify(const char *text, size_t len)
         if (!g_pend.perr[0]) snprintf(g_pend.perr, CIS2_ERR_LEN, "the receipt does not parse");
         return 0;
     }
-    /* _begin decides whether the prompt is re-run, from the receipt alone
-     * (its fields, the ids' range); its verdict waits for the digests. */
+    /* _begin decides whether the prompt is re-run; its verdict waits for the
+     * digests. With one pending its hash field may differ for now, so a
+     * receipt too long for the model (2, or *run 0) is decided at the
+     * report, which runs _begin again. */
     cis2_verdict v;
     cis2_gen_opts g;
-    int run;
-    if (cis2_receipt_verify_begin(&g_m, &g_pend.rc, &v, &g, &run, g_err)) {
+    int run, b = cis2_receipt_verify_begin(&g_m, &g_pend.rc, &v, &g, &run, g_err);
+    if (b == 1) {
         pend_drop();
         return 1;
     }
-    cis2_verdict_free(&v);
-    if (!run) return 0;
-    if (cis2_receipt_fits(&g_m, &g_pend.rc, g.n_gen, g_pend.unfit_err)) {
-        g_pend.unfit = 1;
-        return 0;
-    }
+    if (b == 0) cis2_verdict_free(&v);
+    if (b == 2 || !run) return 0;
     int rec = rec_needed(g.n_gen);
     if (rec == 2) {
         pend_drop();
@@ -554,15 +550,6 @@ EXPORT("cis2w_verify_report") const char *w_verify_report(void)
     cis2_gen_opts g;
     int run;
     if (cis2_receipt_verify_begin(&g_m, &g_pend.rc, &v, &g, &run, g_err)) {
-        pend_drop();
-        return NULL;
-    }
-    /* As cis2_receipt_verify: a receipt that does not fit the model's
-     * positions is a verdict when another field already differs, else an
-     * error naming the receipt. */
-    if (g_pend.unfit && !v.mismatches) {
-        cis2_verdict_free(&v);
-        snprintf(g_err, CIS2_ERR_LEN, "%s", g_pend.unfit_err);
         pend_drop();
         return NULL;
     }

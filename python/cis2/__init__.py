@@ -901,18 +901,11 @@ def verify(receipt, model):
         v, g, run, r = _lib.Verdict(), _lib.GenOpts(), ctypes.c_int(), _lib.Result()
         with engine._lock:
             h = engine._handle()
+            # nonzero: it cannot check, or (2) the receipt needs more positions
+            # than the model has and no field differs already (v is freed)
             _check(_c.cis2_receipt_verify_begin(_c.cis2_engine_model(h), ctypes.byref(rc),
                                                 ctypes.byref(v), ctypes.byref(g),
                                                 ctypes.byref(run), err), err)
-            # a receipt needing more positions than the model has (§3.4: the
-            # last pick is never fed) is named as cis2 verify names it, not as
-            # the "-n" of a run the caller never asked for
-            max_pos = engine._model.config.max_pos
-            if run.value and rc.n_prompt + g.n_gen - 1 > max_pos:
-                _c.cis2_verdict_free(ctypes.byref(v))
-                raise Error("the receipt cannot be re-run with this model: prompt (%d tokens) + "
-                            "gen-toks %d exceeds max_position_embeddings = %d" %
-                            (rc.n_prompt, g.n_gen, max_pos))
             try:  # the recomputation a step at a time, so Ctrl-C stops it between two
                 if run.value:
                     with _sigint_between_steps() as poll:

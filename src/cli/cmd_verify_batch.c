@@ -199,21 +199,19 @@ static int next_job(void *ctx, cis2_pipe_job *job)
     }
     if (j->kind == BAD && !(j->msg = strdup(err))) j->kind = SKIP;
     if (j->kind != RUN) return 1;
-    int run;
-    if (cis2_receipt_verify_begin(c->m, &j->rc, &j->v, &job->g, &run, err)) {
+    int run, b = cis2_receipt_verify_begin(c->m, &j->rc, &j->v, &job->g, &run, err);
+    if (b == 2) {
+        /* A receipt this model cannot re-run (more positions than it has:
+         * one made with another model, or doctored) is that line's verdict,
+         * not the end of the whole file's check. */
+        if ((j->msg = strdup(err))) j->kind = BAD;
+        else j->kind = SKIP;
+        return 1;
+    }
+    if (b) {
         cis2_cli_usage_error("verify-batch", "%s", err);
         drop_job(ctx, job);
         return -1;
-    }
-    /* A receipt this model cannot re-run (more positions than it has: one
-     * made with another model, or doctored) is that line's verdict, not the
-     * end of the whole file's check. */
-    if (run && cis2_receipt_fits(c->m, &j->rc, job->g.n_gen, err)) {
-        run = 0;
-        if (!j->v.mismatches) {
-            if ((j->msg = strdup(err))) j->kind = BAD;
-            else j->kind = SKIP;
-        }
     }
     if (run) {
         job->ids = j->rc.prompt_ids;

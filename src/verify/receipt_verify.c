@@ -115,6 +115,16 @@ int cis2_receipt_verify_begin(const cis2_model *m, const cis2_receipt *r, cis2_v
         snprintf(err, CIS2_ERR_LEN, "out of memory");
         return 1;
     }
+    /* A receipt that needs more positions than the model has was not made
+     * with it (or was doctored): with another field already a mismatch that
+     * is the verdict; otherwise the receipt is named (2). */
+    if (*run && cis2_receipt_fits(m, r, g->n_gen, err)) {
+        *run = 0;
+        if (!v->mismatches) {
+            cis2_verdict_free(v);
+            return 2;
+        }
+    }
     return 0;
 }
 
@@ -154,15 +164,6 @@ int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_s
     int run;
     if (cis2_receipt_verify_begin(cis2_engine_model(e), r, v, &g, &run, err)) return 1;
     if (!run) return 0;
-    /* A receipt that needs more positions than the model has was not made
-     * with it (or was doctored): with another field already a mismatch that
-     * is the verdict; otherwise the receipt is named (as verify-batch does
-     * for one line). */
-    if (cis2_receipt_fits(cis2_engine_model(e), r, g.n_gen, err)) {
-        if (v->mismatches) return 0;
-        cis2_verdict_free(v);
-        return 1;
-    }
     g.on_step = on_step;
     g.ctx = ctx;
     cis2_result res;
