@@ -238,6 +238,8 @@ row n-absurd "-n 99999999999" "t_engine.sh bad.n-absurd" "$CIS2" run --model "$G
 row n-beyond-max-pos "prompt + -n beyond max_position_embeddings" "t_engine.sh bad.n-beyond-max-pos" "$CIS2" run --model "$G" --prompt-ids 1 -n 9000
 row detok-id-ge-vocab "detokenize an id >= vocab" "" "$CIS2" detokenize --model "$G" 99999
 row tokenize-not-utf8 "tokenize bytes that are not UTF-8" "" "$CIS2" tokenize --model "$G" $'\xc3('
+printf 'a\xff' > "$T/bad-utf8.txt"
+row tokenize-bench-not-utf8 "tokenize --bench of a file whose bytes are not UTF-8" "" "$CIS2" tokenize --model "$G" --bench "$T/bad-utf8.txt"
 
 # ---- flags
 row no-model "run without --model" "t_engine.sh bad.no-model" "$CIS2" run --prompt-ids 1

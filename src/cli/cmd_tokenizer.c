@@ -26,6 +26,15 @@ typedef struct {
     int bench;
 } tok_opts;
 
+/* The library names the operation in its messages ("tokenize: input text is
+ * not valid UTF-8 ..."), which is context for `cis2 run: --prompt: ...`; here
+ * the command is that operation and already says so. */
+static const char *lib_err(const char *cmd, const char *err)
+{
+    size_t n = strlen(cmd);
+    return !strncmp(err, cmd, n) && !strncmp(err + n, ": ", 2) ? err + n + 2 : err;
+}
+
 static int parse(const char *cmd, int argc, char **argv, int allow_bench, tok_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -89,7 +98,7 @@ static int bench(const tok_opts *o)
         if (cis2_tokenizer_encode(t, text, len, &ids, &n, err)) {
             cis2_tokenizer_free(t);
             free(text);
-            return cis2_cli_usage_error("tokenize", "%s: %s", o->arg, err);
+            return cis2_cli_usage_error("tokenize", "%s: %s", o->arg, lib_err("tokenize", err));
         }
         double ms = cis2_now_ms() - t0, cms = cpu_ms() - c0;
         if (ms < best) best = ms;
@@ -124,7 +133,7 @@ int cis2_cmd_tokenize(int argc, char **argv)
     int n;
     if (cis2_tokenizer_encode(t, o.arg, strlen(o.arg), &ids, &n, err)) {
         cis2_tokenizer_free(t);
-        return cis2_cli_usage_error("tokenize", "%s", err);
+        return cis2_cli_usage_error("tokenize", "%s", lib_err("tokenize", err));
     }
     char *s = cis2_format_ids(ids, n);
     if (s) printf("%s\n", s);
@@ -152,7 +161,7 @@ int cis2_cmd_detokenize(int argc, char **argv)
     int rc = cis2_tokenizer_decode(t, ids, n, &text, &len, err);
     free(ids);
     cis2_tokenizer_free(t);
-    if (rc) return cis2_cli_usage_error("detokenize", "%s", err);
+    if (rc) return cis2_cli_usage_error("detokenize", "%s", lib_err("detokenize", err));
     /* Text, so valid UTF-8 only (the library's decode is total, for
      * receipts; this command prints characters). */
     size_t bad = cis2_utf8_check(text, len);
