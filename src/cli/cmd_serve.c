@@ -120,6 +120,10 @@ int cis2_cmd_serve(int argc, char **argv)
     }
     /* Checked now, not at the first GET /verifier/: stat, so a FIFO is never opened. */
     struct stat vst;
+    if (verifier_dir && cis2_cli_dir_input_ok("serve", "--verifier-dir", verifier_dir)) {
+        free(key_buf);
+        return 2;
+    }
     int vbad = verifier_dir && stat(verifier_dir, &vst) != 0 ? errno : 0;
     if (verifier_dir && (vbad || !S_ISDIR(vst.st_mode))) {
         free(key_buf);

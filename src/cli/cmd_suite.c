@@ -39,6 +39,8 @@ int cis2_cmd_suite(int argc, char **argv)
             goto out;
         }
     }
+    for (int i = 0; i < dirs.n; i++)
+        if (cis2_cli_dir_input_ok("suite", "--vectors", dirs.v[i])) goto out;
     if (!np) {
         cis2_cli_usage_error("suite", "%s", USAGE);
         goto out;

@@ -70,6 +70,10 @@ int cis2_cli_output_ok(const char *cmd, const char *flag, const char *path, int 
 /* A directory output (quantize --out, arms -o): "-" is refused, since a
  * directory of files cannot be standard output. Prints the error. */
 int cis2_cli_dir_output_ok(const char *cmd, const char *flag, const char *path);
+/* A directory input (serve --verifier-dir, suite --vectors): "-", when no
+ * directory of that name exists, is refused as cis2_open_input refuses a
+ * file named "-": a directory cannot be standard input. Prints the error. */
+int cis2_cli_dir_input_ok(const char *cmd, const char *flag, const char *path);
 /* An output path that names one of the command's inputs is refused before
  * any work (docs/errors.md out-is-input): the model directory's files
  * (model may be NULL) and in[0..n_in), each named by its flag. Prints the

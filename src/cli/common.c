@@ -2,6 +2,7 @@
  * model-running commands, FP readiness, model + engine opening, and output
  * helpers (JSON-escaped text, hex digests). */
 #include "cli/commands.h"
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -132,6 +133,19 @@ int cis2_cli_dir_output_ok(const char *cmd, const char *flag, const char *path)
         return cis2_cli_usage_error(cmd,
                                     "%s -: this command writes a directory of files, not standard "
                                     "output; give a directory",
+                                    flag) != 0;
+    return 0;
+}
+
+int cis2_cli_dir_input_ok(const char *cmd, const char *flag, const char *path)
+{
+    /* Only a "-" that names nothing: a directory really called "-" is read
+     * as before (cis2_open_input treats a file named "-" the same way). */
+    struct stat st;
+    if (!strcmp(path, "-") && lstat(path, &st) != 0 && errno == ENOENT)
+        return cis2_cli_usage_error(cmd,
+                                    "%s -: this command reads a directory, not standard input; "
+                                    "give a directory (./- for one named -)",
                                     flag) != 0;
     return 0;
 }
