@@ -70,10 +70,8 @@ static inline int nonfinite(float v) { return (cis2_f2u(v) & 0x7F800000u) == 0x7
         }                                                                                          \
     }
 #define NEON_F32(v) (v)
-#define NEON_F32_AT(K, r, k)                                                                       \
-    ((size_t)((r) / FAST_TILE) * (K)*FAST_TILE + (k)*FAST_TILE + (r) % FAST_TILE)
 NEON_REDO(neon_redo_bf16, uint16_t, cis2_bf16_to_f32, cis2_bf16_tile_at)
-NEON_REDO(neon_redo_f32, float, NEON_F32, NEON_F32_AT)
+NEON_REDO(neon_redo_f32, float, NEON_F32, cis2_f32_tile_at)
 
 static void neon_mm_bf16_x(const uint16_t *W, int K, int ntiles, int nrows, const float *X, int ldx,
                            int T, float *Y, int ldy)

@@ -239,8 +239,7 @@ static uint32_t tile_bits(const cis2_weight *w, int r, size_t k)
     size_t K = (size_t)w->cols;
     if (w->fmt == CIS2_WF_BF16)
         return (uint32_t)((const uint16_t *)w->tiles)[cis2_bf16_tile_at(K, r, k)] << 16;
-    return ((const uint32_t *)
-                w->tiles)[((size_t)(r / CIS2_TILE) * K + k) * CIS2_TILE + (size_t)(r % CIS2_TILE)];
+    return ((const uint32_t *)w->tiles)[cis2_f32_tile_at(K, r, k)];
 }
 
 void cis2_weight_row(const cis2_weight *w, int r, float *out)
@@ -293,11 +292,9 @@ void cis2_weight_to_f32_tiles(const cis2_weight *w, cis2_weight *out, void *dst)
     weight_init(out, w->rows, w->cols, CIS2_WF_F32, dst);
 }
 
-float *cis2_weight_f32_at(cis2_weight *w, void *tiles, int r, int k)
+float *cis2_weight_f32_at(const cis2_weight *w, void *tiles, int r, int k)
 {
-    size_t at = ((size_t)(r / CIS2_TILE) * (size_t)w->cols + (size_t)k) * CIS2_TILE +
-                (size_t)(r % CIS2_TILE);
-    return (float *)tiles + at;
+    return (float *)tiles + cis2_f32_tile_at((size_t)w->cols, r, (size_t)k);
 }
 
 /* ------------------------------------------------------ the tensor table */

@@ -97,7 +97,13 @@ void cis2_weight_copy(const cis2_weight *w, cis2_weight *out, void *dst);
 /* Address of int8 element (r, k) of an I8-tiled weight's tiles. */
 int8_t *cis2_weight_i8_at(const cis2_weight *w, void *tiles, int r, int k);
 /* Address of element (r, k) of an F32-tiled weight. */
-float *cis2_weight_f32_at(cis2_weight *w, void *tiles, int r, int k);
+float *cis2_weight_f32_at(const cis2_weight *w, void *tiles, int r, int k);
+/* Index of f32 element (r, k) in the tiles of a weight with `cols` columns
+ * (one line of 16 lanes per column, above). */
+static inline size_t cis2_f32_tile_at(size_t cols, int r, size_t k)
+{
+    return ((size_t)(r / CIS2_TILE) * cols + k) * CIS2_TILE + (size_t)(r % CIS2_TILE);
+}
 /* Index of bf16 element (r, k) in the tiles of a weight with `cols` columns
  * (the pair layout above). */
 static inline size_t cis2_bf16_tile_at(size_t cols, int r, size_t k)
