@@ -307,3 +307,13 @@ out=$("$CIS2" verify "$T/nan.txt" --model "$T/nanlogit" 2>"$T/nanv.err"); rc=$?
 out=$("$CIS2" conform --model "$T/nanlogit" --vector "$T/nan.vector" 2>"$T/nanc.err"); rc=$?
 [ $rc -eq 0 ] && [ "$(cat "$T/nanc.err")" == "cis2 conform: note: $NAN_NOTE (docs/conformance.md)" ] \
     && pass conform.nan-logit-note || fail conform.nan-logit-note "rc=$rc $(cat "$T/nanc.err") $(echo "$out" | grep FAIL)"
+
+# --threads with --backend ref: the reference backend runs on one thread, so
+# the flag is accepted (Slurm scripts always pass it) and changes nothing,
+# and cis2 help says so (README: run).
+a=$("$CIS2" run --model "$M" --prompt-ids 5,17 -n 3 --backend ref 2>&1); ra=$?
+b=$("$CIS2" run --model "$M" --prompt-ids 5,17 -n 3 --backend ref --threads 3 2>&1); rb=$?
+[ $ra -eq 0 ] && [ $rb -eq 0 ] && [ "$a" == "$b" ] && pass run.ref-threads-accepted-no-effect \
+    || fail run.ref-threads-accepted-no-effect "rc=$ra/$rb: $b"
+"$CIS2" help | grep -q 'reference backend runs on one thread (--threads is accepted and has no effect there)' \
+    && pass help.ref-threads-documented || fail help.ref-threads-documented "cis2 help does not say --threads has no effect with --backend ref"

@@ -52,6 +52,8 @@ static void usage(FILE *f)
         "             [--verifier-dir DIR] [--max-body BYTES] [--header-limit BYTES]\n"
         "             [--timeout S] [--max-connections N] [--backend ref|fast] [--isa X]\n"
         "             [--chat-format chatml]      (docs/serve.md)\n"
+        "--threads N: the fast backend's worker threads (default: every online core); the\n"
+        "  reference backend runs on one thread (--threads is accepted and has no effect there)\n"
         "faults (debug, --backend ref): weight-bit (--fault-arg TENSOR:INDEX:BIT), fma "
         "(--fault-arg LAYER),\n"
         "  rmsnorm-assoc, rope-offset, kv-stale (--fault-arg POS), no-ftz\n"
