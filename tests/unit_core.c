@@ -76,23 +76,33 @@ static void test_math(void)
     CHECK("frexp_exact", m == 0.75f && e == 4, "m=%g e=%d", (double)m, e);
 }
 
-static void test_sha(void)
+/* The FIPS 180-4 examples (one block, two blocks, empty, a million 'a' fed
+ * in odd-sized pieces) and update2 through one block function. */
+static void test_sha_with(const char *impl)
 {
     uint8_t d[32];
-    char h[65];
+    char h[65], nm[64];
+#define NM(s) (snprintf(nm, sizeof nm, "sha256.%s.%s", impl, s), nm)
     cis2_sha256_buf("", 0, d);
     hexof(d, h);
-    CHECK("sha256.empty",
+    CHECK(NM("empty"),
           !strcmp(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"), "%s", h);
     cis2_sha256_buf("abc", 3, d);
     hexof(d, h);
-    CHECK("sha256.abc",
-          !strcmp(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"), "%s", h);
+    CHECK(NM("abc"), !strcmp(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+          "%s", h);
     const char *m448 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
     cis2_sha256_buf(m448, strlen(m448), d);
     hexof(d, h);
-    CHECK("sha256.448bit",
+    CHECK(NM("448bit"),
           !strcmp(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"), "%s", h);
+    const char *m896 =
+        "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopq"
+        "klmnopqrlmnopqrsmnopqrstnopqrstu";
+    cis2_sha256_buf(m896, strlen(m896), d);
+    hexof(d, h);
+    CHECK(NM("896bit"),
+          !strcmp(h, "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"), "%s", h);
     char *mil = malloc(1000000);
     memset(mil, 'a', 1000000);
     cis2_sha256 st;
@@ -101,7 +111,7 @@ static void test_sha(void)
         cis2_sha256_update(&st, mil + i, (size_t)(1000000 - i < 999 ? 1000000 - i : 999));
     cis2_sha256_final(&st, d);
     hexof(d, h);
-    CHECK("sha256.million-a-chunked",
+    CHECK(NM("million-a-chunked"),
           !strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"), "%s", h);
     /* update2: the FIPS million 'a' as two streams in lockstep, and two
      * different streams against update one at a time, over states whose
@@ -117,7 +127,7 @@ static void test_sha(void)
     cis2_sha256_final(&s2a, d);
     cis2_sha256_final(&s2b, d2);
     hexof(d, h);
-    CHECK("sha256.update2-million-a",
+    CHECK(NM("update2-million-a"),
           !strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0") &&
               !memcmp(d, d2, 32),
           "%s", h);
@@ -147,8 +157,38 @@ static void test_sha(void)
                 bad += memcmp(e0, g0, 32) != 0 || memcmp(e1, g1, 32) != 0;
                 cases++;
             }
-    CHECK("sha256.update2-equals-update", bad == 0, "%d of %d cases differ", bad, cases);
+    CHECK(NM("update2-equals-update"), bad == 0, "%d of %d cases differ", bad, cases);
     free(mil);
+#undef NM
+}
+
+/* Each block function this build and CPU have against the FIPS vectors,
+ * then portable against SHA-NI (where both are here) on every length 0..300
+ * at offsets 0..3; the default is restored after. */
+static void test_sha(void)
+{
+    const char *dflt = cis2_sha256_impl();
+    static const char *IMPL[] = { "portable", "sha-ni" };
+    for (int i = 0; i < 2; i++) {
+        if (cis2_sha256_use(IMPL[i])) SKIP("sha256.impl", "%s: not in this build or CPU", IMPL[i]);
+        else test_sha_with(IMPL[i]);
+    }
+    if (cis2_sha256_use("sha-ni") == 0) {
+        uint8_t buf[304];
+        for (int i = 0; i < 304; i++) buf[i] = (uint8_t)(i * 2654435761u >> 13);
+        int bad = 0;
+        for (int off = 0; off < 4; off++)
+            for (int len = 0; len <= 300; len++) {
+                uint8_t dp[32], dn[32];
+                cis2_sha256_use("portable");
+                cis2_sha256_buf(buf + off, (size_t)len, dp);
+                cis2_sha256_use("sha-ni");
+                cis2_sha256_buf(buf + off, (size_t)len, dn);
+                bad += memcmp(dp, dn, 32) != 0;
+            }
+        CHECK("sha256.portable-equals-sha-ni", bad == 0, "%d of 1204 lengths differ", bad);
+    }
+    cis2_sha256_use(dflt);
     printf("PASS sha256.impl-%s\n", cis2_sha256_impl());
 }
 

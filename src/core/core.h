@@ -64,6 +64,9 @@ void cis2_sha256_buf(const void *data, size_t len, uint8_t out[32]);
 int cis2_sha256_file(const char *path, uint8_t out[32], char *err);
 int cis2_unhex32(const char *hex, uint8_t out[32]); /* exactly 64 lowercase hex chars */
 const char *cis2_sha256_impl(void);                 /* "sha-ni" or "portable" */
+/* Tests: hash with the named block function ("portable" or "sha-ni") from now on,
+ * never while another thread hashes; 1 where this build or CPU lacks it. */
+int cis2_sha256_use(const char *impl);
 
 /* ---------------------------------------------------------- files (io.c) */
 /* Open an input for reading: refused unless it is a regular file, decided
