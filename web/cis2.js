@@ -469,12 +469,13 @@ export function blobSource(blob) {
 }
 
 // A hasher on a second worker (web/hash_worker.js): update(slot, chunk) copies the chunk into a
-// buffer and transfers it there, waiting for one to come back when MAX_AHEAD are out; end(slot)
-// resolves to the 32-byte digest. The reader and packer run ~3x faster than this SHA-256, so
-// the hash falls behind by up to MAX_AHEAD chunks, which a run or verify overlaps with its
-// decode (run/verify above): memory for speed, bounded (MAX_AHEAD * CHUNK at most; buffers
-// past POOL_KEEP are let go as they come back).
-const MAX_AHEAD = 16, POOL_KEEP = 4;
+// buffer of a small pool and transfers it there, waiting for one to come back when MAX_AHEAD
+// are out; end(slot) resolves to the 32-byte digest. The reader and packer outrun this SHA-256,
+// so the hash trails by up to MAX_AHEAD chunks, which a run or verify overlaps with its decode
+// (run/verify above). Not more: with 32 out, 6 of 13 loads of the 270 MB checkpoint in headless
+// Chromium stalled (idle, the file's reading stopped part-way; not understood), and 16 measured
+// no faster than 6.
+const MAX_AHEAD = 6;
 export class WorkerHasher {
   constructor(worker, module) {
     this.name = 'cis2 SHA-256 (wasm, second worker)';
@@ -486,7 +487,7 @@ export class WorkerHasher {
     this.failed = null;
     worker.onmessage = (ev) => {
       const m = ev.data;
-      if (m.cmd === 'buf') { this.out--; if (this.pool.length < POOL_KEEP) this.pool.push(m.buf); this._wake(); }
+      if (m.cmd === 'buf') { this.out--; this.pool.push(m.buf); this._wake(); }
       else if (m.cmd === 'digest') this.ends.shift().resolve(m.digest);
       else if (m.cmd === 'error') { this.failed = new Error(m.message); this._failAll(); }
     };
