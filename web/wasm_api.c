@@ -363,6 +363,33 @@ static void pend_drop(void)
     memset(&g_pend, 0, sizeof g_pend);
 }
 
+/* The held decode of run and verify: recorded while a digest is pending
+ * (rec_needed) and then checked against the engine's own witness
+ * (rec_check). Returns 0, 2 (too long to record: nothing decoded), or 1 with
+ * g_err; all but 0 drop what is held. */
+static int pend_decode(const int32_t *prompt, int n_prompt, cis2_gen_opts *g)
+{
+    int rec = rec_needed(g->n_gen);
+    if (rec == 2) {
+        pend_drop();
+        return 2;
+    }
+    g_rec.on = rec;
+    int total = g->n_gen;
+    g->on_step = on_step;
+    g->ctx = &total;
+    if (cis2_generate(g_e, prompt, n_prompt, g, &g_pend.r, g_err)) {
+        pend_drop();
+        return 1;
+    }
+    g_pend.have_r = 1;
+    if (rec && rec_check(&g_pend.r)) {
+        pend_drop();
+        return 1;
+    }
+    return 0;
+}
+
 /* `cis2 run`, its decode: a text prompt (prompt != NULL) or comma-separated
  * ids. Returns 0 (cis2w_run_report gives the result), 2 when the run is too
  * long to record before the digests are in (call again once they are), or 1
@@ -413,24 +440,8 @@ int w_run(const char *prompt, size_t plen, const char *ids_csv, int n_gen, int s
     g_pend.ids = ids;
     g_pend.bytes = bytes;
     g_pend.blen = blen;
-    int rec = rec_needed(n_gen);
-    if (rec == 2) {
-        pend_drop();
-        return 2;
-    }
-    g_rec.on = rec;
-    int total = n_gen;
-    cis2_gen_opts g = { n_gen, stop_at_eos, on_step, &total, NULL, 0 };
-    if (cis2_generate(g_e, ids, n, &g, &g_pend.r, g_err)) {
-        pend_drop();
-        return 1;
-    }
-    g_pend.have_r = 1;
-    if (rec && rec_check(&g_pend.r)) {
-        pend_drop();
-        return 1;
-    }
-    return 0;
+    cis2_gen_opts g = { n_gen, stop_at_eos, NULL, NULL, NULL, 0 };
+    return pend_decode(ids, n, &g);
 }
 
 /* The run cis2w_run decoded, as JSON with its output and the receipt text,
@@ -507,25 +518,7 @@ EXPORT("cis2w_verify") int w_verify(const char *text, size_t len)
     }
     if (b == 0) cis2_verdict_free(&v);
     if (b == 2 || !run) return 0;
-    int rec = rec_needed(g.n_gen);
-    if (rec == 2) {
-        pend_drop();
-        return 2;
-    }
-    g_rec.on = rec;
-    int total = g.n_gen;
-    g.on_step = on_step;
-    g.ctx = &total;
-    if (cis2_generate(g_e, g_pend.rc.prompt_ids, g_pend.rc.n_prompt, &g, &g_pend.r, g_err)) {
-        pend_drop();
-        return 1;
-    }
-    g_pend.have_r = 1;
-    if (rec && rec_check(&g_pend.r)) {
-        pend_drop();
-        return 1;
-    }
-    return 0;
+    return pend_decode(g_pend.rc.prompt_ids, g_pend.rc.n_prompt, &g);
 }
 
 /* The verdict on the receipt cis2w_verify re-ran: every field, artifact
