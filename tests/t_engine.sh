@@ -317,3 +317,23 @@ b=$("$CIS2" run --model "$M" --prompt-ids 5,17 -n 3 --backend ref --threads 3 2>
     || fail run.ref-threads-accepted-no-effect "rc=$ra/$rb: $b"
 "$CIS2" help | grep -q 'reference backend runs on one thread (--threads is accepted and has no effect there)' \
     && pass help.ref-threads-documented || fail help.ref-threads-documented "cis2 help does not say --threads has no effect with --backend ref"
+
+# cis2 CMD --help / -h (directly after the command) and cis2 help CMD: that
+# command's usage lines, exit 0; every command the dispatcher knows has some.
+bad=""
+for c in run verify selftest conform tokenize detokenize op suite bench trace diff compare batch \
+         merge verify-batch quantize arms serve; do
+    h=$("$CIS2" "$c" --help 2>&1); rh=$?
+    [ $rh -eq 0 ] && printf '%s\n' "$h" | grep -q "^  cis2 $c\( \|$\)" && [ "$h" == "$("$CIS2" "$c" -h 2>&1)" ] \
+        && [ "$h" == "$("$CIS2" help "$c" 2>&1)" ] || bad="$bad $c(rc=$rh)"
+done
+[ -z "$bad" ] && pass help.per-command || fail help.per-command "no usage for:$bad"
+h=$("$CIS2" verify --help); [ "$(printf '%s\n' "$h" | grep -c '^  cis2 ')" -eq 1 ] \
+    && pass help.verify-not-verify-batch || fail help.verify-not-verify-batch "$h"
+out=$("$CIS2" nope --help 2>&1); rc=$?
+[ $rc -eq 2 ] && [ "$out" == "cis2 nope: unknown command (see cis2 help)" ] && pass help.unknown-command \
+    || fail help.unknown-command "rc=$rc: $out"
+# -h later on is a value, not a request for help: here the prompt text "-h"
+out=$("$CIS2" run --model "$M" --prompt -h -n 1 2>&1); rc=$?
+[ $rc -eq 0 ] && printf '%s\n' "$out" | grep -q '^generated_token_ids=' && pass help.dash-h-as-a-value \
+    || fail help.dash-h-as-a-value "rc=$rc: $out"

@@ -5,60 +5,100 @@
 #include <errno.h>
 #include <string.h>
 
-static void usage(FILE *f)
+static const char USAGE[] =
+    "cis2 — bit-exact CIS-2 v0.3b inference\n"
+    "usage:\n"
+    "  cis2 run --model DIR (--prompt TEXT | --prompt-ids 1,2,3 | --chat MESSAGES.json\n"
+    "           [--chat-format chatml]) [-n N] [--receipt FILE]\n"
+    "           [--backend ref|fast|approx] [--threads N] [--isa "
+    "scalar|sse2|avx2|avx512|neon]\n"
+    "           [--stop-at-eos] [--check-determinism] [--fault NAME [--fault-arg ARG]]\n"
+    "  cis2 verify RECEIPT|- --model DIR [--backend ref|fast] [--threads N] [--isa X]\n"
+    "  cis2 selftest\n"
+    "  cis2 conform --model DIR [--vector FILE] [--no-check-determinism] [--backend ref|fast]\n"
+    "  cis2 tokenize (--tokenizer FILE | --model DIR) TEXT   [--bench TEXTFILE]\n"
+    "  cis2 detokenize (--tokenizer FILE | --model DIR) IDS\n"
+    "  cis2 op OP < vector.txt          (also as cis2-op OP, through a link named cis2-op)\n"
+    "  cis2 suite [--vectors DIR]... [--timeout SECONDS] CANDIDATE [ARG...]\n"
+    "  cis2 bench --model DIR [--prompt-len P,...] [-n N] [--threads T] [--backend "
+    "ref|fast|approx]"
+    " [--isa X]\n"
+    "             [--positions 256,2048,8000] [--batch 1,4,8,16]\n"
+    "  cis2 bench --peak [--threads T]\n"
+    "  cis2 trace --model DIR --prompt-ids IDS [--teacher-force IDS | -n N] -o FILE|-\n"
+    "             [--arm NAME] [--layers 0-2,29] [--nodes a,b] [--hash-only] [--backend "
+    "ref|fast|approx]\n"
+    "             [--fault NAME [--fault-arg ARG]]\n"
+    "  cis2 diff A B [--exact | --tol FILE] [--brief]\n"
+    "  cis2 compare --model DIR --prompt-ids IDS [--teacher-force IDS | -n N]\n"
+    "               (--against TRACE | --backend ref --backend fast) [--exact | --tol FILE]\n"
+    "  cis2 batch --model DIR --in PROMPTS.jsonl --out RESULTS.jsonl [--batch B] [--shard "
+    "i/N]\n"
+    "             [-n N] [--stop-at-eos] [--backend ref|fast] [--threads N] [--isa X]\n"
+    "             [--chat-format chatml] [--retry-errors]\n"
+    "  cis2 merge OUT SHARD.jsonl...              (docs/scale.md)\n"
+    "  cis2 verify-batch RESULTS.jsonl --model DIR [--batch B] [--backend ref|fast] "
+    "[--threads N]\n"
+    "                   [--shard i/N]\n"
+    "  cis2 quantize --model DIR --out QDIR [--lm-head] [--embed]     (int8 twin)\n"
+    "  cis2 arms --source DIR --quantized QDIR --prompt-ids IDS --teacher-force IDS\n"
+    "            [--python PY] [--script PATH] [--fault NAME [--fault-arg A]] [--threads N]\n"
+    "            [--node NODE] [--wasm FILE] [--wasm-script PATH]\n"
+    "            [-o WORKDIR]                  (all arms against arm B, docs/divergence.md)\n"
+    "  cis2 serve --model DIR [--host 127.0.0.1] [--port 8080] [--threads N] [--max-batch B]\n"
+    "             [--queue Q] [--ctx N] [--api-key-file F] [--alias NAME]\n"
+    "             [--verifier-dir DIR] [--max-body BYTES] [--header-limit BYTES]\n"
+    "             [--timeout S] [--max-connections N] [--backend ref|fast] [--isa X]\n"
+    "             [--chat-format chatml]      (docs/serve.md)\n"
+    "--threads N: the fast backend's worker threads (default: every online core); the\n"
+    "  reference backend runs on one thread (--threads is accepted and has no effect there)\n"
+    "faults (debug, --backend ref): weight-bit (--fault-arg TENSOR:INDEX:BIT), fma "
+    "(--fault-arg LAYER),\n"
+    "  rmsnorm-assoc, rope-offset, kv-stale (--fault-arg POS), no-ftz\n"
+    "docs: README.md, docs/{tokenizer,conformance,performance,divergence,errors}.md\n";
+
+static void usage(FILE *f) { fputs(USAGE, f); }
+
+/* `cis2 CMD --help`, `cis2 CMD -h`, `cis2 help CMD`: CMD's lines of the
+ * usage (each "  cis2 CMD ..." line and the deeper-indented lines under it)
+ * and the notes on the options it names. 2 when USAGE has no such command. */
+static int usage_of(const char *cmd)
 {
-    fputs(
-        "cis2 — bit-exact CIS-2 v0.3b inference\n"
-        "usage:\n"
-        "  cis2 run --model DIR (--prompt TEXT | --prompt-ids 1,2,3 | --chat MESSAGES.json\n"
-        "           [--chat-format chatml]) [-n N] [--receipt FILE]\n"
-        "           [--backend ref|fast|approx] [--threads N] [--isa "
-        "scalar|sse2|avx2|avx512|neon]\n"
-        "           [--stop-at-eos] [--check-determinism] [--fault NAME [--fault-arg ARG]]\n"
-        "  cis2 verify RECEIPT|- --model DIR [--backend ref|fast] [--threads N] [--isa X]\n"
-        "  cis2 selftest\n"
-        "  cis2 conform --model DIR [--vector FILE] [--no-check-determinism] [--backend ref|fast]\n"
-        "  cis2 tokenize (--tokenizer FILE | --model DIR) TEXT   [--bench TEXTFILE]\n"
-        "  cis2 detokenize (--tokenizer FILE | --model DIR) IDS\n"
-        "  cis2 op OP < vector.txt          (also as cis2-op OP, through a link named cis2-op)\n"
-        "  cis2 suite [--vectors DIR]... [--timeout SECONDS] CANDIDATE [ARG...]\n"
-        "  cis2 bench --model DIR [--prompt-len P,...] [-n N] [--threads T] [--backend "
-        "ref|fast|approx]"
-        " [--isa X]\n"
-        "             [--positions 256,2048,8000] [--batch 1,4,8,16]\n"
-        "  cis2 bench --peak [--threads T]\n"
-        "  cis2 trace --model DIR --prompt-ids IDS [--teacher-force IDS | -n N] -o FILE|-\n"
-        "             [--arm NAME] [--layers 0-2,29] [--nodes a,b] [--hash-only] [--backend "
-        "ref|fast|approx]\n"
-        "             [--fault NAME [--fault-arg ARG]]\n"
-        "  cis2 diff A B [--exact | --tol FILE] [--brief]\n"
-        "  cis2 compare --model DIR --prompt-ids IDS [--teacher-force IDS | -n N]\n"
-        "               (--against TRACE | --backend ref --backend fast) [--exact | --tol FILE]\n"
-        "  cis2 batch --model DIR --in PROMPTS.jsonl --out RESULTS.jsonl [--batch B] [--shard "
-        "i/N]\n"
-        "             [-n N] [--stop-at-eos] [--backend ref|fast] [--threads N] [--isa X]\n"
-        "             [--chat-format chatml] [--retry-errors]\n"
-        "  cis2 merge OUT SHARD.jsonl...              (docs/scale.md)\n"
-        "  cis2 verify-batch RESULTS.jsonl --model DIR [--batch B] [--backend ref|fast] "
-        "[--threads N]\n"
-        "                   [--shard i/N]\n"
-        "  cis2 quantize --model DIR --out QDIR [--lm-head] [--embed]     (int8 twin)\n"
-        "  cis2 arms --source DIR --quantized QDIR --prompt-ids IDS --teacher-force IDS\n"
-        "            [--python PY] [--script PATH] [--fault NAME [--fault-arg A]] [--threads N]\n"
-        "            [--node NODE] [--wasm FILE] [--wasm-script PATH]\n"
-        "            [-o WORKDIR]                  (all arms against arm B, docs/divergence.md)\n"
-        "  cis2 serve --model DIR [--host 127.0.0.1] [--port 8080] [--threads N] [--max-batch B]\n"
-        "             [--queue Q] [--ctx N] [--api-key-file F] [--alias NAME]\n"
-        "             [--verifier-dir DIR] [--max-body BYTES] [--header-limit BYTES]\n"
-        "             [--timeout S] [--max-connections N] [--backend ref|fast] [--isa X]\n"
-        "             [--chat-format chatml]      (docs/serve.md)\n"
-        "--threads N: the fast backend's worker threads (default: every online core); the\n"
-        "  reference backend runs on one thread (--threads is accepted and has no effect there)\n"
-        "faults (debug, --backend ref): weight-bit (--fault-arg TENSOR:INDEX:BIT), fma "
-        "(--fault-arg LAYER),\n"
-        "  rmsnorm-assoc, rope-offset, kv-stale (--fault-arg POS), no-ftz\n"
-        "docs: README.md, docs/{tokenizer,conformance,performance,divergence,errors}.md\n",
-        f);
+    size_t cl = strlen(cmd);
+    int in = 0, found = 0, threads = 0, fault = 0;
+    for (const char *l = USAGE; *l;) {
+        const char *e = strchr(l, '\n');
+        size_t n = e ? (size_t)(e - l) + 1 : strlen(l);
+        if (!strncmp(l, "  cis2 ", 7)) /* a command's first line */
+            in = !strncmp(l + 7, cmd, cl) && (l[7 + cl] == ' ' || l[7 + cl] == '\n');
+        else if (strncmp(l, "   ", 3)) /* neither a command nor its continuation */ in = 0;
+        if (in) {
+            if (!found) fputs("usage:\n", stdout);
+            found = 1;
+            fwrite(l, 1, n, stdout);
+            const char *t = strstr(l, "--threads"), *f = strstr(l, "--fault");
+            threads |= t && t < l + n;
+            fault |= f && f < l + n;
+        }
+        l += n;
+    }
+    if (!found) return cis2_cli_usage_error(cmd, "unknown command (see cis2 help)");
+    for (const char *l = USAGE; *l;) { /* the notes, each a line and its indented rest */
+        const char *e = strchr(l, '\n');
+        size_t n = e ? (size_t)(e - l) + 1 : strlen(l);
+        if ((threads && !strncmp(l, "--threads N:", 12)) || (fault && !strncmp(l, "faults ", 7))) {
+            fwrite(l, 1, n, stdout);
+            for (l += n; !strncmp(l, "  ", 2) && strncmp(l, "  cis2 ", 7); l += n) {
+                e = strchr(l, '\n');
+                n = e ? (size_t)(e - l) + 1 : strlen(l);
+                fwrite(l, 1, n, stdout);
+            }
+            continue;
+        }
+        l += n;
+    }
+    printf("all commands: cis2 help\n");
+    return 0;
 }
 
 /* The command's own status, or 2 when its results could not be written:
@@ -80,6 +120,13 @@ static int finish(const char *cmd, int rc)
 
 static int dispatch(const char *c, int sub_argc, char **sub_argv)
 {
+    /* Only directly after the command: later, "-h" may be a value
+     * (--prompt -h) or, for suite, its candidate's own argument. */
+    if (sub_argc >= 2 && (!strcmp(sub_argv[1], "--help") || !strcmp(sub_argv[1], "-h")) &&
+        strcmp(c, "help") && strcmp(c, "--help") && strcmp(c, "-h"))
+        return usage_of(c);
+    if ((!strcmp(c, "help") || !strcmp(c, "--help") || !strcmp(c, "-h")) && sub_argc == 2)
+        return usage_of(sub_argv[1]);
     if (!strcmp(c, "run")) return cis2_cmd_run(sub_argc, sub_argv);
     if (!strcmp(c, "verify")) return cis2_cmd_verify(sub_argc, sub_argv);
     if (!strcmp(c, "selftest")) return cis2_cmd_selftest(sub_argc, sub_argv);
