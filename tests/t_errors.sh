@@ -374,6 +374,10 @@ row in-dash-diff "diff - (standard input is not read there; was 'cannot open: No
 row in-dash-tokenizer "tokenize --tokenizer - (standard input is not read there)" "unit_io io.open-input.dash" "$CIS2" tokenize --tokenizer - hi
 row in-dash-verifier-dir "serve --verifier-dir - (a directory; was 'No such file or directory')" "" "$CIS2" serve --model "$G" --verifier-dir -
 row in-dash-vectors "suite --vectors - (a directory; was 'cannot open vector folder -: No such file or directory')" "" "$CIS2" suite --vectors - "$CIS2" op
+row in-dash-model "run --model - (a directory; was '-/config.json: cannot open: No such file or directory')" "" "$CIS2" run --model - --prompt-ids 1
+row in-dash-model-bench "bench --model - (its own load, the same check)" "" "$CIS2" bench --model -
+row in-dash-model-tokenize "tokenize --model - (reads DIR/tokenizer.json)" "" "$CIS2" tokenize --model - hi
+row in-dash-model-quantize "quantize --model - (its own reader)" "" "$CIS2" quantize --model - --out "$T/q-dash"
 row in-trace-huge "diff a 1 GiB file of zeros (its header length is refused before the data is read)" "" "$CIS2" diff "$H/t.st" "$H/huge"
 row in-against-fifo "compare --against a FIFO" "" "$CIS2" compare --model "$G" --against "$H/fifo"
 row in-tol-fifo "diff --tol naming a FIFO" "" "$CIS2" diff "$H/t.st" "$H/t.st" --tol "$H/fifo"

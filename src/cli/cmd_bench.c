@@ -292,7 +292,7 @@ int cis2_cmd_bench(int argc, char **argv)
     {
         char lerr[CIS2_ERR_LEN];
         cis2_load_opts lo = { 0 };
-        if (cis2_cli_fp_ready(cmd)) goto out;
+        if (cis2_cli_dir_input_ok(cmd, "--model", model) || cis2_cli_fp_ready(cmd)) goto out;
         if (cis2_model_load(&m, model, &lo, lerr)) {
             cis2_cli_usage_error(cmd, "%s", lerr);
             goto out;

@@ -18,7 +18,9 @@ int cis2_cmd_quantize(int argc, char **argv)
     if (cis2_cli_parse("quantize", argc, argv, opts, 4, NULL, 0, NULL, 0)) return 2;
     if (!model) return cis2_cli_usage_error("quantize", "--model DIR is required");
     if (!out) return cis2_cli_usage_error("quantize", "--out QDIR is required");
-    if (cis2_cli_dir_output_ok("quantize", "--out", out)) return 2;
+    if (cis2_cli_dir_input_ok("quantize", "--model", model) ||
+        cis2_cli_dir_output_ok("quantize", "--out", out))
+        return 2;
     char err[CIS2_ERR_LEN];
     cis2_quant_report r;
     if (cis2_quantize_checkpoint(model, out, &o, &r, err))

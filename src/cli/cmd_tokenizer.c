@@ -61,6 +61,7 @@ static int parse(const char *cmd, int argc, char **argv, int allow_bench, tok_op
 static int load(const char *cmd, const tok_opts *o, cis2_tokenizer **t, double *ms)
 {
     char err[CIS2_ERR_LEN], path[1100];
+    if (o->model && cis2_cli_dir_input_ok(cmd, "--model", o->model)) return 2;
     if (o->model) snprintf(path, sizeof path, "%s/tokenizer.json", o->model);
     else snprintf(path, sizeof path, "%s", o->tokenizer);
     double t0 = cis2_now_ms();

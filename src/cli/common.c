@@ -88,7 +88,7 @@ int cis2_cli_load_model(const char *cmd, const char *dir, cis2_model **mp)
 {
     char err[CIS2_ERR_LEN];
     *mp = NULL;
-    if (cis2_cli_fp_ready(cmd)) return 1;
+    if (cis2_cli_dir_input_ok(cmd, "--model", dir) || cis2_cli_fp_ready(cmd)) return 1;
     if (cis2_model_open(mp, dir, NULL, err)) return cis2_cli_usage_error(cmd, "%s", err) != 0;
     /* what Hugging Face would do silently, said once (e.g. an ignored lm_head) */
     for (int i = 0; i < cis2_model_warning_count(*mp); i++)
