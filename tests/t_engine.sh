@@ -330,6 +330,8 @@ done
 [ -z "$bad" ] && pass help.per-command || fail help.per-command "no usage for:$bad"
 h=$("$CIS2" verify --help); [ "$(printf '%s\n' "$h" | grep -c '^  cis2 ')" -eq 1 ] \
     && pass help.verify-not-verify-batch || fail help.verify-not-verify-batch "$h"
+[ "$("$CIS2" help --help)" == "$("$CIS2" help)" ] && [ "$("$CIS2" -h help)" == "$("$CIS2" help)" ] \
+    && pass help.help-itself || fail help.help-itself "cis2 help --help is not cis2 help"
 out=$("$CIS2" nope --help 2>&1); rc=$?
 [ $rc -eq 2 ] && [ "$out" == "cis2 nope: unknown command (see cis2 help)" ] && pass help.unknown-command \
     || fail help.unknown-command "rc=$rc: $out"

@@ -125,7 +125,8 @@ static int dispatch(const char *c, int sub_argc, char **sub_argv)
     if (sub_argc >= 2 && (!strcmp(sub_argv[1], "--help") || !strcmp(sub_argv[1], "-h")) &&
         strcmp(c, "help") && strcmp(c, "--help") && strcmp(c, "-h"))
         return usage_of(c);
-    if ((!strcmp(c, "help") || !strcmp(c, "--help") || !strcmp(c, "-h")) && sub_argc == 2)
+    if ((!strcmp(c, "help") || !strcmp(c, "--help") || !strcmp(c, "-h")) && sub_argc == 2 &&
+        strcmp(sub_argv[1], "help") && strcmp(sub_argv[1], "--help") && strcmp(sub_argv[1], "-h"))
         return usage_of(sub_argv[1]);
     if (!strcmp(c, "run")) return cis2_cmd_run(sub_argc, sub_argv);
     if (!strcmp(c, "verify")) return cis2_cmd_verify(sub_argc, sub_argv);
