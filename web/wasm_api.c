@@ -106,9 +106,11 @@ EXPORT("cis2w_hash_set") int w_hash_set(int slot, const uint8_t *p)
 }
 
 /* run and verify need both digests in place. */
+static int both_hashed(void) { return g_hashed[SLOT_WEIGHTS] && g_hashed[SLOT_TOKENIZER]; }
+
 static int hashes_ready(void)
 {
-    if (g_hashed[SLOT_WEIGHTS] && g_hashed[SLOT_TOKENIZER]) return 1;
+    if (both_hashed()) return 1;
     snprintf(g_err, CIS2_ERR_LEN, "internal: model.safetensors and tokenizer.json are not hashed");
     return 0;
 }
@@ -271,7 +273,7 @@ static void rec_step(const float *logits, int vocab, int32_t chosen)
  * when it would record more than g_rec_max bytes. */
 static int rec_needed(int n_steps)
 {
-    if (g_hashed[SLOT_WEIGHTS] && g_hashed[SLOT_TOKENIZER]) return 0;
+    if (both_hashed()) return 0;
     if ((size_t)n_steps * (size_t)g_m.cfg.vocab * sizeof(float) > g_rec_max) {
         snprintf(g_err, CIS2_ERR_LEN, "a run this long waits for the artifact digests");
         return 2;
@@ -285,6 +287,13 @@ static void on_step(void *ctx, int step, const float *logits, int vocab, int32_t
     cis2js_progress(step + 1, *(const int *)ctx);
 }
 
+/* The recorded run's witness under the model's digests as they are now. */
+static void rec_replay(const cis2_result *r, uint8_t out[32])
+{
+    cis2_witness_replay(&g_m.dg, r->prompt, r->n_prompt, g_rec.rows, g_rec.ids, g_rec.n,
+                        g_m.cfg.vocab, out);
+}
+
 /* After a decode that recorded: the recording must give the witness the
  * engine computed, under the same (pending) digests, or it is not the
  * stream the engine hashed. Returns 0, or 1 with g_err. */
@@ -295,8 +304,7 @@ static int rec_check(const cis2_result *r)
         snprintf(g_err, CIS2_ERR_LEN, "out of memory recording the run's logits");
         return 1;
     }
-    cis2_witness_replay(&g_m.dg, r->prompt, r->n_prompt, g_rec.rows, g_rec.ids, g_rec.n,
-                        g_m.cfg.vocab, w);
+    rec_replay(r, w);
     if (g_rec.n != r->n_gen || memcmp(w, r->witness, 32)) {
         snprintf(g_err, CIS2_ERR_LEN, "internal: the recorded run does not replay to its witness");
         return 1;
@@ -308,8 +316,7 @@ static int rec_check(const cis2_result *r)
 static void rec_bind(cis2_result *r)
 {
     if (!g_rec.on) return;
-    cis2_witness_replay(&g_m.dg, r->prompt, r->n_prompt, g_rec.rows, g_rec.ids, g_rec.n,
-                        g_m.cfg.vocab, r->witness);
+    rec_replay(r, r->witness);
     rec_drop();
 }
 
@@ -346,8 +353,7 @@ static struct {
     int kind; /* 0: none, 1: a run, 2: a verify */
     cis2_result r;
     int have_r;
-    int32_t *ids; /* run: the prompt ids and the bytes they decode to */
-    char *bytes;
+    char *bytes; /* run: the bytes the prompt ids decode to */
     size_t blen;
     cis2_receipt rc;         /* verify: the parsed receipt */
     char perr[CIS2_ERR_LEN]; /* verify: why the receipt does not parse ("" if it does) */
@@ -357,7 +363,6 @@ static void pend_drop(void)
 {
     rec_drop();
     if (g_pend.have_r) cis2_result_free(&g_pend.r);
-    free(g_pend.ids);
     free(g_pend.bytes);
     if (g_pend.kind == 2 && !g_pend.perr[0]) cis2_receipt_free(&g_pend.rc);
     memset(&g_pend, 0, sizeof g_pend);
@@ -437,11 +442,12 @@ int w_run(const char *prompt, size_t plen, const char *ids_csv, int n_gen, int s
         return 1;
     }
     g_pend.kind = 1;
-    g_pend.ids = ids;
     g_pend.bytes = bytes;
     g_pend.blen = blen;
     cis2_gen_opts g = { n_gen, stop_at_eos, NULL, NULL, NULL, 0 };
-    return pend_decode(ids, n, &g);
+    int rc = pend_decode(ids, n, &g); /* the result copies the prompt ids */
+    free(ids);
+    return rc;
 }
 
 /* The run cis2w_run decoded, as JSON with its output and the receipt text,

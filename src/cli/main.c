@@ -62,13 +62,24 @@ static void usage(FILE *f) { fputs(USAGE, f); }
 /* `cis2 CMD --help`, `cis2 CMD -h`, `cis2 help CMD`: CMD's lines of the
  * usage (each "  cis2 CMD ..." line and the deeper-indented lines under it)
  * and the notes on the options it names. 2 when USAGE has no such command. */
+/* The length of the usage line at l, its newline included. */
+static size_t line_len(const char *l)
+{
+    const char *e = strchr(l, '\n');
+    return e ? (size_t)(e - l) + 1 : strlen(l);
+}
+
+static int is_help(const char *a)
+{
+    return !strcmp(a, "help") || !strcmp(a, "--help") || !strcmp(a, "-h");
+}
+
 static int usage_of(const char *cmd)
 {
     size_t cl = strlen(cmd);
     int in = 0, found = 0, threads = 0, fault = 0;
     for (const char *l = USAGE; *l;) {
-        const char *e = strchr(l, '\n');
-        size_t n = e ? (size_t)(e - l) + 1 : strlen(l);
+        size_t n = line_len(l);
         if (!strncmp(l, "  cis2 ", 7)) /* a command's first line */
             in = !strncmp(l + 7, cmd, cl) && (l[7 + cl] == ' ' || l[7 + cl] == '\n');
         else if (strncmp(l, "   ", 3)) /* neither a command nor its continuation */ in = 0;
@@ -83,19 +94,13 @@ static int usage_of(const char *cmd)
         l += n;
     }
     if (!found) return cis2_cli_usage_error(cmd, "unknown command (see cis2 help)");
-    for (const char *l = USAGE; *l;) { /* the notes, each a line and its indented rest */
-        const char *e = strchr(l, '\n');
-        size_t n = e ? (size_t)(e - l) + 1 : strlen(l);
-        if ((threads && !strncmp(l, "--threads N:", 12)) || (fault && !strncmp(l, "faults ", 7))) {
-            fwrite(l, 1, n, stdout);
-            for (l += n; !strncmp(l, "  ", 2) && strncmp(l, "  cis2 ", 7); l += n) {
-                e = strchr(l, '\n');
-                n = e ? (size_t)(e - l) + 1 : strlen(l);
-                fwrite(l, 1, n, stdout);
-            }
-            continue;
-        }
-        l += n;
+    int show = 0; /* inside a note to print: its first line and its indented rest */
+    for (const char *l = USAGE; *l; l += line_len(l)) {
+        if (strncmp(l, "  ", 2))
+            show = (threads && !strncmp(l, "--threads N:", 12)) ||
+                   (fault && !strncmp(l, "faults ", 7));
+        else if (!strncmp(l, "  cis2 ", 7)) show = 0;
+        if (show) fwrite(l, 1, line_len(l), stdout);
     }
     printf("all commands: cis2 help\n");
     return 0;
@@ -122,12 +127,9 @@ static int dispatch(const char *c, int sub_argc, char **sub_argv)
 {
     /* Only directly after the command: later, "-h" may be a value
      * (--prompt -h) or, for suite, its candidate's own argument. */
-    if (sub_argc >= 2 && (!strcmp(sub_argv[1], "--help") || !strcmp(sub_argv[1], "-h")) &&
-        strcmp(c, "help") && strcmp(c, "--help") && strcmp(c, "-h"))
+    if (sub_argc >= 2 && strcmp(sub_argv[1], "help") && is_help(sub_argv[1]) && !is_help(c))
         return usage_of(c);
-    if ((!strcmp(c, "help") || !strcmp(c, "--help") || !strcmp(c, "-h")) && sub_argc == 2 &&
-        strcmp(sub_argv[1], "help") && strcmp(sub_argv[1], "--help") && strcmp(sub_argv[1], "-h"))
-        return usage_of(sub_argv[1]);
+    if (is_help(c) && sub_argc == 2 && !is_help(sub_argv[1])) return usage_of(sub_argv[1]);
     if (!strcmp(c, "run")) return cis2_cmd_run(sub_argc, sub_argv);
     if (!strcmp(c, "verify")) return cis2_cmd_verify(sub_argc, sub_argv);
     if (!strcmp(c, "selftest")) return cis2_cmd_selftest(sub_argc, sub_argv);
@@ -146,7 +148,7 @@ static int dispatch(const char *c, int sub_argc, char **sub_argv)
     if (!strcmp(c, "quantize")) return cis2_cmd_quantize(sub_argc, sub_argv);
     if (!strcmp(c, "arms")) return cis2_cmd_arms(sub_argc, sub_argv);
     if (!strcmp(c, "serve")) return cis2_cmd_serve(sub_argc, sub_argv);
-    if (!strcmp(c, "help") || !strcmp(c, "--help") || !strcmp(c, "-h")) {
+    if (is_help(c)) {
         usage(stdout);
         return 0;
     }

@@ -57,6 +57,20 @@ static int ids_in_vocab(const int32_t *ids, int n, int vocab)
     return 1;
 }
 
+/* 0 when model m can re-run receipt r's decode of n_gen tokens: positions
+ * 0 .. n_prompt + n_gen - 2 within max_position_embeddings (§3.4: the last
+ * pick is never fed); else 1 with err naming the receipt, not a flag. */
+static int receipt_fits(const cis2_model *m, const cis2_receipt *r, int n_gen, char *err)
+{
+    const cis2_config *c = cis2_model_config(m);
+    if ((int64_t)r->n_prompt + n_gen - 1 <= c->max_pos) return 0;
+    snprintf(err, CIS2_ERR_LEN,
+             "the receipt cannot be re-run with this model: prompt (%d tokens) + gen-toks %d "
+             "exceeds max_position_embeddings = %d",
+             r->n_prompt, n_gen, c->max_pos);
+    return 1;
+}
+
 int cis2_receipt_verify_begin(const cis2_model *m, const cis2_receipt *r, cis2_verdict *v,
                               cis2_gen_opts *g, int *run, char *err)
 {
@@ -118,7 +132,7 @@ int cis2_receipt_verify_begin(const cis2_model *m, const cis2_receipt *r, cis2_v
     /* A receipt that needs more positions than the model has was not made
      * with it (or was doctored): with another field already a mismatch that
      * is the verdict; otherwise the receipt is named (2). */
-    if (*run && cis2_receipt_fits(m, r, g->n_gen, err)) {
+    if (*run && receipt_fits(m, r, g->n_gen, err)) {
         *run = 0;
         if (!v->mismatches) {
             cis2_verdict_free(v);
@@ -144,17 +158,6 @@ int cis2_receipt_verify_finish(const cis2_receipt *r, cis2_result *run, cis2_ver
         return 1;
     }
     return 0;
-}
-
-int cis2_receipt_fits(const cis2_model *m, const cis2_receipt *r, int n_gen, char *err)
-{
-    const cis2_config *c = cis2_model_config(m);
-    if ((int64_t)r->n_prompt + n_gen - 1 <= c->max_pos) return 0;
-    snprintf(err, CIS2_ERR_LEN,
-             "the receipt cannot be re-run with this model: prompt (%d tokens) + gen-toks %d "
-             "exceeds max_position_embeddings = %d",
-             r->n_prompt, n_gen, c->max_pos);
-    return 1;
 }
 
 int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_step, void *ctx,

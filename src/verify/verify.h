@@ -14,10 +14,6 @@
  * their arrays present; else 1 with err (cis2_receipt_format/_write/_verify
  * refuse such a struct). */
 int cis2_receipt_check(const cis2_receipt *r, char *err);
-/* 0 when model m can re-run receipt r's decode of n_gen tokens: positions
- * 0 .. n_prompt + n_gen - 2 within max_position_embeddings (§3.4: the last
- * pick is never fed); else 1 with err naming the receipt, not a flag. */
-int cis2_receipt_fits(const cis2_model *m, const cis2_receipt *r, int n_gen, char *err);
 
 /* ------------------------------------------ the §13.1 vector (run_vector.c) */
 /* The fields of a whole-model vector, in file order (§13.1). */
