@@ -322,7 +322,7 @@ b=$("$CIS2" run --model "$M" --prompt-ids 5,17 -n 3 --backend ref --threads 3 2>
 # command's usage lines, exit 0; every command the dispatcher knows has some.
 bad=""
 for c in run verify selftest conform tokenize detokenize op suite bench trace diff compare batch \
-         merge verify-batch quantize arms serve; do
+         merge verify-batch quantize join-shards arms serve; do
     h=$("$CIS2" "$c" --help 2>&1); rh=$?
     [ $rh -eq 0 ] && printf '%s\n' "$h" | grep -q "^  cis2 $c\( \|$\)" && [ "$h" == "$("$CIS2" "$c" -h 2>&1)" ] \
         && [ "$h" == "$("$CIS2" help "$c" 2>&1)" ] || bad="$bad $c(rc=$rh)"

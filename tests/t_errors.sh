@@ -172,6 +172,41 @@ row quantize-stale-chat-file "quantize --out holding a chat template its source 
 row quantize-out-checked-first "quantize --out in a directory that does not exist (refused before the source is read)" "t_quant.sh quant.err-out-*" "$CIS2" quantize --model "$T/st-tiny" --out "$T/no-such-dir/q"
 ln -sfn "$T/no-such-target" "$T/dangling-q"
 row quantize-out-dangling-link "quantize --out naming a symbolic link to nothing (was 'File exists')" "" "$CIS2" quantize --model "$T/st-tiny" --out "$T/dangling-q"
+
+# ---- sharded checkpoints (model/shards.h): the loader's hint, join-shards' refusals
+sh_make() { # sh_make NAME [PYTHON-ON-wm]: $G in 2 shards under $T/NAME, its weight_map edited
+    rm -rf "$T/$1"; mkdir -p "$T/$1"; python3 tests/shard_split.py split "$G" "$T/$1" 2 chunk 1
+    [ -z "${2:-}" ] || python3 - "$T/$1/model.safetensors.index.json" "$2" <<'PY'
+import json, sys
+p = sys.argv[1]; d = json.load(open(p)); wm = d['weight_map']; exec(sys.argv[2]); json.dump(d, open(p, 'w'))
+PY
+}
+sh_make sharded
+row model-sharded "a model directory holding a sharded checkpoint (model.safetensors.index.json) and no model.safetensors" "t_shards.sh" "$CIS2" "${RUN[@]}" "$T/sharded"
+row join-no-index "join-shards on a directory without model.safetensors.index.json" "" "$CIS2" join-shards --model "$G" --out "$T/j.st"
+sh_make sh-nomap "d.pop('weight_map')"
+row join-no-weight-map "a shard index without a weight_map object" "" "$CIS2" join-shards --model "$T/sh-nomap" --out "$T/j.st"
+sh_make sh-path "wm['model.norm.weight'] = '../model-00002-of-00002.safetensors'"
+row join-shard-path "a weight_map entry naming a shard outside the directory" "" "$CIS2" join-shards --model "$T/sh-path" --out "$T/j.st"
+sh_make sh-extra "wm['model.layers.0.extra.weight'] = 'model-00001-of-00002.safetensors'"
+row join-tensor-missing "the index lists a tensor its shard does not hold" "" "$CIS2" join-shards --model "$T/sh-extra" --out "$T/j.st"
+sh_make sh-unlisted "del wm['model.norm.weight']"
+row join-tensor-unlisted "a shard holds a tensor the index does not list (it would be dropped)" "" "$CIS2" join-shards --model "$T/sh-unlisted" --out "$T/j.st"
+sh_make sh-moved "k = 'model.norm.weight'; wm[k] = [f for f in set(wm.values()) if f != wm[k]][0]"
+row join-tensor-moved "the index puts a tensor in another shard than the one holding it" "" "$CIS2" join-shards --model "$T/sh-moved" --out "$T/j.st"
+sh_make sh-twice; python3 - "$T/sh-twice" <<'PY'
+import json, sys
+sys.path.insert(0, 'tests'); import shard_split as s
+d = sys.argv[1]; wm = json.load(open(d + '/model.safetensors.index.json'))['weight_map']
+k = 'model.norm.weight'; other = [f for f in set(wm.values()) if f != wm[k]][0]
+t = s.read(d + '/' + other); t[k] = s.read(d + '/' + wm[k])[k]
+s.write(d + '/' + other, t, list(t), {'format': 'pt'})
+PY
+row join-tensor-in-two-shards "a tensor held by two shards (the index names one)" "" "$CIS2" join-shards --model "$T/sh-twice" --out "$T/j.st"
+sh_make sh-gone; rm "$T/sh-gone/model-00002-of-00002.safetensors"
+row join-shard-missing "a shard the index names is not there" "" "$CIS2" join-shards --model "$T/sh-gone" --out "$T/j.st"
+row join-out-is-shard "join-shards --out naming one of the shards" "" "$CIS2" join-shards --model "$T/sharded" --out "$T/sharded/model-00001-of-00002.safetensors"
+row join-out-dir "join-shards --out naming a directory" "" "$CIS2" join-shards --model "$T/sharded" --out "$T/sharded"
 if [ -z "${ERRORS_DUMP:-}" ]; then
     [ ! -e "$T/dash/-" ] && pass errors.dash-no-directory-made || fail errors.dash-no-directory-made "$(ls -la "$T/dash")"
 fi

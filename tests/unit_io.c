@@ -203,6 +203,21 @@ static void test_inputs(void)
 }
 
 /* ------------------------------------------------------------ outputs */
+static int half_then_fail(int fd, void *ctx, char *err)
+{
+    (void)ctx;
+    if (write(fd, "half", 4) != 4) return 1;
+    snprintf(err, CIS2_ERR_LEN, "body: failed on purpose");
+    return 1;
+}
+
+static int two_parts(int fd, void *ctx, char *err)
+{
+    (void)ctx;
+    return cis2_write_fd(fd, "one ", 4, "two_parts", err) ||
+           cis2_write_fd(fd, "two\n", 4, "two_parts", err);
+}
+
 static void test_outputs(void)
 {
     char err[CIS2_ERR_LEN];
@@ -270,6 +285,19 @@ static void test_outputs(void)
           set && rc && strstr(err, "write failed: File too large") && k &&
               !strcmp(k, "keep me\n") && temps_left() == 0,
           "rc=%d %s temps=%d", rc, err, temps_left());
+    free(k);
+    /* A body that writes part of the file and then fails: the old file
+     * stays, no temporary is left, and the body's own message is kept. */
+    rc = cis2_write_file_atomic_with(path("keep"), half_then_fail, NULL, err);
+    k = slurp(path("keep"));
+    CHECK("io.atomic-with.failed-body-keeps-file-and-leaves-no-temp",
+          rc && !strcmp(err, "body: failed on purpose") && k && !strcmp(k, "keep me\n") &&
+              temps_left() == 0,
+          "rc=%d %s temps=%d", rc, err, temps_left());
+    free(k);
+    rc = cis2_write_file_atomic_with(path("streamed"), two_parts, NULL, err);
+    k = slurp(path("streamed"));
+    CHECK("io.atomic-with.body-written", !rc && k && !strcmp(k, "one two\n"), "rc=%d %s", rc, err);
     free(k);
     rc = cis2_write_file_atomic(path("d/../nodir/x"), "x", 1, err);
     CHECK("io.atomic.missing-directory-strerror", rc && strstr(err, "No such file or directory"),

@@ -25,6 +25,7 @@ int cis2_cmd_batch(int argc, char **argv);        /* cli/cmd_batch.c, docs/scale
 int cis2_cmd_merge(int argc, char **argv);        /* cli/cmd_merge.c */
 int cis2_cmd_verify_batch(int argc, char **argv); /* cli/cmd_verify_batch.c */
 int cis2_cmd_quantize(int argc, char **argv);
+int cis2_cmd_join_shards(int argc, char **argv);
 int cis2_cmd_arms(int argc, char **argv); /* cli/cmd_arms.c, docs/divergence.md §7 */
 int cis2_cmd_serve(int argc, char **argv);
 

@@ -41,6 +41,7 @@ static const char USAGE[] =
     "[--threads N]\n"
     "                   [--shard i/N]\n"
     "  cis2 quantize --model DIR --out QDIR [--lm-head] [--embed]     (int8 twin)\n"
+    "  cis2 join-shards --model DIR --out FILE   (a sharded checkpoint as one file)\n"
     "  cis2 arms --source DIR --quantized QDIR --prompt-ids IDS --teacher-force IDS\n"
     "            [--python PY] [--script PATH] [--fault NAME [--fault-arg A]] [--threads N]\n"
     "            [--node NODE] [--wasm FILE] [--wasm-script PATH]\n"
@@ -146,6 +147,7 @@ static int dispatch(const char *c, int sub_argc, char **sub_argv)
     if (!strcmp(c, "merge")) return cis2_cmd_merge(sub_argc, sub_argv);
     if (!strcmp(c, "verify-batch")) return cis2_cmd_verify_batch(sub_argc, sub_argv);
     if (!strcmp(c, "quantize")) return cis2_cmd_quantize(sub_argc, sub_argv);
+    if (!strcmp(c, "join-shards")) return cis2_cmd_join_shards(sub_argc, sub_argv);
     if (!strcmp(c, "arms")) return cis2_cmd_arms(sub_argc, sub_argv);
     if (!strcmp(c, "serve")) return cis2_cmd_serve(sub_argc, sub_argv);
     if (is_help(c)) {

@@ -91,6 +91,10 @@ int cis2_check_output_path(const char *path, char *err);
  * directory (O_CREAT|O_EXCL|O_NOFOLLOW, unpredictable name), fsync, rename;
  * the temporary file is removed on every error path. */
 int cis2_write_file_atomic(const char *path, const void *buf, size_t len, char *err);
+/* The same, with the contents written by body(fd, ctx, err) (0 on success;
+ * on failure err says why): for files too large to build in memory. */
+typedef int (*cis2_body_fn)(int fd, void *ctx, char *err);
+int cis2_write_file_atomic_with(const char *path, cis2_body_fn body, void *ctx, char *err);
 
 /* ------------------------------------------------- text builder (strbuf.c) */
 typedef struct {

@@ -224,7 +224,7 @@ static void tmp_name(char *out, size_t cap, const char *path, unsigned attempt)
     snprintf(out, cap, "%s.tmp.%016llx", path, (unsigned long long)x);
 }
 
-int cis2_write_file_atomic(const char *path, const void *buf, size_t len, char *err)
+int cis2_write_file_atomic_with(const char *path, cis2_body_fn body, void *ctx, char *err)
 {
     if (cis2_check_output_path(path, err)) return 1;
     size_t cap = strlen(path) + 32;
@@ -244,7 +244,7 @@ int cis2_write_file_atomic(const char *path, const void *buf, size_t len, char *
         free(tmp);
         return 1;
     }
-    const char *what = cis2_write_fd(fd, buf, len, path, err) ? "" : NULL; /* "": err says it */
+    const char *what = body(fd, ctx, err) ? "" : NULL; /* "": err says it */
     if (!what && fsync(fd) != 0 && errno != EINVAL) what = "fsync failed";
     int saved = errno;
     if (close(fd) != 0 && !what) { /* NFS and friends report a failed write here */
@@ -268,4 +268,22 @@ int cis2_write_file_atomic(const char *path, const void *buf, size_t len, char *
     }
     free(tmp);
     return 0;
+}
+
+typedef struct {
+    const void *buf;
+    size_t len;
+    const char *path;
+} whole_body;
+
+static int write_whole(int fd, void *ctx, char *err)
+{
+    const whole_body *b = ctx;
+    return cis2_write_fd(fd, b->buf, b->len, b->path, err);
+}
+
+int cis2_write_file_atomic(const char *path, const void *buf, size_t len, char *err)
+{
+    whole_body b = { buf, len, path };
+    return cis2_write_file_atomic_with(path, write_whole, &b, err);
 }

@@ -14,6 +14,7 @@
  * the chunks in order behind it; chunks both have passed are given back to
  * the system, so memory holds about one copy of the weights, not two. */
 #include "model/model.h"
+#include "model/shards.h"
 #include <errno.h>
 #include <stddef.h>
 #include <sys/stat.h>
@@ -393,6 +394,22 @@ static void phase(const cis2_load_opts *o, cis2_load_phase ph, const char *dir)
     if (o->hook) o->hook(o->hook_ctx, ph, dir);
 }
 
+/* A missing model.safetensors beside a shard index: say how to get one. */
+static void sharded_hint(const char *dir, const char *wpath, char *err)
+{
+    char ipath[1100];
+    struct stat sb;
+    if (lstat(wpath, &sb) == 0 || errno != ENOENT ||
+        (size_t)snprintf(ipath, sizeof ipath, "%s/%s", dir, CIS2_SHARD_INDEX) >= sizeof ipath ||
+        lstat(ipath, &sb) != 0)
+        return;
+    snprintf(err, CIS2_ERR_LEN,
+             "%.300s: no such file; the directory holds a sharded checkpoint (%s), and a CIS-2 "
+             "run hashes one weights file (§12.1): join the shards first (cis2 join-shards "
+             "--model DIR --out DIR/model.safetensors)",
+             wpath, CIS2_SHARD_INDEX);
+}
+
 /* model.safetensors, first part: the cheap checks (the length, the header, the
  * tensors against config.json, all before a byte of tensor data is read), the
  * plan, and the arena with its layer table. On failure *head and p->jobs/used
@@ -401,7 +418,10 @@ static int weights_open(cis2_model *m, plan *p, int *fd, uint8_t **head, char *e
 {
     cis2_safetensors *st = (cis2_safetensors *)p->st;
     *head = NULL;
-    if (cis2_st_open_header(st, p->path, fd, head, err)) return -1; /* nothing to close */
+    if (cis2_st_open_header(st, p->path, fd, head, err)) {
+        sharded_hint(m->dir, p->path, err);
+        return -1; /* nothing to close */
+    }
     uint64_t size = st->file_len;
     m->file_bytes = size;
     if (size > (uint64_t)SIZE_MAX / 2) {

@@ -57,11 +57,12 @@ static int check(const cis2_st_out *t, int n, char *err)
     return 0;
 }
 
-int cis2_st_build(const cis2_st_out *t, int n, const char *const *meta, int nmeta, uint8_t **buf,
-                  size_t *len, char *err)
+int cis2_st_head(const cis2_st_out *t, int n, const char *const *meta, int nmeta, uint8_t **head,
+                 size_t *head_len, uint64_t *data_len, char *err)
 {
-    *buf = NULL;
-    *len = 0;
+    *head = NULL;
+    *head_len = 0;
+    *data_len = 0;
     if (check(t, n, err)) return 1;
     cis2_sb h = { 0 };
     cis2_sb_str(&h, "{");
@@ -92,17 +93,38 @@ int cis2_st_build(const cis2_st_out *t, int n, const char *const *meta, int nmet
     while (h.len % 8) cis2_sb_str(&h, " "); /* tensor data 8-byte aligned */
     size_t hlen = 0;
     char *hdr = cis2_sb_take(&h, &hlen);
-    size_t total = 8 + hlen + (size_t)off;
-    uint8_t *b = hdr ? malloc(total ? total : 1) : NULL;
+    uint8_t *b = hdr ? malloc(8 + hlen) : NULL;
     if (!b) {
         free(hdr);
-        snprintf(err, CIS2_ERR_LEN, "safetensors writer: out of memory (%zu bytes)", total);
+        snprintf(err, CIS2_ERR_LEN, "safetensors writer: out of memory");
         return 1;
     }
     for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
     memcpy(b + 8, hdr, hlen);
     free(hdr);
-    size_t at = 8 + hlen;
+    *head = b;
+    *head_len = 8 + hlen;
+    *data_len = off;
+    return 0;
+}
+
+int cis2_st_build(const cis2_st_out *t, int n, const char *const *meta, int nmeta, uint8_t **buf,
+                  size_t *len, char *err)
+{
+    uint8_t *head;
+    size_t hl;
+    uint64_t dl;
+    *buf = NULL;
+    *len = 0;
+    if (cis2_st_head(t, n, meta, nmeta, &head, &hl, &dl, err)) return 1;
+    size_t total = hl + (size_t)dl;
+    uint8_t *b = realloc(head, total);
+    if (!b) {
+        free(head);
+        snprintf(err, CIS2_ERR_LEN, "safetensors writer: out of memory (%zu bytes)", total);
+        return 1;
+    }
+    size_t at = hl;
     for (int i = 0; i < n; i++) {
         if (t[i].nbytes) memcpy(b + at, t[i].data, (size_t)t[i].nbytes);
         at += (size_t)t[i].nbytes;

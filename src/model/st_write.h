@@ -15,6 +15,11 @@ typedef struct {
     uint64_t nbytes;
 } cis2_st_out;
 
+/* The file's first part: the 8-byte header length and the header (padded
+ * to 8 bytes), malloc'd in *head; *data_len is the tensors' bytes that
+ * follow, in the order given (t[i].data is not read). Checks as below. */
+int cis2_st_head(const cis2_st_out *t, int n, const char *const *meta, int nmeta, uint8_t **head,
+                 size_t *head_len, uint64_t *data_len, char *err);
 /* Header + data in one malloc'd buffer. meta: nmeta key/value pairs
  * (meta[2i], meta[2i+1]), written as __metadata__ when nmeta > 0. Refuses
  * (one line in err) duplicate or empty names, names with control
