@@ -182,7 +182,7 @@ p = sys.argv[1]; d = json.load(open(p)); wm = d['weight_map']; exec(sys.argv[2])
 PY
 }
 sh_make sharded
-row model-sharded "a model directory holding a sharded checkpoint (model.safetensors.index.json) and no model.safetensors" "t_shards.sh" "$CIS2" "${RUN[@]}" "$T/sharded"
+row model-sharded "a model directory holding a sharded checkpoint (model.safetensors.index.json) and no model.safetensors" "" "$CIS2" "${RUN[@]}" "$T/sharded"
 row join-no-index "join-shards on a directory without model.safetensors.index.json" "" "$CIS2" join-shards --model "$G" --out "$T/j.st"
 sh_make sh-nomap "d.pop('weight_map')"
 row join-no-weight-map "a shard index without a weight_map object" "" "$CIS2" join-shards --model "$T/sh-nomap" --out "$T/j.st"
