@@ -161,6 +161,32 @@ def group_api(models, tmp):
                    fx + ".verify-equals-cli", str(vd))
     llama_checks(os.path.join(models, "llama"), os.path.join(models, "qwen2"), tmp)
     build_backend_checks(models)
+    docstring_checks()
+
+
+def docstring_checks():
+    """help() of every public name says something: each class, function,
+    method and property of cis2.__all__ (dataclass-made __init__s excepted)."""
+    import dataclasses
+    import inspect
+    missing = []
+    for name in cis2.__all__:
+        obj = getattr(cis2, name)
+        if not (inspect.isclass(obj) or callable(obj)):
+            continue
+        if not inspect.getdoc(obj):
+            missing.append(name)
+        if not inspect.isclass(obj):
+            continue
+        for k, v in vars(obj).items():
+            if k.startswith("_") and k != "__init__":
+                continue
+            if k == "__init__" and dataclasses.is_dataclass(obj):
+                continue
+            f = v.fget if isinstance(v, property) else getattr(v, "__func__", v)
+            if (callable(f) or isinstance(v, property)) and not (f and f.__doc__):
+                missing.append("%s.%s" % (name, k))
+    report(not missing and name, "docstrings-on-every-public-callable", missing)
 
 
 def llama_checks(M, other, tmp):
@@ -449,6 +475,25 @@ def llama_checks(M, other, tmp):
     raises("error-threads-beyond-int", ValueError,
            lambda: m.engine(backend="fast", threads=2**32 + 1), "threads")
     raises("error-threads-type", TypeError, lambda: m.engine(threads=1.0), "threads")
+    # past the library's 1024 (include/cis2.h) it is a bad argument like -1, a
+    # ValueError before the engine is made, not the library's cis2.Error
+    raises("error-threads-beyond-1024", ValueError,
+           lambda: m.engine(backend="fast", threads=1025),
+           ("threads must be an integer in [0, 1024] (0 = every core), got 1025",))
+    raises("error-threads-beyond-1024-model", ValueError,
+           lambda: cis2.Model(M, backend="fast", threads=5000), "[0, 1024]")
+    report(m.engine(backend="fast", threads=1024).backend.startswith("fast"),
+           "threads-1024-accepted")
+    # None or a bare int is no prompt: the message names what was given, not
+    # "token ids must be integers" (it is one)
+    raises("error-prompt-none", TypeError, lambda: m.generate(None, 2),
+           ("prompt: expected a str, bytes or token ids (an iterable of integers), got NoneType",))
+    raises("error-prompt-int", TypeError, lambda: m.generate(5, 2),
+           ("prompt: expected a str, bytes or token ids (an iterable of integers), got int",))
+    raises("error-decode-none", TypeError, lambda: m.detokenize(None),
+           ("decode: expected token ids (an iterable of integers), got NoneType",))
+    raises("error-force-int", TypeError, lambda: m.generate([5], 2, force=7),
+           ("force: expected token ids (an iterable of integers), got int",))
     try:
         got = m.generate([5, 17], np.int64(2)).ids
     except Exception as e:

@@ -64,9 +64,17 @@ def _ids_in(ids, what):
     if isinstance(ids, (collections.abc.Set, collections.abc.Mapping)):
         raise TypeError("%s: expected token ids in order (a list, tuple, array or iterator), "
                         "got %s" % (what, type(ids).__name__))
+    # None or a bare int is not a sequence: "token ids must be integers" would
+    # blame the items of something that has none
+    try:
+        it = iter(ids)
+    except TypeError:
+        raise TypeError("%s: expected %stoken ids (an iterable of integers), got %s" %
+                        (what, "a str, bytes or " if what == "prompt" else "",
+                         type(ids).__name__)) from None
     vals = []
     try:
-        for x in ids:  # one pass: `ids` may be a generator
+        for x in it:  # one pass: `ids` may be a generator
             v = operator.index(x)
             if _is_bool(x) or not -(2**31) <= v < 2**31:
                 break
@@ -108,6 +116,7 @@ def _int_in(v, what, lo, hi, hint=""):
 
 
 INT_MAX = 2**31 - 1
+THREADS_MAX = 1024  # cis2_engine_opts.threads, as the CLI's --threads
 
 
 def _ids_out(p, n):
@@ -306,6 +315,8 @@ class Tokenizer(_Closing):
 
     @classmethod
     def load(cls, path):
+        """Read the tokenizer.json at `path` (str, bytes or os.PathLike) by
+        itself; cis2.Error when it cannot be read or reproduced exactly."""
         return cls(path)
 
     def _handle(self):
@@ -326,6 +337,7 @@ class Tokenizer(_Closing):
 
     @property
     def vocab_size(self):
+        """The number of ids decode accepts (0 .. vocab_size - 1)."""
         with self._use() as h:
             return _c.cis2_tokenizer_vocab_size(h)
 
@@ -439,6 +451,7 @@ class Verdict:
     first, then the recomputed run. str(v) prints what `cis2 verify` prints."""
 
     def __init__(self, fields, mismatches, ids, witness):
+        """Made by cis2.verify (and Model.verify, Engine.verify)."""
         self.fields, self.mismatches = tuple(fields), mismatches
         self.ok = mismatches == 0
         self.ids, self.witness = ids, witness  # the recomputed run (ids empty if it did not run)
@@ -519,10 +532,16 @@ class Engine(_Closing):
         if isa_id.value != 0 and backend != "fast":  # 0: CIS2_ISA_AUTO
             raise ValueError("isa %r applies to backend='fast' only (the %s backend has no SIMD "
                              "paths)" % (isa, backend))
-        o.threads = _int_in(threads, "threads", 0, INT_MAX, " (0 = every core)")
+        # cis2_engine_opts.threads: at most 1024 (include/cis2.h); beyond, the
+        # library's cis2.Error, not the ValueError of every other bad argument
+        o.threads = _int_in(threads, "threads", 0, THREADS_MAX, " (0 = every core)")
         return o
 
     def __init__(self, model, backend="ref", isa="auto", threads=0, _trace=None):
+        """Engine(model, backend="ref", isa="auto", threads=0), as
+        model.engine(...): backend "ref" or "fast"; isa (fast only) auto,
+        scalar, sse2, avx2, avx512 or neon; threads (fast only) 0..1024,
+        0 = every core. ValueError/TypeError for a bad argument."""
         if not isinstance(model, Model):
             raise TypeError("Engine: expected a cis2.Model, got %s" % type(model).__name__)
         o = self._opts(backend, isa, threads)
@@ -539,6 +558,7 @@ class Engine(_Closing):
 
     @property
     def model(self):
+        """The Model this engine decodes with."""
         return self._model
 
     @property
@@ -620,6 +640,12 @@ class Model(_Closing):
     given backend. Engines made by engine() share the loaded weights."""
 
     def __init__(self, path, *, backend="ref", isa="auto", threads=0):
+        """Model(path, *, backend="ref", isa="auto", threads=0): load the
+        directory `path` (str, bytes or os.PathLike). backend "fast" is the
+        exact SIMD backend (isa: auto, scalar, sse2, avx2, avx512, neon;
+        threads 0..1024, 0 = every core), bit-identical to "ref". Bad
+        arguments raise ValueError/TypeError before anything is read; a
+        directory the library refuses raises cis2.Error with its line."""
         self._h, self._engines, self._cv = None, weakref.WeakSet(), threading.Condition()
         cpath = _path_in(path, "Model")
         self.path = os.fspath(path)
@@ -674,6 +700,7 @@ class Model(_Closing):
 
     @property
     def backend(self):
+        """The default engine's backend: "ref", or "fast/<isa>"."""
         self._handle()  # "the model is closed", not its engine
         return self._engine.backend
 
@@ -688,14 +715,20 @@ class Model(_Closing):
         return self._tok
 
     def tokenize(self, text):
+        """str (or UTF-8 bytes) → token ids, with the model's tokenizer."""
         return self.tokenizer.encode(text)
 
     def detokenize(self, ids):
+        """Token ids → str, with the model's tokenizer (bytes that are not
+        UTF-8 become U+FFFD; tokenizer.decode_bytes gives them exactly)."""
         return self.tokenizer.decode(ids)
 
     # -- running
     def generate(self, prompt, max_tokens=None, *, stop_at_eos=False, force=None):
-        """Engine.generate on the model's own engine."""
+        """Engine.generate on the model's own engine: prefill `prompt` (str,
+        UTF-8 bytes or token ids) and decode `max_tokens` tokens greedily
+        (default 16, or len(force)); returns a Result, whose receipt is
+        byte-identical to `cis2 run --receipt`'s."""
         return self._engine.generate(prompt, max_tokens, stop_at_eos=stop_at_eos, force=force)
 
     def verify(self, receipt):
