@@ -328,6 +328,21 @@ for c in run verify selftest conform tokenize detokenize op suite bench trace di
         && [ "$h" == "$("$CIS2" help "$c" 2>&1)" ] || bad="$bad $c(rc=$rh)"
 done
 [ -z "$bad" ] && pass help.per-command || fail help.per-command "no usage for:$bad"
+# ... and those lines name every option the command accepts: each option of
+# its cis2_cli_parse_opts list or option table in src/cli/cmd_CMD.c (--n is
+# -n, --output is -o) appears in `cis2 CMD --help` (diff --table, compare -o,
+# trace/conform --threads/--isa were accepted but not shown).
+bad=""
+for f in src/cli/cmd_*.c; do
+    c=$(basename "$f" .c); c=${c#cmd_}; c=${c//_/-}; [ "$c" == tokenizer ] && c=tokenize
+    [ -f "$f" ] || continue
+    opts=$( (grep -o '{ *"--[a-z0-9-]*"' "$f" | grep -o -- '--[a-z0-9-]*'
+             grep -A3 'cis2_cli_parse_opts(' "$f" | grep -o '"[^"]*"' | grep -o -- '--[a-z0-9-]*+\?') |
+           sort -u | grep -v -- '+$' | grep -vx -- '--help' | sed 's/^--n$/-n/; s/^--output$/-o/')
+    h=$("$CIS2" "$c" --help 2>&1) || { bad="$bad $c(no --help)"; continue; }
+    for o in $opts; do printf '%s\n' "$h" | grep -q -- "$o\b" || bad="$bad $c:$o"; done
+done
+[ -z "$bad" ] && pass help.names-every-option || fail help.names-every-option "not in CMD --help:$bad"
 h=$("$CIS2" verify --help); [ "$(printf '%s\n' "$h" | grep -c '^  cis2 ')" -eq 1 ] \
     && pass help.verify-not-verify-batch || fail help.verify-not-verify-batch "$h"
 [ "$("$CIS2" help --help)" == "$("$CIS2" help)" ] && [ "$("$CIS2" -h help)" == "$("$CIS2" help)" ] \

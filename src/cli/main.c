@@ -16,6 +16,7 @@ static const char USAGE[] =
     "  cis2 verify RECEIPT|- --model DIR [--backend ref|fast] [--threads N] [--isa X]\n"
     "  cis2 selftest\n"
     "  cis2 conform --model DIR [--vector FILE] [--no-check-determinism] [--backend ref|fast]\n"
+    "               [--threads N] [--isa X]\n"
     "  cis2 tokenize (--tokenizer FILE | --model DIR) TEXT   [--bench TEXTFILE]\n"
     "  cis2 detokenize (--tokenizer FILE | --model DIR) IDS\n"
     "  cis2 op OP < vector.txt          (also as cis2-op OP, through a link named cis2-op)\n"
@@ -28,10 +29,13 @@ static const char USAGE[] =
     "  cis2 trace --model DIR --prompt-ids IDS [--teacher-force IDS | -n N] -o FILE|-\n"
     "             [--arm NAME] [--layers 0-2,29] [--nodes a,b] [--hash-only] [--backend "
     "ref|fast|approx]\n"
-    "             [--fault NAME [--fault-arg ARG]]\n"
-    "  cis2 diff A B [--exact | --tol FILE] [--brief]\n"
+    "             [--threads N] [--isa X] [--fault NAME [--fault-arg ARG]]\n"
+    "  cis2 diff A B [--exact | [--table fp32|armd] [--tol FILE]] [--brief]\n"
     "  cis2 compare --model DIR --prompt-ids IDS [--teacher-force IDS | -n N]\n"
-    "               (--against TRACE | --backend ref --backend fast) [--exact | --tol FILE]\n"
+    "               (--against TRACE | --backend ref --backend fast|approx)\n"
+    "               [--exact | [--table fp32|armd] [--tol FILE]] [--brief] [-o FILE]\n"
+    "               [--layers 0-2,29] [--nodes a,b] [--threads N] [--isa X]\n"
+    "               (with --against the ids are TRACE's; --prompt-ids may be left out)\n"
     "  cis2 batch --model DIR --in PROMPTS.jsonl --out RESULTS.jsonl [--batch B] [--shard "
     "i/N]\n"
     "             [-n N] [--stop-at-eos] [--backend ref|fast] [--threads N] [--isa X]\n"
@@ -39,7 +43,7 @@ static const char USAGE[] =
     "  cis2 merge OUT SHARD.jsonl...              (docs/scale.md)\n"
     "  cis2 verify-batch RESULTS.jsonl --model DIR [--batch B] [--backend ref|fast] "
     "[--threads N]\n"
-    "                   [--shard i/N]\n"
+    "                   [--isa X] [--shard i/N]\n"
     "  cis2 quantize --model DIR --out QDIR [--lm-head] [--embed]     (int8 twin)\n"
     "  cis2 join-shards --model DIR --out FILE   (a sharded checkpoint as one file)\n"
     "  cis2 arms --source DIR --quantized QDIR --prompt-ids IDS --teacher-force IDS\n"
@@ -56,7 +60,8 @@ static const char USAGE[] =
     "faults (debug, --backend ref): weight-bit (--fault-arg TENSOR:INDEX:BIT), fma "
     "(--fault-arg LAYER),\n"
     "  rmsnorm-assoc, rope-offset, kv-stale (--fault-arg POS), no-ftz\n"
-    "docs: README.md, docs/{tokenizer,conformance,performance,divergence,errors}.md\n";
+    "docs: README.md, docs/{python,tokenizer,conformance,divergence,quantization,scale,serve,\n"
+    "  wasm,performance,errors,architecture}.md\n";
 
 static void usage(FILE *f) { fputs(USAGE, f); }
 
