@@ -225,8 +225,9 @@ expect_eq batch.id-beyond-int64-outside-vocabulary "$(cat "$T/big.out")" \
 # --retry-errors: after the input is fixed, the error lines already in --out
 # run again and are replaced in place, so the file is the bytes of a fresh run
 # of the fixed input (the lines after them are not recomputed). A plain rerun
-# of the fixed input is refused (line 3 had no readable id; now it has one),
-# or, in shard 1/2 (without line 3), keeps the error lines as they are.
+# of the fixed input is refused: line 3 had no readable id, now it has one;
+# in shard 1/2 (without line 3), line 2's error line is one this input no
+# longer gives (before: exit 1, the stale error line kept).
 printf '%s\n' '{"id": "r1", "prompt_ids": [5, 17], "max_tokens": 2}' \
     '{"id": "r2", "prompt": "a", "temperature": 1}' 'not json' \
     '{"id": "r4", "prompt": "b", "max_tokens": 0}' '{"id": "r5", "prompt_ids": [7], "max_tokens": 2}' \
@@ -234,7 +235,6 @@ printf '%s\n' '{"id": "r1", "prompt_ids": [5, 17], "max_tokens": 2}' \
 sed 's/, "temperature": 1}/}/; s/^not json$/{"id": "r3", "prompt_ids": [9], "max_tokens": 2}/' \
     "$T/rt-bad.jsonl" >"$T/rt-fixed.jsonl"
 for sh in "" "--shard 1/2"; do
-    want1=2 && [ -n "$sh" ] && want1=1
     rm -f "$T/rt.out" "$T/rt.ref"
     cp "$T/rt-fixed.jsonl" "$T/rt.jsonl"
     "$CIS2" batch --model "$M" --in "$T/rt.jsonl" --out "$T/rt.ref" $sh 2>/dev/null
@@ -247,7 +247,7 @@ for sh in "" "--shard 1/2"; do
     "$CIS2" batch --model "$M" --in "$T/rt.jsonl" --out "$T/rt.out" $sh --retry-errors 2>/dev/null; rc2=$?
     "$CIS2" batch --model "$M" --in "$T/rt.jsonl" --out "$T/rt.out" $sh --retry-errors 2>/dev/null; rc3=$?
     name="batch.retry-errors-in-place${sh:+ ($sh)}"
-    if [ $rc0 -eq 1 ] && [ $rc1 -eq $want1 ] && [ $same -eq 0 ] && [ $rc2 -eq 1 ] && [ $rc3 -eq 1 ] &&
+    if [ $rc0 -eq 1 ] && [ $rc1 -eq 2 ] && [ $same -eq 0 ] && [ $rc2 -eq 1 ] && [ $rc3 -eq 1 ] &&
         cmp -s "$T/rt.out" "$T/rt.ref" && ! cmp -s "$T/rt.before" "$T/rt.ref"; then pass "$name"
     else fail "$name" "rc=$rc0/$rc1/$rc2/$rc3 same=$same $(diff "$T/rt.out" "$T/rt.ref" | head -c 300)"; fi
 done
@@ -393,6 +393,36 @@ head -3 "$T/ref.jsonl" | sed 's/$/\r/' > "$T/o-crlf.jsonl"
 row batch-out-crlf "--out whose lines end in CRLF" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/o-crlf.jsonl"
 { head -1 "$T/ref.jsonl"; head -1 "$T/ref.jsonl"; } > "$T/o-twice.jsonl"
 row batch-out-twice "--out holding one input line twice" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/o-twice.jsonl"
+# a resume checks the lines already there against this run's model, prompts,
+# -n and --stop-at-eos (before: the new lines were appended after lines of
+# another configuration, exit 0, and verify-batch passed a mixed -n file)
+python3 tools/make_model.py "$T/m-seed7" --seed 7 >/dev/null
+printf '%s\n' '{"id": "c1", "prompt_ids": [5, 17]}' '{"id": "c2", "prompt_ids": [198]}' \
+    '{"id": "c3", "prompt_ids": [7], "max_tokens": 9000}' '{"id": "c4", "prompt_ids": [8]}' >"$T/cfg.jsonl"
+"$CIS2" batch --model "$M" --in "$T/cfg.jsonl" --out "$T/cfg.ref" -n 3 2>/dev/null
+head -3 "$T/cfg.ref" >"$T/cfg.part"
+sed '1s/\[5, 17\]/[5, 18]/' "$T/cfg.jsonl" >"$T/cfg-prompt.jsonl"
+sed '3s/9000/2/' "$T/cfg.jsonl" >"$T/cfg-fixed.jsonl"
+cfg_row() { # ID WHAT ARGS...: the row, and the file left as it was
+    local id="$1" what="$2"; shift 2
+    cp "$T/cfg.part" "$T/cfg.out"
+    row "$id" "$what" "t_batch.sh batch.resume-checks-configuration" "$CIS2" batch --out "$T/cfg.out" "$@"
+    cmp -s "$T/cfg.out" "$T/cfg.part" || fail "batch.resume-checks-configuration.$id" "--out was changed"
+}
+cfg_row batch-out-other-n "--out made with another -n, resumed" --model "$M" --in "$T/cfg.jsonl" -n 4
+cfg_row batch-out-other-stop "--out made without --stop-at-eos, resumed with it (a line that now stops earlier)" \
+    --model "$M" --in "$T/cfg.jsonl" -n 3 --stop-at-eos
+cfg_row batch-out-other-model "--out made with another model, resumed" --model "$T/m-seed7" --in "$T/cfg.jsonl" -n 3
+cfg_row batch-out-prompt-changed "--out made from an input whose prompt (not id) has changed since" \
+    --model "$M" --in "$T/cfg-prompt.jsonl" -n 3
+cfg_row batch-out-stale-error-line "--out holding an error line that the fixed input no longer gives (--retry-errors reruns it)" \
+    --model "$M" --in "$T/cfg-fixed.jsonl" -n 3
+cfg_row batch-out-result-now-error "--out holding a result for a line that now fails (-n beyond max_position_embeddings)" \
+    --model "$M" --in "$T/cfg.jsonl" -n 9000
+cp "$T/cfg.part" "$T/cfg.out"
+"$CIS2" batch --model "$M" --in "$T/cfg.jsonl" --out "$T/cfg.out" -n 3 2>/dev/null; rc=$?
+[ $rc -eq 1 ] && cmp -s "$T/cfg.out" "$T/cfg.ref" && pass batch.resume-checks-configuration.same-resumes \
+    || fail batch.resume-checks-configuration.same-resumes "rc=$rc $(cmp "$T/cfg.out" "$T/cfg.ref" 2>&1)"
 cp "$T/s3.1.jsonl" "$T/locked.jsonl"
 if command -v flock >/dev/null 2>&1; then
     flock -x "$T/locked.jsonl" -c "sleep 30" & lockpid=$!

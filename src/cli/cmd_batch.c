@@ -304,6 +304,155 @@ static int is_blank(const char *s, size_t n)
     return 1;
 }
 
+/* Input line i (0-based) as a request: 0, 1 with the error line's message in
+ * err, -1 when memory ran out. */
+static int line_request(const batch_ctx *b, int i, cis2_request *rq, char *err)
+{
+    const in_line *l = &b->L[i];
+    if (l->len > CIS2_BATCH_MAX_LINE)
+        snprintf(err, CIS2_ERR_LEN, "the line is %zu bytes, more than the %u a line may have",
+                 l->len, CIS2_BATCH_MAX_LINE);
+    else if (is_blank(l->text, l->len))
+        snprintf(err, CIS2_ERR_LEN, "empty line (expected a JSON object)");
+    else if (l->dup_of) snprintf(err, CIS2_ERR_LEN, "duplicate id (first at line %d)", l->dup_of);
+    else return cis2_request_parse(l->text, l->len, b->m, &b->df, rq, err);
+    return 1;
+}
+
+/* Whether the result line d (already in --out) is the one this run would
+ * write for its input line, as far as can be told without decoding it again:
+ * the same model (the receipt's artifact hashes, §14.3), the same prompt ids,
+ * a number of generated ids that this line's max_tokens and stop_at_eos allow,
+ * or, for an error line, the same error. 0, 1 with why not in err, -1 when
+ * memory ran out. */
+static int same_config(const batch_ctx *b, const json_doc *d, const cis2_line_head *h, char *err)
+{
+    cis2_request rq = { 0 };
+    char why[CIS2_ERR_LEN] = "";
+    int rc = line_request(b, h->line - 1, &rq, why);
+    if (rc < 0) return -1;
+    uint32_t v;
+    if (h->is_error) {
+        v = json_get(d, 0, "error", NULL);
+        if (rc == 0 || d->nodes[v].type != JSON_STRING || !json_str_eq(d, v, why)) {
+            snprintf(err, CIS2_ERR_LEN,
+                     "an error line for input line %d, which this run would not write (%s); the "
+                     "input, the model or the options changed (use another --out, or "
+                     "--retry-errors after fixing the input)",
+                     h->line, rc == 0 ? "the line runs now" : "its error differs");
+            rc = 1;
+        } else rc = 0;
+        cis2_request_free(&rq);
+        return rc;
+    }
+    const cis2_config *c = cis2_model_config(b->m);
+    const cis2_digests *dg = cis2_model_digests(b->m);
+    uint32_t p = json_get(d, 0, "prompt_token_ids", NULL),
+             g = json_get(d, 0, "generated_token_ids", NULL), r = json_get(d, 0, "receipt", NULL);
+    char *rt = NULL;
+    size_t rl = 0;
+    if (rc) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "a result for input line %d, which this run would make an error line (%s): the "
+                 "input, the model or the options changed (use another --out)",
+                 h->line, why);
+        goto out;
+    }
+    if (p == JSON_NONE || g == JSON_NONE || r == JSON_NONE || d->nodes[p].type != JSON_ARRAY ||
+        d->nodes[g].type != JSON_ARRAY || d->nodes[r].type != JSON_STRING) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "not a cis2 batch result (no prompt_token_ids, "
+                 "generated_token_ids or receipt); refusing to append to it");
+        rc = 1;
+        goto out;
+    }
+    if (!(rt = json_str_dup(d, r, &rl))) {
+        rc = -1;
+        goto out;
+    }
+    char want[256], *w = want;
+    const uint8_t *hs[3] = { dg->weights_sha256, dg->config_sha256, dg->tokenizer_sha256 };
+    static const char *const hn[3] = { "weights", "config", "tokenizer" };
+    for (int k = 0; k < 3; k++) {
+        w += sprintf(w, "\n%s-sha256 ", hn[k]);
+        for (int j = 0; j < 32; j++) w += sprintf(w, "%02x", hs[k][j]);
+    }
+    *w++ = '\n';
+    if (!memmem(rt, rl, want, (size_t)(w - want))) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "its receipt names other model files than --model's (weights, config or "
+                 "tokenizer sha256): a result of another model (use another --out)");
+        rc = 1;
+        goto out;
+    }
+    int same = d->nodes[p].count == (uint32_t)rq.n_ids, n_gen = (int)d->nodes[g].count, eos_at = -1;
+    uint32_t e = d->nodes[p].first;
+    for (int k = 0; same && k < rq.n_ids; k++, e = d->nodes[e].next) {
+        int64_t x;
+        same = json_num_i64(d, e, &x) == 0 && x == rq.ids[k];
+    }
+    e = d->nodes[g].first;
+    for (int k = 0; k < n_gen; k++, e = d->nodes[e].next) {
+        int64_t x;
+        if (json_num_i64(d, e, &x) == 0)
+            for (int q = 0; q < c->n_eos && eos_at < 0; q++)
+                if (x == c->eos_ids[q]) eos_at = k;
+    }
+    /* §3.4: exactly max_tokens ids, or with stop_at_eos up to the first eos */
+    int len_ok = rq.stop_at_eos ? n_gen <= rq.max_tokens &&
+                                      (eos_at < 0 ? n_gen == rq.max_tokens : eos_at == n_gen - 1)
+                                : n_gen == rq.max_tokens;
+    if (!same)
+        snprintf(err, CIS2_ERR_LEN,
+                 "its prompt_token_ids are not input line %d's: the input changed (use another "
+                 "--out)",
+                 h->line);
+    else if (!len_ok)
+        snprintf(err, CIS2_ERR_LEN,
+                 "%d generated ids, where input line %d asks for max_tokens %d with stop_at_eos "
+                 "%s: -n or --stop-at-eos changed (use another --out)",
+                 n_gen, h->line, rq.max_tokens, rq.stop_at_eos ? "on" : "off");
+    rc = !same || !len_ok;
+out:
+    free(rt);
+    cis2_request_free(&rq);
+    return rc;
+}
+
+/* Every line already in --out (scan_out found them in place) checked with
+ * same_config, once the model is loaded: a resume must not append to lines
+ * of another model, prompt, -n or --stop-at-eos. 2 when one is refused. */
+static int check_done(batch_ctx *b)
+{
+    char err[CIS2_ERR_LEN];
+    cis2_jsonl r;
+    if (lseek(b->fd, 0, SEEK_SET) != 0) {
+        return cis2_cli_usage_error("batch", "%s: cannot seek: %s", b->out_path, strerror(errno));
+    }
+    cis2_jsonl_init(&r, b->fd, b->out_path);
+    const char *line;
+    size_t len;
+    int complete, k, rc = 0;
+    while (rc == 0 && (k = cis2_jsonl_next(&r, &line, &len, &complete, err)) == 1) {
+        json_doc d;
+        cis2_line_head h;
+        if (!line || !complete || cis2_line_head_read(line, len, &d, &h, err)) {
+            rc = cis2_cli_usage_error("batch", "%s: line %ld: changed while being read",
+                                      b->out_path, r.lineno);
+            break;
+        }
+        int s = b->retry && h.is_error ? 0 : same_config(b, &d, &h, err);
+        if (s < 0) rc = cis2_cli_usage_error("batch", "%s: out of memory", b->out_path);
+        else if (s)
+            rc = cis2_cli_usage_error("batch", "%s: line %ld: %s", b->out_path, r.lineno, err);
+        json_free(&d);
+        cis2_line_head_free(&h);
+    }
+    if (rc == 0 && k < 0) rc = cis2_cli_usage_error("batch", "%s", err);
+    cis2_jsonl_free(&r);
+    return rc;
+}
+
 static int next_job(void *ctx, cis2_pipe_job *job)
 {
     batch_ctx *b = ctx;
@@ -315,7 +464,6 @@ static int next_job(void *ctx, cis2_pipe_job *job)
         if (b->cur >= b->n) return 0;
         i = b->cur;
     }
-    in_line *l = &b->L[i];
     job_user *u = calloc(1, sizeof *u);
     if (!u) {
         cis2_cli_usage_error("batch", "out of memory");
@@ -325,14 +473,8 @@ static int next_job(void *ctx, cis2_pipe_job *job)
     if (b->retrying) u->slot = b->redo_at++;
     else b->cur += b->shard_n;
     char err[CIS2_ERR_LEN] = "";
-    int rc = 0;
-    if (l->len > CIS2_BATCH_MAX_LINE)
-        snprintf(err, sizeof err, "the line is %zu bytes, more than the %u a line may have", l->len,
-                 CIS2_BATCH_MAX_LINE);
-    else if (is_blank(l->text, l->len))
-        snprintf(err, sizeof err, "empty line (expected a JSON object)");
-    else if (l->dup_of) snprintf(err, sizeof err, "duplicate id (first at line %d)", l->dup_of);
-    else if ((rc = cis2_request_parse(l->text, l->len, b->m, &b->df, &u->rq, err)) == 0) {
+    int rc = line_request(b, i, &u->rq, err);
+    if (rc == 0) {
         job->ids = u->rq.ids;
         job->n_ids = u->rq.n_ids;
         job->g.n_gen = u->rq.max_tokens;
@@ -508,6 +650,7 @@ int cis2_cmd_batch(int argc, char **argv)
     if (open_out(&b, &created) || scan_out(&b, &n_done)) goto out;
     if (cis2_cli_open("batch", model, &eo, &m, &e)) goto out;
     b.m = m;
+    if (n_done && check_done(&b)) goto out;
     const cis2_pipe_stats st0 = { .cmd = "batch", .progress = isatty(2) };
     cis2_pipe_stats st = st0;
     if (b.n_redo) {
