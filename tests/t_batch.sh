@@ -219,6 +219,12 @@ printf '{"id": "big", "prompt_ids": [1, 9223372036854775808]}\n' >"$T/big.jsonl"
 "$CIS2" batch --model "$M" --in "$T/big.jsonl" --out "$T/big.out" 2>/dev/null
 expect_eq batch.id-beyond-int64-outside-vocabulary "$(cat "$T/big.out")" \
     '{"line":1,"lines":1,"id":"big","error":"prompt_ids[1] is outside the vocabulary (vocab_size = 320)"}'
+# a UTF-8 BOM (a Windows editor's save) is named on line 1's error line, and
+# line 2 runs (before: "unexpected character" at col 1, an invisible byte)
+printf '\357\273\277{"id": "b1", "prompt_ids": [1]}\n{"id": "b2", "prompt_ids": [1]}\n' >"$T/bom.jsonl"
+"$CIS2" batch --model "$M" --in "$T/bom.jsonl" --out "$T/bom.out" -n 1 2>/dev/null; rc=$?
+expect_eq batch.bom-line-named "$rc $(head -1 "$T/bom.out") $(sed -n 2p "$T/bom.out" | cut -c1-29)" \
+    '1 {"line":1,"lines":2,"id":null,"error":"invalid JSON at col 1: a UTF-8 byte order mark (BOM) before the JSON (save it without one)"} {"line":2,"lines":2,"id":"b2"'
 # a resumed file with error lines says so again (exit 1); all good lines: exit 0
 "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/bad.out" 2>/dev/null; expect_eq batch.rerun-keeps-exit-1 "$?" 1
 "$CIS2" batch --model "$M" --in "$BADIN" --out "$T/bad.out" --shard 0/1 2>/dev/null; expect_eq batch.shard-0/1-is-whole-file "$?" 1

@@ -259,6 +259,15 @@ static void test_json(void)
     memset(deep2 + 600, ']', 600);
     deep2[1200] = 0;
     CHECK("json.depth-limit", jparse(deep2) != 0, "600-deep nesting accepted");
+    { /* a BOM is refused, named (it was "unexpected character" at col 1) */
+        json_doc db;
+        char e[CIS2_ERR_LEN] = "";
+        const char *bom = "\xef\xbb\xbf{}";
+        int r = json_parse(&db, bom, strlen(bom), "t.json", e);
+        if (!r) json_free(&db);
+        CHECK("json.bom-refused-and-named",
+              r == 1 && strstr(e, "col 1: a UTF-8 byte order mark (BOM)"), e);
+    }
     json_doc d;
     char err[CIS2_ERR_LEN];
     const char *src = "{\"x\":1e-05,\"y\":100000,\"s\":\"a\\n\\u00e9\",\"k\":1,\"k\":2}";

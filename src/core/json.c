@@ -265,6 +265,10 @@ static int parse_value(P *p, uint32_t *out, int depth)
     } else if (c == 'n') {
         node = new_node(p, JSON_NULL);
         if (lit(p, "null")) return 1;
+    } else if (p->i == 0 && p->n >= 3 && memcmp(p->s, "\xef\xbb\xbf", 3) == 0) {
+        /* RFC 8259 §8.1: a parser may ignore a BOM; cis2 refuses it, as
+         * Python's json does, but says what the invisible bytes are */
+        return fail(p, "a UTF-8 byte order mark (BOM) before the JSON (save it without one)");
     } else return fail(p, "unexpected character");
     if (p->failed) return 1;
     *out = node;
