@@ -606,6 +606,12 @@ out=$("$CIS2" verify-batch "$T/gap.jsonl" --model "$M"); rc=$?
 [ $rc -eq 1 ] && [ "$out" == "MISSING input line(s) 5, 9 (2 of the 40): no result line
 verify-batch: 38 line(s): 38 verified, 0 mismatched, 0 unreadable, 0 error line(s) without a receipt; input lines missing or given twice: 2" ] \
     && pass verify-batch.missing-lines-found || fail verify-batch.missing-lines-found "rc=$rc $out"
+# an empty results file cannot be shown whole (before: "0 line(s)", exit 0:
+# a file emptied by accident or on purpose passed), as merge-all-empty
+: >"$T/vempty.jsonl"
+out=$("$CIS2" verify-batch "$T/vempty.jsonl" --model "$M"); rc=$?
+[ $rc -eq 1 ] && [ "$(echo "$out" | head -1)" == "MISSING input line(s): the file holds no line, so nothing says how many input lines there are; nothing verified" ] \
+    && pass verify-batch.empty-file-not-whole || fail verify-batch.empty-file-not-whole "rc=$rc $out"
 (cat "$T/ref.jsonl"; sed -n 3p "$T/ref.jsonl") > "$T/dup.jsonl"
 out=$("$CIS2" verify-batch "$T/dup.jsonl" --model "$M"); rc=$?
 [ $rc -eq 1 ] && [ "$(echo "$out" | head -1)" == "DUPLICATE input line 3: 2 result lines" ] \
