@@ -364,6 +364,11 @@ row batch-out-fifo "--out a FIFO" "t_batch.sh" $TO "$CIS2" "${B[@]}" --out "$T/f
 row batch-out-directory "--out a directory" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/adir"
 row batch-out-symlink "--out a symbolic link" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/link.jsonl"
 row batch-out-is-in "--out the --in file" "t_batch.sh" "$CIS2" batch --model "$M" --in "$IN" --out "$IN"
+# --out - and merge OUT - are refused (before: a file named "-" made in the
+# working directory, exit 0); run in $T so that a regression leaves it there
+CIS2_ABS="$(cd "$(dirname "$CIS2")" && pwd)/$(basename "$CIS2")" TA="$(cd "$T" && pwd)"
+row batch-out-dash "--out - (the results file is appended to and resumed: no standard output)" "t_batch.sh" \
+    env -C "$T" "$CIS2_ABS" batch --model "$TA/m" --in "$TA/p40.jsonl" -n 12 --out -
 printf 'hello\n' > "$T/foreign.jsonl"
 row batch-out-foreign "--out holding something else" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/foreign.jsonl"
 # a file of someone else's that merely lacks its final newline is not a torn
@@ -471,6 +476,9 @@ row merge-shard-fifo "a shard that is a FIFO" "t_batch.sh" $TO "$CIS2" merge "$R
 row merge-out-directory "OUT a directory" "t_batch.sh" "$CIS2" merge "$T/adir" "$T/s3.0.jsonl"
 cp "$T/s3.1.jsonl" "$T/s3.1.keep"; ln -f "$T/s3.1.jsonl" "$T/s3.1.hard"
 row merge-out-is-a-shard "OUT one of the shards (a hard link to it too)" "t_batch.sh" "$CIS2" merge "$T/s3.1.hard" "$T/s3.0.jsonl" "$T/s3.1.jsonl" "$T/s3.2.jsonl"
+row merge-out-dash "OUT - (written whole and renamed into place: no standard output)" "t_batch.sh" \
+    env -C "$T" "$CIS2_ABS" merge - "$TA/s3.0.jsonl" "$TA/s3.1.jsonl" "$TA/s3.2.jsonl"
+[ -e "$T/-" ] && fail batch.out-dash-makes-no-file "$(ls -l "$T/-")" || pass batch.out-dash-makes-no-file
 cmp -s "$T/s3.1.jsonl" "$T/s3.1.keep" && pass batch.merge-leaves-its-shards-alone || fail batch.merge-leaves-its-shards-alone "s3.1.jsonl changed"
 rm -f "$T/s3.1.hard" "$T/s3.1.keep"
 [ ! -e "$R" ] && ! ls "$T" | grep -q '\.tmp\.' && pass merge.refusals-write-nothing || fail merge.refusals-write-nothing "$(ls "$T" | grep 'merged\|tmp')"

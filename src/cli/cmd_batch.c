@@ -621,6 +621,12 @@ int cis2_cmd_batch(int argc, char **argv)
     b.df.stop_at_eos = stop;
     b.kill_after = env_long("CIS2_BATCH_KILL_AFTER");
     b.tear_after = env_long("CIS2_BATCH_TEAR_AFTER");
+    /* "-" is no standard output here: the file is appended to, locked,
+     * cut back and resumed; a file named "-" made silently would be a guess */
+    if (!strcmp(out, "-"))
+        return cis2_cli_usage_error("batch", "--out -: the results file is appended to and "
+                                             "resumed, which standard output cannot be; give a "
+                                             "file (./- for one named -)");
     if (shard && cis2_cli_shard("batch", shard, &b.shard_i, &b.shard_n)) return 2;
     cis2_engine_opts eo;
     if (cis2_cli_engine_opts("batch", backend, isa, threads, &eo)) return 2;

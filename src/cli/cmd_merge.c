@@ -89,6 +89,12 @@ int cis2_cmd_merge(int argc, char **argv)
         cis2_cli_usage_error("merge", "out of memory");
         goto done;
     }
+    if (!strcmp(out, "-")) { /* as batch --out -: never a file named "-" made silently */
+        cis2_cli_usage_error("merge",
+                             "OUT -: OUT is written whole and renamed into place, which "
+                             "standard output cannot be; give a file (./- for one named -)");
+        goto done;
+    }
     if (cis2_check_output_path(out, err)) {
         cis2_cli_usage_error("merge", "%s", err);
         goto done;
