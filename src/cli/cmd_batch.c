@@ -404,8 +404,8 @@ static int same_config(const batch_ctx *b, const json_doc *d, const cis2_line_he
                                 : n_gen == rq.max_tokens;
     if (!same)
         snprintf(err, CIS2_ERR_LEN,
-                 "its prompt_token_ids are not input line %d's: the input changed (use another "
-                 "--out)",
+                 "its prompt_token_ids are not what input line %d gives now: the input or "
+                 "--chat-format changed (use another --out)",
                  h->line);
     else if (!len_ok)
         snprintf(err, CIS2_ERR_LEN,
