@@ -90,6 +90,22 @@ EOF
 expect_eq serve.stream.chunks-text-receipt "$(cat "$T/s1.check" 2>&1)" ok
 grep -qi '^content-type: text/event-stream' "$T/s1.headers" && pass serve.stream.content-type \
     || fail serve.stream.content-type "$(cat "$T/s1.headers")"
+# stream_options.include_usage: the usage in one extra chunk (choices []) before [DONE], and
+# "usage": null in every other chunk, as OpenAI documents it (the last chunk carried the usage
+# too, so a client adding up every chunk's usage, as LangChain does, counted it twice).
+C -N "$U/v1/completions" -d "{\"model\":\"fx\",\"prompt\":\"$P\",\"max_tokens\":6,\"stream\":true,\"stream_options\":{\"include_usage\":true}}" > "$T/s2.sse"
+python3 - "$T/s2.sse" "$T/solo6.txt" > "$T/s2.check" 2>&1 <<'EOF'
+import json, sys
+ev = [e for e in open(sys.argv[1]).read().split('\n\n') if not e.startswith(':')]
+assert ev[-1] == '' and ev[-2] == 'data: [DONE]', 'does not end with [DONE]'
+chunks = [json.loads(e[6:]) for e in ev[:-2]]
+*rest, last, usage = chunks
+assert usage['choices'] == [] and usage['usage'] == {'prompt_tokens': 8, 'completion_tokens': 6, 'total_tokens': 14}, usage
+assert all('usage' in c and c['usage'] is None for c in rest + [last]), [c.get('usage', '-') for c in chunks]
+assert last['choices'][0]['finish_reason'] == 'length' and last['cis2']['receipt'] == open(sys.argv[2]).read()
+print('ok')
+EOF
+expect_eq serve.stream.include-usage "$(cat "$T/s2.check")" ok
 
 # A stop string ends the run at the token that completes it: the text stops before it,
 # finish_reason is "stop", and the receipt covers exactly the ids generated (= `cis2 run -n K`).
@@ -207,6 +223,10 @@ allow=$(C -o /dev/null -D - "$U/v1/completions" | tr -d '\r' | sed -n 's/^[Aa]ll
 expect_eq serve.http.405-allow-post "$allow" POST
 allow=$(C -o /dev/null -D - -d '{}' "$U/health" | tr -d '\r' | sed -n 's/^[Aa]llow: //p')
 expect_eq serve.http.405-allow-get "$allow" "GET, HEAD"
+# A CORS preflight is a method like any other: 405, and no Access-Control-* header (docs/serve.md)
+r=$(C -o /dev/null -D - -X OPTIONS -H 'Origin: http://example.com' -H 'Access-Control-Request-Method: POST' \
+    "$U/v1/completions" | tr -d '\r' | grep -iE '^(HTTP/|allow:|access-control)' | tr '\n' ' ')
+expect_eq serve.http.options-preflight-405 "$r" "HTTP/1.1 405 Method Not Allowed Allow: POST "
 r=$(C -I "$U/health" | tr -d '\r' | grep -iE '^(HTTP/|content-type:)' | tr '\n' ' ')
 expect_eq serve.http.head-health "$r" "HTTP/1.1 200 OK Content-Type: application/json "
 expect_eq serve.http.head-models "$(C -I -o /dev/null -w '%{http_code}' "$U/v1/models")" 200

@@ -87,9 +87,57 @@ last, usage = chunks[-2], chunks[-1]
 assert last['choices'][0]['finish_reason'] == 'length' and last['choices'][0]['delta'] == {}, last['choices']
 assert last['cis2']['receipt'] == open(sys.argv[3]).read(), 'receipt differs'
 assert usage['choices'] == [] and usage['usage']['completion_tokens'] == 5, usage
+# OpenAI: with include_usage, every other chunk has "usage": null (a client adding up the
+# usage of every chunk, as LangChain does, counted the tokens twice when the last had it too)
+assert all('usage' in c and c['usage'] is None for c in chunks[:-1]), [c.get('usage', '-') for c in chunks]
 print('ok')
 EOF
 expect_eq serve.chat.stream.role-deltas-receipt-done "$(cat "$T/s.check")" ok
+# stream_options.include_obfuscation (OpenAI's padding field, never added here) is taken.
+body "$F/messages-system-first.json" '{"max_tokens":1,"stream":true,"stream_options":{"include_obfuscation":false}}' > "$T/obf.req"
+expect_eq serve.chat.stream.include-obfuscation "$(C -N "$U/v1/chat/completions" -d @"$T/obf.req" | tail -c 14)" "data: [DONE]"
+
+# The text is the generated ids' bytes decoded as UTF-8 with one U+FFFD per maximal invalid
+# subpart (Python's errors="replace"). This fixture answers "niño" with an id that starts
+# with the end of one character and ends with the start of another ("\xa5本の首都\xe3\x81",
+# a merge across characters): its text was all U+FFFD while ids waited to decode to valid
+# UTF-8 together, which these never do.
+C "$U/v1/completions" -d '{"model":"qm","prompt":"niño","max_tokens":8}' > "$T/straddle.json"
+C -N "$U/v1/completions" -d '{"model":"qm","prompt":"niño","max_tokens":8,"stream":true}' > "$T/straddle.sse"
+python3 - "$T/straddle.json" "$T/straddle.sse" "$M/tokenizer.json" > "$T/straddle.check" 2>&1 <<'EOF'
+import json, sys
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+cs, n = bs[:], 0
+for b in range(256):
+    if b not in bs: bs.append(b); cs.append(256 + n); n += 1
+dec = {chr(c): b for b, c in zip(bs, cs)}
+tok = json.load(open(sys.argv[3]))
+ib = {i: bytes(dec[ch] for ch in t) for t, i in tok['model']['vocab'].items()}
+ib.update({a['id']: a['content'].encode() for a in tok.get('added_tokens', [])})
+d = json.load(open(sys.argv[1]))
+want = b''.join(ib.get(i, b'') for i in d['cis2']['generated_token_ids']).decode('utf-8', 'replace')
+got = d['choices'][0]['text']
+assert got == want, 'text %r != %r' % (got, want)
+assert '本の首都' in got, got
+ev = [e for e in open(sys.argv[2], 'rb').read().decode('utf-8').split('\n\n') if e and not e.startswith(':')]
+assert ev[-1] == 'data: [DONE]'
+streamed = ''.join(json.loads(e[6:])['choices'][0]['text'] for e in ev[:-1])
+assert streamed == want, 'streamed %r != %r' % (streamed, want)
+print('ok')
+EOF
+expect_eq serve.chat.text-is-utf8-replace-decoding "$(cat "$T/straddle.check")" ok
+# A stop string that ends in the character the second of those ids completes ("首都" + "づ"):
+# found at that id (k = 2), so the receipt is `cis2 run -n 2`; the stream never sends any of it.
+C "$U/v1/completions" -d '{"model":"qm","prompt":"niño","max_tokens":8,"stop":["首都づ"]}' > "$T/straddle-stop.json"
+expect_eq serve.chat.straddle-stop "$(jget "$T/straddle-stop.json" '[d["choices"][0]["text"], d["choices"][0]["finish_reason"], len(d["cis2"]["generated_token_ids"])]')" \
+    '["\ufffd\u672c\u306e", "stop", 2]'
+jget "$T/straddle-stop.json" 'd["cis2"]["receipt"]' | head -c -1 > "$T/straddle-stop.receipt"
+"$CIS2" run --model "$M" --prompt "niño" -n 2 --stop-at-eos --receipt "$T/solo-straddle-stop.receipt" > /dev/null 2>&1
+cmp -s "$T/straddle-stop.receipt" "$T/solo-straddle-stop.receipt" && pass serve.chat.straddle-stop.receipt-equals-run-n-2 \
+    || fail serve.chat.straddle-stop.receipt-equals-run-n-2 "$(diff "$T/straddle-stop.receipt" "$T/solo-straddle-stop.receipt" | head -4)"
+st=$(C -N "$U/v1/completions" -d '{"model":"qm","prompt":"niño","max_tokens":8,"stop":["首都づ"],"stream":true}' \
+    | python3 -c 'import json,sys; e=[x for x in sys.stdin.read().split("\n\n") if x and not x.startswith(":")]; print(json.dumps("".join(json.loads(x[6:])["choices"][0]["text"] for x in e[:-1])))')
+expect_eq serve.chat.straddle-stop.stream-text "$st" '"\ufffd\u672c\u306e"'
 grep -qi '^content-type: text/event-stream' "$T/s.headers" && pass serve.chat.stream.content-type \
     || fail serve.chat.stream.content-type "$(cat "$T/s.headers")"
 
@@ -138,6 +186,14 @@ bad prompt-member 400 prompt "{\"model\":\"qm\",$MS,\"prompt\":\"x\"}"
 bad max-tokens-disagree 400 max_completion_tokens "{\"model\":\"qm\",$MS,\"max_tokens\":3,\"max_completion_tokens\":4}"
 bad context 400 max_tokens "{\"model\":\"qm\",$MS,\"max_tokens\":256}"
 expect_eq serve.chat.bad.context.code "$(jget "$T/bad.json" 'd["error"]["code"]')" context_length_exceeded
+bad context-mct 400 max_completion_tokens "{\"model\":\"qm\",$MS,\"max_completion_tokens\":256}"
+# messages longer than the context, no max_tokens: the messages are at fault (it named "prompt",
+# a member chat does not have, and a max_tokens (1) the client never sent)
+LONGM=$(python3 -c 'print("word " * 400)')
+bad context-messages 400 messages "{\"model\":\"qm\",\"messages\":[{\"role\":\"user\",\"content\":\"$LONGM\"}]}"
+case "$(msg)" in "messages: the prompt ("*" tokens) is longer than this server's context of 256 positions")
+    pass serve.chat.bad.context-messages.message;; *) fail serve.chat.bad.context-messages.message "$(msg)";; esac
+bad stream-options-twice 400 stream_options "{\"model\":\"qm\",$MS,\"stream\":true,\"stream_options\":{\"include_usage\":true,\"include_usage\":false}}"
 bad model 404 model "{\"model\":\"gpt-4o\",$MS}"
 bad invalid-json 400 None '{"model":"qm","messages":[{'
 # accepted at their greedy values: temperature 0, top_p 1, n 1, logprobs false, seed, user

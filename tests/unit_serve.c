@@ -103,6 +103,14 @@ static void check_parser(void)
         { "stream-options-no-stream",
           "{\"model\":\"fx\",\"prompt\":\"a\",\"stream_options\":{\"include_usage\":true}}", 400,
           "stream_options", "only allowed with \"stream\": true" },
+        { "stream-options-twice",
+          "{\"model\":\"fx\",\"prompt\":\"a\",\"stream\":true,\"stream_options\":"
+          "{\"include_usage\":true,\"include_usage\":false}}",
+          400, "stream_options", "stream_options.include_usage: given more than once" },
+        { "stream-options-obfuscation-type",
+          "{\"model\":\"fx\",\"prompt\":\"a\",\"stream\":true,\"stream_options\":"
+          "{\"include_obfuscation\":\"no\"}}",
+          400, "stream_options.include_obfuscation", "expected a boolean" },
         { "stream-options-stream-false",
           "{\"model\":\"fx\",\"prompt\":\"a\",\"stream\":false,\"stream_options\":{}}", 400,
           "stream_options", "only allowed with" },
@@ -150,6 +158,35 @@ static void check_parser(void)
               r.include_usage, r.ignore_eos, r.n_stop);
         serve_completion_req_free(&r);
     }
+    /* stream_options.include_obfuscation (OpenAI's padding field, which this
+     * server never adds): either value is taken, and changes nothing. */
+    const char *obf = "{\"model\":\"fx\",\"prompt\":\"a\",\"stream\":true,\"stream_options\":"
+                      "{\"include_obfuscation\":false,\"include_usage\":true}}";
+    rc = serve_parse_completion(obf, strlen(obf), &LIM, &r, &e);
+    CHECK("serve.parse.stream-options-include-obfuscation", rc == 0 && r.include_usage, "rc %d %s",
+          rc, rc ? e.message : "");
+    if (rc == 0) serve_completion_req_free(&r);
+    /* The context check names what is at fault: the prompt alone, or the member
+     * that asked for the tokens (chat's default, the rest of the context, never). */
+    serve_err ce;
+    CHECK("serve.context.names-max-completion-tokens",
+          serve_check_context(10, 60, "max_completion_tokens", "messages", &LIM, &ce) &&
+              !strcmp(ce.param, "max_completion_tokens") && ce.code &&
+              !strcmp(ce.code, "context_length_exceeded") &&
+              strstr(ce.message, "and max_completion_tokens (60) need 69 positions"),
+          "param '%s' message '%s'", ce.param, ce.message);
+    CHECK("serve.context.chat-default-names-messages",
+          serve_check_context(65, 1, NULL, "messages", &LIM, &ce) &&
+              !strcmp(ce.param, "messages") &&
+              !strcmp(ce.message, "messages: the prompt (65 tokens) is longer than this server's "
+                                  "context of 64 positions"),
+          "param '%s' message '%s'", ce.param, ce.message);
+    CHECK("serve.context.long-prompt-names-prompt",
+          serve_check_context(65, 4, "max_tokens", "prompt", &LIM, &ce) &&
+              !strcmp(ce.param, "prompt"),
+          "param '%s'", ce.param);
+    CHECK("serve.context.edge", serve_check_context(60, 5, "max_tokens", "prompt", &LIM, &ce) == 0,
+          "%s", ce.message);
     const char *ids = "{\"model\":\"fx\",\"prompt\":[[5,17,42]],\"stop\":\"x\"}";
     rc = serve_parse_completion(ids, strlen(ids), &LIM, &r, &e);
     CHECK("serve.parse.ids-and-defaults",
@@ -319,6 +356,146 @@ static void check_text(void)
     CHECK("serve.sendable.empty", serve_sendable(&st, "", 0) == 0, "mismatch");
 }
 
+/* Ids to text, byte by byte: the text is the bytes decoded with one U+FFFD
+ * per maximal invalid subpart (Python's bytes.decode("utf-8", "replace")),
+ * whatever ids carried them. Each byte is its own id here (a byte-level
+ * vocabulary has all 256), so a character is always split across ids. */
+static void check_detok_bytes(const cis2_tokenizer *t)
+{
+    char err[CIS2_ERR_LEN];
+    int32_t byte_id[256];
+    for (int i = 0; i < 256; i++) byte_id[i] = -1;
+    int nv = cis2_tokenizer_vocab_size(t);
+    for (int32_t id = 0; id < nv; id++) {
+        char *b;
+        size_t bl;
+        if (cis2_tokenizer_decode(t, &id, 1, &b, &bl, err)) continue;
+        if (bl == 1 && byte_id[(unsigned char)b[0]] < 0) byte_id[(unsigned char)b[0]] = id;
+        free(b);
+    }
+#define R "\xef\xbf\xbd" /* U+FFFD */
+    static const struct {
+        const char *name, *bytes, *want;
+    } cases[] = {
+        { "valid", "h\xc3\xa9llo \xe6\x97\xa5 \xf0\x9f\x98\x80",
+          "h\xc3\xa9llo \xe6\x97\xa5 \xf0\x9f\x98\x80" },
+        { "lone-continuation",
+          "a\x80"
+          "b",
+          "a" R "b" },
+        { "two-continuations", "\xa1\xa2", R R },
+        { "cut-then-ascii-keeps-space",
+          " \xe2\x80"
+          "A",
+          " " R "A" },
+        { "cut-at-end", "ok\xf0\x9f\x98", "ok" R },
+        { "overlong-e0", "\xe0\x80\x80", R R R },
+        { "surrogate", "\xed\xa0\x80", R R R },
+        { "c0-lead", "\xc0\xaf", R R },
+        { "above-10ffff", "\xf4\x90\x80\x80", R R R R },
+        { "ff-then-text",
+          "\xff"
+          "abcdefgh\xe6\x97\xa5",
+          R "abcdefgh\xe6\x97\xa5" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        serve_detok d = { { 0 }, 0 };
+        cis2_sb out = { 0 };
+        int missing = 0;
+        for (const unsigned char *p = (const unsigned char *)cases[i].bytes; *p; p++) {
+            if (byte_id[*p] < 0) missing = 1;
+            else serve_detok_feed(&d, t, byte_id[*p], &out);
+        }
+        serve_detok_feed(&d, t, -1, &out);
+        char tn[96];
+        snprintf(tn, sizeof tn, "serve.detok.bytes.%s", cases[i].name);
+        size_t wl = strlen(cases[i].want);
+        CHECK(tn, !missing && out.len == wl && !memcmp(out.b, cases[i].want, wl),
+              "missing %d len %zu", missing, out.len);
+        cis2_sb_free(&out);
+    }
+    /* Nothing is held but a character still incomplete. */
+    serve_detok d = { { 0 }, 0 };
+    cis2_sb out = { 0 };
+    serve_detok_feed(&d, t, byte_id['a'], &out);
+    int sent_at_once = out.len == 1;
+    serve_detok_feed(&d, t, byte_id[0xe6], &out);
+    serve_detok_feed(&d, t, byte_id[0x97], &out);
+    int held = out.len == 1 && d.n == 2;
+    serve_detok_feed(&d, t, byte_id[0xa5], &out);
+    CHECK("serve.detok.bytes.holds-only-the-cut-character",
+          sent_at_once && held && out.len == 4 && d.n == 0, "len %zu n %d", out.len, d.n);
+    cis2_sb_free(&out);
+    /* An id the tokenizer names no token for (a model vocabulary larger than
+     * its tokenizer's) has no bytes, as in cis2_receipt_prompt_bytes: the
+     * character around it is whole. */
+    serve_detok d2 = { { 0 }, 0 };
+    cis2_sb o2 = { 0 };
+    serve_detok_feed(&d2, t, byte_id[0xe6], &o2);
+    serve_detok_feed(&d2, t, nv, &o2);
+    serve_detok_feed(&d2, t, byte_id[0x97], &o2);
+    serve_detok_feed(&d2, t, byte_id[0xa5], &o2);
+    serve_detok_feed(&d2, t, nv + 1, &o2);
+    serve_detok_feed(&d2, t, -1, &o2);
+    CHECK("serve.detok.bytes.unknown-id-no-bytes", o2.len == 3 && !memcmp(o2.b, "\xe6\x97\xa5", 3),
+          "len %zu", o2.len);
+    cis2_sb_free(&o2);
+#undef R
+}
+
+/* One id that begins with the end of a character and ends with the start of
+ * another (a byte-level BPE merge across a character boundary: the Qwen
+ * fixture tokenizer learned "\xa5" "本の首都" "\xe3\x81"): repeated, as a
+ * model may generate it, its text is never lost (it was all U+FFFD when ids
+ * waited until they decoded to valid UTF-8 together, which these never do). */
+static void check_detok_straddle(void)
+{
+    char err[CIS2_ERR_LEN];
+    cis2_tokenizer *t;
+    if (cis2_tokenizer_load(&t, "tests/fixtures/tokenizer/qwen.json", err)) {
+        CHECK("serve.detok.straddle.load", 0, "%s", err);
+        return;
+    }
+    int32_t s = -1;
+    char *mid = NULL;
+    size_t ml = 0;
+    for (int32_t id = 0; id < cis2_tokenizer_vocab_size(t) && s < 0; id++) {
+        char *b;
+        size_t bl;
+        if (cis2_tokenizer_decode(t, &id, 1, &b, &bl, err)) continue;
+        const unsigned char *u = (const unsigned char *)b;
+        size_t a = 0, z = bl;
+        while (a < bl && (u[a] & 0xC0) == 0x80) a++;               /* the end of one */
+        while (z > a && (u[z - 1] & 0xC0) == 0x80) z--;            /* the start of another: */
+        if (a > 0 && z > a && u[z - 1] >= 0xC2 && z - 1 > a + 2 && /* a lead byte, then */
+            cis2_utf8_check(b + a, z - 1 - a) == z - 1 - a) {      /* whole characters */
+            s = id;
+            ml = z - 1 - a;
+            mid = malloc(ml);
+            if (mid) memcpy(mid, b + a, ml);
+        }
+        free(b);
+    }
+    if (s < 0 || !mid) {
+        CHECK("serve.detok.straddle.found", 0, "no such id in the Qwen fixture tokenizer");
+        cis2_tokenizer_free(t);
+        free(mid);
+        return;
+    }
+    serve_detok d = { { 0 }, 0 };
+    cis2_sb out = { 0 };
+    for (int i = 0; i < 6; i++) serve_detok_feed(&d, t, s, &out);
+    serve_detok_feed(&d, t, -1, &out);
+    int found = 0;
+    for (size_t i = 0; i + ml <= out.len; i++) found += !memcmp(out.b + i, mid, ml);
+    CHECK("serve.detok.straddle.text-kept",
+          found == 6 && cis2_utf8_check(out.b, out.len) == out.len, "id %d: %d of 6, len %zu",
+          (int)s, found, out.len);
+    cis2_sb_free(&out);
+    free(mid);
+    cis2_tokenizer_free(t);
+}
+
 /* Ids to text with the fixture tokenizer: "naïve" has a token 'a'+0xC3 whose
  * character ends in the next token (tools/make_model.py learns the merge "a Ã"). */
 static void check_detok(const cis2_tokenizer *t)
@@ -334,36 +511,41 @@ static void check_detok(const cis2_tokenizer *t)
     cis2_sb out = { 0 };
     int split = 0;
     for (int i = 0; i < n; i++) {
-        size_t before = out.len;
         serve_detok_feed(&d, t, ids[i], &out);
-        if (out.len == before) split = 1; /* an id that waited for the next one */
+        if (d.n > 0) split = 1; /* bytes that waited for the next id */
     }
     serve_detok_feed(&d, t, -1, &out);
     CHECK("serve.detok.split-character-joined",
           split && out.len == 6 && !memcmp(out.b, "na\xc3\xafve", 6), "n %d split %d len %zu", n,
           split, out.len);
-    /* A lone lead byte at the end becomes U+FFFD. */
+    /* Half a character alone at the end becomes U+FFFD; what comes before it
+     * in the same id (the 'a' of 'a'+0xC3) is kept. */
     int i_a = -1;
-    for (int i = 0; i < n; i++) {
-        char *b;
-        size_t bl;
-        if (cis2_tokenizer_decode(t, &ids[i], 1, &b, &bl, err)) continue;
-        if (cis2_utf8_check(b, bl) != bl) i_a = i; /* half a character alone */
-        free(b);
+    char *ab = NULL;
+    size_t abl = 0;
+    for (int i = 0; i < n && i_a < 0; i++) {
+        if (cis2_tokenizer_decode(t, &ids[i], 1, &ab, &abl, err)) continue;
+        if (cis2_utf8_check(ab, abl) != abl) i_a = i; /* half a character alone */
+        else free(ab);
     }
     if (i_a >= 0) {
         serve_detok d2 = { { 0 }, 0 };
         cis2_sb o2 = { 0 };
         serve_detok_feed(&d2, t, ids[i_a], &o2);
         serve_detok_feed(&d2, t, -1, &o2);
+        size_t keep = cis2_utf8_check(ab, abl);
         CHECK("serve.detok.lone-piece-is-replacement",
-              o2.len == 3 && !memcmp(o2.b, "\xEF\xBF\xBD", 3), "len %zu", o2.len);
+              keep + 1 == abl && o2.len == keep + 3 && !memcmp(o2.b, ab, keep) &&
+                  !memcmp(o2.b + keep, "\xEF\xBF\xBD", 3),
+              "len %zu keep %zu", o2.len, keep);
         cis2_sb_free(&o2);
+        free(ab);
     } else {
         CHECK("serve.detok.has-split-token", 0, "no id of 'na\\xc3\\xafve' fails alone");
     }
     cis2_sb_free(&out);
     free(ids);
+    check_detok_bytes(t);
 }
 
 /* ---------------------------------------------------- engine: finish */
@@ -628,6 +810,7 @@ int main(void)
     check_parser();
     check_chat_parser();
     check_text();
+    check_detok_straddle();
     const char *tmp = getenv("TESTTMP") ? getenv("TESTTMP") : "tests/tmp";
     char dir[512], cmd[1024], err[CIS2_ERR_LEN];
     snprintf(dir, sizeof dir, "%s/unit-serve", tmp);

@@ -43,6 +43,9 @@ typedef struct {
     /* = n_gen (§3.4): exactly this many unless EOS or a stop string; 0 in a
      * chat request that gave none: the rest of the context (OpenAI's default) */
     int max_tokens;
+    /* the member that gave max_tokens ("max_tokens", "max_completion_tokens"),
+     * or NULL for the default: what a context error names */
+    const char *max_param;
     int stream, include_usage, ignore_eos;
     int n_stop;
     char *stop[SERVE_MAX_STOP];
@@ -60,8 +63,11 @@ int serve_parse_chat(const char *body, size_t len, const serve_limits *lim, serv
                      serve_err *e);
 void serve_completion_req_free(serve_completion_req *r);
 /* The context check once the prompt's token count is known (text prompts are
- * tokenized after parsing): n_prompt + max_tokens - 1 positions <= ctx. */
-int serve_check_context(int n_prompt, int max_tokens, const serve_limits *lim, serve_err *e);
+ * tokenized after parsing): n_prompt + max_tokens - 1 positions <= ctx. The
+ * error names prompt_param ("prompt", or "messages" for chat) when the prompt
+ * alone is too long, else max_param (NULL: max_tokens was the default). */
+int serve_check_context(int n_prompt, int max_tokens, const char *max_param,
+                        const char *prompt_param, const serve_limits *lim, serve_err *e);
 /* POST /v1/verify: {"receipt": "CIS-2-RECEIPT v1\n..."}, or the receipt text
  * itself when the body does not start with '{'. *text is malloc'd. */
 int serve_parse_verify(const char *body, size_t len, char **text, size_t *tlen, serve_err *e);
@@ -76,13 +82,18 @@ typedef struct {
     int n_stop;
 } serve_stops;
 /* Ids to text, one at a time: byte-level BPE text is the concatenation of the
- * tokens' bytes (§3.1.5), but one character's bytes may span several tokens.
- * So ids wait until they decode to valid UTF-8 together; SERVE_DETOK_MAX ids
- * that still do not
- * (or any left at the end, id < 0) give U+FFFD for the first of them. */
-#define SERVE_DETOK_MAX 4
+ * tokens' bytes (§3.1.5), but one character's bytes may span several tokens,
+ * and one token may end in the middle of a character and begin with the rest
+ * of another. The text is exactly those bytes decoded as UTF-8 with one U+FFFD
+ * for each maximal invalid subpart (Unicode §3.9, "U+FFFD substitution of
+ * maximal subparts": Python's bytes.decode("utf-8", "replace"), WHATWG's
+ * decoder): everything goes out at once except the bytes of a character still
+ * incomplete at the end (at most 3), which wait for the next id (id < 0: the
+ * end of the run, where they become U+FFFD). An id the tokenizer names no
+ * token for (a model vocabulary larger than its tokenizer's) has no bytes, as
+ * in cis2_receipt_prompt_bytes. */
 typedef struct {
-    int32_t pending[SERVE_DETOK_MAX];
+    unsigned char pending[3];
     int n;
 } serve_detok;
 void serve_detok_feed(serve_detok *d, const cis2_tokenizer *t, int32_t id, cis2_sb *out);

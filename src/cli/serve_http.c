@@ -208,9 +208,20 @@ static void head(const stream_ctx *st, cis2_sb *sb, int chunk, int role, const c
                                    text ? len : 0, finish);
 }
 
-/* The final events of a finished job: its last chunk (finish_reason, usage,
- * the cis2 object), the usage-only chunk when asked for, and [DONE]; or an
- * error event. */
+/* The end of a chunk that is not the usage-only one. With
+ * stream_options.include_usage, OpenAI gives every such chunk "usage": null
+ * and the usage only in the extra chunk before [DONE]: a client that adds up
+ * the usage of every chunk (LangChain's AIMessageChunk does) would otherwise
+ * count the tokens twice. */
+static void chunk_end(const stream_ctx *st, cis2_sb *sb)
+{
+    if (st->include_usage) cis2_sb_str(sb, ",\"usage\":null");
+    cis2_sb_str(sb, "}\n\n");
+}
+
+/* The final events of a finished job: its last chunk (finish_reason, usage —
+ * null when the usage-only chunk follows —, the cis2 object), the usage-only
+ * chunk when asked for, and [DONE]; or an error event. */
 static void sse_final(stream_ctx *st)
 {
     serve_http *h = st->h;
@@ -227,8 +238,11 @@ static void sse_final(stream_ctx *st)
     const cis2_result *r = serve_job_result(st->j, &text, &tl, &finish);
     cis2_sb_str(&st->out, "data: ");
     head(st, &st->out, 1, 0, NULL, 0, finish_name(finish));
-    cis2_sb_put(&st->out, ",", 1);
-    serve_json_usage(&st->out, r->n_prompt, r->n_gen);
+    if (st->include_usage) cis2_sb_str(&st->out, ",\"usage\":null");
+    else {
+        cis2_sb_put(&st->out, ",", 1);
+        serve_json_usage(&st->out, r->n_prompt, r->n_gen);
+    }
     cis2_sb_str(&st->out, ",\"cis2\":");
     if (serve_json_cis2(&st->out, &h->mi, r, st->prompt_bytes, st->prompt_len)) st->out.oom = 1;
     cis2_sb_str(&st->out, "}\n\n");
@@ -262,7 +276,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
         if (delta.len) { /* one chunk per wake-up: a token's text, or a few when we lag */
             cis2_sb_str(&st->out, "data: ");
             head(st, &st->out, 1, 0, delta.b, delta.len, NULL);
-            cis2_sb_str(&st->out, "}\n\n");
+            chunk_end(st, &st->out);
         }
         cis2_sb_free(&delta);
         if (fin) {
@@ -358,7 +372,8 @@ static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, r
     int perr = prompt_ids(h, &q, &ids, &n, &bytes, &blen, &e);
     if (!perr && q.max_tokens == 0) /* chat without max_tokens: the rest of the context */
         q.max_tokens = n <= h->lim.ctx ? h->lim.ctx - n + 1 : 1;
-    if (perr || serve_check_context(n, q.max_tokens, &h->lim, &e)) {
+    if (perr || serve_check_context(n, q.max_tokens, q.max_param, chat ? "messages" : "prompt",
+                                    &h->lim, &e)) {
         free(ids);
         free(bytes);
         serve_completion_req_free(&q);
@@ -402,7 +417,7 @@ static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, r
         if (chat) { /* OpenAI's first chunk: the role, empty content */
             cis2_sb_str(&st->out, "data: ");
             head(st, &st->out, 1, 1, "", 0, NULL);
-            cis2_sb_str(&st->out, "}\n\n");
+            chunk_end(st, &st->out);
         }
         struct MHD_Response *r =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, st, sse_free);

@@ -296,6 +296,7 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
 {
     memset(r, 0, sizeof *r);
     r->max_tokens = chat ? 0 : SERVE_MAX_TOKENS_DEFAULT;
+    r->max_param = chat ? NULL : "max_tokens"; /* chat's default is the rest of the context */
     json_doc d;
     char err[CIS2_ERR_LEN];
     if (json_parse(&d, body, len, "request body", err))
@@ -333,6 +334,7 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
     if (!is_null(&d, v)) {
         if (get_int(&d, v, "max_tokens", "max_tokens", 1, lim->ctx, NULL, &x, e)) goto out;
         r->max_tokens = (int)x;
+        r->max_param = "max_tokens";
     }
     v = json_get(&d, 0, "max_completion_tokens", NULL); /* chat's newer name for it */
     int mct = 0;
@@ -347,6 +349,7 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
                        r->max_tokens);
             goto out;
         }
+        if (!r->max_param) r->max_param = "max_completion_tokens";
         r->max_tokens = mct;
     }
     const char *greedy = "this server decodes greedily, §11.2";
@@ -375,15 +378,28 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
                        type_name(&d, v));
             goto out;
         }
+        /* include_obfuscation asks OpenAI for (or, false, to spare) a padding
+         * field in each chunk; this server never adds one, so either is fine. */
+        static const char *const opts[] = { "include_usage", "include_obfuscation" };
         for (uint32_t k = d.nodes[v].first; k != JSON_NONE; k = d.nodes[d.nodes[k].next].next)
-            if (!json_str_eq(&d, k, "include_usage")) {
+            if (!json_str_eq(&d, k, opts[0]) && !json_str_eq(&d, k, opts[1])) {
                 serve_fail(e, 400, "stream_options", NULL,
-                           "stream_options: only include_usage is supported");
+                           "stream_options: only include_usage and include_obfuscation are "
+                           "supported");
                 goto out;
             }
-        if (get_bool(&d, json_get(&d, v, "include_usage", NULL), "stream_options.include_usage",
-                     &r->include_usage, e))
-            goto out;
+        int ignored = 0;
+        for (int i = 0; i < 2; i++) {
+            char name[48];
+            int dups = 0;
+            uint32_t o = json_get(&d, v, opts[i], &dups);
+            snprintf(name, sizeof name, "stream_options.%s", opts[i]);
+            if (dups > 1) {
+                serve_fail(e, 400, "stream_options", NULL, "%s: given more than once", name);
+                goto out;
+            }
+            if (get_bool(&d, o, name, i ? &ignored : &r->include_usage, e)) goto out;
+        }
         /* It shapes a stream only; taken without one, the usage chunk the
          * client asked for would silently never come (OpenAI refuses it too). */
         if (!r->stream) {
@@ -426,7 +442,8 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
         serve_fail(e, 400, "user", NULL, "user: expected a string, got %s", type_name(&d, v));
         goto out;
     }
-    if (r->ids && serve_check_context(r->n_ids, r->max_tokens, lim, e)) goto out;
+    if (r->ids && serve_check_context(r->n_ids, r->max_tokens, r->max_param, "prompt", lim, e))
+        goto out;
     rc = 0;
 out:
     json_free(&d);
@@ -446,16 +463,22 @@ int serve_parse_chat(const char *body, size_t len, const serve_limits *lim, serv
     return parse_request(body, len, lim, 1, r, e);
 }
 
-int serve_check_context(int n_prompt, int max_tokens, const serve_limits *lim, serve_err *e)
+int serve_check_context(int n_prompt, int max_tokens, const char *max_param,
+                        const char *prompt_param, const serve_limits *lim, serve_err *e)
 {
     /* §3.4: positions 0 .. n_prompt + n_gen - 2 are computed (the last pick is never fed). */
-    if ((long)n_prompt + max_tokens - 1 > lim->ctx)
-        return serve_fail(e, 400, n_prompt > lim->ctx ? "prompt" : "max_tokens",
-                          "context_length_exceeded",
-                          "the prompt (%d tokens) and max_tokens (%d) need %ld positions; this "
-                          "server's context is %d",
-                          n_prompt, max_tokens, (long)n_prompt + max_tokens - 1, lim->ctx);
-    return 0;
+    long need = (long)n_prompt + max_tokens - 1;
+    if (need <= lim->ctx) return 0;
+    if (!max_param) /* no max_tokens given: only the prompt can be at fault */
+        return serve_fail(e, 400, prompt_param, "context_length_exceeded",
+                          "%s: the prompt (%d tokens) is longer than this server's context of %d "
+                          "positions",
+                          prompt_param, n_prompt, lim->ctx);
+    return serve_fail(e, 400, n_prompt > lim->ctx ? prompt_param : max_param,
+                      "context_length_exceeded",
+                      "the prompt (%d tokens) and %s (%d) need %ld positions; this server's "
+                      "context is %d",
+                      n_prompt, max_param, max_tokens, need, lim->ctx);
 }
 
 void serve_completion_req_free(serve_completion_req *r)

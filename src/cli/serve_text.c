@@ -48,26 +48,98 @@ size_t serve_sendable(const serve_stops *s, const char *text, size_t len)
     return end;
 }
 
+/* The UTF-8 sequence that starts at p[0] (n >= 1 bytes there): 1 when it is
+ * a whole character of *len bytes; 0 when p[0..n) is the start of one that the
+ * end cuts (*len = n); -1 when it is invalid, *len being its maximal subpart
+ * (the longest prefix that could start a well-formed sequence, at least 1
+ * byte; Unicode §3.9, Table 3-7 for the second byte's range). */
+static int utf8_seq(const unsigned char *p, size_t n, size_t *len)
+{
+    size_t need = utf8_need(p[0]);
+    if (need == 0) {
+        *len = 1;
+        return -1;
+    }
+    for (size_t i = 1; i < need; i++) {
+        if (i == n) {
+            *len = n;
+            return 0;
+        }
+        unsigned lo = 0x80, hi = 0xBF;
+        if (i == 1) {
+            if (p[0] == 0xE0) lo = 0xA0;      /* no overlong 3-byte form */
+            else if (p[0] == 0xED) hi = 0x9F; /* no surrogates */
+            else if (p[0] == 0xF0) lo = 0x90; /* no overlong 4-byte form */
+            else if (p[0] == 0xF4) hi = 0x8F; /* nothing above U+10FFFF */
+        }
+        if (p[i] < lo || p[i] > hi) {
+            *len = i;
+            return -1;
+        }
+    }
+    *len = need;
+    return 1;
+}
+
+#define REPLACEMENT "\xEF\xBF\xBD" /* U+FFFD */
+
+/* b[0..n) into text: whole characters as they are, each maximal invalid
+ * subpart as U+FFFD, a character cut by the end kept in d (unless at_end). */
+static void detok_bytes(serve_detok *d, const unsigned char *b, size_t n, int at_end, cis2_sb *out)
+{
+    size_t i = 0, run = 0; /* b[run..i): whole characters not yet written */
+    if (n == 0) return;
+    while (i < n) {
+        size_t k;
+        int r = utf8_seq(b + i, n - i, &k);
+        if (r > 0) {
+            i += k;
+            continue;
+        }
+        cis2_sb_put(out, (const char *)b + run, i - run);
+        if (r == 0 && !at_end) { /* k <= 3: waits for the next id */
+            memcpy(d->pending, b + i, k);
+            d->n = (int)k;
+            return;
+        }
+        cis2_sb_str(out, REPLACEMENT);
+        i += k;
+        run = i;
+    }
+    cis2_sb_put(out, (const char *)b + run, i - run);
+}
+
 void serve_detok_feed(serve_detok *d, const cis2_tokenizer *t, int32_t id, cis2_sb *out)
 {
-    char err[CIS2_ERR_LEN];
-    int at_end = id < 0;
-    if (!at_end) d->pending[d->n++] = id;
-    while (d->n > 0) {
-        char *b;
-        size_t bl;
-        if (cis2_tokenizer_decode(t, d->pending, d->n, &b, &bl, err) == 0) {
-            if (cis2_utf8_check(b, bl) == bl) { /* whole characters only */
-                cis2_sb_put(out, b, bl);
-                free(b);
-                d->n = 0;
-                return;
-            }
-            free(b);
-        }
-        if (d->n < SERVE_DETOK_MAX && !at_end) return; /* may complete with the next id */
-        cis2_sb_str(out, "\xEF\xBF\xBD");              /* U+FFFD for the first id */
-        memmove(d->pending, d->pending + 1, (size_t)(d->n - 1) * sizeof d->pending[0]);
-        d->n--;
+    char err[CIS2_ERR_LEN], *b = NULL;
+    size_t bl = 0;
+    unsigned char held[sizeof d->pending];
+    size_t nh = (size_t)d->n;
+    memcpy(held, d->pending, nh);
+    d->n = 0;
+    int rc = id >= 0 ? cis2_tokenizer_decode(t, &id, 1, &b, &bl, err) : 0;
+    if (rc < 0) { /* out of memory */
+        out->oom = 1;
+        return;
     }
+    if (rc) { /* an id tokenizer.json names no token for: no bytes (cis2_receipt_prompt_bytes) */
+        memcpy(d->pending, held, nh);
+        d->n = (int)nh;
+        return;
+    }
+    if (nh == 0) {
+        detok_bytes(d, (const unsigned char *)b, bl, id < 0, out);
+    } else { /* the held bytes go first: the id may complete their character */
+        unsigned char *all = malloc(nh + bl);
+        if (!all) {
+            out->oom = 1;
+            free(b);
+            return;
+        }
+        memcpy(all, held, nh);
+        if (bl) memcpy(all + nh, b, bl);
+        detok_bytes(d, all, nh + bl, id < 0, out);
+        free(all);
+    }
+    free(b);
 }
