@@ -407,8 +407,9 @@ const char *cis2_chat_template_name(const cis2_chat_template *t);
 const char *cis2_chat_template_system(const cis2_chat_template *t);
 void cis2_chat_template_free(cis2_chat_template *t);
 /* OpenAI-style messages: a JSON array of {"role", "content"} or an object
- * {"messages": [...]} (other keys, other roles and non-string content are
- * refused). *msgs is one malloc'd block (strings inside it): cis2_free it. */
+ * {"messages": [...]}; content a string or an array of text parts
+ * {"type": "text", "text"}, joined with "\n" (other keys, roles and parts
+ * are refused). *msgs is one malloc'd block (strings inside it): cis2_free it. */
 int cis2_chat_parse_messages(const char *json, size_t len, const char *path, cis2_chat_msg **msgs,
                              int *n, char *err);
 /* Render n >= 1 messages, then "<|im_start|>assistant\n" when

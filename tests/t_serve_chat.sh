@@ -57,6 +57,18 @@ expect_eq serve.chat.shape "$(jget "$T/system-first.json" '[d["object"], d["id"]
     '["chat.completion", "chatcmpl-", "assistant", "length", 5, true]'
 solo_text=$("$CIS2" run --model "$M" --chat "$F/messages-system-first.json" -n 5 --stop-at-eos | sed -n 's/^text=//p')
 expect_eq serve.chat.content-is-run-text "$(jget "$T/system-first.json" 'json.dumps(d["choices"][0]["message"]["content"])')" "$solo_text"
+# Content as OpenAI's array of text parts: the texts joined with "\n" (vLLM's rule), so the
+# receipt is the one for that joined string (`cis2 run --chat` of it, alone)
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); m=d["messages"]
+for x in m: x["content"]=[{"type":"text","text":t} for t in x["content"].split(" ")]
+print(json.dumps({"model":"qm","messages":m,"max_tokens":5}))
+for x in m: x["content"]="\n".join(p["text"] for p in x["content"])
+json.dump({"messages":m}, open(sys.argv[2],"w"))' "$F/messages-system-first.json" "$T/parts-joined.json" > "$T/parts.req"
+C "$U/v1/chat/completions" -d @"$T/parts.req" > "$T/parts.json"
+jget "$T/parts.json" 'd["cis2"]["receipt"]' | head -c -1 > "$T/parts.receipt"
+solo "$T/solo-parts.receipt" --model "$M" --chat "$T/parts-joined.json" -n 5 --stop-at-eos
+grep -q ' ' "$F/messages-system-first.json" && [ -s "$T/parts.receipt" ] && cmp -s "$T/parts.receipt" "$T/solo-parts.receipt" \
+    && pass serve.chat.content-parts-joined-with-newlines || fail serve.chat.content-parts-joined-with-newlines "$(head -c 300 "$T/parts.json")"
 # max_completion_tokens is max_tokens' other name: the same response
 body "$F/messages-system-first.json" '{"max_completion_tokens":5}' > "$T/mct.req"
 C "$U/v1/chat/completions" -d @"$T/mct.req" > "$T/mct.json"
@@ -168,7 +180,8 @@ bad empty-messages 400 messages '{"model":"qm","messages":[]}'
 bad role-tool 400 messages '{"model":"qm","messages":[{"role":"tool","content":"x"}]}'
 expect_eq serve.chat.bad.role-tool.message "$(msg)" 'request body: messages[0].role: must be "system", "user" or "assistant"'
 bad role-developer 400 messages '{"model":"qm","messages":[{"role":"developer","content":"x"}]}'
-bad content-parts 400 messages '{"model":"qm","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}'
+bad content-image-part 400 messages '{"model":"qm","messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"x"}}]}]}'
+expect_eq serve.chat.bad.content-image-part.message "$(msg)" 'request body: messages[0].content[1]: expected a text part {"type": "text", "text": "..."} (this model reads text only)'
 bad content-null 400 messages '{"model":"qm","messages":[{"role":"assistant","content":null}]}'
 bad message-name 400 messages '{"model":"qm","messages":[{"role":"user","content":"hi","name":"bob"}]}'
 bad special-token 400 messages '{"model":"qm","messages":[{"role":"user","content":"hi <|endoftext|>"}]}'

@@ -194,8 +194,16 @@ static void test_messages(void)
         { "{\"messages\": [], \"model\": \"x\"}", "key \"model\" is not used here" },
         { "[{\"role\": \"tool\", \"content\": \"x\"}]", "must be \"system\", \"user\" or" },
         { "[{\"role\": \"user\"}]", "messages[0].content: must be a string" },
-        { "[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\"}]}]",
-          "messages[0].content: must be a string" },
+        { "[{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {}}]}]",
+          "messages[0].content[0]: expected a text part" },
+        { "[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\", \"y\": 1}]}]",
+          "messages[0].content[0]: expected a text part" },
+        { "[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": 5}]}]",
+          "messages[0].content[0]: expected a text part" },
+        { "[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}, \"b\"]}]",
+          "messages[0].content[1]: expected a text part" },
+        { "[{\"role\": \"user\", \"content\": 5}]",
+          "messages[0].content: must be a string or an array of text parts" },
         { "[{\"role\": \"user\", \"content\": \"x\", \"name\": \"bob\"}]",
           "unsupported key \"name\"" },
         { "[{\"role\": \"user\", \"content\": \"x\", \"content\": \"y\"}]",
@@ -216,6 +224,33 @@ static void test_messages(void)
             CHECK("chat messages: content with a NUL keeps its length",
                   m[0].content_len == 3 && m[0].content[1] == 0 && !strcmp(m[0].role, "system"),
                   "len %zu", m[0].content_len);
+        free(m);
+    }
+    /* Content parts: the texts joined with "\n" (vLLM's rule for a template
+     * that takes string content); no parts is empty content. */
+    static const struct {
+        const char *json, *content;
+        size_t len;
+    } parts[] = {
+        { "[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"Hello\"}, "
+          "{\"text\": \"th\\u00e9re\", \"type\": \"text\"}]}]",
+          "Hello\nth\xc3\xa9re", 12 },
+        { "[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\\u0000\"}]}]",
+          "a\0", 2 },
+        { "[{\"role\": \"user\", \"content\": []}]", "", 0 },
+    };
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        char err[CIS2_ERR_LEN] = "", label[80];
+        cis2_chat_msg *m = NULL;
+        int n = -1;
+        int rc =
+            cis2_chat_parse_messages(parts[i].json, strlen(parts[i].json), "m.json", &m, &n, err);
+        snprintf(label, sizeof label, "chat messages: content parts %zu joined", i);
+        CHECK(label,
+              rc == 0 && n == 1 && m[0].content_len == parts[i].len &&
+                  !memcmp(m[0].content, parts[i].content, parts[i].len) &&
+                  m[0].content[parts[i].len] == 0,
+              "rc=%d %s len %zu", rc, err, m ? m[0].content_len : 0);
         free(m);
     }
 }

@@ -267,7 +267,7 @@ static void check_chat_parser(void)
           400, "messages", "messages[0].role: must be" },
         { "content-array",
           "{\"model\":\"fx\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}",
-          400, "messages", "messages[0].content: must be a string" },
+          400, "messages", "messages[0].content[0]: expected a text part" },
         { "message-name",
           "{\"model\":\"fx\",\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":\"b\"}]}",
           400, "messages", "unsupported key \"name\"" },

@@ -497,6 +497,40 @@ void cis2_chat_template_free(cis2_chat_template *t)
 
 /* ------------------------------------------------------------- messages */
 
+/* Content as OpenAI's array of parts: each {"type": "text", "text": STRING}
+ * (any other part, image or audio, is refused), the texts joined with "\n" —
+ * what vLLM passes to a template that takes string content, as every
+ * template here does — into out (the parts' raw text is longer than that). */
+static int text_parts(const json_doc *d, uint32_t arr, const char *path, uint32_t i, char *out,
+                      size_t *len, char *err)
+{
+    size_t at = 0;
+    uint32_t j = 0;
+    for (uint32_t p = d->nodes[arr].first; p != JSON_NONE; p = d->nodes[p].next, j++) {
+        uint32_t type = JSON_NONE, text = JSON_NONE;
+        int ok = d->nodes[p].type == JSON_OBJECT && d->nodes[p].count == 2;
+        if (ok) {
+            int dt = 0, dx = 0;
+            type = json_get(d, p, "type", &dt);
+            text = json_get(d, p, "text", &dx);
+            ok = dt == 1 && dx == 1 && d->nodes[type].type == JSON_STRING &&
+                 json_str_eq(d, type, "text") && d->nodes[text].type == JSON_STRING;
+        }
+        if (!ok) {
+            cerr(err,
+                 "%s: messages[%u].content[%u]: expected a text part {\"type\": \"text\", "
+                 "\"text\": \"...\"} (this model reads text only)",
+                 path, i, j);
+            return 1;
+        }
+        if (j) out[at++] = '\n';
+        json_str_decode(d, text, out + at);
+        at += json_str_len(d, text);
+    }
+    *len = at;
+    return 0;
+}
+
 static int cis2_chat_parse_messages_impl(const char *json, size_t len, const char *path,
                                          cis2_chat_msg **out, int *n_out, char *err)
 {
@@ -570,16 +604,20 @@ static int cis2_chat_parse_messages_impl(const char *json, size_t len, const cha
                  i);
             break;
         }
-        if (content == JSON_NONE || d.nodes[content].type != JSON_STRING) {
-            cerr(err, "%s: messages[%u].content: must be a string", path, i);
+        if (content == JSON_NONE ||
+            (d.nodes[content].type != JSON_STRING && d.nodes[content].type != JSON_ARRAY)) {
+            cerr(err, "%s: messages[%u].content: must be a string or an array of text parts", path,
+                 i);
             break;
         }
         msgs[i].role = json_str_eq(&d, role, "system") ? "system"
                        : json_str_eq(&d, role, "user") ? "user"
                                                        : "assistant";
-        json_str_decode(&d, content, arena);
         msgs[i].content = arena;
-        msgs[i].content_len = json_str_len(&d, content);
+        if (d.nodes[content].type == JSON_STRING) {
+            json_str_decode(&d, content, arena);
+            msgs[i].content_len = json_str_len(&d, content);
+        } else if (text_parts(&d, content, path, i, arena, &msgs[i].content_len, err)) break;
         arena[msgs[i].content_len] = 0;
         arena += msgs[i].content_len + 1;
     }
