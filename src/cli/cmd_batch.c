@@ -375,7 +375,8 @@ static int same_config(const batch_ctx *b, const json_doc *d, const cis2_line_he
     static const char *const hn[3] = { "weights", "config", "tokenizer" };
     for (int k = 0; k < 3; k++) {
         w += sprintf(w, "\n%s-sha256 ", hn[k]);
-        for (int j = 0; j < 32; j++) w += sprintf(w, "%02x", hs[k][j]);
+        cis2_hex(hs[k], 32, w);
+        w += 64;
     }
     *w++ = '\n';
     if (!memmem(rt, rl, want, (size_t)(w - want))) {

@@ -68,10 +68,7 @@ static int read_index(join_t *j, const char *dir, char *err)
     json_doc d = { 0 };
     int rc = 1;
     if (cis2_read_file_max(j->ipath, CIS2_SHARD_INDEX_MAX, &text, &len, err)) return 1;
-    if (json_parse(&d, text, len, j->ipath, err)) {
-        if (!*err) snprintf(err, CIS2_ERR_LEN, "%s: out of memory", j->ipath);
-        goto out;
-    }
+    if (json_parse(&d, text, len, j->ipath, err)) goto out; /* err says why, memory too */
     int dups = 0;
     uint32_t wm = d.nodes[0].type == JSON_OBJECT ? json_get(&d, 0, "weight_map", &dups) : JSON_NONE;
     if (wm == JSON_NONE || dups > 1 || d.nodes[wm].type != JSON_OBJECT || d.nodes[wm].count == 0) {
@@ -79,8 +76,9 @@ static int read_index(join_t *j, const char *dir, char *err)
                  "%s: needs one \"weight_map\" object naming the shard of every tensor", j->ipath);
         goto out;
     }
-    j->e = calloc(d.nodes[wm].count, sizeof *j->e);
-    j->sh = calloc(MAX_SHARDS, sizeof *j->sh);
+    uint32_t n = d.nodes[wm].count; /* no more shards than tensors */
+    j->e = calloc(n, sizeof *j->e);
+    j->sh = calloc(n < MAX_SHARDS ? n : MAX_SHARDS, sizeof *j->sh);
     if (!j->e || !j->sh) {
         snprintf(err, CIS2_ERR_LEN, "%s: out of memory", j->ipath);
         goto out;
