@@ -117,6 +117,7 @@ def _int_in(v, what, lo, hi, hint=""):
 
 INT_MAX = 2**31 - 1
 THREADS_MAX = 1024  # cis2_engine_opts.threads, as the CLI's --threads
+MAX_SEQS = 4096  # cis2_engine_opts.max_seqs
 
 
 def _ids_out(p, n):
@@ -515,7 +516,7 @@ class Engine(_Closing):
     on different threads decode concurrently, the GIL released."""
 
     @staticmethod
-    def _opts(backend, isa, threads):
+    def _opts(backend, isa, threads, max_seqs=1):
         """cis2_engine_opts from the Python arguments (ValueError when bad)."""
         if not isinstance(backend, str) or backend not in _lib.BACKEND:
             raise ValueError("backend must be 'ref' or 'fast', got %r" % (backend,))
@@ -535,16 +536,19 @@ class Engine(_Closing):
         # cis2_engine_opts.threads: at most 1024 (include/cis2.h); beyond, the
         # library's cis2.Error, not the ValueError of every other bad argument
         o.threads = _int_in(threads, "threads", 0, THREADS_MAX, " (0 = every core)")
+        o.max_seqs = _int_in(max_seqs, "max_seqs", 1, MAX_SEQS)
         return o
 
-    def __init__(self, model, backend="ref", isa="auto", threads=0, _trace=None):
-        """Engine(model, backend="ref", isa="auto", threads=0), as
+    def __init__(self, model, backend="ref", isa="auto", threads=0, max_seqs=1, _trace=None):
+        """Engine(model, backend="ref", isa="auto", threads=0, max_seqs=1), as
         model.engine(...): backend "ref" or "fast"; isa (fast only) auto,
         scalar, sse2, avx2, avx512 or neon; threads (fast only) 0..1024,
-        0 = every core. ValueError/TypeError for a bad argument."""
+        0 = every core; max_seqs 1..4096, the sequences generate_many decodes
+        at once. ValueError/TypeError for a bad argument."""
         if not isinstance(model, Model):
             raise TypeError("Engine: expected a cis2.Model, got %s" % type(model).__name__)
-        o = self._opts(backend, isa, threads)
+        o = self._opts(backend, isa, threads, max_seqs)
+        self._max_seqs = o.max_seqs
         self._trace_fn = _trace  # keep the callback alive as long as the engine
         if _trace is not None:
             o.trace = _trace
@@ -566,6 +570,11 @@ class Engine(_Closing):
         """"ref", or "fast/<isa>" as the library names its path."""
         self._handle()
         return self._backend
+
+    @property
+    def max_seqs(self):
+        """How many sequences generate_many decodes at once."""
+        return self._max_seqs
 
     def __repr__(self):
         return "Engine(%r, backend=%s%s)" % (self._model.path, getattr(self, "_backend", "?"),
@@ -591,6 +600,7 @@ class Engine(_Closing):
             raise ValueError("force has %d ids but max_tokens is %d: the last %d would never be "
                              "fed" % (nf, max_tokens, nf - max_tokens))
         stop = _flag_in(stop_at_eos, "stop_at_eos")
+        self._fits(n, max_tokens)
         g = _lib.GenOpts(n_gen=max_tokens, stop_at_eos=1 if stop else 0)
         if nf:
             g.force, g.n_force = ctypes.cast(farr, _lib.c_int32_p), nf
@@ -602,6 +612,66 @@ class Engine(_Closing):
                                  "a teacher-forced run is not a greedy decode")
             finally:
                 _c.cis2_result_free(ctypes.byref(r))
+
+    def _fits(self, n, max_tokens):
+        """ValueError unless n prompt tokens and max_tokens more fit the
+        model's positions (the library's own message names the CLI's -n)."""
+        cap = self._model.config.max_pos
+        if n + max_tokens > cap:
+            raise ValueError("prompt (%d tokens) + max_tokens %d exceeds max_position_embeddings "
+                             "= %d" % (n, max_tokens, cap))
+
+    def generate_many(self, prompts, max_tokens=None, *, stop_at_eos=False):
+        """generate() for every prompt of `prompts` (a list, or any iterable,
+        of what generate takes), up to max_seqs of them decoding at once: each
+        step reads every weight once for all of them, and a prompt joins as
+        soon as another finishes. Returns their Results in input order, each
+        bit-identical to generate(prompt, max_tokens, stop_at_eos=...) alone,
+        receipt included. Every prompt is checked before anything is
+        decoded; an error names it as prompts[i]."""
+        if isinstance(prompts, (str, bytes, bytearray, memoryview)):
+            raise TypeError("generate_many: prompts must be a list of prompts, got one %s "
+                            "(generate takes a single prompt)" % type(prompts).__name__)
+        try:
+            prompts = list(prompts)
+        except TypeError:
+            raise TypeError("generate_many: prompts must be a list of prompts, got %s" %
+                            type(prompts).__name__) from None
+        max_tokens = _int_in(16 if max_tokens is None else max_tokens, "max_tokens", 1, INT_MAX)
+        g = _lib.GenOpts(n_gen=max_tokens,
+                         stop_at_eos=1 if _flag_in(stop_at_eos, "stop_at_eos") else 0)
+        m, items = self._model, []
+        for i, p in enumerate(prompts):
+            try:
+                items.append(m._prompt(p))
+                self._fits(items[-1][1], max_tokens)
+            except (ValueError, TypeError, Error) as e:
+                raise type(e)("prompts[%d]: %s" % (i, e)) from None
+        out = [None] * len(items)
+        with self._lock:
+            h, err, live, nxt = self._handle(), _lib.err_buf(), {}, 0
+            try:
+                while nxt < len(items) or live:
+                    while nxt < len(items) and len(live) < self._max_seqs:
+                        ids, n = items[nxt][0], items[nxt][1]
+                        seq = ctypes.c_int(-1)
+                        if _c.cis2_seq_submit(h, ids, n, ctypes.byref(g), ctypes.byref(seq), err):
+                            raise Error("prompts[%d]: %s" % (nxt, _lib.err_text(err)))
+                        live[seq.value], nxt = nxt, nxt + 1
+                    _check(_c.cis2_engine_step(h, err), err)
+                    for seq in [q for q in live if _c.cis2_seq_done(h, q)]:
+                        r = _lib.Result()
+                        _check(_c.cis2_seq_take(h, seq, ctypes.byref(r), err), err)
+                        i = live.pop(seq)
+                        try:  # under the lock, as generate: Model.close waits for it
+                            out[i] = m._result(r, items[i][2], items[i][3])
+                        finally:
+                            _c.cis2_result_free(ctypes.byref(r))
+            except BaseException:  # Ctrl-C between two steps, or an error: free the slots
+                for seq in live:
+                    _c.cis2_seq_cancel(h, seq)
+                raise
+        return out
 
     def _decode(self, ids, n, g, r, stop=None):
         """cis2_generate's own path into `r`, one call per token (the caller
@@ -690,10 +760,12 @@ class Model(_Closing):
         return bool(self._h) and not self._closing
 
     # -- engines
-    def engine(self, backend=None, isa=None, threads=None):
-        """Another engine over this model (defaults: the model's options)."""
+    def engine(self, backend=None, isa=None, threads=None, max_seqs=None):
+        """Another engine over this model (defaults: the model's options, and
+        max_seqs 1)."""
         o = dict(self._opts)
-        for k, v in (("backend", backend), ("isa", isa), ("threads", threads)):
+        for k, v in (("backend", backend), ("isa", isa), ("threads", threads),
+                     ("max_seqs", max_seqs)):
             if v is not None:
                 o[k] = v
         return Engine(self, **o)
@@ -730,6 +802,14 @@ class Model(_Closing):
         (default 16, or len(force)); returns a Result, whose receipt is
         byte-identical to `cis2 run --receipt`'s."""
         return self._engine.generate(prompt, max_tokens, stop_at_eos=stop_at_eos, force=force)
+
+    def generate_many(self, prompts, max_tokens=None, *, stop_at_eos=False, batch=8):
+        """Engine.generate_many on an engine of this model's options that
+        decodes `batch` sequences at once (made for the call, then freed):
+        a list of Results in input order, each bit-identical to
+        generate(prompt, ...) alone."""
+        with self.engine(max_seqs=_int_in(batch, "batch", 1, MAX_SEQS)) as e:
+            return e.generate_many(prompts, max_tokens, stop_at_eos=stop_at_eos)
 
     def verify(self, receipt):
         """cis2.verify(receipt, self)."""
