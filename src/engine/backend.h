@@ -1,6 +1,6 @@
 /* The engine layer's internal interface. Compute backends: the engine
- * (decode.c) owns the model walk, the KV cache and every elementwise step; a
- * backend supplies the two heavy kernels.
+ * (engine.c, forward.c) owns the model walk, the KV cache and every
+ * elementwise step; a backend supplies the two heavy kernels.
  * Contract: each output element is the same sequence of separately rounded
  * operations as the scalar reference (§5.1, §9.2–§9.4) — parallelism only
  * across rows, heads and tokens, never inside a sum. */

@@ -1,5 +1,5 @@
 /* Fault injection (docs/divergence.md, debug only): the documented bugs of
- * engine/fault.h. The hooks on the normal path (decode.c, backend_ref.c)
+ * engine/fault.h. The hooks on the normal path (forward.c, backend_ref.c)
  * are single predictable branches on the engine's fault kind. */
 #include "engine/fault.h"
 #include <stdlib.h>

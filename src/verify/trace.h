@@ -21,7 +21,7 @@
 /* --tol files are a few lines. */
 #define CIS2_TOL_MAX ((size_t)1 << 20)
 
-/* The traced nodes: cis2_trace_node (engine/backend.h, decode.c's names). */
+/* The traced nodes: cis2_trace_node (engine/backend.h, forward.c's names). */
 int cis2_trace_node_index(const char *s, size_t len); /* -1 when unknown */
 
 /* ------------------------------------------------------- the file (trace_file.c) */

@@ -43,7 +43,7 @@ static void capture_cb(void *ctx, int pos, int layer, const char *node, const fl
         e->shape[0] = (int64_t)n;
     }
     if (c->hash_only) {
-        cis2_sha256_buf(v, n * sizeof(float), e->sha); /* little-endian host (decode.c checks) */
+        cis2_sha256_buf(v, n * sizeof(float), e->sha); /* little-endian host (engine.h checks) */
     } else {
         e->v = malloc(n * sizeof(float) + 1);
         if (e->v) memcpy(e->v, v, n * sizeof(float));

@@ -1,0 +1,668 @@
+/* The engine object (cis2_engine_new/free), its memory and each sequence's
+ * KV cache (§3.5), the sequences' lifecycle and the greedy loop (§3.4,
+ * §11.2): a step decodes every running sequence in one forward pass, then
+ * prefills the queued ones. The public entry points pin FTZ/DAZ (§1.3). The
+ * forward pass is forward.c's, the witness stream witness.c's. */
+#include "engine/engine.h"
+#include "core/fparith.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- memory */
+int grow(void *pp, size_t n, size_t size)
+{
+    void **p = pp, *q = realloc(*p, n * size);
+    if (!q) return 1;
+    *p = q;
+    return 0;
+}
+
+/* Buffers of a megabyte or more take huge pages (model/weights.h); smaller
+ * ones malloc (len 0), so small models and engines don't map 2 MiB each. */
+static void *buf_alloc(size_t bytes, size_t *len)
+{
+    *len = 0;
+    return bytes < ((size_t)1 << 20) ? malloc(bytes) : cis2_big_alloc(bytes, len);
+}
+
+static void buf_free(void *p, size_t len)
+{
+    if (len) cis2_big_free(p, len);
+    else free(p);
+}
+
+/* The per-row float buffers are carved from one huge-page mapping: a first
+ * prefill touches megabytes of them, and 4 KiB page faults on a VM cost
+ * ~10 us each (thousands per 256-token prompt). They hold nothing across
+ * forward passes, so a larger arena starts empty. */
+int ensure_rows(cis2_engine *e, int T, char *err)
+{
+    if (T <= e->t_cap) return 0;
+    witness_wait(e); /* the logits move */
+    const cis2_config *c = &e->m->cfg;
+    size_t H = (size_t)c->hidden, qd = (size_t)c->n_heads * c->head_dim,
+           kvd = (size_t)c->n_kv_heads * c->head_dim, I = (size_t)c->inter, t = (size_t)T;
+    size_t wide = H > qd ? H : qd, half = c->head_dim / 2 > 0 ? (size_t)c->head_dim / 2 : 1;
+    const size_t f = sizeof(float);
+    float **bufs[] = { &e->x,    &e->xn, &e->q,   &e->k,      &e->v,      &e->att, &e->proj,
+                       &e->gate, &e->up, &e->act, &e->rope_c, &e->rope_s, &e->xf };
+    const size_t len[] = { t * H, t * H, t * qd, t * kvd,  t * kvd,  t * qd, t * wide,
+                           t * I, t * I, t * I,  t * half, t * half, t * H };
+    size_t off[sizeof len / sizeof len[0]], total = 0, alen = 0;
+    for (size_t i = 0; i < sizeof len / sizeof len[0]; i++) {
+        off[i] = total;
+        total += (len[i] * f + 63) & ~(size_t)63; /* each buffer cache-line aligned */
+    }
+    uint8_t *a = buf_alloc(total, &alen);
+    if (!a || grow(&e->rows, t, sizeof *e->rows) || grow(&e->tokens, t, sizeof *e->tokens) ||
+        grow(&e->spans, t, sizeof *e->spans) || grow(&e->logits, t * (size_t)c->vocab, f)) {
+        buf_free(a, alen);
+        snprintf(err, CIS2_ERR_LEN, "out of memory for %d tokens of activations", T);
+        return 1;
+    }
+    buf_free(e->arena, e->arena_len);
+    e->arena = a;
+    e->arena_len = alen;
+    for (size_t i = 0; i < sizeof len / sizeof len[0]; i++) *bufs[i] = (float *)(a + off[i]);
+    e->t_cap = T;
+    return 0;
+}
+
+/* A sequence's KV cache grows on demand (doubling) up to max_position_embeddings,
+ * every layer's K and V in one huge-page arena (see ensure_rows). A run's
+ * prefill allocates ahead (cis2_engine_step) and a slot keeps its arena
+ * from run to run (seq_release). */
+int ensure_positions(cis2_engine *e, seq_t *s, int need, char *err)
+{
+    const cis2_config *c = &e->m->cfg;
+    if (need > c->max_pos) {
+        snprintf(err, CIS2_ERR_LEN, "position %d is beyond max_position_embeddings = %d", need - 1,
+                 c->max_pos);
+        return 1;
+    }
+    if (need <= s->kv_cap) return 0;
+    int want_kb = e->be->wants_kb;
+    if (!s->kc) {
+        s->kc = calloc((size_t)c->n_layers, sizeof *s->kc);
+        s->vc = calloc((size_t)c->n_layers, sizeof *s->vc);
+        s->kb = want_kb ? calloc((size_t)c->n_layers, sizeof *s->kb) : NULL;
+        if (!s->kc || !s->vc || (want_kb && !s->kb)) {
+            snprintf(err, CIS2_ERR_LEN, "out of memory");
+            return 1;
+        }
+    }
+    int cap = s->kv_cap ? s->kv_cap : 16; /* small: short runs grow (and test growth) */
+    while (cap < need) cap *= 2;
+    if (cap > c->max_pos) cap = c->max_pos;
+    int kb_cap = (cap + CIS2_KB - 1) / CIS2_KB * CIS2_KB;
+    size_t hd = (size_t)c->head_dim, kvd = (size_t)c->n_kv_heads * hd, per = (size_t)cap * kvd;
+    size_t kb_per = want_kb ? (size_t)kb_cap * kvd : 0, alen = 0;
+    float *a = buf_alloc((size_t)c->n_layers * (2 * per + kb_per) * sizeof(float), &alen);
+    if (!a) {
+        snprintf(err, CIS2_ERR_LEN, "out of memory for a KV cache of %d positions", cap);
+        return 1;
+    }
+    size_t keep = (size_t)s->kv_cap * kvd * sizeof(float);
+    for (int l = 0; l < c->n_layers; l++) {
+        float *k = a + (size_t)l * (2 * per + kb_per), *v = k + per;
+        if (keep) {
+            memcpy(k, s->kc[l], keep);
+            memcpy(v, s->vc[l], keep);
+        }
+        s->kc[l] = k;
+        s->vc[l] = v;
+        if (!want_kb) continue;
+        /* each KV head's blocks are one run of its kb_cap positions */
+        float *kb = v + per;
+        for (int h = 0; keep && h < c->n_kv_heads; h++)
+            memcpy(kb + (size_t)h * kb_cap * hd, s->kb[l] + (size_t)h * s->kb_cap * hd,
+                   (size_t)s->kb_cap * hd * sizeof(float));
+        s->kb[l] = kb;
+    }
+    buf_free(s->kv, s->kv_len);
+    s->kv = a;
+    s->kv_len = alen;
+    s->kv_cap = cap;
+    s->kb_cap = kb_cap;
+    return 0;
+}
+
+/* The KV arena back to the system. */
+static void kv_free(seq_t *s)
+{
+    buf_free(s->kv, s->kv_len);
+    free(s->kc);
+    free(s->vc);
+    free(s->kb);
+    s->kv = NULL;
+    s->kc = s->vc = s->kb = NULL;
+    s->kv_len = 0;
+    s->kv_cap = s->kb_cap = 0;
+}
+
+/* A run ends (taken, cancelled or failed to start): its slot keeps the KV
+ * arena for the slot's next run, which then faults in no fresh pages (on a
+ * VM ~10 us per 4 KiB page, and 2 MiB pages are zeroed first). A run reads
+ * only positions it wrote itself (§9.2: keys 0..pos), so what an earlier run
+ * left past them changes nothing. */
+static void seq_release(seq_t *s)
+{
+    seq_t keep = { .kv_cap = s->kv_cap,
+                   .kc = s->kc,
+                   .vc = s->vc,
+                   .kb = s->kb,
+                   .kb_cap = s->kb_cap,
+                   .kv = s->kv,
+                   .kv_len = s->kv_len };
+    free(s->force_copy);
+    cis2_result_free(&s->r);
+    *s = keep;
+}
+
+static int cis2_engine_new_impl(cis2_engine **out, const cis2_model *m, const cis2_engine_opts *o,
+                                char *err)
+{
+    *out = NULL;
+    if (!m) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_engine_new: no model (m is NULL)");
+        return 1;
+    }
+    cis2_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        return 1;
+    }
+    e->m = m;
+    if (o) e->o = *o;
+    e->n_seqs = e->o.max_seqs > 0 ? e->o.max_seqs : 1;
+    /* Out-of-range counts are the caller's mistake, said as such: never a
+     * silent clamp to a thread count or a queue the caller did not ask for. */
+    if (e->o.max_seqs < 0 || e->n_seqs > 4096) {
+        snprintf(err, CIS2_ERR_LEN, "max_seqs %d is outside [0, 4096] (0 = 1)", e->o.max_seqs);
+        free(e);
+        return 1;
+    }
+    if (e->o.threads < 0 || e->o.threads > 1024) {
+        snprintf(err, CIS2_ERR_LEN, "threads %d is outside [0, 1024] (0 = every online core)",
+                 e->o.threads);
+        free(e);
+        return 1;
+    }
+    const char *bn = e->o.backend == CIS2_BACKEND_REF ? "ref" : "fast";
+    if (e->o.backend != CIS2_BACKEND_REF && e->o.backend != CIS2_BACKEND_FAST &&
+        e->o.backend != CIS2_BACKEND_APPROX) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "unknown backend %d (expected CIS2_BACKEND_REF or CIS2_BACKEND_FAST)",
+                 (int)e->o.backend);
+        free(e);
+        return 1;
+    }
+    const cis2_config *c = &m->cfg;
+    e->w = m->w;
+    e->layers = malloc((size_t)c->n_layers * sizeof *e->layers);
+    if (!e->layers) {
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        free(e);
+        return 1;
+    }
+    memcpy(e->layers, m->w.layers, (size_t)c->n_layers * sizeof *e->layers);
+    e->w.layers = e->layers;
+    /* FAULT: validated (and weight-bit applied to this engine's view) before the backend */
+    int rc =
+        e->o.fault ? cis2_fault_setup(&e->fault, e->o.fault, e->o.fault_arg, bn, c, &e->w, err) : 0;
+    if (!rc) {
+        if (e->o.backend == CIS2_BACKEND_REF)
+            rc = cis2_backend_ref_new(&e->be, &e->w, &e->fault, err);
+        else if (e->o.backend == CIS2_BACKEND_APPROX)
+            rc = cis2_backend_armd_new(&e->be, &e->o, &e->w, err);
+        else rc = cis2_backend_fast_new(&e->be, &e->o, err);
+    }
+    if (rc) {
+        cis2_engine_free(e);
+        return 1;
+    }
+    e->seqs = calloc((size_t)e->n_seqs + 1, sizeof *e->seqs);
+    if (!e->seqs || ensure_rows(e, 1, err)) {
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        cis2_engine_free(e);
+        return 1;
+    }
+    *out = e;
+    return 0;
+}
+
+void cis2_engine_free(cis2_engine *e)
+{
+    if (!e) return;
+    if (e->be) {
+        witness_wait(e);
+        e->be->destroy(e->be);
+    }
+    for (int i = 0; e->seqs && i <= e->n_seqs; i++) {
+        seq_release(&e->seqs[i]);
+        kv_free(&e->seqs[i]);
+    }
+    free(e->seqs);
+    void *bufs[] = { e->rows, e->tokens, e->spans, e->logits, e->scores, e->probs };
+    buf_free(e->arena, e->arena_len);
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    cis2_fault_free(&e->fault);
+    free(e->layers);
+    free(e);
+}
+
+const cis2_model *cis2_engine_model(const cis2_engine *e) { return e->m; }
+
+const char *cis2_engine_backend(const cis2_engine *e) { return e->be->name; }
+
+static int is_eos(const cis2_config *c, int32_t id)
+{
+    for (int i = 0; i < c->n_eos; i++)
+        if (c->eos_ids[i] == id) return 1;
+    return 0;
+}
+
+/* ---- the public entry points pin FTZ/DAZ on the caller's thread and
+ * restore its control register on the way out (§1.3). */
+typedef struct {
+    uint64_t saved;
+} fp_guard;
+static int fp_enter(fp_guard *g, char *err) { return cis2_fpenv_enter(&g->saved, err); }
+static void fp_leave(const fp_guard *g) { cis2_fpenv_write(g->saved); }
+
+/* A NULL engine, refused with the reason by every call that has an err. */
+static int no_engine(const cis2_engine *e, const char *fn, char *err)
+{
+    if (e) return 0;
+    snprintf(err, CIS2_ERR_LEN, "%s: no engine (e is NULL)", fn);
+    return 1;
+}
+
+int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0, float *logits,
+                        char *err)
+{
+    if (no_engine(e, __func__, err)) return 1;
+    fp_guard fg;
+    if (fp_enter(&fg, err)) return 1;
+    int rc = forward_one(e, &e->seqs[e->n_seqs], tokens, n, pos0, logits, err);
+    fp_leave(&fg);
+    return rc;
+}
+
+int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
+                    int *seq, char *err)
+{
+    *seq = -1;
+    if (no_engine(e, __func__, err)) return 1;
+    const cis2_model *m = e->m;
+    const cis2_config *c = &m->cfg;
+    if (!g || (n_prompt > 0 && !prompt)) {
+        snprintf(err, CIS2_ERR_LEN, "%s is NULL", g ? "the prompt" : "the generation options (g)");
+        return 1;
+    }
+    if (n_prompt < 1) {
+        snprintf(err, CIS2_ERR_LEN, "the prompt has no tokens");
+        return 1;
+    }
+    if (g->n_gen < 1) {
+        snprintf(err, CIS2_ERR_LEN, "-n must be at least 1");
+        return 1;
+    }
+    /* Positions computed: 0 .. n_prompt + n_gen - 2 (the last pick is never fed). */
+    if ((int64_t)n_prompt + g->n_gen - 1 > c->max_pos) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "prompt (%d tokens) + -n %d exceeds max_position_embeddings = %d", n_prompt,
+                 g->n_gen, c->max_pos);
+        return 1;
+    }
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= c->vocab) {
+            snprintf(err, CIS2_ERR_LEN,
+                     "prompt token id %d is outside the vocabulary (vocab_size = %d)", prompt[i],
+                     c->vocab);
+            return 1;
+        }
+    if (g->n_force < 0 || (g->n_force > 0 && !g->force)) {
+        snprintf(err, CIS2_ERR_LEN, "teacher forcing: n_force %d without ids", g->n_force);
+        return 1;
+    }
+    for (int i = 0; i < g->n_force; i++)
+        if (g->force[i] < 0 || g->force[i] >= c->vocab) {
+            snprintf(err, CIS2_ERR_LEN,
+                     "forced token id %d is outside the vocabulary (vocab_size = %d)", g->force[i],
+                     c->vocab);
+            return 1;
+        }
+    int slot = -1;
+    for (int i = 0; i < e->n_seqs; i++)
+        if (e->seqs[i].state == SEQ_FREE) {
+            slot = i;
+            break;
+        }
+    if (slot < 0) {
+        snprintf(err, CIS2_ERR_LEN, "all %d sequence slots are in use", e->n_seqs);
+        return 1;
+    }
+    seq_t *s = &e->seqs[slot];
+    s->r.prompt = malloc((size_t)n_prompt * sizeof(int32_t));
+    s->r.gen = malloc((size_t)g->n_gen * sizeof(int32_t));
+    s->g = *g;
+    if (g->n_force > 0) {
+        s->force_copy = malloc((size_t)g->n_force * sizeof(int32_t));
+        if (s->force_copy) memcpy(s->force_copy, g->force, (size_t)g->n_force * sizeof(int32_t));
+    }
+    s->g.force = s->force_copy;
+    if (!s->r.prompt || !s->r.gen || (g->n_force > 0 && !s->force_copy)) {
+        seq_release(s);
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        return 1;
+    }
+    memcpy(s->r.prompt, prompt, (size_t)n_prompt * sizeof(int32_t));
+    s->r.n_prompt = n_prompt;
+    s->r.nan_step = s->r.nan_index = -1;
+    witness_begin(&s->w, &m->dg, prompt, n_prompt);
+    s->state = SEQ_QUEUED;
+    *seq = slot;
+    return 0;
+}
+
+/* The run ends here: close the §12.1 witness stream and compute the §12.2
+ * argmax digest over prompt ++ generated ids. */
+static void seq_finalize(seq_t *s)
+{
+    cis2_sha256_final(&s->w, s->r.witness);
+    cis2_sha256 a;
+    cis2_sha256_init(&a);
+    for (int i = 0; i < s->r.n_prompt; i++) feed_u32(&a, (uint32_t)s->r.prompt[i]);
+    for (int i = 0; i < s->r.n_gen; i++) feed_u32(&a, (uint32_t)s->r.gen[i]);
+    cis2_sha256_final(&a, s->r.argmax);
+    s->state = SEQ_DONE;
+}
+
+/* The part of emitting that reads only this sequence's state: the next id
+ * (§11.2 argmax, or forced) and the NaN scan; returns the id. */
+static int32_t emit_scan(cis2_engine *e, seq_t *s, const float *logits)
+{
+    const cis2_config *c = &e->m->cfg;
+    int step = s->r.n_gen;
+    int32_t next, nan_at = -1;
+    if (e->be->scan) { /* bit-identical argmax and NaN index (unit_fast) */
+        next = e->be->scan(logits, c->vocab, &nan_at);
+    } else {
+        next = cis2_argmax(logits, c->vocab);
+        for (int i = 0; s->r.nan_step < 0 && i < c->vocab && nan_at < 0; i++)
+            if ((cis2_f2u(logits[i]) & 0x7FFFFFFFu) > 0x7F800000u) nan_at = i;
+    }
+    if (step < s->g.n_force) next = s->g.force[step];
+    if (s->r.nan_step < 0 && nan_at >= 0) {
+        s->r.nan_step = step;
+        s->r.nan_index = nan_at;
+    }
+    return next;
+}
+
+/* emit_scan, then the logits into the §12.1 witness stream. */
+static int32_t emit_logits(cis2_engine *e, seq_t *s, const float *logits)
+{
+    int32_t next = emit_scan(e, s, logits);
+    cis2_sha256_update(&s->w, logits,
+                       (size_t)e->m->cfg.vocab * sizeof(float)); /* LE bit patterns */
+    return next;
+}
+
+/* Whether `next`, s's next generated id, ends its run. */
+static int ends_run(const cis2_engine *e, const seq_t *s, int32_t next)
+{
+    return s->r.n_gen + 1 == s->g.n_gen || (s->g.stop_at_eos && is_eos(&e->m->cfg, next));
+}
+
+/* One generated token from this step's logits; `next` is emit_logits's,
+ * fed to the witness here unless a side job feeds it (!feed). */
+static void emit_id(cis2_engine *e, seq_t *s, const float *logits, int32_t next, int feed)
+{
+    const cis2_config *c = &e->m->cfg;
+    int step = s->r.n_gen, ends = ends_run(e, s, next);
+    if (feed) feed_u32(&s->w, (uint32_t)next);
+    s->r.gen[s->r.n_gen++] = next;
+    s->next = next;
+    if (s->g.on_step) s->g.on_step(s->g.ctx, step, logits, c->vocab, next);
+    if (s->cancelled) return; /* by its own on_step: never finalized, never taken */
+    if (s->g.stop_at_eos && is_eos(c, next)) s->r.stopped_at_eos = 1;
+    if (ends) {
+        witness_wait(e);
+        seq_finalize(s);
+    }
+}
+
+static void emit(cis2_engine *e, seq_t *s, const float *logits)
+{
+    emit_id(e, s, logits, emit_logits(e, s, logits), 1);
+}
+
+/* emit_logits of decode rows (each sequence's own state only, so any
+ * thread); the ids wait in s->next, already fed to this step. With `pairs`
+ * task i takes rows 2i and 2i + 1 < n and updates their witnesses side by
+ * side (cis2_sha256_update2: the states one at a time would reach, ~1.4x
+ * faster); else task i takes row i, for two rows on two threads. */
+typedef struct {
+    cis2_engine *e;
+    int n, pairs;
+} emit_job;
+
+static void emit_task(void *ctx, int i)
+{
+    const emit_job *j = ctx;
+    cis2_engine *e = j->e;
+    const size_t V = (size_t)e->m->cfg.vocab;
+    int r = j->pairs ? 2 * i : i;
+    seq_t *a = e->spans[r].s;
+    const float *la = e->logits + (size_t)r * V;
+    if (!j->pairs || r + 1 >= j->n) {
+        a->next = emit_logits(e, a, la);
+        return;
+    }
+    seq_t *b = e->spans[r + 1].s;
+    const float *lb = la + V;
+    a->next = emit_scan(e, a, la);
+    b->next = emit_scan(e, b, lb);
+    cis2_sha256_update2(&a->w, la, &b->w, lb, V * sizeof(float)); /* LE bit patterns */
+}
+
+/* One decode step for every running sequence, all in one forward pass: one
+ * row each, at its own position, over its own KV cache. */
+static int decode_running(cis2_engine *e, char *err)
+{
+    int B = 0;
+    for (int i = 0; i < e->n_seqs; i++) B += e->seqs[i].state == SEQ_RUNNING;
+    if (B == 0) return 0;
+    if (ensure_rows(e, B, err)) return 1;
+    double t0 = cis2_now_ms();
+    int b = 0;
+    for (int i = 0; i < e->n_seqs; i++) {
+        seq_t *s = &e->seqs[i];
+        if (s->state != SEQ_RUNNING) continue;
+        e->tokens[b] = s->next;
+        e->spans[b] = (span_t){ s, b, 1, s->pos };
+        b++;
+    }
+    if (forward(e, e->spans, B, B, e->logits, err)) return 1;
+    double ms = cis2_now_ms() - t0;
+    const int side = B == 1 && e->be->side;
+    if (side) {
+        /* A lone sequence's row and pick are hashed on a side thread while
+         * the next step runs, unless this step ends the run: the same bytes
+         * in the same order, so the same witness. Its ~0.1 ms a token was
+         * time the other threads only waited (measured: 1.6-2.3 % a token
+         * at 256 keys). */
+        seq_t *s = e->spans[0].s;
+        s->next = emit_scan(e, s, e->logits);
+        e->wj =
+            (struct witness_job){ s, e->logits, (size_t)e->m->cfg.vocab * sizeof(float), s->next };
+        if (ends_run(e, s, s->next)) witness_job_run(&e->wj);
+        else e->be->side(e->be, witness_job_run, &e->wj);
+    } else {
+        emit_job ej = { e, B, B > 2 };
+        int ntask = ej.pairs ? (B + 1) / 2 : B;
+        if (ntask > 1 && e->be->parallel_for) e->be->parallel_for(e->be, ntask, emit_task, &ej);
+        else
+            for (int i = 0; i < ntask; i++) emit_task(&ej, i);
+    }
+    for (int i = 0; i < B; i++) {
+        seq_t *s = e->spans[i].s;
+        if (s->cancelled) continue; /* by an earlier row's on_step */
+        s->pos++;
+        s->r.decode_ms += ms;
+        emit_id(e, s, e->logits + (size_t)i * e->m->cfg.vocab, s->next, !side);
+    }
+    return 0;
+}
+
+int cis2_engine_step(cis2_engine *e, char *err)
+{
+    if (no_engine(e, __func__, err)) return 1;
+    if (e->stepping) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_engine_step called from inside an on_step callback");
+        return 1;
+    }
+    fp_guard fg;
+    if (fp_enter(&fg, err)) return 1;
+    e->stepping = 1;
+    /* Each sequence's arithmetic depends on its own tokens only, so who else
+     * runs in the step (and in which order) never changes a bit. */
+    int rc = decode_running(e, err);
+    for (int i = 0; i < e->n_seqs && !rc; i++) {
+        seq_t *s = &e->seqs[i];
+        if (s->state != SEQ_QUEUED || s->cancelled) continue;
+        double t0 = cis2_now_ms();
+        /* The positions this run can reach are known now. Allocating them
+         * before the prompt, up to twice the prompt's, takes the cache's
+         * growth (a copy and fresh page faults: 10-60 ms in one step on a
+         * VM) out of the decode steps, and allocates no more than the first
+         * doubling during decode would have. */
+        int reach = s->r.n_prompt + s->g.n_gen - 1, twice = 2 * s->r.n_prompt;
+        int want = reach < twice ? reach : twice;
+        if (s->kv_cap < want) kv_free(s); /* an earlier run's: nothing in it to copy */
+        /* e->logits is read after ensure_rows may have moved it */
+        rc = ensure_rows(e, s->r.n_prompt, err) || ensure_positions(e, s, want, err) ||
+             forward_one(e, s, s->r.prompt, s->r.n_prompt, 0, e->logits, err);
+        if (rc) break;
+        s->pos = s->r.n_prompt;
+        s->state = SEQ_RUNNING;
+        emit(e, s, e->logits);
+        s->r.prefill_ms += cis2_now_ms() - t0;
+    }
+    /* Sequences an on_step cancelled were skipped since; their slots free
+     * only now, when nothing in this step can touch them again. */
+    e->stepping = 0;
+    for (int i = 0; i < e->n_seqs; i++)
+        if (e->seqs[i].cancelled) {
+            witness_wait(e);
+            seq_release(&e->seqs[i]);
+        }
+    fp_leave(&fg);
+    return rc;
+}
+
+int cis2_engine_active(const cis2_engine *e)
+{
+    int n = 0;
+    if (!e) return 0;
+    for (int i = 0; i < e->n_seqs; i++)
+        n += (e->seqs[i].state == SEQ_QUEUED || e->seqs[i].state == SEQ_RUNNING) &&
+             !e->seqs[i].cancelled;
+    return n;
+}
+
+static int seq_valid(const cis2_engine *e, int seq)
+{
+    return e && seq >= 0 && seq < e->n_seqs && e->seqs[seq].state != SEQ_FREE &&
+           !e->seqs[seq].cancelled;
+}
+
+int cis2_seq_done(const cis2_engine *e, int seq)
+{
+    return seq_valid(e, seq) && e->seqs[seq].state == SEQ_DONE;
+}
+
+int cis2_seq_take(cis2_engine *e, int seq, cis2_result *r, char *err)
+{
+    if (no_engine(e, __func__, err)) return 1;
+    if (!cis2_seq_done(e, seq)) {
+        snprintf(err, CIS2_ERR_LEN, "sequence %d is not finished", seq);
+        return 1;
+    }
+    seq_t *s = &e->seqs[seq];
+    *r = s->r;
+    memset(&s->r, 0, sizeof s->r);
+    seq_release(s);
+    return 0;
+}
+
+void cis2_seq_cancel(cis2_engine *e, int seq)
+{
+    if (!seq_valid(e, seq)) return;
+    /* From an on_step the step is still using the slot (its row, its
+     * result): mark it, cis2_engine_step releases it at its end. */
+    if (e->stepping) {
+        e->seqs[seq].cancelled = 1;
+        return;
+    }
+    witness_wait(e);
+    seq_release(&e->seqs[seq]);
+}
+
+int cis2_seq_finish(cis2_engine *e, int seq, char *err)
+{
+    if (no_engine(e, __func__, err)) return 1;
+    if (e->stepping) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_seq_finish called from inside an on_step callback");
+        return 1;
+    }
+    if (!seq_valid(e, seq) || e->seqs[seq].state != SEQ_RUNNING) {
+        snprintf(err, CIS2_ERR_LEN, "sequence %d is not running", seq);
+        return 1;
+    }
+    /* The digests of a run of exactly this many tokens: the stream so far is
+     * that run's stream (§12.1 feeds each step's logits and pick in order). */
+    witness_wait(e);
+    seq_finalize(&e->seqs[seq]);
+    return 0;
+}
+
+int cis2_generate(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
+                  cis2_result *r, char *err)
+{
+    memset(r, 0, sizeof *r);
+    r->nan_step = r->nan_index = -1;
+    if (no_engine(e, __func__, err)) return 1;
+    if (cis2_engine_active(e)) {
+        snprintf(err, CIS2_ERR_LEN, "the engine is decoding other sequences (use cis2_seq_submit)");
+        return 1;
+    }
+    int seq;
+    if (cis2_seq_submit(e, prompt, n_prompt, g, &seq, err)) return 1;
+    while (!cis2_seq_done(e, seq))
+        if (cis2_engine_step(e, err)) {
+            cis2_seq_cancel(e, seq);
+            return 1;
+        }
+    return cis2_seq_take(e, seq, r, err);
+}
+
+void cis2_result_free(cis2_result *r)
+{
+    free(r->prompt);
+    free(r->gen);
+    r->prompt = r->gen = NULL;
+    r->n_prompt = r->n_gen = 0;
+}
+
+/* ---- public entry points: the message stays one line whatever the caller's
+ * strings (paths, names) held (docs/errors.md: file names are escaped;
+ * SANITIZE leaves what is escaped already as it is). */
+int cis2_engine_new(cis2_engine **out, const cis2_model *m, const cis2_engine_opts *o, char *err)
+{
+    int rc = cis2_engine_new_impl(out, m, o, err);
+    if (rc) cis2_err_one_line(err);
+    return rc;
+}

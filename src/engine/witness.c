@@ -1,0 +1,66 @@
+/* The §12.1 witness stream (the artifact digests, the prompt, then each
+ * step's logits row and pick, one SHA-256), its replay, the side job that
+ * hashes a lone sequence's step beside the next one, and §11.2's argmax. */
+#include "engine/engine.h"
+
+int32_t cis2_argmax(const float *logits, int n)
+{
+    if (n < 1) return -1; /* no logits: no index (logits[0] is not there) */
+    int32_t best = 0;
+    float best_v = logits[0];
+    for (int i = 1; i < n; i++)
+        if (logits[i] > best_v) {
+            best_v = logits[i];
+            best = i;
+        } /* strict >: first max wins (§11.2) */
+    return best;
+}
+
+void feed_u32(cis2_sha256 *s, uint32_t v)
+{
+    uint8_t b[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
+    cis2_sha256_update(s, b, 4);
+}
+
+/* §12.1: one continuous SHA-256 stream: the five artifact digests, the
+ * prompt ids, then per step its logits row and its pick. */
+void witness_begin(cis2_sha256 *w, const cis2_digests *d, const int32_t *prompt, int n_prompt)
+{
+    cis2_sha256_init(w);
+    cis2_sha256_update(w, d->weights_sha256, 32);
+    cis2_sha256_update(w, d->tokenizer_sha256, 32);
+    cis2_sha256_update(w, d->config_sha256, 32);
+    cis2_sha256_update(w, d->table_digest, 32);
+    cis2_sha256_update(w, d->inv_freq_digest, 32);
+    for (int i = 0; i < n_prompt; i++) feed_u32(w, (uint32_t)prompt[i]);
+}
+
+void cis2_witness_replay(const cis2_digests *d, const int32_t *prompt, int n_prompt,
+                         const float *rows, const int32_t *ids, int n_steps, int vocab,
+                         uint8_t out[32])
+{
+    cis2_sha256 w;
+    witness_begin(&w, d, prompt, n_prompt);
+    for (int i = 0; i < n_steps; i++) {
+        cis2_sha256_update(&w, rows + (size_t)i * (size_t)vocab,
+                           (size_t)vocab * sizeof(float)); /* LE bit patterns */
+        feed_u32(&w, (uint32_t)ids[i]);
+    }
+    cis2_sha256_final(&w, out);
+}
+
+/* The side job: a step's logits row, then its pick, into the §12.1 stream
+ * (the order emit_logits and emit_id feed them). */
+void witness_job_run(void *ctx)
+{
+    const struct witness_job *j = ctx;
+    cis2_sha256_update(&j->s->w, j->row, j->len); /* LE bit patterns */
+    feed_u32(&j->s->w, (uint32_t)j->id);
+}
+
+/* Before anything reads a witness stream or writes the logits: the side
+ * job, if one is out, has run (side_wait returns at once when none is). */
+void witness_wait(cis2_engine *e)
+{
+    if (e->be->side_wait) e->be->side_wait(e->be);
+}
