@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* ---------------------------------------------------------------- memory */
-int grow(void *pp, size_t n, size_t size)
+int eng_grow(void *pp, size_t n, size_t size)
 {
     void **p = pp, *q = realloc(*p, n * size);
     if (!q) return 1;
@@ -35,7 +35,7 @@ static void buf_free(void *p, size_t len)
  * prefill touches megabytes of them, and 4 KiB page faults on a VM cost
  * ~10 us each (thousands per 256-token prompt). They hold nothing across
  * forward passes, so a larger arena starts empty. */
-int ensure_rows(cis2_engine *e, int T, char *err)
+int eng_ensure_rows(cis2_engine *e, int T, char *err)
 {
     if (T <= e->t_cap) return 0;
     witness_wait(e); /* the logits move */
@@ -54,8 +54,9 @@ int ensure_rows(cis2_engine *e, int T, char *err)
         total += (len[i] * f + 63) & ~(size_t)63; /* each buffer cache-line aligned */
     }
     uint8_t *a = buf_alloc(total, &alen);
-    if (!a || grow(&e->rows, t, sizeof *e->rows) || grow(&e->tokens, t, sizeof *e->tokens) ||
-        grow(&e->spans, t, sizeof *e->spans) || grow(&e->logits, t * (size_t)c->vocab, f)) {
+    if (!a || eng_grow(&e->rows, t, sizeof *e->rows) ||
+        eng_grow(&e->tokens, t, sizeof *e->tokens) || eng_grow(&e->spans, t, sizeof *e->spans) ||
+        eng_grow(&e->logits, t * (size_t)c->vocab, f)) {
         buf_free(a, alen);
         snprintf(err, CIS2_ERR_LEN, "out of memory for %d tokens of activations", T);
         return 1;
@@ -72,7 +73,7 @@ int ensure_rows(cis2_engine *e, int T, char *err)
  * every layer's K and V in one huge-page arena (see ensure_rows). A run's
  * prefill allocates ahead (cis2_engine_step) and a slot keeps its arena
  * from run to run (seq_release). */
-int ensure_positions(cis2_engine *e, seq_t *s, int need, char *err)
+int eng_ensure_positions(cis2_engine *e, seq_t *s, int need, char *err)
 {
     const cis2_config *c = &e->m->cfg;
     if (need > c->max_pos) {
@@ -222,7 +223,7 @@ static int cis2_engine_new_impl(cis2_engine **out, const cis2_model *m, const ci
         return 1;
     }
     e->seqs = calloc((size_t)e->n_seqs + 1, sizeof *e->seqs);
-    if (!e->seqs || ensure_rows(e, 1, err)) {
+    if (!e->seqs || eng_ensure_rows(e, 1, err)) {
         snprintf(err, CIS2_ERR_LEN, "out of memory");
         cis2_engine_free(e);
         return 1;
@@ -284,7 +285,7 @@ int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0, 
     if (no_engine(e, __func__, err)) return 1;
     fp_guard fg;
     if (fp_enter(&fg, err)) return 1;
-    int rc = forward_one(e, &e->seqs[e->n_seqs], tokens, n, pos0, logits, err);
+    int rc = eng_forward_one(e, &e->seqs[e->n_seqs], tokens, n, pos0, logits, err);
     fp_leave(&fg);
     return rc;
 }
@@ -373,8 +374,8 @@ static void seq_finalize(seq_t *s)
     cis2_sha256_final(&s->w, s->r.witness);
     cis2_sha256 a;
     cis2_sha256_init(&a);
-    for (int i = 0; i < s->r.n_prompt; i++) feed_u32(&a, (uint32_t)s->r.prompt[i]);
-    for (int i = 0; i < s->r.n_gen; i++) feed_u32(&a, (uint32_t)s->r.gen[i]);
+    for (int i = 0; i < s->r.n_prompt; i++) witness_feed_u32(&a, (uint32_t)s->r.prompt[i]);
+    for (int i = 0; i < s->r.n_gen; i++) witness_feed_u32(&a, (uint32_t)s->r.gen[i]);
     cis2_sha256_final(&a, s->r.argmax);
     s->state = SEQ_DONE;
 }
@@ -422,7 +423,7 @@ static void emit_id(cis2_engine *e, seq_t *s, const float *logits, int32_t next,
 {
     const cis2_config *c = &e->m->cfg;
     int step = s->r.n_gen, ends = ends_run(e, s, next);
-    if (feed) feed_u32(&s->w, (uint32_t)next);
+    if (feed) witness_feed_u32(&s->w, (uint32_t)next);
     s->r.gen[s->r.n_gen++] = next;
     s->next = next;
     if (s->g.on_step) s->g.on_step(s->g.ctx, step, logits, c->vocab, next);
@@ -475,7 +476,7 @@ static int decode_running(cis2_engine *e, char *err)
     int B = 0;
     for (int i = 0; i < e->n_seqs; i++) B += e->seqs[i].state == SEQ_RUNNING;
     if (B == 0) return 0;
-    if (ensure_rows(e, B, err)) return 1;
+    if (eng_ensure_rows(e, B, err)) return 1;
     double t0 = cis2_now_ms();
     int b = 0;
     for (int i = 0; i < e->n_seqs; i++) {
@@ -485,7 +486,7 @@ static int decode_running(cis2_engine *e, char *err)
         e->spans[b] = (span_t){ s, b, 1, s->pos };
         b++;
     }
-    if (forward(e, e->spans, B, B, e->logits, err)) return 1;
+    if (eng_forward(e, e->spans, B, B, e->logits, err)) return 1;
     double ms = cis2_now_ms() - t0;
     const int side = B == 1 && e->be->side;
     if (side) {
@@ -543,8 +544,8 @@ int cis2_engine_step(cis2_engine *e, char *err)
         int want = reach < twice ? reach : twice;
         if (s->kv_cap < want) kv_free(s); /* an earlier run's: nothing in it to copy */
         /* e->logits is read after ensure_rows may have moved it */
-        rc = ensure_rows(e, s->r.n_prompt, err) || ensure_positions(e, s, want, err) ||
-             forward_one(e, s, s->r.prompt, s->r.n_prompt, 0, e->logits, err);
+        rc = eng_ensure_rows(e, s->r.n_prompt, err) || eng_ensure_positions(e, s, want, err) ||
+             eng_forward_one(e, s, s->r.prompt, s->r.n_prompt, 0, e->logits, err);
         if (rc) break;
         s->pos = s->r.n_prompt;
         s->state = SEQ_RUNNING;

@@ -82,19 +82,19 @@ struct cis2_engine {
 };
 
 /* engine.c: the memory (grow: *pp realloc'ed to n items of size bytes). */
-int grow(void *pp, size_t n, size_t size);
-int ensure_rows(cis2_engine *e, int T, char *err);
-int ensure_positions(cis2_engine *e, seq_t *s, int need, char *err);
+int eng_grow(void *pp, size_t n, size_t size);
+int eng_ensure_rows(cis2_engine *e, int T, char *err);
+int eng_ensure_positions(cis2_engine *e, seq_t *s, int need, char *err);
 
 /* forward.c: the forward pass over e->tokens[0..T) as n_sp spans, and over
  * one sequence's tokens as one span. */
-int forward(cis2_engine *e, const span_t *sp, int n_sp, int T, float *logits, char *err);
-int forward_one(cis2_engine *e, seq_t *s, const int32_t *tokens, int n, int pos0, float *logits,
-                char *err);
+int eng_forward(cis2_engine *e, const span_t *sp, int n_sp, int T, float *logits, char *err);
+int eng_forward_one(cis2_engine *e, seq_t *s, const int32_t *tokens, int n, int pos0, float *logits,
+                    char *err);
 
 /* witness.c: the §12.1 stream (an id as 4 little-endian bytes; its start;
  * the side job; waiting for the side job). */
-void feed_u32(cis2_sha256 *s, uint32_t v);
+void witness_feed_u32(cis2_sha256 *s, uint32_t v);
 void witness_begin(cis2_sha256 *w, const cis2_digests *d, const int32_t *prompt, int n_prompt);
 void witness_job_run(void *ctx);
 void witness_wait(cis2_engine *e);

@@ -334,7 +334,7 @@ static int traced_attention(cis2_engine *e, int l, const span_t *sp, float scale
     const size_t qd = (size_t)nh * hd, kvd = (size_t)c->n_kv_heads * hd;
     size_t need = (size_t)nh * (size_t)(sp->pos0 + sp->n);
     if (need > e->scores_cap) {
-        if (grow(&e->scores, need, sizeof(float)) || grow(&e->probs, need, sizeof(float))) {
+        if (eng_grow(&e->scores, need, sizeof(float)) || eng_grow(&e->probs, need, sizeof(float))) {
             snprintf(err, CIS2_ERR_LEN, "out of memory");
             return 1;
         }
@@ -471,7 +471,7 @@ static void final_norm_and_head(cis2_engine *e, const span_t *sp, int n_sp, floa
 /* The forward pass over e->tokens[0..T), laid out as n_sp spans (each span's
  * rows consecutive, spans in row order). logits (may be NULL) receives each
  * span's last-row logits, [n_sp][vocab]. */
-int forward(cis2_engine *e, const span_t *sp, int n_sp, int T, float *logits, char *err)
+int eng_forward(cis2_engine *e, const span_t *sp, int n_sp, int T, float *logits, char *err)
 {
     const cis2_config *c = &e->m->cfg;
     for (int t = 0; t < T; t++)
@@ -481,7 +481,7 @@ int forward(cis2_engine *e, const span_t *sp, int n_sp, int T, float *logits, ch
             return 1;
         }
     for (int i = 0; i < n_sp; i++) {
-        if (ensure_positions(e, sp[i].s, sp[i].pos0 + sp[i].n, err)) return 1;
+        if (eng_ensure_positions(e, sp[i].s, sp[i].pos0 + sp[i].n, err)) return 1;
         for (int j = 0; j < sp[i].n; j++)
             e->rows[sp[i].row0 + j] = (row_t){ sp[i].s, sp[i].pos0 + j, sp[i].pos0 > 0 };
     }
@@ -508,15 +508,15 @@ int forward(cis2_engine *e, const span_t *sp, int n_sp, int T, float *logits, ch
 }
 
 /* Rows for tokens[0..n) of sequence s at positions pos0..: one span. */
-int forward_one(cis2_engine *e, seq_t *s, const int32_t *tokens, int n, int pos0, float *logits,
-                char *err)
+int eng_forward_one(cis2_engine *e, seq_t *s, const int32_t *tokens, int n, int pos0, float *logits,
+                    char *err)
 {
     if (n < 1) {
         snprintf(err, CIS2_ERR_LEN, "forward: no tokens");
         return 1;
     }
-    if (ensure_rows(e, n, err)) return 1;
+    if (eng_ensure_rows(e, n, err)) return 1;
     memcpy(e->tokens, tokens, (size_t)n * sizeof *tokens);
     e->spans[0] = (span_t){ s, 0, n, pos0 };
-    return forward(e, e->spans, 1, n, logits, err);
+    return eng_forward(e, e->spans, 1, n, logits, err);
 }
