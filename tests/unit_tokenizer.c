@@ -67,7 +67,7 @@ static void check_enc_err(const char *name, const cis2_tokenizer *t, const char 
 
 /* ------------------------------------------------- synthetic tokenizer */
 
-/* §3.1.5.a byte map, written out independently of src/model/tokenizer.c. */
+/* §3.1.5.a byte map, written out independently of src/model/tokenizer_load.c. */
 static uint32_t b2u(int b)
 {
     if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE) return (uint32_t)b;

@@ -55,7 +55,7 @@ fi
 OUT="${WASM_BUILD:-build-wasm}"
 WASM_OUT="${WASM_OUT:-web/cis2.wasm}"
 mkdir -p "$OUT" "$(dirname "$WASM_OUT")"
-SRC="engine/backend_ref engine/backend_fast engine/backend_armd kernels/approx_int8 kernels/i8_pack model/quant_config engine/threadpool engine/engine engine/forward engine/witness engine/fault kernels/kernels_wasm128 kernels/kernels_scalar kernels/kernels_sse2 kernels/kernels_avx2 kernels/kernels_avx512 kernels/kernels_neon kernels/kernels_ref kernels/pick model/config model/weights model/bigmem model/model model/safetensors model/tokenizer model/unicode_tables model/unicode model/pretok core/fpenv core/json core/pinned_math core/selftest core/sha256 core/util core/io core/strbuf verify/receipt verify/receipt_verify verify/trace_capture verify/trace_file"
+SRC="engine/backend_ref engine/backend_fast engine/backend_armd kernels/approx_int8 kernels/i8_pack model/quant_config engine/threadpool engine/engine engine/forward engine/witness engine/fault kernels/kernels_wasm128 kernels/kernels_scalar kernels/kernels_sse2 kernels/kernels_avx2 kernels/kernels_avx512 kernels/kernels_neon kernels/kernels_ref kernels/pick model/config model/weights model/bigmem model/model model/safetensors model/tokenizer model/tokenizer_load model/unicode_tables model/unicode model/pretok core/fpenv core/json core/pinned_math core/selftest core/sha256 core/util core/io core/strbuf verify/receipt verify/receipt_verify verify/trace_capture verify/trace_file"
 CFLAGS=(--target=wasm32-wasi -msimd128 "${SYSFLAGS[@]}" -std=c11 -D_GNU_SOURCE -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID
         -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
         -ffp-contract=off -fno-math-errno -fno-strict-aliasing -O2 -Iinclude -Isrc)
