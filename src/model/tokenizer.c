@@ -9,7 +9,8 @@
  *         normalized=true -> pre-tokenizer steps -> byte->unicode symbols
  *         -> rank-ordered merges (heap, §3.1.5.c)
  * decode: token bytes (inverse byte map; added tokens: their content),
- *         then one UTF-8 validation over the whole result.
+ *         concatenated; total, the bytes need not be UTF-8 (callers that
+ *         print text check that themselves).
  */
 #include "model/tokenizer.h"
 #include "model/unicode_tables.h"
