@@ -74,5 +74,8 @@ if [ -n "${CIS2_WEB_BIG_MODEL:-}" ]; then
 fi
 env "${BIG_ENV[@]}" CHROMIUM="$CHROMIUM" timeout 1200 node web/test/page_test.mjs "http://127.0.0.1:$port/index.html" "$M" \
     "$T/good.receipt" "$T/doctored.receipt" "$PROMPT" 5 "$T/run.receipt" "$T" 2>&1 | tee -a "$log"
+prc=${PIPESTATUS[0]}
+# A page test that dies before its checks (a syntax error, a timeout) has printed no FAIL line.
+[ "$prc" -eq 0 ] || say "FAIL page-test: node web/test/page_test.mjs exited $prc"
 say "test-web: $(( $(date +%s) - t0 )) s (log: $log)"
 finish
