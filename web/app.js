@@ -2,11 +2,12 @@
 // receipt field by field, run a prompt and offer its receipt.
 const $ = (id) => document.getElementById(id);
 const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
-let nextId = 1, loadedKey = null;
+let nextId = 1, loaded = null;   // the File objects of the loaded model
 const pending = new Map();
 const FILES = { 'config.json': 'f-config', 'tokenizer.json': 'f-tokenizer', 'model.safetensors': 'f-model' };
 
 function call(cmd, extra = {}) {
+  if (workerDead) return Promise.reject(workerDead);
   const id = nextId++;
   return new Promise((resolve, reject) => { pending.set(id, { resolve, reject }); worker.postMessage({ id, cmd, ...extra }); });
 }
@@ -24,13 +25,32 @@ worker.onmessage = (ev) => {
     $('selftest-log').textContent += m.line + '\n';
   } else {
     const p = pending.get(m.id);
+    if (!p) return;   // a call already failed (workerFailed)
     pending.delete(m.id);
     if (m.type === 'result') p.resolve(m.result); else p.reject(new Error(m.message));
   }
 };
 
+// The engine's worker failing outside a call (its script cannot load, an uncaught error, a
+// message it cannot read) answers no call: every waiting call fails with that, not a stall.
+let workerDead = null;
+function workerFailed(why) {
+  const e = workerDead = new Error(`the engine's worker failed: ${why}; reload the page`);
+  for (const p of pending.values()) p.reject(e);
+  pending.clear();
+}
+worker.onerror = (ev) => { ev.preventDefault(); workerFailed(ev.message || 'it could not start'); };
+worker.onmessageerror = () => workerFailed('a message from it could not be read');
+
 function busy(on) { for (const b of ['load-btn', 'verify-btn', 'run-btn']) $(b).disabled = on; }
 function showError(e) { $('error').textContent = e ? String(e.message || e) : ''; }
+// A verdict is about one receipt and the model loaded for it: it goes when either changes, so a
+// PASS never stands next to a receipt or files it was not given for.
+function clearVerdict() {
+  $('verdict').className = ''; $('verdict').textContent = '';
+  $('fields').querySelector('tbody').innerHTML = ''; $('verify-gen').innerHTML = '';
+}
+const RECEIPT_MAX = 64 << 20;   // `cis2 verify`'s limit (CIS2_RECEIPT_MAX, src/verify/verify.h)
 
 function pickedFiles() {
   const files = {};
@@ -41,6 +61,9 @@ function pickedFiles() {
   }
   return files;
 }
+
+$('receipt-text').addEventListener('input', clearVerdict);
+for (const id of [...Object.values(FILES), 'f-all']) $(id).addEventListener('change', clearVerdict);
 
 // "All three at once": route by file name (model.safetensors is any *.safetensors).
 $('f-all').addEventListener('change', () => {
@@ -60,9 +83,10 @@ $('f-all').addEventListener('change', () => {
 let hashed = Promise.resolve();
 async function ensureLoaded() {
   const files = pickedFiles();
-  const key = Object.values(files).map((f) => `${f.name}:${f.size}:${f.lastModified}`).join('|');
-  if (key === loadedKey) return null;
-  loadedKey = null;
+  // The very File objects, not their names, sizes and times: another copy of a model (a
+  // fine-tune of the same shapes, unpacked with the same times) looks the same by those.
+  if (loaded && Object.keys(files).every((n) => files[n] === loaded[n])) return null;
+  loaded = null;
   $('load-status').textContent = '';
   const t0 = performance.now();
   const info = await call('load', { files });
@@ -71,7 +95,7 @@ async function ensureLoaded() {
   showLoad(info);
   hashed = call('digests').then(showLoad);
   hashed.catch(() => {});
-  loadedKey = key;
+  loaded = files;
   return (performance.now() - t0) / 1000;
 }
 
@@ -104,22 +128,34 @@ async function withBusy(fn) {
   try { await fn(); } catch (e) { showError(e); setProgress(0, 'error'); } finally { busy(false); }
 }
 
-$('load-btn').onclick = () => withBusy(async () => { loadedKey = null; await ensureLoaded(); await hashed; });
+$('load-btn').onclick = () => withBusy(async () => { loaded = null; await ensureLoaded(); await hashed; });
 
+// A picked receipt is verified as the file's bytes, as `cis2 verify FILE` reads them: the
+// textarea turns CR and CRLF into LF (and File.text() drops a BOM), which would pass a receipt
+// the strict parser refuses (docs/errors.md, verify-crlf). Its text stands for the file only
+// while it is unedited; pasted or edited text is verified as the textarea holds it.
+let picked = null;   // { bytes, shown }
 $('receipt-file').addEventListener('change', async () => {
   const f = $('receipt-file').files[0];
-  if (f) $('receipt-text').value = await f.text();
+  picked = null;
+  clearVerdict();
+  showError(null);
+  if (!f) return;
+  if (f.size > RECEIPT_MAX) { showError(`${f.name}: ${f.size} bytes is more than the ${RECEIPT_MAX} a receipt may have`); return; }
+  const bytes = new Uint8Array(await f.arrayBuffer());
+  $('receipt-text').value = new TextDecoder().decode(bytes);
+  picked = { bytes, shown: $('receipt-text').value };
 });
 
 $('verify-btn').onclick = () => withBusy(async () => {
+  clearVerdict();
   const text = $('receipt-text').value;
   if (!text.trim()) throw new Error('paste or pick a receipt first');
   const v = $('verdict'), tbody = $('fields').querySelector('tbody');
-  v.className = ''; v.textContent = ''; tbody.innerHTML = ''; $('verify-gen').innerHTML = '';
   const tv = performance.now();
   const tl = await ensureLoaded();
   setProgress(0, 'decoding…');
-  const r = await call('verify', { text });
+  const r = await call('verify', { text: picked && picked.shown === text ? picked.bytes : text });
   await hashed;
   if (r.parse_error) {
     v.className = 'fail';
@@ -143,7 +179,9 @@ $('verify-btn').onclick = () => withBusy(async () => {
   const bad = r.fields.filter((f) => !f.ok).map((f) => f.field);
   if (bad.length === 0) {
     v.className = 'pass';
-    v.textContent = `PASS — receipt verified: all ${r.fields.length} fields match`;
+    // As `cis2 verify` says it: a field not checked here is not counted as a match (§14.3).
+    v.textContent = r.prompt_hex_skipped ? `PASS — receipt verified: every field checked matches (${r.fields.length}); not checked here: prompt-hex`
+      : `PASS — receipt verified: all ${r.fields.length} fields match`;
   } else {
     v.className = 'fail';
     v.textContent = `FAIL — ${bad.length} field(s) differ: ${bad.join(', ')}`;

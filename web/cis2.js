@@ -15,6 +15,10 @@ const PREOPEN_FD = 3, PREOPEN_NAME = '/m';
 const CHUNK = 8 << 20;
 export const FILE_NAMES = ['config.json', 'tokenizer.json', 'model.safetensors'];
 const HASH_SLOT = { 'model.safetensors': 0, 'tokenizer.json': 1 };
+// config.json and tokenizer.json are held in the heap whole, so a size the loader refuses
+// anyway (CIS2_CONFIG_MAX, CIS2_TOKENIZER_MAX in src/model/model.h) is refused before it is
+// read: past wasm32's 4 GiB it would wrap in cis2w_malloc's size_t and be copied over the heap.
+const FILE_MAX = { 'config.json': 16 << 20, 'tokenizer.json': 256 << 20 };
 
 class ExitError extends Error {
   constructor(code) { super(`wasm exited with code ${code}`); this.code = code; }
@@ -179,9 +183,10 @@ export class Cis2 {
     return this.dec.decode(u8.slice(ptr, e));
   }
 
+  // s: a string (as UTF-8) or a Uint8Array (as it is), NUL-terminated in the heap during fn.
   _withStr(s, fn) {
     if (s === null || s === undefined) return fn(0, 0);
-    const b = this.enc.encode(s);
+    const b = s instanceof Uint8Array ? s : this.enc.encode(s);
     const p = this.x.cis2w_malloc(b.length + 1);
     if (!p) throw new Error('out of wasm memory');
     const u8 = this.u8;
@@ -269,6 +274,7 @@ export class Cis2 {
           for (let a = 0; head && a < head.length; a += CHUNK) await push(slot, head.subarray(a, a + CHUNK));
         };
         if (!weights) {
+          if (size > FILE_MAX[name]) throw new Error(`${name}: ${size} bytes is more than the ${FILE_MAX[name]} this input may have`);
           const ptr = x.cis2w_malloc(size) >>> 0;   // an address past 2 GiB comes back negative
           if (!ptr) throw new Error(`out of wasm memory for ${name} (${size} bytes)`);
           this.files.set(name, { ptr, size, avail: size });
@@ -352,6 +358,7 @@ export class Cis2 {
     });
   }
 
+  // receiptText: a string, or a file's bytes (verified exactly as they are).
   async verify(receiptText) {
     return this._serial(async () => {
       const waited = await this._decoded(() => this._withStr(receiptText, (p, l) => this.x.cis2w_verify(p, l)));
@@ -439,9 +446,14 @@ function concat(a, b) {
 // until the next is asked for); else src.read(a, b) in CHUNK steps, one read ahead.
 async function* sourceChunks(src) {
   if (src.chunks) { yield* src.chunks(); return; }
+  yield* readChunks(src, 0);
+}
+
+// src.read(a, b) in CHUNK steps from byte `from` to the end, one read ahead.
+async function* readChunks(src, from) {
   const ahead = (a) => { const r = src.read(a, Math.min(src.size, a + CHUNK)); r.catch(() => {}); return r; };
-  let next = src.size > 0 ? ahead(0) : null;
-  for (let off = 0; off < src.size; off += CHUNK) {
+  let next = from < src.size ? ahead(from) : null;
+  for (let off = from; off < src.size; off += CHUNK) {
     const chunk = await next;
     if (off + CHUNK < src.size) next = ahead(off + CHUNK);
     if (chunk.length !== Math.min(CHUNK, src.size - off)) throw new Error(`short read at ${off}`);
@@ -451,16 +463,31 @@ async function* sourceChunks(src) {
 
 // A source over a browser File/Blob: its byte stream read into one reused buffer (BYOB: no
 // fresh 270 MB of ArrayBuffers for the allocator to fault in), or slices where the browser's
-// Blob stream is not a byte stream.
+// Blob stream is not a byte stream. Chromium's byte stream of a picked File can stall for
+// good: loading the same picked files a second time, a read() never settled in 5 of 6 runs in
+// headless Chromium (not understood; slices never stalled). So a read that brings nothing for
+// STALL_MS goes on with slices from where it stopped.
+const STALL_MS = 3000;
 export function blobSource(blob) {
   const src = { size: blob.size, read: async (a, b) => new Uint8Array(await blob.slice(a, b).arrayBuffer()) };
   let reader = null;
   try { reader = blob.stream().getReader({ mode: 'byob' }); } catch { return src; }
   src.chunks = async function* () {
-    let buf = new ArrayBuffer(CHUNK);
+    let buf = new ArrayBuffer(CHUNK), off = 0;
     for (;;) {
-      const { value, done } = await reader.read(new Uint8Array(buf));
+      let timer = null;
+      const read = reader.read(new Uint8Array(buf));
+      read.catch(() => {});
+      const got = await Promise.race([read, new Promise((r) => { timer = setTimeout(r, STALL_MS, null); })]);
+      clearTimeout(timer);
+      if (!got) {
+        reader.cancel().catch(() => {});
+        yield* readChunks(src, off);
+        return;
+      }
+      const { value, done } = got;
       if (done) return;
+      off += value.length;
       yield value;
       buf = value.buffer;   // read() transferred it; the same memory comes back
     }

@@ -65,7 +65,14 @@ static const char *sb_finish(cis2_sb *s)
 /* ------------------------------------------------------------- exports */
 EXPORT("cis2w_malloc") void *w_malloc(size_t n) { return malloc(n ? n : 1); }
 EXPORT("cis2w_free") void w_free(void *p) { free(p); }
-EXPORT("cis2w_error") const char *w_error(void) { return g_err; }
+/* As the CLI prints it (docs/errors.md): a name taken from a file (a
+ * tensor's, a key's) may hold controls or bidi overrides that would reorder
+ * the page's message; they come back escaped, on one line. */
+EXPORT("cis2w_error") const char *w_error(void)
+{
+    cis2_err_one_line(g_err);
+    return g_err;
+}
 EXPORT("cis2w_isa") const char *w_isa(void) { return cis2_isa_name(); }
 
 EXPORT("cis2w_hash_begin") int w_hash_begin(int slot)
