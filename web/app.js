@@ -114,8 +114,14 @@ function speed(r) {
   return `${r.n_gen} tokens in ${ms.toFixed(1)} ms: ${tps.toFixed(2)} tokens/s (prefill of ${r.n_prompt} tokens ${r.prefill_ms.toFixed(1)} ms)`;
 }
 
+// The generated text as `cis2 run` prints text=: JSON, with the code points that reorder or
+// break the line (C1 controls, bidi formatting, line/paragraph separators, BOM) as \u escapes
+// too (src/core/strbuf.c, unsafe_cp): tokenizer.json decides what the tokens decode to.
+const jsonText = (s) => JSON.stringify(s).replace(/[\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]/g,
+  (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+
 function genBlock(r) {
-  const text = r.text !== undefined ? JSON.stringify(r.text) : `(text not decodable: ${r.text_error})`;
+  const text = r.text !== undefined ? jsonText(r.text) : `(text not decodable: ${r.text_error})`;
   return `<div class="out"><b>generated text</b> <span id="gen-text">${escapeHtml(text)}</span>\n` +
          `<b>generated-token-ids</b> ${escapeHtml(r.generated_token_ids)}\n<span id="speed">${speed(r)}</span></div>`;
 }

@@ -101,7 +101,10 @@ try {
   // Hostile input. Fresh page on the hash worker; every check below failed before its fix.
   await page.goto(url);
   await page.waitForFunction(() => /^PASS/.test(document.getElementById('selftest-status').textContent));
-  const pick = (dir) => page.setInputFiles('#f-all', ['config.json', 'tokenizer.json', 'model.safetensors'].map((f) => path.join(dir, f)));
+  const pick = async (dir) => {   // f-all emptied first: picking the files it holds is no change
+    await page.setInputFiles('#f-all', []);
+    await page.setInputFiles('#f-all', ['config.json', 'tokenizer.json', 'model.safetensors'].map((f) => path.join(dir, f)));
+  };
   const idle = () => page.waitForFunction(() => !document.getElementById('verify-btn').disabled, null, { timeout: 30000 });
   const clearBox = async () => {   // and the file input: picking the file it holds is no change
     await page.setInputFiles('#receipt-file', []);
@@ -202,6 +205,23 @@ try {
   await idle();
   e = await page.textContent('#error');
   check('page-error-bidi-escaped', /<b>x<\/b>\\u202etxt\.exe/.test(e) && !e.includes('\u202e'), `error '${e}'`);
+  // Generated text with a bidi override: tokenizer.json's string for the receipt's first
+  // generated id becomes U+202E then "<b>" (byte-level BPE's characters for E2 80 AE); the text
+  // is shown as `cis2 run` prints text=, "\u202e<b>", never the raw override or markup.
+  const tok = JSON.parse(readFileSync(path.join(modelDir, 'tokenizer.json'), 'utf8'));
+  const genId = Number(good.toString('utf8').match(/^generated-token-ids (\d+)/m)[1]);
+  const vocab = tok.model.vocab, old = Object.keys(vocab).find((k) => vocab[k] === genId);
+  delete vocab[old];
+  vocab['\u00e2\u0122\u00ae<b>'] = genId;
+  const bidiTok = path.join(outDir, 'bidi-tokenizer', 'tokenizer.json');
+  mkdirSync(path.dirname(bidiTok), { recursive: true });
+  writeFileSync(bidiTok, JSON.stringify(tok));
+  await pick(modelDir);
+  await page.setInputFiles('#f-tokenizer', bidiTok);
+  await verifyFile(goodPath);
+  const gt = await page.textContent('#gen-text');
+  check('page-generated-text-bidi-escaped', gt.startsWith('"\\u202e<b>') && !gt.includes('\u202e') && (await page.$$('#verify-gen b b')).length === 0,
+        `generated text '${gt}'`);
   // The engine's worker failing to start (here: its script throws) is an error, not
   // "loading the engine…" forever.
   const p2 = await ctx.newPage();
