@@ -199,6 +199,9 @@ $('verify-btn').onclick = () => withBusy(async () => {
 });
 
 $('run-btn').onclick = () => withBusy(async () => {
+  // The last run's text and receipt go first: after a run that fails they are not this prompt's.
+  $('run-out').innerHTML = ''; $('run-receipt').value = '';
+  for (const id of ['run-receipt', 'download-btn', 'use-btn']) $(id).hidden = true;
   await ensureLoaded();
   const n = parseInt($('n').value, 10);
   if (!(n >= 1)) throw new Error('tokens must be at least 1');

@@ -81,6 +81,14 @@ try {
   check('page-run-shows-tokens-per-second', /tokens\/s/.test(runSpeed), runSpeed);
   const shotRun = path.join(outDir, 'web-run.png');
   await page.screenshot({ path: shotRun, fullPage: true });
+  // A run that fails (past max_position_embeddings) leaves no receipt of the run before it.
+  await page.fill('#n', '99999999');
+  await page.click('#run-btn');
+  await page.waitForFunction(() => !document.getElementById('run-btn').disabled);
+  const runErr = await page.textContent('#error');
+  const lastRun = await page.evaluate(() => ({ dl: !document.getElementById('download-btn').hidden, out: document.getElementById('run-out').textContent }));
+  check('page-failed-run-clears-last-receipt', /max_position_embeddings/.test(runErr) && !lastRun.dl && lastRun.out === '',
+        `error '${runErr}', download shown ${lastRun.dl}, output '${lastRun.out}'`);
   // The engine's SHA-256 on the engine's own worker (?hash=wasm) gives the same artifact hashes
   // as the hash worker fed the chunks, and both equal native's: the same receipt verifies.
   await page.goto(`${url}?hash=wasm`);
