@@ -64,6 +64,13 @@ try {
   const verdict = await page.textContent('#verdict');
   const rows = await page.locator('#fields tr.match').count();
   check('verify-on-server', verdict.startsWith('PASS') && rows === 10, `${verdict} (${rows} matching rows)`);
+  // Two clicks before the first answer: one verification, 10 rows (were 20).
+  await page.evaluate(() => { const b = document.getElementById('verify-btn'); b.click(); b.click(); });
+  await page.waitForFunction(() => !document.getElementById('verify-btn').disabled &&
+                             /^(PASS|FAIL)/.test(document.getElementById('verdict').textContent));
+  await page.waitForTimeout(300);   // a second answer, if one was asked for, lands meanwhile
+  const rows2 = await page.locator('#fields tbody tr').count(), verdict2 = await page.textContent('#verdict');
+  check('verify-double-click-once', verdict2.startsWith('PASS') && rows2 === 10, `${verdict2} (${rows2} rows)`);
   const shot = path.join(outDir, 'serve-page.png');
   await page.screenshot({ path: shot, fullPage: true });
   console.log(`screenshot ${shot}`);

@@ -98,6 +98,10 @@ $('verify-btn').onclick = async () => {
   showError('');
   const v = $('verdict'), tbody = $('fields').querySelector('tbody');
   v.className = ''; v.textContent = 'verifying…'; tbody.innerHTML = '';
+  // One verification at a time, and no new completion meanwhile: a second click's rows were
+  // added to the first's (20 rows under "all 10 fields match"), and a run started meanwhile
+  // got the old receipt's verdict.
+  $('verify-btn').disabled = $('run-btn').disabled = true;
   try {
     const res = await fetch('/v1/verify', { method: 'POST', headers: headers(), body: JSON.stringify({ receipt: $('receipt').value }) });
     if (!res.ok) throw new Error(await errorText(res));
@@ -115,6 +119,8 @@ $('verify-btn').onclick = async () => {
   } catch (e) {
     v.textContent = '';
     showError(String(e.message || e));
+  } finally {
+    $('verify-btn').disabled = $('run-btn').disabled = false;
   }
 };
 
