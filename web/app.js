@@ -163,6 +163,10 @@ $('verify-btn').onclick = () => withBusy(async () => {
   setProgress(0, 'decoding…');
   const r = await call('verify', { text: picked && picked.shown === text ? picked.bytes : text });
   await hashed;
+  // The verdict is about this receipt and the files loaded for it: one changed meanwhile (the
+  // inputs stay usable while it runs) and it would stand next to what it was not given for.
+  if ($('receipt-text').value !== text || Object.entries(FILES).some(([n, id]) => $(id).files[0] !== loaded[n]))
+    throw new Error('the receipt or the model files changed while verifying: press Verify again');
   if (r.parse_error) {
     v.className = 'fail';
     v.textContent = `FAIL — the receipt does not parse: ${r.parse_error}`;

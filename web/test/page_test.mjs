@@ -148,6 +148,21 @@ try {
   await page.waitForFunction(() => document.getElementById('receipt-text').value.startsWith('CIS-2-RECEIPT v1'));
   const stale = await page.textContent('#verdict');
   check('page-verdict-cleared-by-new-receipt', r1.v.startsWith('PASS') && stale === '', `after PASS '${r1.v}', new receipt shows '${stale}'`);
+  // Files or receipt changed while a verification runs (picked after the click): no verdict for
+  // what was not verified. A fresh File for config.json (same bytes), then the receipt text.
+  for (const what of ['files', 'receipt']) {
+    await verifyFile(goodPath);
+    await page.evaluate(async (what) => {
+      const cfg = document.getElementById('f-config'), dt = new DataTransfer();
+      dt.items.add(new File([await cfg.files[0].arrayBuffer()], 'config.json'));
+      document.getElementById('verify-btn').click();   // takes the files and text now
+      if (what === 'files') { cfg.files = dt.files; cfg.dispatchEvent(new Event('change')); }
+      else { const t = document.getElementById('receipt-text'); t.value += ' '; t.dispatchEvent(new Event('input')); }
+    }, what);
+    await idle();
+    const vv = await page.textContent('#verdict'), ee = await page.textContent('#error');
+    check(`page-${what}-changed-while-verifying-no-verdict`, vv === '' && /changed while verifying/.test(ee), `verdict '${vv}', error '${ee}'`);
+  }
   // Loading the same picked files again (Load model) finished; it stalled for good on Chromium's
   // byte stream in most runs. Three times, each within 30 s.
   let reloads = 0;
