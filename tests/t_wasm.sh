@@ -50,6 +50,9 @@ expect_eq wasm-selftest-same-as-native "$(printf '%s\n' "$wst" | strip)" "$(prin
 nrows=$(printf '%s\n' "$wst" | grep -c '^PASS fpenv 0x\|^PASS fpenv FLT')
 expect_eq wasm-selftest-rows "$nrows" 8
 
+# A browser Blob's byte stream that stalls (web/cis2.js blobSource): the rest comes by slices.
+expect_eq wasm-blob-stream-stall-falls-back "$($NC stall 2>&1)" ok
+
 KEYS="weights_sha256 config_sha256 tokenizer_sha256 prompt_token_ids generated_token_ids table_digest inv_freq_table_digest argmax_digest cis2_ref"
 for v in tests/fixtures/*.vector; do
     name=$(basename "$v" .vector)

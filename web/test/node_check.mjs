@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
-import { Cis2, FILE_NAMES } from '../cis2.js';
+import { Cis2, FILE_NAMES, blobSource } from '../cis2.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const wasm = readFileSync(process.env.CIS2_WASM || path.join(here, '..', 'cis2.wasm'));
@@ -77,7 +77,25 @@ if (cmd === 'selftest') {
   if (r.parse_error) { console.log(`PARSE-ERROR ${r.parse_error}`); process.exit(2); }
   for (const f of r.fields) console.log(f.ok ? `MATCH ${f.field}` : `MISMATCH ${f.field}: receipt ${f.receipt}, recomputed ${f.recomputed}`);
   process.exit(r.bad ? 1 : 0);
+} else if (cmd === 'stall') {
+  // blobSource over a Blob whose byte stream gives one chunk and then never settles (as
+  // Chromium's did on a second load of the same picked files): the bytes must still all come,
+  // in order, the rest by slices. Prints "ok" (after the 3 s stall timeout).
+  const data = Uint8Array.from({ length: (8 << 20) + 12345 }, (_, i) => (i * 7) & 255);
+  const blob = new Blob([data]);
+  const stalling = {
+    size: blob.size, slice: (a, b) => blob.slice(a, b),
+    stream: () => ({ getReader: () => {
+      let n = 0;
+      return { read: (v) => (n++ ? new Promise(() => {}) : Promise.resolve({ value: (v.set(data.subarray(0, 4096)), v.subarray(0, 4096)), done: false })),
+               cancel: async () => {} };
+    } }),
+  };
+  const src = blobSource(stalling), got = new Uint8Array(data.length);
+  let off = 0;
+  for await (const chunk of src.chunks()) { got.set(chunk, off); off += chunk.length; }
+  console.log(off === data.length && got.every((b, i) => b === data[i]) ? 'ok' : `got ${off} of ${data.length} bytes, or other bytes`);
 } else {
-  console.error('usage: node_check.mjs selftest | run DIR IDS N | verify DIR RECEIPT');
+  console.error('usage: node_check.mjs selftest | run DIR IDS N | verify DIR RECEIPT | stall');
   process.exit(2);
 }
