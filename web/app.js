@@ -225,7 +225,11 @@ $('download-btn').onclick = () => {
   document.body.appendChild(a); a.click(); a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 };
-$('use-btn').onclick = () => { $('receipt-text').value = $('run-receipt').value; $('receipt-text').scrollIntoView(); };
+$('use-btn').onclick = () => {
+  $('receipt-text').value = $('run-receipt').value;
+  clearVerdict();   // the box's last verdict is not this receipt's
+  $('receipt-text').scrollIntoView();
+};
 
 busy(true);
 // ?hash=wasm: hash with the engine's own SHA-256 instead of the platform's (tests compare the two).

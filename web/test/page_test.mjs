@@ -81,6 +81,12 @@ try {
   check('page-run-shows-tokens-per-second', /tokens\/s/.test(runSpeed), runSpeed);
   const shotRun = path.join(outDir, 'web-run.png');
   await page.screenshot({ path: shotRun, fullPage: true });
+  // "Verify this receipt" puts the run's receipt in the box: the doctored receipt's FAIL goes.
+  const before = await page.textContent('#verdict');
+  await page.click('#use-btn');
+  const after = await page.textContent('#verdict');
+  check('page-use-run-receipt-clears-verdict', before.startsWith('FAIL') && after === '' &&
+        (await page.inputValue('#receipt-text')) === want, `verdict before '${before}', after '${after}'`);
   // A run that fails (past max_position_embeddings) leaves no receipt of the run before it.
   await page.fill('#n', '99999999');
   await page.click('#run-btn');
