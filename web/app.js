@@ -65,12 +65,23 @@ function pickedFiles() {
 $('receipt-text').addEventListener('input', clearVerdict);
 for (const id of [...Object.values(FILES), 'f-all']) $(id).addEventListener('change', clearVerdict);
 
-// "All three at once": route by file name (model.safetensors is any *.safetensors).
+// "All three at once": route by file name (model.safetensors is any *.safetensors); other files
+// (a model folder's README, generation_config.json...) are left out. Two *.safetensors are a
+// sharded checkpoint, which is one model.safetensors only once joined: said, none taken.
 $('f-all').addEventListener('change', () => {
+  const byId = {};
   for (const f of $('f-all').files) {
     const id = f.name === 'config.json' ? 'f-config' : f.name === 'tokenizer.json' ? 'f-tokenizer'
       : f.name.endsWith('.safetensors') ? 'f-model' : null;
-    if (!id) continue;
+    if (id) (byId[id] = byId[id] || []).push(f);
+  }
+  const shards = byId['f-model'] || [];
+  if (shards.length > 1) {
+    showError(`${shards.length} .safetensors files picked (${shards.map((f) => f.name).join(', ')}): a sharded checkpoint ` +
+              'is joined into one model.safetensors first (cis2 join-shards, docs/wasm.md); none was taken');
+    delete byId['f-model'];
+  }
+  for (const [id, [f]] of Object.entries(byId)) {
     const dt = new DataTransfer();
     dt.items.add(f);
     $(id).files = dt.files;

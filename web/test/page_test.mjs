@@ -251,6 +251,16 @@ try {
   const gt = await page.textContent('#gen-text');
   check('page-generated-text-bidi-escaped', gt.startsWith('"\\u202e<b>') && !gt.includes('\u202e') && (await page.$$('#verify-gen b b')).length === 0,
         `generated text '${gt}'`);
+  // Two .safetensors in "all three at once" (a sharded checkpoint): said, neither taken (the last
+  // one was taken silently).
+  const shard2 = path.join(outDir, 'shards', 'model-00002-of-00002.safetensors');
+  mkdirSync(path.dirname(shard2), { recursive: true });
+  writeFileSync(shard2, readFileSync(bidi));
+  await pick(modelDir);
+  await page.setInputFiles('#f-all', [path.join(modelDir, 'model.safetensors'), shard2]);
+  e = await page.textContent('#error');
+  const modelName = await page.evaluate(() => document.getElementById('f-model').files[0].name);
+  check('page-shards-refused', /2 \.safetensors files picked .*cis2 join-shards/.test(e) && modelName === 'model.safetensors', `error '${e}', model slot '${modelName}'`);
   // The engine's worker failing to start (here: its script throws) is an error, not
   // "loading the engine…" forever.
   const p2 = await ctx.newPage();
