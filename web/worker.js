@@ -2,12 +2,13 @@
 // while hashing and decoding. Messages: {id, cmd: 'init'|'load'|'digests'|'run'|'verify', ...}.
 import { Cis2, FILE_NAMES, WorkerHasher, blobSource } from './cis2.js';
 
-let engine = null;
+let engine = null, trapped = null;
 const post = (m) => self.postMessage(m);
 
 self.onmessage = async (ev) => {
   const { id, cmd } = ev.data;
   try {
+    if (trapped) throw trapped;
     let result;
     if (cmd === 'init') {
       const url = new URL('./cis2.wasm', import.meta.url);
@@ -45,6 +46,11 @@ self.onmessage = async (ev) => {
     }
     post({ type: 'result', id, result });
   } catch (e) {
-    post({ type: 'error', id, message: String(e && e.message || e) });
+    // A trap (an out-of-bounds access, unreachable, the stack exhausted) stops the engine
+    // mid-call: its heap and state are no longer to be trusted, so this and every later call
+    // says so instead of computing on them.
+    if (e instanceof WebAssembly.RuntimeError || (e instanceof RangeError && /call stack/.test(e.message)))
+      trapped = trapped || new Error(`the engine stopped (${e.message}) in '${cmd}'; reload the page to start it again`);
+    post({ type: 'error', id, message: String(trapped ? trapped.message : e && e.message || e) });
   }
 };

@@ -261,6 +261,26 @@ try {
   e = await page.textContent('#error');
   const modelName = await page.evaluate(() => document.getElementById('f-model').files[0].name);
   check('page-shards-refused', /2 \.safetensors files picked .*cis2 join-shards/.test(e) && modelName === 'model.safetensors', `error '${e}', model slot '${modelName}'`);
+  // The wasm trapping mid-call (here a verify made to read far outside the heap, by a cis2.js
+  // the test serves): an error naming it, and the engine refuses later calls, not a stall or
+  // a computation on a heap left half-updated.
+  const p3 = await ctx.newPage();
+  const glue = readFileSync(new URL('../cis2.js', import.meta.url), 'utf8');
+  await p3.route('**/cis2.js', (rt) => rt.fulfill({ contentType: 'text/javascript',
+    body: glue.replace('  async verify(receiptText) {', '  async verify(receiptText) {\n    this.x.cis2w_hash_update(0, 0xfffffff0, 64);') }));
+  await p3.goto(url);
+  await p3.waitForFunction(() => /^(PASS|FAIL)/.test(document.getElementById('selftest-status').textContent), null, { timeout: 30000 });
+  await p3.setInputFiles('#f-all', ['config.json', 'tokenizer.json', 'model.safetensors'].map((f) => path.join(modelDir, f)));
+  await p3.fill('#receipt-text', readFileSync(goodPath, 'utf8'));
+  const trapErrs = [];
+  for (const btn of ['#verify-btn', '#run-btn']) {
+    await p3.click(btn);
+    await p3.waitForFunction(() => !document.getElementById('verify-btn').disabled, null, { timeout: 30000 });
+    trapErrs.push(await p3.textContent('#error'));
+  }
+  check('page-wasm-trap-shown-engine-stopped', trapErrs.every((t) => /^the engine stopped \(memory access out of bounds\) in 'verify'/.test(t)),
+        `errors ${JSON.stringify(trapErrs)}`);
+  await p3.close();
   // The engine's worker failing to start (here: its script throws) is an error, not
   // "loading the engine…" forever.
   const p2 = await ctx.newPage();
