@@ -465,8 +465,9 @@ async function* readChunks(src, from) {
 // fresh 270 MB of ArrayBuffers for the allocator to fault in), or slices where the browser's
 // Blob stream is not a byte stream. Chromium's byte stream of a picked File can stall for
 // good: loading the same picked files a second time, a read() never settled in 5 of 6 runs in
-// headless Chromium (not understood; slices never stalled). So a read that brings nothing for
-// STALL_MS goes on with slices from where it stopped.
+// headless Chromium (not understood; slices never stalled, and with this timer pending beside
+// each read it was not seen again). So a read that brings nothing for STALL_MS goes on with
+// slices from where it stopped; a slow disk only loses the reused buffer.
 const STALL_MS = 3000;
 export function blobSource(blob) {
   const src = { size: blob.size, read: async (a, b) => new Uint8Array(await blob.slice(a, b).arrayBuffer()) };
