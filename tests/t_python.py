@@ -228,7 +228,11 @@ def generate_many_checks(M, fx, tmp):
                "generate takes a single prompt")
         raises(fx + ".generate-many-bad-item", TypeError,
                lambda: m.generate_many([[1, 2], "x", 7], 3), "prompts[2]: prompt: ")
-        big = [1] * (m.config.max_pos - 2)
+        # the library's bound: positions up to n + max_tokens - 2 (the last pick is never
+        # fed), so max_pos - 2 prompt tokens and 3 more fit, max_pos - 1 do not
+        report(len(m.generate_many([[1] * (m.config.max_pos - 2)], 3)[0].ids) == 3,
+               fx + ".generate-many-fits-exactly")
+        big = [1] * (m.config.max_pos - 1)
         raises(fx + ".generate-many-too-long", ValueError,
                lambda: m.generate_many([[1], big], 3),
                ("prompts[1]: prompt (%d tokens) + max_tokens 3 exceeds max_position_embeddings = "

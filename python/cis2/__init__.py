@@ -615,9 +615,11 @@ class Engine(_Closing):
 
     def _fits(self, n, max_tokens):
         """ValueError unless n prompt tokens and max_tokens more fit the
-        model's positions (the library's own message names the CLI's -n)."""
+        model's positions, as the library counts them: positions 0 .. n +
+        max_tokens - 2 are computed (the last pick is never fed). Its own
+        message names the CLI's -n."""
         cap = self._model.config.max_pos
-        if n + max_tokens > cap:
+        if n + max_tokens - 1 > cap:
             raise ValueError("prompt (%d tokens) + max_tokens %d exceeds max_position_embeddings "
                              "= %d" % (n, max_tokens, cap))
 
