@@ -65,6 +65,18 @@ static void check_arch(const char *name, const char *args)
           "%s", err);
     cis2_result_free(&r1);
     cis2_result_free(&r2);
+    /* Positions 0 .. n + n_gen - 2 must fit max_position_embeddings (the
+     * last pick is never fed); past that, the library's line names no
+     * caller's flag (the CLI's -n, Python's max_tokens: each says its own). */
+    char want[CIS2_ERR_LEN];
+    snprintf(want, sizeof want,
+             "prompt (2 tokens) + %d tokens to generate exceeds max_position_embeddings = %d",
+             m.cfg.max_pos, m.cfg.max_pos);
+    cis2_gen_opts gl = { m.cfg.max_pos, 0, NULL, NULL, NULL, 0 };
+    int rcl = cis2_generate(inc, toks, 2, &gl, &r1, err);
+    snprintf(tn, sizeof tn, "engine.%s.too-many-positions-message", name);
+    CHECK(tn, rcl && !strcmp(err, want), "rc %d, message \"%s\"", rcl, rcl ? err : "");
+    if (!rcl) cis2_result_free(&r1);
     /* The KV cache doubles (64 -> 128 -> 256 positions, each a new arena the
      * cached rows are copied into): 60 prompt tokens and 81 single steps must
      * give the last logits of one 141-token prefill (cache sized at once). */

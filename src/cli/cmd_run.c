@@ -146,6 +146,14 @@ int cis2_cmd_run(int argc, char **argv)
     const cis2_tokenizer *t = cis2_model_tokenizer(m, terr);
     if (get_prompt("run", &o, t, terr, &ids, &n)) goto out;
     if (o.receipt && prompt_bytes("run", t, terr, ids, n, &bytes, &blen)) goto out;
+    /* the library's bound (positions up to n + n_gen - 2), in this command's own words */
+    int max_pos = cis2_model_config(m)->max_pos;
+    if ((int64_t)n + o.n - 1 > max_pos) {
+        cis2_cli_usage_error("run",
+                             "prompt (%d tokens) + -n %d exceeds max_position_embeddings = %d", n,
+                             o.n, max_pos);
+        goto out;
+    }
     cis2_gen_opts g = { o.n, o.stop_at_eos, NULL, NULL, NULL, 0 };
     if (cis2_generate(e, ids, n, &g, &r, err)) {
         cis2_cli_usage_error("run", "%s", err);

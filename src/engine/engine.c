@@ -312,8 +312,8 @@ int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const c
     /* Positions computed: 0 .. n_prompt + n_gen - 2 (the last pick is never fed). */
     if ((int64_t)n_prompt + g->n_gen - 1 > c->max_pos) {
         snprintf(err, CIS2_ERR_LEN,
-                 "prompt (%d tokens) + -n %d exceeds max_position_embeddings = %d", n_prompt,
-                 g->n_gen, c->max_pos);
+                 "prompt (%d tokens) + %d tokens to generate exceeds max_position_embeddings = %d",
+                 n_prompt, g->n_gen, c->max_pos);
         return 1;
     }
     for (int i = 0; i < n_prompt; i++)
