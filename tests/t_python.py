@@ -609,6 +609,21 @@ def llama_checks(M, other, tmp):
     timer.join()
     report(interrupted and m.generate([5, 17, 42, 7, 99], 6).receipt == before,
            "keyboard-interrupt-cancels-the-sequence")
+    # ... and during generate_many: every sequence in flight is cancelled, so all the
+    # engine's slots are free again for the next call
+    with m.engine(max_seqs=3) as e3:
+        timer = threading.Timer(0.05, lambda: os.kill(os.getpid(), signal.SIGINT))
+        timer.start()
+        interrupted, deadline = False, time.monotonic() + 120
+        try:
+            while time.monotonic() < deadline:
+                e3.generate_many([[5, 17]] * 5, 2000)
+        except KeyboardInterrupt:
+            interrupted = True
+        timer.join()
+        again = e3.generate_many([[5, 17, 42, 7, 99]] * 4, 6)
+        report(interrupted and [r.receipt for r in again] == [before] * 4,
+               "keyboard-interrupt-cancels-generate-many")
     # a copy would share the library handle and free it twice
     for what, obj in (("model", m), ("engine", m.engine()), ("tokenizer", tok)):
         for how, fn in (("copy", copy.copy), ("deepcopy", copy.deepcopy), ("pickle", pickle.dumps)):
