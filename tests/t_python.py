@@ -243,6 +243,36 @@ def generate_many_checks(M, fx, tmp):
                lambda: m.generate_many(["a"], 3, batch=0), "batch must be an integer in [1, 4096]")
         raises(fx + ".engine-max-seqs-0", ValueError, lambda: m.engine(max_seqs=0),
                "max_seqs must be an integer in [1, 4096]")
+        # verify_many: each Verdict as verify's alone (MATCH and MISMATCH, a tampered
+        # witness and a tampered weights hash), batched over more receipts than slots
+        recs = [r.receipt for r in rs]
+
+        def tamper(text, key):
+            return re.sub(r"^(%s )(.)" % key, lambda g: g.group(1) + "01"[g.group(2) == "0"],
+                          text, count=1, flags=re.M)
+        recs += [tamper(recs[0], "witness-digest"), tamper(recs[1], "weights-sha256")]
+        solo = [cis2.verify(x, m) for x in recs]
+        for batch in (1, 3):
+            vs = m.verify_many(recs, batch=batch)
+            report(len(vs) == len(recs) and
+                   all(str(a) == str(b) and a.ok == b.ok and a.ids == b.ids and
+                       a.witness == b.witness for a, b in zip(vs, solo)) and
+                   [v.ok for v in vs] == [True] * len(prompts) + [False, False],
+                   "%s.verify-many-batch-%d-equals-verify" % (fx, batch),
+                   [(v.ok, v.mismatches) for v in vs])
+        rc, vout, _ = cli("verify-batch", outp, "--model", M)
+        report(rc == 0 and all(v.ok for v in m.verify_many([ln["receipt"] for ln in lines])),
+               fx + ".verify-many-agrees-with-cli-verify-batch", vout)
+        p0 = pathlib.Path(tmp, fx + "-many-0.receipt")
+        p0.write_text(recs[0])
+        with m.engine(max_seqs=2) as e:
+            report([v.ok for v in e.verify_many(iter([p0, recs[1], recs[-1]]))] ==
+                   [True, True, False], fx + ".engine-verify-many-paths-and-text")
+        report(m.verify_many([]) == [], fx + ".verify-many-empty")
+        raises(fx + ".verify-many-one-str", TypeError, lambda: m.verify_many(recs[0]),
+               "verify takes a single receipt")
+        raises(fx + ".verify-many-bad-item", cis2.Error,
+               lambda: m.verify_many([recs[0], "garbage"]), "receipts[1]: receipt: line 1: ")
 
 
 def llama_checks(M, other, tmp):
@@ -624,6 +654,19 @@ def llama_checks(M, other, tmp):
         again = e3.generate_many([[5, 17, 42, 7, 99]] * 4, 6)
         report(interrupted and [r.receipt for r in again] == [before] * 4,
                "keyboard-interrupt-cancels-generate-many")
+        # ... and verify_many's re-runs, whose verdicts are freed
+        long_receipt = m.generate([5, 17], 2000).receipt
+        timer = threading.Timer(0.05, lambda: os.kill(os.getpid(), signal.SIGINT))
+        timer.start()
+        interrupted, deadline = False, time.monotonic() + 120
+        try:
+            while time.monotonic() < deadline:
+                e3.verify_many([long_receipt] * 5)
+        except KeyboardInterrupt:
+            interrupted = True
+        timer.join()
+        report(interrupted and [v.ok for v in e3.verify_many([before] * 4)] == [True] * 4,
+               "keyboard-interrupt-cancels-verify-many")
     # a copy would share the library handle and free it twice
     for what, obj in (("model", m), ("engine", m.engine()), ("tokenizer", tok)):
         for how, fn in (("copy", copy.copy), ("deepcopy", copy.deepcopy), ("pickle", pickle.dumps)):

@@ -37,7 +37,7 @@ if library_version.split(".")[:2] != __version__.split(".")[:2]:
                       (library_path, library_found_by, library_version, __version__))
 
 __all__ = ["Model", "Engine", "Tokenizer", "Result", "Verdict", "Field", "Config", "Trace",
-           "Error", "verify", "library_path", "library_found_by", "library_version"]
+           "Error", "verify", "verify_many", "library_path", "library_found_by", "library_version"]
 
 
 class Error(Exception):
@@ -697,6 +697,10 @@ class Engine(_Closing):
         """cis2.verify(receipt, self)."""
         return verify(receipt, self)
 
+    def verify_many(self, receipts):
+        """cis2.verify_many(receipts, self): max_seqs re-runs at a time."""
+        return verify_many(receipts, self)
+
     def close(self):
         """Free the engine (waits for a call in progress on another thread)."""
         with self._lock:
@@ -816,6 +820,10 @@ class Model(_Closing):
     def verify(self, receipt):
         """cis2.verify(receipt, self)."""
         return verify(receipt, self._engine)
+
+    def verify_many(self, receipts, *, batch=8):
+        """cis2.verify_many(receipts, self, batch=batch)."""
+        return verify_many(receipts, self, batch=batch)
 
     def trace(self, prompt, max_tokens=None, *, force=None, layers=None, nodes=None,
               backend=None):
@@ -999,19 +1007,7 @@ def verify(receipt, model):
                         type(model).__name__)
     engine._model._handle()  # "the model is closed" before reading or parsing anything
     engine._handle()
-    name = b"receipt"
-    if isinstance(receipt, os.PathLike):
-        name = _path_in(receipt, "verify")
-        receipt = _read_input(name)
-    text = _text_in(receipt, "verify")
-    rc, err = _lib.Receipt(), _lib.err_buf()
-    if _c.cis2_receipt_parse(text, len(text), name, ctypes.byref(rc), err):
-        msg = _lib.err_text(err)
-        if (name == b"receipt" and 0 < len(text) < 4096 and b"\n" not in text and
-                b"\0" not in text and os.path.isfile(text)):
-            msg += "; a str or bytes is the receipt's text: to read the file %s pass " \
-                "pathlib.Path(%r)" % (_lib.sanitize(text), os.fsdecode(text))
-        raise Error(msg)
+    rc, err = _parse_receipt(receipt, "verify"), _lib.err_buf()
     try:
         v, g, run, r = _lib.Verdict(), _lib.GenOpts(), ctypes.c_int(), _lib.Result()
         with engine._lock:
@@ -1032,14 +1028,120 @@ def verify(receipt, model):
                 _c.cis2_result_free(ctypes.byref(r))
                 _c.cis2_verdict_free(ctypes.byref(v))
                 raise
-        try:
-            fields = [Field(f.name.decode(), _lib.FIELD_STATUS.get(f.status, str(f.status)),
-                            (f.receipt or b"").decode("utf-8", "replace"),
-                            (f.recomputed or b"").decode("utf-8", "replace"))
-                      for f in v.fields[:v.n_fields]]
-            return Verdict(fields, v.mismatches, _ids_out(v.run.gen, v.run.n_gen),
-                           _hex(v.run.witness))
-        finally:
-            _c.cis2_verdict_free(ctypes.byref(v))
+        return _verdict_out(v)
     finally:
         _c.cis2_receipt_free(ctypes.byref(rc))
+
+
+def _parse_receipt(receipt, what):
+    """A parsed cis2_receipt from text (str/bytes) or a path (os.PathLike);
+    cis2.Error with the library's line when it does not parse."""
+    name = b"receipt"
+    if isinstance(receipt, os.PathLike):
+        name = _path_in(receipt, what)
+        receipt = _read_input(name)
+    text = _text_in(receipt, what)
+    rc, err = _lib.Receipt(), _lib.err_buf()
+    if _c.cis2_receipt_parse(text, len(text), name, ctypes.byref(rc), err):
+        msg = _lib.err_text(err)
+        if (name == b"receipt" and 0 < len(text) < 4096 and b"\n" not in text and
+                b"\0" not in text and os.path.isfile(text)):
+            msg += "; a str or bytes is the receipt's text: to read the file %s pass " \
+                "pathlib.Path(%r)" % (_lib.sanitize(text), os.fsdecode(text))
+        raise Error(msg)
+    return rc
+
+
+def _verdict_out(v):
+    """The Verdict of a finished cis2_verdict, which is freed."""
+    try:
+        fields = [Field(f.name.decode(), _lib.FIELD_STATUS.get(f.status, str(f.status)),
+                        (f.receipt or b"").decode("utf-8", "replace"),
+                        (f.recomputed or b"").decode("utf-8", "replace"))
+                  for f in v.fields[:v.n_fields]]
+        return Verdict(fields, v.mismatches, _ids_out(v.run.gen, v.run.n_gen),
+                       _hex(v.run.witness))
+    finally:
+        _c.cis2_verdict_free(ctypes.byref(v))
+
+
+def verify_many(receipts, model, *, batch=8):
+    """verify() for every receipt of `receipts` (a list, or any iterable, of
+    what verify takes), their re-runs decoded `batch` at a time on one engine
+    (a Model: an engine made for the call; an Engine: its own max_seqs, and
+    batch is not used). Returns their Verdicts in input order, each the one
+    verify gives alone. Every receipt is parsed and its hashes checked before
+    anything is decoded; an error names it as receipts[i]."""
+    if isinstance(model, Model):
+        with model.engine(max_seqs=_int_in(batch, "batch", 1, MAX_SEQS)) as e:
+            return verify_many(receipts, e)
+    if not isinstance(model, Engine):
+        raise TypeError("verify_many: expected a cis2.Model or cis2.Engine, got %s" %
+                        type(model).__name__)
+    if isinstance(receipts, (str, bytes, bytearray, memoryview, os.PathLike)):
+        raise TypeError("verify_many: receipts must be a list of receipts, got one %s (verify "
+                        "takes a single receipt)" % type(receipts).__name__)
+    try:
+        receipts = list(receipts)
+    except TypeError:
+        raise TypeError("verify_many: receipts must be a list of receipts, got %s" %
+                        type(receipts).__name__) from None
+    engine, err = model, _lib.err_buf()
+    engine._model._handle()
+    engine._handle()
+    n = len(receipts)
+    rcs, vs, gs, runs, done = [], [], [], [], [False] * n
+    try:
+        for i, x in enumerate(receipts):
+            try:
+                rcs.append(_parse_receipt(x, "verify_many"))
+            except (ValueError, TypeError, Error) as e:
+                raise type(e)("receipts[%d]: %s" % (i, e)) from None
+        out = [None] * n
+        with engine._lock:
+            h = engine._handle()
+            m = _c.cis2_engine_model(h)
+            for i in range(n):  # hashes, prompt-hex and ids first: nothing decoded yet
+                v, g, run = _lib.Verdict(), _lib.GenOpts(), ctypes.c_int()
+                st = _c.cis2_receipt_verify_begin(m, ctypes.byref(rcs[i]), ctypes.byref(v),
+                                                  ctypes.byref(g), ctypes.byref(run), err)
+                if st:  # v freed by _begin
+                    raise Error("receipts[%d]: %s" % (i, _lib.err_text(err)))
+                vs.append(v), gs.append(g), runs.append(run.value)
+            live, nxt = {}, 0
+            try:
+                while True:
+                    while nxt < n and (not runs[nxt] or len(live) < engine._max_seqs):
+                        if runs[nxt]:
+                            seq = ctypes.c_int(-1)
+                            _check(_c.cis2_seq_submit(h, rcs[nxt].prompt_ids, rcs[nxt].n_prompt,
+                                                      ctypes.byref(gs[nxt]), ctypes.byref(seq),
+                                                      err), err)
+                            live[seq.value] = nxt
+                        else:  # the verdict is complete already (a hash differs)
+                            out[nxt], done[nxt] = _verdict_out(vs[nxt]), True
+                        nxt += 1
+                    if not live:
+                        break
+                    _check(_c.cis2_engine_step(h, err), err)
+                    for seq in [q for q in live if _c.cis2_seq_done(h, q)]:
+                        r = _lib.Result()
+                        _check(_c.cis2_seq_take(h, seq, ctypes.byref(r), err), err)
+                        i = live.pop(seq)
+                        st = _c.cis2_receipt_verify_finish(ctypes.byref(rcs[i]), ctypes.byref(r),
+                                                           ctypes.byref(vs[i]), err)
+                        if st:
+                            _c.cis2_result_free(ctypes.byref(r))
+                            raise Error("receipts[%d]: %s" % (i, _lib.err_text(err)))
+                        out[i], done[i] = _verdict_out(vs[i]), True
+            except BaseException:  # Ctrl-C between two steps, or an error: free the slots
+                for seq in live:
+                    _c.cis2_seq_cancel(h, seq)
+                raise
+        return out
+    finally:
+        for i, v in enumerate(vs):
+            if not done[i]:
+                _c.cis2_verdict_free(ctypes.byref(v))
+        for rc in rcs:
+            _c.cis2_receipt_free(ctypes.byref(rc))
