@@ -100,6 +100,19 @@ def _flag_in(v, what):
     raise TypeError("%s must be True or False, got %s %r" % (what, type(v).__name__, v))
 
 
+def _many_in(xs, fn, what, one):
+    """A list of the items of `xs`, for fn's argument `what` (TypeError for a
+    single str, bytes or path, which is one item, or for a non-iterable)."""
+    if isinstance(xs, (str, bytes, bytearray, memoryview, os.PathLike)):
+        raise TypeError("%s: %s must be a list of %s, got one %s (%s)" %
+                        (fn, what, what, type(xs).__name__, one))
+    try:
+        return list(xs)
+    except TypeError:
+        raise TypeError("%s: %s must be a list of %s, got %s" %
+                        (fn, what, what, type(xs).__name__)) from None
+
+
 def _int_in(v, what, lo, hi, hint=""):
     """A Python integer argument (numpy integers too, never bool) in [lo, hi]:
     TypeError for another type, ValueError out of range — never a C int that
@@ -631,14 +644,7 @@ class Engine(_Closing):
         bit-identical to generate(prompt, max_tokens, stop_at_eos=...) alone,
         receipt included. Every prompt is checked before anything is
         decoded; an error names it as prompts[i]."""
-        if isinstance(prompts, (str, bytes, bytearray, memoryview)):
-            raise TypeError("generate_many: prompts must be a list of prompts, got one %s "
-                            "(generate takes a single prompt)" % type(prompts).__name__)
-        try:
-            prompts = list(prompts)
-        except TypeError:
-            raise TypeError("generate_many: prompts must be a list of prompts, got %s" %
-                            type(prompts).__name__) from None
+        prompts = _many_in(prompts, "generate_many", "prompts", "generate takes a single prompt")
         max_tokens = _int_in(16 if max_tokens is None else max_tokens, "max_tokens", 1, INT_MAX)
         g = _lib.GenOpts(n_gen=max_tokens,
                          stop_at_eos=1 if _flag_in(stop_at_eos, "stop_at_eos") else 0)
@@ -650,30 +656,42 @@ class Engine(_Closing):
             except (ValueError, TypeError, Error) as e:
                 raise type(e)("prompts[%d]: %s" % (i, e)) from None
         out = [None] * len(items)
+
+        def done(i, r):
+            try:  # under the lock, as generate: Model.close waits for it
+                out[i] = m._result(r, items[i][2], items[i][3])
+            finally:
+                _c.cis2_result_free(ctypes.byref(r))
         with self._lock:
-            h, err, live, nxt = self._handle(), _lib.err_buf(), {}, 0
-            try:
-                while nxt < len(items) or live:
-                    while nxt < len(items) and len(live) < self._max_seqs:
-                        ids, n = items[nxt][0], items[nxt][1]
-                        seq = ctypes.c_int(-1)
-                        if _c.cis2_seq_submit(h, ids, n, ctypes.byref(g), ctypes.byref(seq), err):
-                            raise Error("prompts[%d]: %s" % (nxt, _lib.err_text(err)))
-                        live[seq.value], nxt = nxt, nxt + 1
-                    _check(_c.cis2_engine_step(h, err), err)
-                    for seq in [q for q in live if _c.cis2_seq_done(h, q)]:
-                        r = _lib.Result()
-                        _check(_c.cis2_seq_take(h, seq, ctypes.byref(r), err), err)
-                        i = live.pop(seq)
-                        try:  # under the lock, as generate: Model.close waits for it
-                            out[i] = m._result(r, items[i][2], items[i][3])
-                        finally:
-                            _c.cis2_result_free(ctypes.byref(r))
-            except BaseException:  # Ctrl-C between two steps, or an error: free the slots
-                for seq in live:
-                    _c.cis2_seq_cancel(h, seq)
-                raise
+            self._decode_many([(i, it[0], it[1], g) for i, it in enumerate(items)], "prompts",
+                              done)
         return out
+
+    def _decode_many(self, runs, what, done):
+        """Decodes every (i, ids, n, gen opts) of `runs`, max_seqs at a time,
+        a run joining as soon as another finishes; done(i, r) takes each
+        finished cis2_result (it owns r). The caller holds self._lock. Ctrl-C
+        lands between two steps; an error or an interrupt cancels every
+        sequence in flight, so the engine's slots are free again. A refused
+        submission is named as what[i]."""
+        h, err, live, nxt = self._handle(), _lib.err_buf(), {}, 0
+        try:
+            while nxt < len(runs) or live:
+                while nxt < len(runs) and len(live) < self._max_seqs:
+                    i, ids, n, g = runs[nxt]
+                    seq = ctypes.c_int(-1)
+                    if _c.cis2_seq_submit(h, ids, n, ctypes.byref(g), ctypes.byref(seq), err):
+                        raise Error("%s[%d]: %s" % (what, i, _lib.err_text(err)))
+                    live[seq.value], nxt = i, nxt + 1
+                _check(_c.cis2_engine_step(h, err), err)
+                for seq in [q for q in live if _c.cis2_seq_done(h, q)]:
+                    r = _lib.Result()
+                    _check(_c.cis2_seq_take(h, seq, ctypes.byref(r), err), err)
+                    done(live.pop(seq), r)
+        except BaseException:  # Ctrl-C between two steps, or an error: free the slots
+            for seq in live:
+                _c.cis2_seq_cancel(h, seq)
+            raise
 
     def _decode(self, ids, n, g, r, stop=None):
         """cis2_generate's own path into `r`, one call per token (the caller
@@ -1078,14 +1096,7 @@ def verify_many(receipts, model, *, batch=8):
     if not isinstance(model, Engine):
         raise TypeError("verify_many: expected a cis2.Model or cis2.Engine, got %s" %
                         type(model).__name__)
-    if isinstance(receipts, (str, bytes, bytearray, memoryview, os.PathLike)):
-        raise TypeError("verify_many: receipts must be a list of receipts, got one %s (verify "
-                        "takes a single receipt)" % type(receipts).__name__)
-    try:
-        receipts = list(receipts)
-    except TypeError:
-        raise TypeError("verify_many: receipts must be a list of receipts, got %s" %
-                        type(receipts).__name__) from None
+    receipts = _many_in(receipts, "verify_many", "receipts", "verify takes a single receipt")
     engine, err = model, _lib.err_buf()
     engine._model._handle()
     engine._handle()
@@ -1108,36 +1119,18 @@ def verify_many(receipts, model, *, batch=8):
                 if st:  # v freed by _begin
                     raise Error("receipts[%d]: %s" % (i, _lib.err_text(err)))
                 vs.append(v), gs.append(g), runs.append(run.value)
-            live, nxt = {}, 0
-            try:
-                while True:
-                    while nxt < n and (not runs[nxt] or len(live) < engine._max_seqs):
-                        if runs[nxt]:
-                            seq = ctypes.c_int(-1)
-                            _check(_c.cis2_seq_submit(h, rcs[nxt].prompt_ids, rcs[nxt].n_prompt,
-                                                      ctypes.byref(gs[nxt]), ctypes.byref(seq),
-                                                      err), err)
-                            live[seq.value] = nxt
-                        else:  # the verdict is complete already (a hash differs)
-                            out[nxt], done[nxt] = _verdict_out(vs[nxt]), True
-                        nxt += 1
-                    if not live:
-                        break
-                    _check(_c.cis2_engine_step(h, err), err)
-                    for seq in [q for q in live if _c.cis2_seq_done(h, q)]:
-                        r = _lib.Result()
-                        _check(_c.cis2_seq_take(h, seq, ctypes.byref(r), err), err)
-                        i = live.pop(seq)
-                        st = _c.cis2_receipt_verify_finish(ctypes.byref(rcs[i]), ctypes.byref(r),
-                                                           ctypes.byref(vs[i]), err)
-                        if st:
-                            _c.cis2_result_free(ctypes.byref(r))
-                            raise Error("receipts[%d]: %s" % (i, _lib.err_text(err)))
-                        out[i], done[i] = _verdict_out(vs[i]), True
-            except BaseException:  # Ctrl-C between two steps, or an error: free the slots
-                for seq in live:
-                    _c.cis2_seq_cancel(h, seq)
-                raise
+            for i in range(n):  # a verdict complete already (a hash differs): not re-run
+                if not runs[i]:
+                    out[i], done[i] = _verdict_out(vs[i]), True
+
+            def finish(i, r):  # v takes r over, unless _finish fails
+                if _c.cis2_receipt_verify_finish(ctypes.byref(rcs[i]), ctypes.byref(r),
+                                                 ctypes.byref(vs[i]), err):
+                    _c.cis2_result_free(ctypes.byref(r))
+                    raise Error("receipts[%d]: %s" % (i, _lib.err_text(err)))
+                out[i], done[i] = _verdict_out(vs[i]), True
+            engine._decode_many([(i, rcs[i].prompt_ids, rcs[i].n_prompt, gs[i])
+                                 for i in range(n) if runs[i]], "receipts", finish)
         return out
     finally:
         for i, v in enumerate(vs):
