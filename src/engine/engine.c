@@ -223,8 +223,8 @@ static int cis2_engine_new_impl(cis2_engine **out, const cis2_model *m, const ci
         return 1;
     }
     e->seqs = calloc((size_t)e->n_seqs + 1, sizeof *e->seqs);
-    if (!e->seqs || eng_ensure_rows(e, 1, err)) {
-        snprintf(err, CIS2_ERR_LEN, "out of memory");
+    if (!e->seqs) snprintf(err, CIS2_ERR_LEN, "out of memory");
+    if (!e->seqs || eng_ensure_rows(e, 1, err)) { /* each says its own line */
         cis2_engine_free(e);
         return 1;
     }
