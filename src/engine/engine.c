@@ -58,7 +58,8 @@ int eng_ensure_rows(cis2_engine *e, int T, char *err)
         eng_grow(&e->tokens, t, sizeof *e->tokens) || eng_grow(&e->spans, t, sizeof *e->spans) ||
         eng_grow(&e->logits, t * (size_t)c->vocab, f)) {
         buf_free(a, alen);
-        snprintf(err, CIS2_ERR_LEN, "out of memory for %d tokens of activations", T);
+        snprintf(err, CIS2_ERR_LEN, "out of memory for %d token%s of activations", T,
+                 T == 1 ? "" : "s");
         return 1;
     }
     buf_free(e->arena, e->arena_len);
