@@ -77,7 +77,7 @@ $('f-all').addEventListener('change', () => {
   }
   const shards = byId['f-model'] || [];
   if (shards.length > 1) {
-    showError(`${shards.length} .safetensors files picked (${shards.map((f) => f.name).join(', ')}): a sharded checkpoint ` +
+    showError(`${shards.length} .safetensors files picked (${shards.map((f) => escName(f.name)).join(', ')}): a sharded checkpoint ` +
               'is joined into one model.safetensors first (cis2 join-shards, docs/wasm.md); none was taken');
     delete byId['f-model'];
   }
@@ -137,6 +137,13 @@ function genBlock(r) {
          `<b>generated-token-ids</b> ${escapeHtml(r.generated_token_ids)}\n<span id="speed">${speed(r)}</span></div>`;
 }
 
+// A name from the user's disk (a picked file's) as cis2_sb_escape (src/core/strbuf.c) prints
+// strings from files: \\, \n, \r, \t, \xHH for other controls and DEL, \uHHHH for C1 controls and
+// the code points that reorder or break the line; the rest as it is.
+const escName = (s) => String(s).replace(/[\\\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]/g,
+  (c) => ({ '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' }[c] ||
+          (c < '\u0080' ? `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}` : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)));
+
 function escapeHtml(s) { return String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c])); }
 
 async function withBusy(fn) {
@@ -158,8 +165,15 @@ $('receipt-file').addEventListener('change', async () => {
   clearVerdict();
   showError(null);
   if (!f) return;
-  if (f.size > RECEIPT_MAX) { showError(`${f.name}: ${f.size} bytes is more than the ${RECEIPT_MAX} a receipt may have`); return; }
-  const bytes = new Uint8Array(await f.arrayBuffer());
+  if (f.size > RECEIPT_MAX) { showError(`${escName(f.name)}: ${f.size} bytes is more than the ${RECEIPT_MAX} a receipt may have`); return; }
+  // A file removed, changed or made unreadable after it was picked cannot be read: said, as
+  // `cis2 verify` says "cannot open", not left as an unhandled rejection and an empty box.
+  let bytes;
+  try { bytes = new Uint8Array(await f.arrayBuffer()); } catch (e) {
+    if ($('receipt-file').files[0] === f) showError(`${escName(f.name)}: cannot read: ${e && e.message || e}`);
+    return;
+  }
+  if ($('receipt-file').files[0] !== f) return;   // another pick came while this one was read
   $('receipt-text').value = new TextDecoder().decode(bytes);
   picked = { bytes, shown: $('receipt-text').value };
 });

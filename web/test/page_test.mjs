@@ -3,7 +3,7 @@
 //   node page_test.mjs URL MODEL_DIR GOOD_RECEIPT DOCTORED_RECEIPT PROMPT N EXPECTED_RUN_RECEIPT OUT_DIR
 // Prints PASS/FAIL lines and the screenshot paths; exits 1 on any FAIL.
 import { chromium } from 'playwright-core';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -261,6 +261,34 @@ try {
   e = await page.textContent('#error');
   const modelName = await page.evaluate(() => document.getElementById('f-model').files[0].name);
   check('page-shards-refused', /2 \.safetensors files picked .*cis2 join-shards/.test(e) && modelName === 'model.safetensors', `error '${e}', model slot '${modelName}'`);
+  // A receipt removed after it was picked (here through a second input, as a user's file can
+  // vanish between the pick and the read; its name has a bidi override): one line naming the
+  // file, escaped, and the problem; it was an uncaught promise rejection and an empty box.
+  const goneName = path.join(outDir, 'gone\u202e.receipt');
+  writeFileSync(goneName, good);
+  await clearBox();
+  await page.evaluate(() => { const i = document.createElement('input'); i.type = 'file'; i.id = 'pick-then-gone'; document.body.appendChild(i); });
+  await page.setInputFiles('#pick-then-gone', goneName);
+  unlinkSync(goneName);
+  const nLogs = logs.length;
+  await page.evaluate(() => {
+    const r = document.getElementById('receipt-file');
+    r.files = document.getElementById('pick-then-gone').files;
+    r.dispatchEvent(new Event('change'));
+  });
+  await page.waitForFunction(() => document.getElementById('error').textContent !== '', null, { timeout: 5000 }).catch(() => {});
+  e = await page.textContent('#error');
+  const goneLogs = logs.splice(nLogs);
+  check('page-receipt-unreadable-named', e.startsWith('gone\\u202e.receipt: cannot read: ') && !e.includes('\u202e') && !e.includes('\n') &&
+        goneLogs.length === 0 && (await page.inputValue('#receipt-text')) === '', `error '${e}', page errors [${goneLogs.join(' | ')}]`);
+  // Its size refusal names it escaped too (a sparse file past `cis2 verify`'s 64 MiB).
+  const bigName = path.join(outDir, 'big\u202e\n.receipt');
+  writeFileSync(bigName, '');
+  truncateSync(bigName, (64 << 20) + 1);
+  await clearBox();
+  await page.setInputFiles('#receipt-file', bigName);
+  e = await page.textContent('#error');
+  check('page-receipt-too-big-name-escaped', e === `big\\u202e\\n.receipt: ${(64 << 20) + 1} bytes is more than the ${64 << 20} a receipt may have`, `error '${e}'`);
   // The wasm trapping mid-call (here a verify made to read far outside the heap, by a cis2.js
   // the test serves): an error naming it, and the engine refuses later calls, not a stall or
   // a computation on a heap left half-updated.
