@@ -233,6 +233,7 @@ export class Cis2 {
     this.unload();
     for (const name of FILE_NAMES) if (!sources[name]) throw new Error(`missing ${name}`);
     const hw = (this.opts.hash !== 'wasm' && this.opts.hasher) || null;
+    if (hw && hw.recover) hw.recover();   // a hasher that can start afresh (WorkerHasher)
     this.hashImpl = hw ? hw.name : 'cis2 SHA-256 (wasm)';
     const total = FILE_NAMES.reduce((a, n) => a + sources[n].size, 0);
     let doneAll = 0;
@@ -281,7 +282,7 @@ export class Cis2 {
         }
         if (hw && slot !== undefined) hw.begin(slot);
         let off = 0, t = now();
-        for await (const chunk of sourceChunks(src)) {
+        for await (const chunk of namedChunks(name, src)) {
           T.read += now() - t;
           if (off + chunk.length > size) throw new Error(`${name}: longer than its ${size} bytes`);
           if (!weights) {
@@ -449,6 +450,13 @@ async function* sourceChunks(src) {
   yield* readChunks(src, 0);
 }
 
+// sourceChunks, its errors (a file removed, changed or made unreadable after it was picked:
+// the browser's "network error", NotReadableError...) named by the file, as the CLI's
+// "PATH: cannot open: ..." is.
+async function* namedChunks(name, src) {
+  try { yield* sourceChunks(src); } catch (e) { throw new Error(`${name}: cannot read: ${e && e.message || e}`); }
+}
+
 // src.read(a, b) in CHUNK steps from byte `from` to the end, one read ahead.
 async function* readChunks(src, from) {
   const ahead = (a) => { const r = src.read(a, Math.min(src.size, a + CHUNK)); r.catch(() => {}); return r; };
@@ -504,10 +512,20 @@ export function blobSource(blob) {
 // Chromium stalled (idle, the file's reading stopped part-way; not understood), and 16 measured
 // no faster than 6.
 const MAX_AHEAD = 6;
+// A worker that failed (its script did not start, a chunk it could not hash) holds a half-fed
+// hash and buffers it never gave back: the next load() asks recover(), which ends it and starts
+// a fresh one from makeWorker(), so one failure fails one load, not every load after it.
 export class WorkerHasher {
-  constructor(worker, module) {
+  constructor(makeWorker, module) {
     this.name = 'cis2 SHA-256 (wasm, second worker)';
-    this.w = worker;
+    this.makeWorker = makeWorker;
+    this.module = module;
+    this.w = null;
+    this.failed = null;
+    this._start();
+  }
+  _start() {
+    const worker = this.w = this.makeWorker();
     this.pool = [];
     this.out = 0;
     this.waiters = [];
@@ -515,18 +533,29 @@ export class WorkerHasher {
     this.failed = null;
     worker.onmessage = (ev) => {
       const m = ev.data;
+      if (worker !== this.w || this.failed) return;   // after its error it answers nothing we wait for
       if (m.cmd === 'buf') { this.out--; this.pool.push(m.buf); this._wake(); }
       else if (m.cmd === 'digest') this.ends.shift().resolve(m.digest);
-      else if (m.cmd === 'error') { this.failed = new Error(m.message); this._failAll(); }
+      else if (m.cmd === 'error') this._fail(new Error(m.message));
     };
     // A worker whose script cannot be fetched or run fires 'error', never a message: fail the
     // load with that instead of waiting for a digest that cannot come.
     worker.onerror = (ev) => {
       if (ev.preventDefault) ev.preventDefault();
-      this.failed = new Error(`hash worker (web/hash_worker.js): ${ev.message || 'failed to start'}`);
-      this._failAll();
+      if (worker !== this.w) return;
+      this._fail(new Error(`hash worker (web/hash_worker.js): ${ev.message || 'failed to start'}`));
     };
-    worker.postMessage({ cmd: 'init', module });
+    worker.postMessage({ cmd: 'init', module: this.module });
+  }
+  // Before a load: a fresh worker in place of one that failed.
+  recover() {
+    if (!this.failed) return;
+    this.w.terminate();
+    this._start();
+  }
+  _fail(e) {
+    if (!this.failed) this.failed = e;
+    this._failAll();
   }
   _wake() { const w = this.waiters; this.waiters = []; for (const f of w) f(); }
   _failAll() { const e = this.ends; this.ends = []; for (const r of e) r.reject(this.failed); this._wake(); }

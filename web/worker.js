@@ -18,7 +18,7 @@ self.onmessage = async (ev) => {
       // The files are hashed on a second worker while this one packs them (docs/wasm.md), or
       // with ?hash=wasm here, chunk by chunk, before each chunk is packed.
       const hasher = ev.data.hash === 'wasm' ? null
-        : new WorkerHasher(new Worker(new URL('./hash_worker.js', import.meta.url), { type: 'module' }), wasm);
+        : new WorkerHasher(() => new Worker(new URL('./hash_worker.js', import.meta.url), { type: 'module' }), wasm);
       engine = await Cis2.create(wasm, {
         stdout: (line) => post({ type: 'log', line }),
         progress: (done, total) => post({ type: 'progress', phase: 'decode', done, total }),

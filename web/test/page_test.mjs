@@ -289,6 +289,74 @@ try {
   await page.setInputFiles('#receipt-file', bigName);
   e = await page.textContent('#error');
   check('page-receipt-too-big-name-escaped', e === `big\\u202e\\n.receipt: ${(64 << 20) + 1} bytes is more than the ${64 << 20} a receipt may have`, `error '${e}'`);
+  // A model file removed after it was picked: the load fails with a line naming it (it said
+  // only "network error"), and the next pick loads.
+  const goneDir = path.join(outDir, 'model-gone');
+  mkdirSync(goneDir, { recursive: true });
+  for (const f of ['config.json', 'tokenizer.json', 'model.safetensors']) copyFileSync(path.join(modelDir, f), path.join(goneDir, f));
+  await pick(goneDir);
+  unlinkSync(path.join(goneDir, 'model.safetensors'));
+  await page.click('#load-btn');
+  await idle();
+  e = await page.textContent('#error');
+  await pick(modelDir);
+  await page.click('#load-btn');
+  await idle();
+  check('page-model-unreadable-named', e.startsWith('model.safetensors: cannot read: ') && !e.includes('\n') &&
+        /^loaded in/.test(await page.textContent('#progress-label')), `error '${e}', then '${await page.textContent('#progress-label')}'`);
+  // A hash worker that fails on one load (here one served to throw on a chunk that holds a
+  // marker, as a chunk it cannot hash) fails that load only: the next one gets a fresh worker
+  // (its late digest killed the engine's worker: "reload the page").
+  const p4 = await ctx.newPage();
+  p4.on('pageerror', (x) => logs.push(`pageerror: ${x.message}`));
+  const hw = readFileSync(new URL('../hash_worker.js', import.meta.url), 'utf8');
+  const marked = "const marked = (m, s) => m.cmd === 'update' && new TextDecoder().decode(new Uint8Array(m.buf, 0, Math.min(m.len, 65536))).includes(s);\n" +
+                 'let silent = false;\n';
+  const hwTest = marked + hw
+    .replace("  } else if (m.cmd === 'update') {", "  } else if (m.cmd === 'update') {\n    if (marked(m, 'CIS2-FAIL-HASH')) throw new Error('cannot hash this chunk (test)');")
+    .replace('self.onmessage = (ev) => {', "self.onmessage = (ev) => {\n  if (silent || marked(ev.data, 'CIS2-STALL-HASH')) { silent = true; return; }");
+  // A worker's own workers' scripts are not routed: the engine's worker is served to start this
+  // one from a blob.
+  const wjs = readFileSync(new URL('../worker.js', import.meta.url), 'utf8');
+  const hwBlob = `URL.createObjectURL(new Blob([${JSON.stringify(hwTest.replace("from './cis2.js'", `from '${new URL('cis2.js', url)}'`))}], { type: 'text/javascript' }))`;
+  await p4.route('**/worker.js', (rt) => rt.fulfill({ contentType: 'text/javascript',
+    body: wjs.replace("new URL('./hash_worker.js', import.meta.url)", hwBlob) }));
+  // model.safetensors with a marker in its header's __metadata__, padded (trailing spaces) to pad bytes.
+  const markedModel = (name, marker, pad) => {
+    const h = { ...hdr, __metadata__: { ...hdr.__metadata__, test: marker } };
+    delete h['<b>x</b>\u202etxt.exe'];
+    let b = Buffer.from(JSON.stringify(h), 'utf8');
+    b = Buffer.concat([b, Buffer.alloc(Math.max(pad, b.length + 7) - b.length, 0x20)]);
+    b = b.subarray(0, b.length - b.length % 8);
+    const l = Buffer.alloc(8); l.writeBigUInt64LE(BigInt(b.length));
+    const dir = path.join(outDir, name);
+    mkdirSync(dir, { recursive: true });
+    for (const f of ['config.json', 'tokenizer.json']) copyFileSync(path.join(modelDir, f), path.join(dir, f));
+    writeFileSync(path.join(dir, 'model.safetensors'), Buffer.concat([l, b, sf.subarray(8 + hlen)]));
+    return dir;
+  };
+  const p4pick = async (dir) => {
+    await p4.setInputFiles('#f-all', []);
+    await p4.setInputFiles('#f-all', ['config.json', 'tokenizer.json', 'model.safetensors'].map((f) => path.join(dir, f)));
+  };
+  const p4idle = (timeout = 30000) => p4.waitForFunction(() => !document.getElementById('verify-btn').disabled, null, { timeout });
+  const p4verify = async () => {
+    await p4.fill('#receipt-text', readFileSync(goodPath, 'utf8'));
+    await p4.click('#verify-btn');
+    await p4idle();
+    return `verdict '${await p4.textContent('#verdict')}', error '${await p4.textContent('#error')}'`;
+  };
+  await p4.goto(url);
+  await p4.waitForFunction(() => /^PASS/.test(document.getElementById('selftest-status').textContent), null, { timeout: 30000 });
+  await p4pick(markedModel('model-hash-fails', 'CIS2-FAIL-HASH', 0));
+  await p4.click('#load-btn');
+  await p4idle();
+  const hashErr = await p4.textContent('#error');
+  await p4pick(modelDir);
+  let after4 = await p4verify();
+  check('page-hash-worker-recovers-after-error', /cannot hash this chunk \(test\)/.test(hashErr) && after4.startsWith("verdict 'PASS"),
+        `first load's error '${hashErr}'; then good files: ${after4}`);
+  await p4.close();
   // The wasm trapping mid-call (here a verify made to read far outside the heap, by a cis2.js
   // the test serves): an error naming it, and the engine refuses later calls, not a stall or
   // a computation on a heap left half-updated.
