@@ -1,22 +1,25 @@
 // The page's logic: pick files, load (hash) the model in a worker, verify a
 // receipt field by field, run a prompt and offer its receipt.
 const $ = (id) => document.getElementById(id);
-const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
 let nextId = 1, loaded = null;   // the File objects of the loaded model
 const pending = new Map();
 const FILES = { 'config.json': 'f-config', 'tokenizer.json': 'f-tokenizer', 'model.safetensors': 'f-model' };
+const HASH = new URLSearchParams(location.search).get('hash');
 
-function call(cmd, extra = {}) {
+// The engine's worker, started again by Cancel (a fresh one: its heap, the model read into it
+// and its hash worker go with the old one). Calls wait for the worker's init.
+let worker = null, ready = null;
+function send(w, cmd, extra = {}) {
   if (workerDead) return Promise.reject(workerDead);
   const id = nextId++;
-  return new Promise((resolve, reject) => { pending.set(id, { resolve, reject }); worker.postMessage({ id, cmd, ...extra }); });
+  return new Promise((resolve, reject) => { pending.set(id, { resolve, reject }); w.postMessage({ id, cmd, ...extra }); });
 }
+function call(cmd, extra = {}) { return ready.then(() => send(worker, cmd, extra)); }
 
 function setProgress(frac, label) { $('progress').value = frac; $('progress-label').textContent = label; }
 const mb = (n) => (n / 1048576).toFixed(1) + ' MB';
 
-worker.onmessage = (ev) => {
-  const m = ev.data;
+function onWorkerMessage(m) {
   if (m.type === 'progress') {
     if (m.phase === 'hash') setProgress(m.done / m.total, `reading + hashing + packing ${m.file}: ${mb(m.done)} / ${mb(m.total)}`);
     else if (m.phase === 'hash-wait') setProgress(1, m.why === 'decoded' ? 'decoded; waiting for the SHA-256 of the last chunks' : 'waiting for the SHA-256 of the weights');
@@ -29,18 +32,36 @@ worker.onmessage = (ev) => {
     pending.delete(m.id);
     if (m.type === 'result') p.resolve(m.result); else p.reject(new Error(m.message));
   }
-};
+}
 
 // The engine's worker failing outside a call (its script cannot load, an uncaught error, a
 // message it cannot read) answers no call: every waiting call fails with that, not a stall.
 let workerDead = null;
-function workerFailed(why) {
-  const e = workerDead = new Error(`the engine's worker failed: ${why}; reload the page`);
+function failPending(e) {
   for (const p of pending.values()) p.reject(e);
   pending.clear();
 }
-worker.onerror = (ev) => { ev.preventDefault(); workerFailed(ev.message || 'it could not start'); };
-worker.onmessageerror = () => workerFailed('a message from it could not be read');
+function workerFailed(why) { failPending(workerDead = new Error(`the engine's worker failed: ${why}; reload the page`)); }
+
+function startEngine() {
+  const w = worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+  workerDead = null;
+  w.onmessage = (ev) => { if (w === worker) onWorkerMessage(ev.data); };   // none from a cancelled one
+  w.onerror = (ev) => { ev.preventDefault(); if (w === worker) workerFailed(ev.message || 'it could not start'); };
+  w.onmessageerror = () => { if (w === worker) workerFailed('a message from it could not be read'); };
+  $('selftest-log').textContent = '';
+  $('selftest-status').textContent = 'loading the engine…'; $('selftest-status').className = 'mono';
+  // ?hash=wasm: hash with the engine's own SHA-256 instead of the platform's (tests compare the two).
+  ready = send(w, 'init', { hash: HASH }).then((st) => {
+    if (w !== worker) return;
+    const ok = st.fails === 0;
+    $('selftest-status').textContent = `${ok ? 'PASS' : 'FAIL'} §1.3 self-test against the software FTZ/DAZ (wasm32)` +
+      (ok ? ': engine ready' : ' — this engine will refuse to decode');
+    $('selftest-status').className = ok ? 'mono' : 'mono err';
+  });
+  ready.catch((e) => { if (w !== worker) return; $('selftest-status').textContent = `FAIL: could not start the engine: ${e.message}`; showError(e); });
+  return ready;
+}
 
 function busy(on) { for (const b of ['load-btn', 'verify-btn', 'run-btn']) $(b).disabled = on; }
 function showError(e) { $('error').textContent = e ? String(e.message || e) : ''; }
@@ -148,8 +169,13 @@ function escapeHtml(s) { return String(s).replace(/[&<>"]/g, (c) => ({ '&': '&am
 
 async function withBusy(fn) {
   busy(true);
+  $('cancel-btn').disabled = false;
   showError(null);
-  try { await fn(); } catch (e) { showError(e); setProgress(0, 'error'); } finally { busy(false); }
+  setProgress(0, 'working…');
+  try { await fn(); } catch (e) { showError(e); setProgress(0, e && e.cancelled ? 'cancelled' : 'error'); } finally {
+    busy(false);
+    $('cancel-btn').disabled = true;
+  }
 }
 
 $('load-btn').onclick = () => withBusy(async () => { loaded = null; await ensureLoaded(); await hashed; });
@@ -256,12 +282,18 @@ $('use-btn').onclick = () => {
   $('receipt-text').scrollIntoView();
 };
 
+// Cancel: whatever the engine is doing (reading a checkpoint into its heap, waiting for the
+// SHA-256, decoding) stops at once: its worker is ended, with all it holds, and a fresh one
+// started; the call in flight fails with what it was doing, and nothing is loaded.
+$('cancel-btn').onclick = () => {
+  const e = new Error(`cancelled: ${$('progress-label').textContent}; nothing is loaded now`);
+  e.cancelled = true;
+  worker.terminate();
+  loaded = null;
+  $('load-status').textContent = '';
+  failPending(e);
+  startEngine().catch(() => {});
+};
+
 busy(true);
-// ?hash=wasm: hash with the engine's own SHA-256 instead of the platform's (tests compare the two).
-call('init', { hash: new URLSearchParams(location.search).get('hash') }).then((st) => {
-  const ok = st.fails === 0;
-  $('selftest-status').textContent = `${ok ? 'PASS' : 'FAIL'} §1.3 self-test against the software FTZ/DAZ (wasm32)` +
-    (ok ? ': engine ready' : ' — this engine will refuse to decode');
-  $('selftest-status').className = ok ? 'mono' : 'mono err';
-  busy(false);
-}).catch((e) => { $('selftest-status').textContent = `FAIL: could not start the engine: ${e.message}`; showError(e); });
+startEngine().then(() => busy(false), () => {});

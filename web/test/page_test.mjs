@@ -356,6 +356,34 @@ try {
   let after4 = await p4verify();
   check('page-hash-worker-recovers-after-error', /cannot hash this chunk \(test\)/.test(hashErr) && after4.startsWith("verdict 'PASS"),
         `first load's error '${hashErr}'; then good files: ${after4}`);
+  // Cancel while a checkpoint is read into the engine (here a hash worker served to go silent
+  // on another marker, so the load stalls with chunks out; there was no way out but a reload):
+  // it stops at once, says where it was, and a new pick loads. 64 MB of header: seven chunks
+  // of 8 MB, more than the six the hash worker may hold.
+  await p4.goto(url);
+  await p4.waitForFunction(() => /^PASS/.test(document.getElementById('selftest-status').textContent), null, { timeout: 30000 });
+  await p4pick(markedModel('model-stalls', 'CIS2-STALL-HASH', 64 << 20));
+  await p4.click('#load-btn');
+  let stalled = '';
+  try {
+    await p4.waitForFunction(() => {   // the label stands still for a second
+      const l = document.getElementById('progress-label').textContent, t = performance.now();
+      if (window.__label !== l) { window.__label = l; window.__since = t; }
+      return /^reading \+ hashing \+ packing model\.safetensors/.test(l) && t - window.__since > 1000;
+    }, null, { timeout: 30000, polling: 100 });
+    stalled = await p4.textContent('#progress-label');
+    await p4.click('#cancel-btn', { timeout: 2000 });
+    const t0 = Date.now();
+    await p4idle(5000);
+    const ms = Date.now() - t0, ce = await p4.textContent('#error'), cl = await p4.textContent('#progress-label');
+    const cs = await p4.textContent('#load-status');
+    await p4pick(modelDir);
+    after4 = await p4verify();
+    check('page-cancel-load', ce === `cancelled: ${stalled}; nothing is loaded now` && cl === 'cancelled' && cs === '' &&
+          after4.startsWith("verdict 'PASS"), `after ${ms} ms: error '${ce}', label '${cl}', load status '${cs}'; then good files: ${after4}`);
+  } catch (x) {
+    fail('page-cancel-load', `${x.message.split('\n')[0]}; label '${stalled || await p4.textContent('#progress-label')}'`);
+  }
   await p4.close();
   // The wasm trapping mid-call (here a verify made to read far outside the heap, by a cis2.js
   // the test serves): an error naming it, and the engine refuses later calls, not a stall or
