@@ -305,7 +305,11 @@ export class Cis2 {
         if (off !== size) throw new Error(`${name}: short read at ${off} of ${size} bytes`);
         if (weights && !began) await begin();
         if (slot !== undefined) {
-          if (hw) digests.push([name, slot, hw.end(slot)]);
+          if (hw) {
+            const d = hw.end(slot);
+            d.catch(() => {});   // awaited below, in order: a failed load or an earlier failed digest leaves it not
+            digests.push([name, slot, d]);
+          }
           else x.cis2w_hash_end(slot);
         }
       }

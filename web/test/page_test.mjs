@@ -309,6 +309,7 @@ try {
   // (its late digest killed the engine's worker: "reload the page").
   const p4 = await ctx.newPage();
   p4.on('pageerror', (x) => logs.push(`pageerror: ${x.message}`));
+  p4.on('console', (m) => { if (m.type() === 'error') logs.push(`console: ${m.text()}`); });
   const hw = readFileSync(new URL('../hash_worker.js', import.meta.url), 'utf8');
   const marked = "const marked = (m, s) => m.cmd === 'update' && new TextDecoder().decode(new Uint8Array(m.buf, 0, Math.min(m.len, 65536))).includes(s);\n" +
                  'let silent = false;\n';
@@ -356,6 +357,25 @@ try {
   let after4 = await p4verify();
   check('page-hash-worker-recovers-after-error', /cannot hash this chunk \(test\)/.test(hashErr) && after4.startsWith("verdict 'PASS"),
         `first load's error '${hashErr}'; then good files: ${after4}`);
+  // The same with the failing chunk in tokenizer.json, whose digest was already asked for
+  // when the load failed on the weights' next chunk: that digest's rejection is not an
+  // unhandled one in the engine's worker.
+  const tokFails = markedModel('tokenizer-hash-fails', 'none', 0);
+  writeFileSync(path.join(tokFails, 'tokenizer.json'),
+                JSON.stringify({ test: 'CIS2-FAIL-HASH', ...JSON.parse(readFileSync(path.join(modelDir, 'tokenizer.json'), 'utf8')) }));
+  await p4.goto(url);
+  await p4.waitForFunction(() => /^PASS/.test(document.getElementById('selftest-status').textContent), null, { timeout: 30000 });
+  const nLogs4 = logs.length;
+  await p4pick(tokFails);
+  await p4.click('#load-btn');
+  await p4idle();
+  const tokErr = await p4.textContent('#error');
+  await p4pick(modelDir);
+  after4 = await p4verify();
+  await p4.waitForTimeout(300);
+  const tokLogs = logs.splice(nLogs4);
+  check('page-hash-failure-in-tokenizer-handled', /cannot hash this chunk \(test\)/.test(tokErr) && after4.startsWith("verdict 'PASS") && tokLogs.length === 0,
+        `first load's error '${tokErr}'; then good files: ${after4}; console [${tokLogs.join(' | ')}]`);
   // Cancel while a checkpoint is read into the engine (here a hash worker served to go silent
   // on another marker, so the load stalls with chunks out; there was no way out but a reload):
   // it stops at once, says where it was, and a new pick loads. 64 MB of header: seven chunks
