@@ -162,6 +162,7 @@ def group_api(models, tmp):
     llama_checks(os.path.join(models, "llama"), os.path.join(models, "qwen2"), tmp)
     for fx in ("llama", "qwen3"):
         generate_many_checks(os.path.join(models, fx), fx, tmp)
+        stream_checks(os.path.join(models, fx), fx)
     build_backend_checks(models)
     docstring_checks()
 
@@ -273,6 +274,237 @@ def generate_many_checks(M, fx, tmp):
                "verify takes a single receipt")
         raises(fx + ".verify-many-bad-item", cis2.Error,
                lambda: m.verify_many([recs[0], "garbage"]), "receipts[1]: receipt: line 1: ")
+
+
+def _same_run(a, b):
+    """Two Results of one run: everything but the timings."""
+    return (a is not None and b is not None and a.ids == b.ids and a.prompt_ids == b.prompt_ids and
+            a.text == b.text and a.receipt == b.receipt and a.cis2_ref == b.cis2_ref and
+            a.digests == b.digests and a.stopped_at_eos == b.stopped_at_eos and a.nan == b.nan and
+            a.receipt_error == b.receipt_error)
+
+
+def _complete_chunks(bs):
+    """For token byte strings bs forming valid UTF-8: the text each token
+    completes (a character cut at a token's end waits for the next one)."""
+    out, done, acc = [], 0, b""
+    for b in bs:
+        acc += b
+        end = len(acc)
+        while end > done:
+            try:
+                acc[done:end].decode("utf-8")
+                break
+            except UnicodeDecodeError:
+                end -= 1
+        out.append(acc[done:end].decode("utf-8"))
+        done = end
+    return out
+
+
+class _Rescue:
+    """Closes stream `s` from another thread after 30 s: a call that would
+    wait on the stream's own thread for ever fails its check, never hangs."""
+
+    def __init__(self, s):
+        self.fired = []
+        self.timer = threading.Timer(30, lambda: (self.fired.append(1), s.close()))
+        self.timer.start()
+
+    def done(self):
+        """Whether it had to close the stream (and stops it if not)."""
+        self.timer.cancel()
+        return bool(self.fired)
+
+
+def stream_checks(M, fx):
+    """Model.stream / Engine.stream: the chunks join to generate's text, one
+    per token, and .result is generate's Result; a character split across
+    tokens waits for its last byte; stop_at_eos; breaking out, close() and
+    Ctrl-C inside a step free the engine; the engine is refused, not
+    deadlocked, on the stream's own thread and waited for on another; bad
+    arguments raise at the call with generate's messages."""
+    prompts = ["Hello world", [5, 17, 42, 7, 99], "日本語 🙂", [300, 301, 89, 5], "a b c d e f g"]
+    with cis2.Model(M) as m:
+        e = m._engine
+
+        def idle():
+            return cis2._c.cis2_engine_active(e._h) == 0 and e._lock.acquire(False) and \
+                (e._lock.release() or True)
+        join_ok, res_ok, per_tok_ok, kinds, bad = True, True, True, set(), []
+        for p in prompts:
+            r = m.generate(p, 12)
+            s = m.stream(p, 12)
+            chunks = list(s)
+            text = "".join(chunks)
+            kinds.add(r.text is None)
+            if r.text is not None:
+                join_ok &= text == r.text
+            else:  # not UTF-8: each invalid sequence a U+FFFD, as `cis2 serve` streams it
+                join_ok &= text == m.detokenize(r.ids) and "\ufffd" in text
+            per_tok_ok &= len(chunks) == len(r.ids) and s.ids == r.ids and s.text == text
+            res_ok &= _same_run(s.result, r) and r.receipt is not None
+            if not (_same_run(s.result, r) and len(chunks) == len(r.ids)):
+                bad.append((p, chunks, s.ids, r.ids))
+        report(join_ok and kinds == {True, False}, fx + ".stream-chunks-join-to-generate-text",
+               "kinds of text seen (None?): %s; %s" % (kinds, bad[:1]))
+        report(per_tok_ok, fx + ".stream-one-chunk-per-token-ids-and-text", bad[:1])
+        report(res_ok, fx + ".stream-result-equals-generate", bad[:1])
+        with m.engine(backend="fast", threads=2) as ef:
+            got = [ef.stream(p, 7).__iter__() for p in prompts[:1]]
+            for s in got:
+                list(s)
+            report(_same_run(got[0].result, m.generate(prompts[0], 7)),
+                   fx + ".engine-stream-fast-equals-generate")
+        # stop_at_eos: a prompt whose greedy run meets an EOS if this model has one
+        # within 30 tokens, and an EOS forced in (stop_at_eos ends on a fed id too)
+        eos, natural = m.config.eos_ids[0], None
+        for k in range(m.config.vocab):
+            if m.generate([k], 30, stop_at_eos=True).stopped_at_eos:
+                natural = k
+                break
+        ok, why = True, "no prompt [k] meets an EOS in 30 tokens"
+        if natural is not None:
+            r = m.generate([natural], 30, stop_at_eos=True)
+            s = m.stream([natural], 30, stop_at_eos=True)
+            chunks = list(s)
+            ok = (_same_run(s.result, r) and s.result.stopped_at_eos and len(chunks) == len(r.ids)
+                  < 30 and "".join(chunks) == (r.text if r.text is not None else
+                                               m.detokenize(r.ids)))
+            why = "prompt [%d]: %d chunks, %s" % (natural, len(chunks), s.result)
+        forced = [5, 17, eos, 9]
+        s = e.stream([3], 6, stop_at_eos=True, _force=forced)
+        chunks = list(s)
+        rf = m.generate([3], 6, stop_at_eos=True, force=forced)
+        report(ok and _same_run(s.result, rf) and s.ids == [5, 17, eos] and len(chunks) == 3 and
+               s.result.stopped_at_eos and (natural is not None or fx == "llama"),
+               fx + ".stream-stop-at-eos-equals-generate", why)
+        # one character's bytes over several tokens: nothing of it comes out
+        # before its last byte (this tokenizer has no merge for these characters)
+        text = "日本語 🙂"
+        ids = m.tokenize(text)
+        bs = [m.tokenizer.decode_bytes([i]) for i in ids]
+        split = len(ids) > len(text)
+        s = e.stream([5], len(ids), _force=ids)
+        chunks = list(s)
+        report(split and chunks == _complete_chunks(bs) and "".join(chunks) == text and
+               chunks.count("") >= 2 and s.result.text == text and
+               _same_run(s.result, m.generate([5], len(ids), force=ids)),
+               fx + ".stream-holds-back-a-split-character", (len(ids), chunks))
+        # ... and one the run ends in the middle of: U+FFFD, and no Result.text
+        s = e.stream([5], 2, _force=ids[:2])
+        chunks = list(s)
+        report(chunks == ["", "\ufffd"] and s.result.text is None and
+               "".join(chunks) == m.detokenize(s.result.ids),
+               fx + ".stream-cut-character-at-the-end-is-U+FFFD", chunks)
+        # breaking out of the loop drops the stream: its sequence is cancelled
+        solo = m.generate("Hello world", 12)
+        for i, _ in enumerate(m.stream("Hello world", 200)):
+            if i == 2:
+                break
+        report(idle() and _same_run(m.generate("Hello world", 12), solo),
+               fx + ".stream-break-frees-the-engine")
+        s = m.stream("Hello world", 200)
+        first = [next(s), next(s)]
+        s.close()
+        after = list(s)
+        report(after == [] and s.result is None and len(s.ids) == 2 and idle() and
+               _same_run(m.generate("Hello world", 12), solo) and first == [
+                   m.stream("Hello world", 2).__next__(), first[1]],
+               fx + ".stream-close-frees-the-engine")
+        with m.stream("Hello world", 200) as s:
+            next(s)
+        report(idle() and s.result is None, fx + ".stream-with-block-frees-the-engine")
+        # the stream holds the engine: on its own thread another call is refused
+        # (waiting would never end), on another thread it waits for the stream
+        held = ("this engine is held by an unfinished stream on this thread: iterate it to its "
+                "end or close() it first (or use another engine, Model.engine())",)
+        s = m.stream("Hello world", 12)
+        next(s)
+        rescue = _Rescue(s)
+        raises(fx + ".stream-same-thread-generate-refused", cis2.Error,
+               lambda: m.generate("Hello world", 12), held)
+        raises(fx + ".stream-same-thread-stream-refused", cis2.Error,
+               lambda: m.stream("Hello world", 12), held)
+        raises(fx + ".stream-same-thread-verify-refused", cis2.Error,
+               lambda: m.verify(solo.receipt), held)
+        rescue.done()
+        out = []
+        th = threading.Thread(target=lambda: out.append(m.generate("Hello world", 12)))
+        th.start()
+        th.join(0.3)
+        waited = th.is_alive() and not out
+        rest = list(s)
+        th.join(60)
+        report(waited and out and _same_run(out[0], solo) and _same_run(s.result, solo) and
+               len(rest) == 11, fx + ".stream-other-thread-waits-for-it",
+               "waited: %s, got: %s" % (waited, out))
+        s = m.stream("Hello world", 50)
+        next(s)
+        s.cycle = s  # dropped, but only the cycle collector would free it
+        del s
+        try:
+            again = _same_run(m.generate("Hello world", 12), solo) and idle()
+        except cis2.Error as x:
+            again = x
+        report(again is True, fx + ".stream-dropped-in-a-cycle-frees-the-engine", again)
+        e2 = m.engine()
+        s = e2.stream("Hello world", 50)
+        next(s)
+        rescue = _Rescue(s)
+        e2.close()  # on the stream's thread: ends the stream, never waits for it
+        report(not rescue.done() and list(s) == [] and s.result is None and e2._h is None,
+               fx + ".engine-close-ends-its-threads-stream")
+        # Ctrl-C inside a step: a stand-in library sends SIGINT during the 3rd
+        # step; the stream raises KeyboardInterrupt there and is closed
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        spy = _InterruptAtStep(cis2._c, 3)
+        s = m.stream("Hello world", 50)
+        try:
+            cis2._c = spy
+            for _ in s:
+                pass
+            got = "finished"
+        except KeyboardInterrupt:
+            got = "interrupted"
+        finally:
+            cis2._c = spy.real
+        report(got == "interrupted" and spy.steps == 3 and len(s.ids) == 3 and list(s) == [] and
+               s.result is None and idle() and _same_run(m.generate("Hello world", 12), solo),
+               fx + ".keyboard-interrupt-cancels-a-stream", "%s after %d step(s)" %
+               (got, spy.steps))
+        # refusals: raised by the call, before any iteration, with generate's
+        # exception and message; a refused stream leaves the engine free
+        big = [1] * (m.config.max_pos - 1)
+        cases = [("", 3), (big, 3), ([5], 0), ([5], 3, "no"), (None, 3), ([99999], 3),
+                 ("a\ud800b", 3), ([True], 3), ([5], 2**40)]
+        diff = []
+        for c in cases:
+            def call(f):
+                try:
+                    f(*c[:2], **({"stop_at_eos": c[2]} if len(c) > 2 else {}))
+                except Exception as x:
+                    return type(x).__name__, str(x)
+                return None
+            want, got = call(m.generate), call(m.stream)
+            if want is None or want != got:
+                diff.append((c[1:], want, got))
+        report(not diff and idle(), fx + ".stream-refusals-equal-generate", diff)
+        raises(fx + ".stream-too-long", ValueError, lambda: m.stream(big, 3),
+               ("prompt (%d tokens) + max_tokens 3 exceeds max_position_embeddings = %d" %
+                (len(big), m.config.max_pos),))
+        raises(fx + ".stream-empty-prompt", cis2.Error, lambda: m.stream("", 3),
+               ("the prompt encodes to no tokens",))
+        report(_same_run(m.generate("Hello world", 12), solo), fx + ".stream-refusals-leave-"
+               "the-engine-usable")
+        s = m.stream("Hello world", 50)
+        next(s)  # left open: the model's close() ends it (on its thread), never waits
+        rescue = _Rescue(s)
+    report(not rescue.done() and list(s) == [] and s.result is None and m._h is None,
+           fx + ".model-close-ends-its-threads-stream")
+    raises(fx + ".stream-closed-model", cis2.Error, lambda: m.stream([5], 2),
+           ("the model is closed",))
 
 
 def llama_checks(M, other, tmp):

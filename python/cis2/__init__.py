@@ -4,6 +4,8 @@
     m = cis2.Model("models/SmolLM2-135M")
     r = m.generate("The capital of France is", max_tokens=8)
     print(r.text, r.digests["witness-digest"])
+    for chunk in m.stream("Once upon a time", 32):  # the same run, as it is generated
+        print(chunk, end="", flush=True)
     print(cis2.verify(r.receipt, m))
 
 Every result is the library's: the same ids, digests and receipt bytes as
@@ -11,10 +13,12 @@ Every result is the library's: the same ids, digests and receipt bytes as
 one thread at a time (Model.generate serializes on its own engine; make more
 with Model.engine() to decode on several threads over one loaded model).
 """
+import codecs
 import collections.abc
 import contextlib
 import ctypes
 import errno
+import gc
 import operator
 import os
 import signal
@@ -36,8 +40,9 @@ if library_version.split(".")[:2] != __version__.split(".")[:2]:
     raise ImportError("cis2: %s (%s) is libcis2 %s; this package is written for %s" %
                       (library_path, library_found_by, library_version, __version__))
 
-__all__ = ["Model", "Engine", "Tokenizer", "Result", "Verdict", "Field", "Config", "Trace",
-           "Error", "verify", "verify_many", "library_path", "library_found_by", "library_version"]
+__all__ = ["Model", "Engine", "Stream", "Tokenizer", "Result", "Verdict", "Field", "Config",
+           "Trace", "Error", "verify", "verify_many", "library_path", "library_found_by",
+           "library_version"]
 
 
 class Error(Exception):
@@ -527,6 +532,7 @@ class Engine(_Closing):
     """An engine over a loaded Model: its KV caches and scratch memory. One
     thread at a time uses an engine (calls on it serialize on a lock); engines
     on different threads decode concurrently, the GIL released."""
+    _held = None  # a stream's _Hold while one holds the engine
 
     @staticmethod
     def _opts(backend, isa, threads, max_seqs=1):
@@ -566,6 +572,7 @@ class Engine(_Closing):
         if _trace is not None:
             o.trace = _trace
         self._model, self._lock, self._h = model, threading.Lock(), None
+        self._held = None  # the _Hold of a stream that holds self._lock
         h, err = ctypes.c_void_p(), _lib.err_buf()
         with model._use() as mh:  # Model.close waits for this, then frees this engine
             _check(_c.cis2_engine_new(ctypes.byref(h), mh, ctypes.byref(o), err), err)
@@ -618,13 +625,50 @@ class Engine(_Closing):
         if nf:
             g.force, g.n_force = ctypes.cast(farr, _lib.c_int32_p), nf
         r = _lib.Result()
-        with self._lock:
+        with self._locked():
             self._decode(ids, n, g, r, _stop)
             try:  # under the engine's lock: Model.close frees the model after this engine
                 return m._result(r, pbytes, no_receipt if not nf else
                                  "a teacher-forced run is not a greedy decode")
             finally:
                 _c.cis2_result_free(ctypes.byref(r))
+
+    def stream(self, prompt, max_tokens=None, *, stop_at_eos=False, _force=None):
+        """generate(prompt, max_tokens, stop_at_eos=...) a token at a time: a
+        Stream, whose iteration yields one str per generated token (the text
+        it completes) and whose .result, once exhausted, is the Result that
+        generate returns. A bad argument raises here, as generate's. The
+        stream holds the engine until it is exhausted or closed: another
+        call on this engine from the thread that made or last iterated the
+        stream raises Error, one from another thread waits. (_force:
+        teacher forcing, for the tests.)"""
+        return Stream(self, prompt, max_tokens, stop_at_eos, _force)
+
+    def _acquire(self):
+        """Takes self._lock, or raises Error where waiting would never end:
+        the lock is held by an unfinished stream that only this thread drives.
+        A stream that is garbage but not yet finalized (a reference cycle) is
+        ended here."""
+        hd = self._held
+        if hd is not None and hd.thread == threading.get_ident() and hd.owner() is not None:
+            gc.collect()  # a stream dropped in a reference cycle: its __del__ ends it
+            hd = self._held
+        if hd is not None:
+            if hd.owner() is None:
+                hd.end(self)
+            elif hd.thread == threading.get_ident():
+                raise Error("this engine is held by an unfinished stream on this thread: iterate "
+                            "it to its end or close() it first (or use another engine, "
+                            "Model.engine())")
+        self._lock.acquire()
+
+    @contextlib.contextmanager
+    def _locked(self):
+        self._acquire()
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def _fits(self, n, max_tokens):
         """ValueError unless n prompt tokens and max_tokens more fit the
@@ -662,7 +706,7 @@ class Engine(_Closing):
                 out[i] = m._result(r, items[i][2], items[i][3])
             finally:
                 _c.cis2_result_free(ctypes.byref(r))
-        with self._lock:
+        with self._locked():
             self._decode_many([(i, it[0], it[1], g) for i, it in enumerate(items)], "prompts",
                               done)
         return out
@@ -720,11 +764,193 @@ class Engine(_Closing):
         return verify_many(receipts, self)
 
     def close(self):
-        """Free the engine (waits for a call in progress on another thread)."""
+        """Free the engine (waits for a call in progress on another thread,
+        a stream iterated there included; a stream of this thread is closed)."""
+        hd = self._held
+        if hd is not None and (hd.thread == threading.get_ident() or hd.owner() is None):
+            hd.end(self)
         with self._lock:
             if self._h:
                 _c.cis2_engine_free(self._h)
                 self._h = None
+
+
+# ------------------------------------------------------------------- stream
+class _Hold:
+    """A stream's hold on its engine's lock: its sequence, and the one way to
+    end it (once; from the stream, or from the engine when the stream's thread
+    closes the engine or the stream is garbage). No reference to the engine or
+    the stream, so no cycle keeps either alive."""
+
+    def __init__(self, seq, owner):
+        self.seq, self.owner, self.open = seq, owner, True
+        self.mu = threading.RLock()  # one step or end at a time
+        self.thread = threading.get_ident()  # the thread that last drove the stream
+
+    def end(self, engine):
+        """Cancel the sequence (unless taken) and release the engine."""
+        with self.mu:
+            if not self.open:
+                return
+            self.open = False
+            try:
+                if self.seq >= 0:
+                    _c.cis2_seq_cancel(engine._h, self.seq)
+                    self.seq = -1
+            finally:
+                engine._held = None
+                engine._lock.release()
+
+
+class Stream:
+    """generate() a token at a time (Model.stream, Engine.stream). Iterating
+    yields one str per generated token: the text that token completes —
+    UTF-8 bytes of a character still cut at the token's end wait for the next
+    token (so a chunk may be ""), and the bytes of a sequence that is not
+    UTF-8 become U+FFFD, as `cis2 serve` streams them. The chunks join to
+    Result.text whenever that is not None; when the generated bytes are not
+    UTF-8 (Result.text None) they join to Model.detokenize(result.ids).
+    `ids` is the ids generated so far (ids[-1] the one behind the chunk just
+    yielded), `text` the chunks so far, `result` the Result once the last
+    token is out — bit-identical to generate's, receipt included — and None
+    before, or for a stream closed early. close() (also leaving a `with`
+    block, Ctrl-C inside a step, or dropping the stream) cancels the sequence
+    and frees the engine; iterating it then stops."""
+
+    def __init__(self, engine, prompt, max_tokens=None, stop_at_eos=False, _force=None):
+        """Made by Engine.stream / Model.stream, which document the arguments."""
+        self._hold, self.result = None, None
+        if not isinstance(engine, Engine):
+            raise TypeError("Stream: expected a cis2.Engine, got %s" % type(engine).__name__)
+        m = engine._model
+        ids, n, pbytes, no_receipt = m._prompt(prompt)  # generate's checks, in its order
+        farr, nf = _ids_in(_force, "force") if _force is not None else (None, 0)
+        max_tokens = _int_in((nf or 16) if max_tokens is None else max_tokens, "max_tokens", 1,
+                             INT_MAX)
+        if nf > max_tokens:
+            raise ValueError("force has %d ids but max_tokens is %d: the last %d would never be "
+                             "fed" % (nf, max_tokens, nf - max_tokens))
+        stop = _flag_in(stop_at_eos, "stop_at_eos")
+        engine._fits(n, max_tokens)
+        got = []  # appended by the library's on_step, on this thread, inside a step
+
+        def on_step(ctx, step, logits, vocab, chosen):
+            got.append(chosen)
+        self._fn = _lib.STEP_FN(on_step)  # alive as long as the sequence
+        g = _lib.GenOpts(n_gen=max_tokens, stop_at_eos=1 if stop else 0, on_step=self._fn)
+        if nf:
+            g.force, g.n_force = ctypes.cast(farr, _lib.c_int32_p), nf
+        self._engine, self._ids, self._chunks = engine, got, []
+        self._pbytes = pbytes
+        self._no_receipt = no_receipt if not nf else "a teacher-forced run is not a greedy decode"
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        seq, err = ctypes.c_int(-1), _lib.err_buf()
+        engine._acquire()  # held until the end or close(); released by _Hold.end
+        try:
+            _check(_c.cis2_seq_submit(engine._handle(), ids, n, ctypes.byref(g),
+                                      ctypes.byref(seq), err), err)
+            hold = _Hold(seq.value, weakref.ref(self))
+            engine._held = hold
+            self._hold = hold
+        except BaseException:  # Ctrl-C included: neither the slot nor the lock is kept
+            if seq.value >= 0:
+                _c.cis2_seq_cancel(engine._h, seq.value)
+            engine._held = None
+            engine._lock.release()
+            raise
+
+    @property
+    def ids(self):
+        """The token ids generated so far (a new list)."""
+        return list(self._ids)
+
+    @property
+    def text(self):
+        """The chunks yielded so far, joined."""
+        return "".join(self._chunks)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        hd = self._hold
+        if hd is None:
+            raise StopIteration
+        with hd.mu:
+            if not hd.open:
+                raise StopIteration
+            hd.thread = threading.get_ident()
+            e, err, before = self._engine, _lib.err_buf(), len(self._ids)
+            try:
+                # SIGINT inside the step would land in on_step, where ctypes
+                # drops it: recorded there, handled after the step
+                with _sigint_between_steps():
+                    rc = _c.cis2_engine_step(e._h, err)
+                if not hd.open:  # the program's SIGINT handler closed the stream
+                    raise StopIteration
+                _check(rc, err)
+                if len(self._ids) != before + 1:
+                    raise Error("stream: step %d reported %d ids, not one (its on_step "
+                                "callback failed)" % (before, len(self._ids) - before))
+                done = _c.cis2_seq_done(e._h, hd.seq)
+                chunk = self._utf8.decode(self._token_bytes(self._ids[-1]), bool(done))
+                if done:
+                    r = _lib.Result()
+                    _check(_c.cis2_seq_take(e._h, hd.seq, ctypes.byref(r), err), err)
+                    hd.seq = -1
+                    try:  # before the engine is released: Model.close waits for it
+                        self.result = e._model._result(r, self._pbytes, self._no_receipt)
+                    finally:
+                        _c.cis2_result_free(ctypes.byref(r))
+                    hd.end(e)
+            except BaseException:
+                hd.end(e)
+                raise
+            self._chunks.append(chunk)
+            return chunk
+
+    def _token_bytes(self, tid):
+        """One id's bytes (none for an id the tokenizer names no token for,
+        as cis2_receipt_prompt_bytes and `cis2 serve`; none at all without a
+        usable tokenizer, where Result.text is None too)."""
+        m = self._engine._model
+        if m._tok is None:
+            return b""
+        try:  # the raw handle: this stream holds the engine, Model.close waits for it
+            return Tokenizer._decode(m._tok_h, [tid])
+        except Error:
+            return b""
+
+    def close(self):
+        """Cancel the sequence, unless finished, and free the engine; the
+        stream yields nothing more (result stays None if it was not done)."""
+        if self._hold is not None:
+            self._hold.end(self._engine)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if self._hold is not None and self._hold.open:
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    def _no_copy(self, *args):
+        # a copy would share the sequence and its place in the text
+        raise TypeError("a cis2.Stream cannot be copied or pickled")
+
+    __copy__ = __deepcopy__ = __reduce__ = __reduce_ex__ = _no_copy
+
+    def __repr__(self):
+        hd = self._hold
+        state = ("done" if self.result is not None else
+                 "open" if hd is not None and hd.open else "closed")
+        return "Stream(ids=%r, %s)" % (self._ids, state)
 
 
 # -------------------------------------------------------------------- model
@@ -826,6 +1052,14 @@ class Model(_Closing):
         (default 16, or len(force)); returns a Result, whose receipt is
         byte-identical to `cis2 run --receipt`'s."""
         return self._engine.generate(prompt, max_tokens, stop_at_eos=stop_at_eos, force=force)
+
+    def stream(self, prompt, max_tokens=None, *, stop_at_eos=False):
+        """Engine.stream on the model's own engine: generate() a token at a
+        time, a Stream yielding str chunks as they come; its .result is
+        generate's Result. The stream holds that engine until it ends, so
+        m.generate on the same thread inside the loop raises Error (use
+        Model.engine() for a second one)."""
+        return self._engine.stream(prompt, max_tokens, stop_at_eos=stop_at_eos)
 
     def generate_many(self, prompts, max_tokens=None, *, stop_at_eos=False, batch=8):
         """Engine.generate_many on an engine of this model's options that
@@ -1028,7 +1262,7 @@ def verify(receipt, model):
     rc, err = _parse_receipt(receipt, "verify"), _lib.err_buf()
     try:
         v, g, run, r = _lib.Verdict(), _lib.GenOpts(), ctypes.c_int(), _lib.Result()
-        with engine._lock:
+        with engine._locked():
             h = engine._handle()
             # nonzero: it cannot check, or (2) the receipt needs more positions
             # than the model has and no field differs already (v is freed)
@@ -1109,7 +1343,7 @@ def verify_many(receipts, model, *, batch=8):
             except (ValueError, TypeError, Error) as e:
                 raise type(e)("receipts[%d]: %s" % (i, e)) from None
         out = [None] * n
-        with engine._lock:
+        with engine._locked():
             h = engine._handle()
             m = _c.cis2_engine_model(h)
             for i in range(n):  # hashes, prompt-hex and ids first: nothing decoded yet

@@ -204,6 +204,7 @@ PROTOTYPES = {
     "cis2_seq_submit": (_I, [_P, c_int32_p, _I, ctypes.POINTER(GenOpts), ctypes.POINTER(_I),
                              _E]),
     "cis2_engine_step": (_I, [_P, _E]),
+    "cis2_engine_active": (_I, [_P]),
     "cis2_seq_done": (_I, [_P, _I]),
     "cis2_seq_take": (_I, [_P, _I, ctypes.POINTER(Result), _E]),
     "cis2_seq_cancel": (None, [_P, _I]),
