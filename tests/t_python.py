@@ -474,6 +474,28 @@ def stream_checks(M, fx):
                s.result is None and idle() and _same_run(m.generate("Hello world", 12), solo),
                fx + ".keyboard-interrupt-cancels-a-stream", "%s after %d step(s)" %
                (got, spy.steps))
+        # ... and Ctrl-C from a timer, landing in a step or in the loop's body
+        # (where the dropped stream is closed): the engine is free either way
+        interrupted, deadline = 0, time.monotonic() + 120
+        for k in range(3):
+            timer = threading.Timer(0.02 * (k + 1), lambda: os.kill(os.getpid(), signal.SIGINT))
+            timer.start()
+            try:
+                while time.monotonic() < deadline:  # a lost interrupt fails, never hangs
+                    for _ in m.stream([5, 17], min(2000, m.config.max_pos - 2)):
+                        pass
+            except KeyboardInterrupt:
+                interrupted += 1
+            timer.join()
+        report(interrupted == 3 and idle() and _same_run(m.generate("Hello world", 12), solo),
+               fx + ".keyboard-interrupt-in-a-stream-loop-frees-the-engine", interrupted)
+        # made on this thread, iterated on another (as a TextIteratorStreamer's consumer)
+        s, out = m.stream("Hello world", 12), []
+        th = threading.Thread(target=lambda: out.extend(s))
+        th.start()
+        th.join(60)
+        report(_same_run(s.result, solo) and "".join(out) == s.text and len(out) == 12 and
+               idle(), fx + ".stream-iterated-on-another-thread")
         # refusals: raised by the call, before any iteration, with generate's
         # exception and message; a refused stream leaves the engine free
         big = [1] * (m.config.max_pos - 1)
