@@ -610,8 +610,21 @@ class Engine(_Closing):
         `max_tokens` tokens (default 16; exactly that many, §3.4, unless
         stop_at_eos). `force`: teacher forcing, step i feeds force[i] instead
         of its argmax pick (max_tokens defaults to len(force) then)."""
-        m = self._model
-        ids, n, pbytes, no_receipt = m._prompt(prompt)
+        ids, n, pbytes, no_receipt, g, _farr = self._run_in(prompt, max_tokens, stop_at_eos,
+                                                             force)
+        r = _lib.Result()
+        with self._locked():
+            self._decode(ids, n, g, r, _stop)
+            try:  # under the engine's lock: Model.close frees the model after this engine
+                return self._model._result(r, pbytes, no_receipt)
+            finally:
+                _c.cis2_result_free(ctypes.byref(r))
+
+    def _run_in(self, prompt, max_tokens, stop_at_eos, force, on_step=None):
+        """generate's arguments checked, in its order: (ids, n, prompt bytes,
+        why there is no receipt or None, the gen options, the force array
+        they point into)."""
+        ids, n, pbytes, no_receipt = self._model._prompt(prompt)
         farr, nf = _ids_in(force, "force") if force is not None else (None, 0)
         if max_tokens is None:
             max_tokens = nf if nf else 16
@@ -622,16 +635,12 @@ class Engine(_Closing):
         stop = _flag_in(stop_at_eos, "stop_at_eos")
         self._fits(n, max_tokens)
         g = _lib.GenOpts(n_gen=max_tokens, stop_at_eos=1 if stop else 0)
+        if on_step is not None:
+            g.on_step = on_step
         if nf:
             g.force, g.n_force = ctypes.cast(farr, _lib.c_int32_p), nf
-        r = _lib.Result()
-        with self._locked():
-            self._decode(ids, n, g, r, _stop)
-            try:  # under the engine's lock: Model.close frees the model after this engine
-                return m._result(r, pbytes, no_receipt if not nf else
-                                 "a teacher-forced run is not a greedy decode")
-            finally:
-                _c.cis2_result_free(ctypes.byref(r))
+            no_receipt = "a teacher-forced run is not a greedy decode"
+        return ids, n, pbytes, no_receipt, g, farr
 
     def stream(self, prompt, max_tokens=None, *, stop_at_eos=False, _force=None):
         """generate(prompt, max_tokens, stop_at_eos=...) a token at a time: a
@@ -822,27 +831,14 @@ class Stream:
         self._hold, self.result = None, None
         if not isinstance(engine, Engine):
             raise TypeError("Stream: expected a cis2.Engine, got %s" % type(engine).__name__)
-        m = engine._model
-        ids, n, pbytes, no_receipt = m._prompt(prompt)  # generate's checks, in its order
-        farr, nf = _ids_in(_force, "force") if _force is not None else (None, 0)
-        max_tokens = _int_in((nf or 16) if max_tokens is None else max_tokens, "max_tokens", 1,
-                             INT_MAX)
-        if nf > max_tokens:
-            raise ValueError("force has %d ids but max_tokens is %d: the last %d would never be "
-                             "fed" % (nf, max_tokens, nf - max_tokens))
-        stop = _flag_in(stop_at_eos, "stop_at_eos")
-        engine._fits(n, max_tokens)
         got = []  # appended by the library's on_step, on this thread, inside a step
 
         def on_step(ctx, step, logits, vocab, chosen):
             got.append(chosen)
         self._fn = _lib.STEP_FN(on_step)  # alive as long as the sequence
-        g = _lib.GenOpts(n_gen=max_tokens, stop_at_eos=1 if stop else 0, on_step=self._fn)
-        if nf:
-            g.force, g.n_force = ctypes.cast(farr, _lib.c_int32_p), nf
+        ids, n, self._pbytes, self._no_receipt, g, self._farr = engine._run_in(
+            prompt, max_tokens, stop_at_eos, _force, self._fn)
         self._engine, self._ids, self._chunks = engine, got, []
-        self._pbytes = pbytes
-        self._no_receipt = no_receipt if not nf else "a teacher-forced run is not a greedy decode"
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         seq, err = ctypes.c_int(-1), _lib.err_buf()
         engine._acquire()  # held until the end or close(); released by _Hold.end
