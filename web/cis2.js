@@ -264,15 +264,32 @@ export class Cis2 {
       for (const name of FILE_NAMES) {
         const src = sources[name], size = src.size, slot = HASH_SLOT[name];
         const weights = name === 'model.safetensors';
-        let head = null, began = false;   // the weights: the bytes before cis2w_load_begin
+        // The weights' head, the bytes before cis2w_load_begin: the 8-byte length, then the
+        // header, each byte copied in once (a buffer of the header's size once its length is
+        // known; not grown chunk by chunk, which copied a 100 MB header again for every chunk).
+        let head = new Uint8Array(Math.min(8, size)), headLen = 0, began = false;
+        const takeHead = (chunk) => {   // copies what of chunk belongs to the head; returns how much
+          let used = 0;
+          for (;;) {
+            const k = Math.min(head.length - headLen, chunk.length - used);
+            head.set(chunk.subarray(used, used + k), headLen);
+            headLen += k; used += k;
+            if (headLen < head.length) return used;
+            const end = headerEnd(head, size);
+            if (end <= head.length) return used;
+            const h = new Uint8Array(end);   // the 8 bytes are in: the header's size is known
+            h.set(head);
+            head = h;
+          }
+        };
         const begin = async () => {   // the header is in (or the file ended): parse it, push the head
-          const hp = x.cis2w_malloc(head ? head.length : 0) >>> 0;
+          const hp = x.cis2w_malloc(headLen) >>> 0;
           if (!hp) throw new Error(`out of wasm memory for ${name}'s header`);
-          if (head) this.u8.set(head, hp);
-          this.files.set(name, { ptr: hp, size, avail: head ? head.length : 0 });
+          this.u8.set(head.subarray(0, headLen), hp);
+          this.files.set(name, { ptr: hp, size, avail: headLen });
           began = true;
           if (x.cis2w_load_begin(CHUNK)) throw err();
-          for (let a = 0; head && a < head.length; a += CHUNK) await push(slot, head.subarray(a, a + CHUNK));
+          for (let a = 0; a < headLen; a += CHUNK) await push(slot, head.subarray(a, Math.min(headLen, a + CHUNK)));
         };
         if (!weights) {
           if (size > FILE_MAX[name]) throw new Error(`${name}: ${size} bytes is more than the ${FILE_MAX[name]} this input may have`);
@@ -294,8 +311,11 @@ export class Cis2 {
           } else if (began) {
             await push(slot, chunk);
           } else {
-            head = head ? concat(head, chunk) : chunk.slice();
-            if (head.length >= headerEnd(head, size)) await begin();
+            const k = takeHead(chunk);
+            if (headLen === head.length) {
+              await begin();
+              if (k < chunk.length) await push(slot, chunk.subarray(k));   // the data after the header
+            }
           }
           off += chunk.length;
           doneAll += chunk.length;
@@ -434,17 +454,14 @@ const now = () => (typeof performance !== 'undefined' ? performance.now() : Date
 const digestKey = (name) => (name === 'model.safetensors' ? 'weights_sha256' : 'tokenizer_sha256');
 
 // safetensors: the length of the file's head that holds its header (8 bytes of length, then
-// the header), as far as the bytes so far tell; capped at the file's size.
+// the header), as far as the bytes so far tell. A length the loader refuses (past
+// MAX_HEADER, src/model/safetensors.c, or past the end of the file) needs only the 8 bytes:
+// cis2w_load_begin says why, as `cis2 run` does, without the file read into the heap first.
+const HEADER_MAX = 100 << 20;
 function headerEnd(head, size) {
   if (head.length < 8) return Math.min(8, size);
   const n = new DataView(head.buffer, head.byteOffset, 8).getBigUint64(0, true);
-  return n > BigInt(size) ? size : Math.min(size, 8 + Number(n));
-}
-
-function concat(a, b) {
-  const c = new Uint8Array(a.length + b.length);
-  c.set(a); c.set(b, a.length);
-  return c;
+  return n > BigInt(Math.min(HEADER_MAX, size - 8)) ? 8 : 8 + Number(n);
 }
 
 // The chunks of a source in order. src.chunks() where the source streams (each chunk valid

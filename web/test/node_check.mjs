@@ -3,7 +3,7 @@
 //   node web/test/node_check.mjs run DIR IDS N       -> key=value lines like `cis2 run`
 //   node web/test/node_check.mjs verify DIR RECEIPT  -> MATCH/MISMATCH lines like `cis2 verify`
 // Files are streamed from disk in chunks (fs FileHandle reads), as the page does.
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -95,7 +95,47 @@ if (cmd === 'selftest') {
   let off = 0;
   for await (const chunk of src.chunks()) { got.set(chunk, off); off += chunk.length; }
   console.log(off === data.length && got.every((b, i) => b === data[i]) ? 'ok' : `got ${off} of ${data.length} bytes, or other bytes`);
+} else if (cmd === 'bighead') {
+  // DIR's model.safetensors with META_MB of __metadata__ in its header, streamed in chunks of
+  // 3 bytes (the 8-byte length spans chunks), then CHUNK_BYTES each (the header ends inside
+  // one): it loads (its SHA-256 is node's, it decodes IDS as DIR's own file does), and every
+  // byte is copied a few times at most, not once per chunk while the header comes in.
+  // Prints "ok" (or what differs), then copied=B file=B load_ms=T.
+  const [dir, ids, metaMb, chunkBytes] = args;
+  const sf = readFileSync(path.join(dir, 'model.safetensors'));
+  const hlen = Number(sf.readBigUInt64LE(0)), hdr = JSON.parse(sf.subarray(8, 8 + hlen).toString('utf8'));
+  hdr.__metadata__ = { ...hdr.__metadata__, big: 'm'.repeat(Number(metaMb) << 20) };
+  let hb = Buffer.from(JSON.stringify(hdr), 'utf8');
+  hb = Buffer.concat([hb, Buffer.alloc((8 - hb.length % 8) % 8, 0x20)]);
+  const lenb = Buffer.alloc(8); lenb.writeBigUInt64LE(BigInt(hb.length));
+  const big = Buffer.concat([lenb, hb, sf.subarray(8 + hlen)]);
+  const memSource = (b) => ({
+    size: b.length,
+    read: async (a, e) => b.subarray(a, e),
+    chunks: async function* () { for (let a = 0, k = 3; a < b.length; a += k, k = Number(chunkBytes)) yield b.subarray(a, a + k); },
+  });
+  const sources = async (weights) => {
+    const src = {};
+    for (const n of FILE_NAMES) src[n] = n === 'model.safetensors' ? memSource(weights) : memSource(readFileSync(path.join(dir, n)));
+    return src;
+  };
+  await c.load(await sources(sf));
+  const want = (await c.run({ promptIds: ids, n: 2 })).generated_token_ids;
+  const set = Uint8Array.prototype.set;
+  let copied = 0;
+  Uint8Array.prototype.set = function (a, o) { copied += a.length; return set.call(this, a, o); };
+  const total = FILE_NAMES.reduce((t, n) => t + (n === 'model.safetensors' ? big.length : statSync(path.join(dir, n)).size), 0);
+  const t0 = Date.now();
+  const info = await c.load(await sources(big));
+  const ms = Date.now() - t0;
+  Uint8Array.prototype.set = set;
+  const got = (await c.run({ promptIds: ids, n: 2 })).generated_token_ids;
+  const sha = createHash('sha256').update(big).digest('hex');
+  const bad = [info.weights_sha256 !== sha && `weights_sha256 ${info.weights_sha256}, node's ${sha}`,
+               got !== want && `generated ${got}, the file without the metadata ${want}`,
+               copied > 4 * total && `${copied} bytes copied for ${total} bytes of files`].filter(Boolean);
+  console.log(`${bad.length ? bad.join('; ') : 'ok'} copied=${copied} file=${big.length} load_ms=${ms}`);
 } else {
-  console.error('usage: node_check.mjs selftest | run DIR IDS N | verify DIR RECEIPT | stall');
+  console.error('usage: node_check.mjs selftest | run DIR IDS N | verify DIR RECEIPT | stall | bighead DIR IDS META_MB CHUNK_BYTES');
   process.exit(2);
 }
