@@ -30,6 +30,7 @@ function onWorkerMessage(m) {
     const p = pending.get(m.id);
     if (!p) return;   // a call already failed (workerFailed)
     pending.delete(m.id);
+    if (m.dead) offerRestart(true);
     if (m.type === 'result') p.resolve(m.result); else p.reject(new Error(m.message));
   }
 }
@@ -41,11 +42,17 @@ function failPending(e) {
   for (const p of pending.values()) p.reject(e);
   pending.clear();
 }
-function workerFailed(why) { failPending(workerDead = new Error(`the engine's worker failed: ${why}; reload the page`)); }
+function workerFailed(why) {
+  offerRestart(true);
+  failPending(workerDead = new Error(`the engine's worker failed: ${why}; Restart engine starts a fresh one`));
+}
+// Restart engine: shown while the engine cannot go on (it trapped, its worker died or did not start).
+function offerRestart(on) { $('restart-btn').hidden = !on; }
 
 function startEngine() {
   const w = worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
   workerDead = null;
+  offerRestart(false);
   w.onmessage = (ev) => { if (w === worker) onWorkerMessage(ev.data); };   // none from a cancelled one
   w.onerror = (ev) => { ev.preventDefault(); if (w === worker) workerFailed(ev.message || 'it could not start'); };
   w.onmessageerror = () => { if (w === worker) workerFailed('a message from it could not be read'); };
@@ -59,7 +66,12 @@ function startEngine() {
       (ok ? ': engine ready' : ' — this engine will refuse to decode');
     $('selftest-status').className = ok ? 'mono' : 'mono err';
   });
-  ready.catch((e) => { if (w !== worker) return; $('selftest-status').textContent = `FAIL: could not start the engine: ${e.message}`; showError(e); });
+  ready.catch((e) => {
+    if (w !== worker) return;
+    $('selftest-status').textContent = `FAIL: could not start the engine: ${e.message}`;
+    showError(e);
+    offerRestart(true);
+  });
   return ready;
 }
 
@@ -282,17 +294,31 @@ $('use-btn').onclick = () => {
   $('receipt-text').scrollIntoView();
 };
 
-// Cancel: whatever the engine is doing (reading a checkpoint into its heap, waiting for the
-// SHA-256, decoding) stops at once: its worker is ended, with all it holds, and a fresh one
-// started; the call in flight fails with what it was doing, and nothing is loaded.
-$('cancel-btn').onclick = () => {
-  const e = new Error(`cancelled: ${$('progress-label').textContent}; nothing is loaded now`);
-  e.cancelled = true;
+// The engine's worker ended, with all it holds, and a fresh one started; a call in flight
+// fails with e, and nothing is loaded.
+function restartEngine(e) {
   worker.terminate();
   loaded = null;
   $('load-status').textContent = '';
   failPending(e);
-  startEngine().catch(() => {});
+  return startEngine();
+}
+
+// Cancel: whatever the engine is doing (reading a checkpoint into its heap, waiting for the
+// SHA-256, decoding) stops at once; the call in flight fails with what it was doing.
+$('cancel-btn').onclick = () => {
+  const e = new Error(`cancelled: ${$('progress-label').textContent}; nothing is loaded now`);
+  e.cancelled = true;
+  restartEngine(e).catch(() => {});
+};
+
+// Restart engine, once it stopped: a fresh one (the self-test again) without reloading the
+// page; the picked files stay picked and are loaded again by the next Load, Verify or Run.
+$('restart-btn').onclick = () => {
+  showError(null);
+  setProgress(0, 'idle');
+  busy(true);
+  restartEngine(new Error('the engine was restarted')).then(() => busy(false), () => busy(false));
 };
 
 busy(true);

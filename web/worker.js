@@ -50,7 +50,7 @@ self.onmessage = async (ev) => {
     // mid-call: its heap and state are no longer to be trusted, so this and every later call
     // says so instead of computing on them.
     if (e instanceof WebAssembly.RuntimeError || (e instanceof RangeError && /call stack/.test(e.message)))
-      trapped = trapped || new Error(`the engine stopped (${e.message}) in '${cmd}'; reload the page to start it again`);
-    post({ type: 'error', id, message: String(trapped ? trapped.message : e && e.message || e) });
+      trapped = trapped || new Error(`the engine stopped (${e.message}) in '${cmd}'; Restart engine starts a fresh one`);
+    post({ type: 'error', id, message: String(trapped ? trapped.message : e && e.message || e), dead: !!trapped });
   }
 };

@@ -405,30 +405,53 @@ try {
     fail('page-cancel-load', `${x.message.split('\n')[0]}; label '${stalled || await p4.textContent('#progress-label')}'`);
   }
   await p4.close();
-  // The wasm trapping mid-call (here a verify made to read far outside the heap, by a cis2.js
-  // the test serves): an error naming it, and the engine refuses later calls, not a stall or
-  // a computation on a heap left half-updated.
+  // The wasm trapping mid-call (here a verify of a receipt with a marker made to read far
+  // outside the heap, by a cis2.js the test serves): an error naming it, and the engine refuses
+  // later calls, not a stall or a computation on a heap left half-updated.
   const p3 = await ctx.newPage();
   const glue = readFileSync(new URL('../cis2.js', import.meta.url), 'utf8');
   await p3.route('**/cis2.js', (rt) => rt.fulfill({ contentType: 'text/javascript',
-    body: glue.replace('  async verify(receiptText) {', '  async verify(receiptText) {\n    this.x.cis2w_hash_update(0, 0xfffffff0, 64);') }));
+    body: glue.replace('  async verify(receiptText) {',
+                       "  async verify(receiptText) {\n    if (String(receiptText).includes('CIS2-TRAP')) this.x.cis2w_hash_update(0, 0xfffffff0, 64);") }));
   await p3.goto(url);
   await p3.waitForFunction(() => /^(PASS|FAIL)/.test(document.getElementById('selftest-status').textContent), null, { timeout: 30000 });
   await p3.setInputFiles('#f-all', ['config.json', 'tokenizer.json', 'model.safetensors'].map((f) => path.join(modelDir, f)));
-  await p3.fill('#receipt-text', readFileSync(goodPath, 'utf8'));
+  await p3.fill('#receipt-text', readFileSync(goodPath, 'utf8') + 'CIS2-TRAP\n');
+  const p3idle = () => p3.waitForFunction(() => !document.getElementById('verify-btn').disabled, null, { timeout: 30000 });
   const trapErrs = [];
   for (const btn of ['#verify-btn', '#run-btn']) {
     await p3.click(btn);
-    await p3.waitForFunction(() => !document.getElementById('verify-btn').disabled, null, { timeout: 30000 });
+    await p3idle();
     trapErrs.push(await p3.textContent('#error'));
   }
-  check('page-wasm-trap-shown-engine-stopped', trapErrs.every((t) => /^the engine stopped \(memory access out of bounds\) in 'verify'/.test(t)),
+  check('page-wasm-trap-shown-engine-stopped', trapErrs.every((t) => /^the engine stopped \(memory access out of bounds\) in 'verify'; Restart engine starts a fresh one$/.test(t)),
         `errors ${JSON.stringify(trapErrs)}`);
+  // Restart engine (it said "reload the page", the only way on): a fresh engine, and the picked
+  // files load and verify, and a run runs.
+  try {
+    await p3.click('#restart-btn', { timeout: 2000 });
+    await p3.waitForFunction(() => /^PASS/.test(document.getElementById('selftest-status').textContent), null, { timeout: 30000 });
+    await p3idle();
+    const shown = await p3.evaluate(() => ({ restart: !document.getElementById('restart-btn').hidden, e: document.getElementById('error').textContent }));
+    await p3.fill('#receipt-text', readFileSync(goodPath, 'utf8'));
+    await p3.click('#verify-btn');
+    await p3idle();
+    const rv = await p3.textContent('#verdict'), re = await p3.textContent('#error');
+    await p3.click('#run-btn');
+    await p3idle();
+    const ro = await p3.textContent('#run-out'), re2 = await p3.textContent('#error');
+    check('page-restart-engine-after-trap', !shown.restart && shown.e === '' && rv.startsWith('PASS') && re === '' && /tokens\/s/.test(ro) && re2 === '',
+          `after restart: button shown ${shown.restart}, error '${shown.e}'; verify '${rv}' error '${re}'; run '${ro}' error '${re2}'`);
+  } catch (x) {
+    fail('page-restart-engine-after-trap', x.message.split('\n')[0]);
+  }
   await p3.close();
-  // The engine's worker failing to start (here: its script throws) is an error, not
-  // "loading the engine…" forever.
+  // The engine's worker failing to start (here: its script throws, the first time it is asked
+  // for) is an error, not "loading the engine…" forever; Restart engine starts it.
   const p2 = await ctx.newPage();
-  await p2.route('**/worker.js', (rt) => rt.fulfill({ contentType: 'text/javascript', body: "throw new Error('no engine here');" }));
+  let workerFetches = 0;
+  await p2.route('**/worker.js', (rt) => (workerFetches++ ? rt.continue()
+    : rt.fulfill({ contentType: 'text/javascript', body: "throw new Error('no engine here');" })));
   await p2.goto(url);
   let st2 = '';
   try {
@@ -436,6 +459,18 @@ try {
   } catch { /* checked below */ }
   st2 = await p2.textContent('#selftest-status');
   check('page-worker-failure-shown', /^FAIL: could not start the engine: the engine's worker failed/.test(st2), `status '${st2}'`);
+  try {
+    await p2.click('#restart-btn', { timeout: 2000 });
+    await p2.waitForFunction(() => /^PASS/.test(document.getElementById('selftest-status').textContent), null, { timeout: 30000 });
+    await p2.setInputFiles('#f-all', ['config.json', 'tokenizer.json', 'model.safetensors'].map((f) => path.join(modelDir, f)));
+    await p2.fill('#receipt-text', readFileSync(goodPath, 'utf8'));
+    await p2.click('#verify-btn');
+    await p2.waitForFunction(() => !document.getElementById('verify-btn').disabled, null, { timeout: 30000 });
+    const v2 = await p2.textContent('#verdict');
+    check('page-restart-engine-after-worker-failure', v2.startsWith('PASS'), `verdict '${v2}', error '${await p2.textContent('#error')}'`);
+  } catch (x) {
+    fail('page-restart-engine-after-worker-failure', x.message.split('\n')[0]);
+  }
   await p2.close();
 
   // Optional: a SmolLM2-sized checkpoint (tools/test_web.sh CIS2_WEB_BIG_MODEL=DIR).
