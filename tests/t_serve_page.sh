@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The page of `cis2 serve` (GET /, web/serve/) in headless Chromium: streamed text, the
-# receipt equal to `cis2 run --receipt`, "Verify on this server", and "Verify in the
+# receipt equal to `cis2 run --receipt`, Stop mid-stream, "Verify on this server", and "Verify in the
 # browser" through the wasm verifier served at /verifier/ (tests/serve/page_test.mjs).
 # SKIPs (with the reason) without node, Chromium or playwright-core (web/test: npm ci, as
 # `make test-web` does); without a wasm32 toolchain only the in-browser verification.
@@ -34,11 +34,23 @@ else
 fi
 VARGS=(); [ $V -eq 1 ] && VARGS=(--verifier-dir "$T/verifier")
 
+# Stop: a model slow enough (~100 tokens/s here) that a 3000-token completion is still
+# streaming when the page stops it, on a second server with one slot; the solo receipt of the
+# completion run after it.
+python3 tools/make_model.py "$T/slow" --hidden 512 --inter 1536 --layers 8 --heads 8 --kv-heads 2 \
+    --vocab 600 --max-pos 4096 >/dev/null || { fail serve.page.fixture "make_model.py (slow) failed"; exit 0; }
+"$CIS2" run --model "$T/slow" --prompt "$P" -n 5 --stop-at-eos --receipt "$T/slow-solo.txt" > /dev/null
+
 source tools/serve_start.sh
+serve_start "$T/serve-slow.log" --model "$T/slow" --threads 1 --max-batch 1
+SLOWPID=$SPID SLOWPORT=$PORT
+trap 'kill $SLOWPID 2>/dev/null; wait 2>/dev/null' EXIT
+[ -n "$SLOWPORT" ] || { fail serve.page.start "$(tail -3 "$T/serve-slow.log")"; exit 0; }
 serve_start "$T/serve.log" --model "$T/fx" --threads 1 "${VARGS[@]}"
-trap 'kill $SPID 2>/dev/null; wait 2>/dev/null' EXIT
+trap 'kill $SPID $SLOWPID 2>/dev/null; wait 2>/dev/null' EXIT
 [ -n "$PORT" ] || { fail serve.page.start "$(tail -3 "$T/serve.log")"; exit 0; }
 
+STOP_URL="http://127.0.0.1:$SLOWPORT/" STOP_RECEIPT="$T/slow-solo.txt" \
 PLAYWRIGHT="$PW" CHROMIUM="$CHROMIUM" timeout 600 node tests/serve/page_test.mjs \
     "http://127.0.0.1:$PORT/" "$P" $N "$T/solo.txt" "$T/solo-text.txt" "$T/fx" "$T" $V 2>&1 \
     || fail serve.page.run "exit status $?"

@@ -1,10 +1,11 @@
 // The page `cis2 serve` sends at GET /, driven in Debian's Chromium (headless, via the
 // playwright-core of web/test): the model's hashes shown, a prompt streamed token by token,
 // the receipt equal to `cis2 run --receipt` alone, "Verify on this server" passing field by
-// field, and — when the server has the browser verifier (--verifier-dir) — "Verify in the
-// browser" opening it with the receipt filled in, which passes after picking the model files.
-//   PLAYWRIGHT=.../playwright-core/index.mjs node page_test.mjs URL PROMPT N EXPECTED_RECEIPT
-//        EXPECTED_TEXT_FILE MODEL_DIR OUT_DIR WITH_VERIFIER(0|1)
+// field, Stop mid-stream (on a slow model's server, when STOP_URL is given), and — when the
+// server has the browser verifier (--verifier-dir) — "Verify in the browser" opening it with
+// the receipt filled in, which passes after picking the model files.
+//   [STOP_URL=... STOP_RECEIPT=...] PLAYWRIGHT=.../playwright-core/index.mjs node page_test.mjs
+//        URL PROMPT N EXPECTED_RECEIPT EXPECTED_TEXT_FILE MODEL_DIR OUT_DIR WITH_VERIFIER(0|1)
 // Prints PASS/FAIL lines and the screenshot paths; exits 1 on any FAIL.
 import { readFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -74,6 +75,51 @@ try {
   const shot = path.join(outDir, 'serve-page.png');
   await page.screenshot({ path: shot, fullPage: true });
   console.log(`screenshot ${shot}`);
+
+  // Stop while a completion streams (STOP_URL: a server with one slot and a slow model): the
+  // fetch is aborted, the server cancels the sequence (its slot free, nothing completed), the
+  // page says it stopped and shows no receipt; the next completion runs and its receipt is
+  // the solo run's (STOP_RECEIPT). There was no way to stop one but closing the page.
+  if (process.env.STOP_URL) {
+    const su = process.env.STOP_URL, health = async () => (await fetch(new URL('health', su))).json();
+    const p2 = await ctx.newPage();
+    p2.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
+    p2.on('console', (m) => { if (m.type() === 'error') logs.push(`console: ${m.text()}`); });
+    await p2.goto(su);
+    await p2.waitForFunction(() => document.getElementById('model-status').textContent.includes('weights-sha256'));
+    await p2.fill('#prompt', prompt);
+    await p2.fill('#max-tokens', '3000');
+    await p2.uncheck('#stop-eos');
+    let busy = null;
+    try {
+      const stopOff = await p2.isDisabled('#stop-btn', { timeout: 2000 });
+      await p2.click('#run-btn');
+      await p2.waitForFunction(() => document.getElementById('out-text').textContent !== '' || document.getElementById('error').textContent !== '');
+      busy = await health();
+      await p2.click('#stop-btn', { timeout: 2000 });
+      await p2.waitForFunction(() => !document.getElementById('run-btn').disabled, null, { timeout: 10000 });
+      let h = await health();
+      for (let i = 0; i < 50 && h.slots_busy; i++) { await p2.waitForTimeout(100); h = await health(); }
+      const st = await p2.evaluate(() => ({ speed: document.getElementById('speed').textContent, e: document.getElementById('error').textContent,
+        receipt: document.getElementById('receipt').value, dl: document.getElementById('download-btn').disabled,
+        vf: document.getElementById('verify-btn').disabled, stop: document.getElementById('stop-btn').disabled }));
+      console.log(`stopped: ${st.speed}`);
+      check('stop-mid-stream', stopOff && busy.slots_busy === 1 && /^stopped after [1-9]\d* streamed piece\(s\) of text in \d+\.\d\d s: the server cancelled the completion; no receipt/.test(st.speed) &&
+            st.e === '' && st.receipt === '' && st.dl && st.vf && st.stop && h.slots_busy === 0 && h.queued === 0 && h.completed === 0,
+            `stop disabled before ${stopOff}, health while streaming ${JSON.stringify(busy)}; page ${JSON.stringify(st)}; health after ${JSON.stringify(h)}`);
+      await p2.fill('#max-tokens', '5');
+      await p2.check('#stop-eos');
+      await p2.click('#run-btn');
+      await p2.waitForFunction(() => document.getElementById('receipt').value !== '' || document.getElementById('error').textContent !== '');
+      await p2.waitForFunction(() => !document.getElementById('run-btn').disabled);
+      const r2 = await p2.inputValue('#receipt'), e2 = await p2.textContent('#error'), s2 = await p2.textContent('#speed');
+      check('completion-after-stop', r2 === readFileSync(process.env.STOP_RECEIPT, 'utf8') && e2 === '' && /finish_reason/.test(s2) &&
+            (await health()).completed === 1, `error '${e2}', speed '${s2}', receipt:\n${r2}`);
+    } catch (x) {
+      check('stop-mid-stream', false, `${x.message.split('\n')[0]}; health while streaming ${JSON.stringify(busy)}`);
+    }
+    await p2.close();
+  }
 
   if (withVerifier === '1') {
     const [popup] = await Promise.all([ctx.waitForEvent('page'), page.click('#verify-link')]);

@@ -43,6 +43,12 @@ $('key-btn').onclick = () => {
   loadModel().catch((e) => showError(String(e)));
 };
 
+// Stop, while a completion streams: the fetch is aborted, which closes the connection; the
+// server sees its client gone and cancels the sequence (docs/serve.md). A stopped completion
+// has no receipt: the server makes one only for a run that finishes.
+let stopper = null;
+$('stop-btn').onclick = () => { if (stopper) stopper.abort(); };
+
 $('run-btn').onclick = async () => {
   showError('');
   $('out-text').textContent = '';
@@ -52,16 +58,19 @@ $('run-btn').onclick = async () => {
   $('verdict').className = '';
   $('fields').querySelector('tbody').innerHTML = '';
   for (const b of ['run-btn', 'download-btn', 'verify-btn']) $(b).disabled = true;
+  const ac = stopper = new AbortController();
+  let pieces = 0, t0 = performance.now();
   try {
     if (!model) await loadModel();
     const body = { model, prompt: $('prompt').value, max_tokens: parseInt($('max-tokens').value, 10), stream: true };
     const stop = $('stop').value.replace(/\\n/g, '\n');
     if (stop) body.stop = [stop];
     if (!$('stop-eos').checked) body.ignore_eos = true;
-    const t0 = performance.now();
-    const res = await fetch('/v1/completions', { method: 'POST', headers: headers(), body: JSON.stringify(body) });
+    t0 = performance.now();
+    $('stop-btn').disabled = false;
+    const res = await fetch('/v1/completions', { method: 'POST', headers: headers(), body: JSON.stringify(body), signal: ac.signal });
     if (!res.ok) throw new Error(await errorText(res));
-    let pieces = 0, first = 0;
+    let first = 0;
     for await (const ev of sseEvents(res.body)) {
       if (ev.error) throw new Error(ev.error.message);
       const ch = ev.choices[0];
@@ -70,6 +79,7 @@ $('run-btn').onclick = async () => {
         $('out-text').textContent += ch.text;
       }
       if (ev.cis2) {
+        $('stop-btn').disabled = true;   // it finished: only [DONE] is to come
         const s = (performance.now() - t0) / 1000;
         $('speed').textContent = `${ev.usage.completion_tokens} tokens in ${s.toFixed(2)} s ` +
           `(${(ev.usage.completion_tokens / s).toFixed(1)} tokens/s, first text after ${first.toFixed(0)} ms), ` +
@@ -80,8 +90,12 @@ $('run-btn').onclick = async () => {
     if (!$('receipt').value) throw new Error('the stream ended without a receipt');
     $('download-btn').disabled = $('verify-btn').disabled = false;
   } catch (e) {
-    showError(String(e.message || e));
+    if (!ac.signal.aborted) showError(String(e.message || e));
+    else $('speed').textContent = `stopped after ${pieces} streamed piece(s) of text in ${((performance.now() - t0) / 1000).toFixed(2)} s: ` +
+      'the server cancelled the completion; no receipt (one is made only for a completion that finishes)';
   } finally {
+    stopper = null;
+    $('stop-btn').disabled = true;
     $('run-btn').disabled = false;
   }
 };
