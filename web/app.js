@@ -30,7 +30,7 @@ function onWorkerMessage(m) {
     const p = pending.get(m.id);
     if (!p) return;   // a call already failed (workerFailed)
     pending.delete(m.id);
-    if (m.dead) offerRestart(true);
+    if (m.dead) engineStopped();
     if (m.type === 'result') p.resolve(m.result); else p.reject(new Error(m.message));
   }
 }
@@ -43,11 +43,17 @@ function failPending(e) {
   pending.clear();
 }
 function workerFailed(why) {
-  offerRestart(true);
+  engineStopped();
   failPending(workerDead = new Error(`the engine's worker failed: ${why}; Restart engine starts a fresh one`));
 }
 // Restart engine: shown while the engine cannot go on (it trapped, its worker died or did not start).
 function offerRestart(on) { $('restart-btn').hidden = !on; }
+// The self-test line no longer says "engine ready" once the engine cannot go on.
+function engineStopped() {
+  $('selftest-status').textContent = 'engine stopped: Restart engine starts a fresh one';
+  $('selftest-status').className = 'mono err';
+  offerRestart(true);
+}
 
 function startEngine() {
   const w = worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });

@@ -424,8 +424,10 @@ try {
     await p3idle();
     trapErrs.push(await p3.textContent('#error'));
   }
-  check('page-wasm-trap-shown-engine-stopped', trapErrs.every((t) => /^the engine stopped \(memory access out of bounds\) in 'verify'; Restart engine starts a fresh one$/.test(t)),
-        `errors ${JSON.stringify(trapErrs)}`);
+  const trapStatus = await p3.textContent('#selftest-status');
+  check('page-wasm-trap-shown-engine-stopped', trapErrs.every((t) => /^the engine stopped \(memory access out of bounds\) in 'verify'; Restart engine starts a fresh one$/.test(t)) &&
+        trapStatus === 'engine stopped: Restart engine starts a fresh one',
+        `errors ${JSON.stringify(trapErrs)}, self-test line '${trapStatus}'`);
   // Restart engine (it said "reload the page", the only way on): a fresh engine, and the picked
   // files load and verify, and a run runs.
   try {
