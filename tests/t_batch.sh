@@ -702,3 +702,20 @@ mkdir -p "$T/sa"
     2>"$T/sa.err"; rc=$?
 cmp -s "$T/sa/shard-0.jsonl" "$T/ref.jsonl" && [ $rc -eq 0 ] && pass batch.sbatch-own-threads-win \
     || fail batch.sbatch-own-threads-win "rc=$rc $(head -2 "$T/sa.err")"
+# the GNU form --threads=2 in CIS2_ARGS wins too (before: -c's --threads was
+# added as well, cis2 refused the option given twice, the task failed, exit 2)
+rm -f "$T/sa/shard-0.jsonl"
+"${SA[@]}" SLURM_CPUS_PER_TASK=1 CIS2_ARGS="-n 12 --threads=2" bash tools/slurm/cis2-array.sbatch \
+    2>"$T/sa.err"; rc=$?
+cmp -s "$T/sa/shard-0.jsonl" "$T/ref.jsonl" && [ $rc -eq 0 ] && pass batch.sbatch-own-threads-eq-form-wins \
+    || fail batch.sbatch-own-threads-eq-form-wins "rc=$rc $(head -2 "$T/sa.err")"
+# submit.sh N with a leading zero: "00" was an array 0--1, "08" a bash
+# arithmetic error (octal), "010" 8 tasks; refused before any sbatch (a stub
+# that records being called stands in for it)
+mkdir -p "$T/fakebin"; printf '#!/bin/sh\necho called >>"%s"\necho 1\n' "$T/sbatch.calls" >"$T/fakebin/sbatch"
+chmod +x "$T/fakebin/sbatch"; rm -f "$T/sbatch.calls"; got=
+for nn in 00 08 010; do
+    got+="$(PATH="$T/fakebin:$PATH" CIS2="$CIS2" bash tools/slurm/submit.sh "$M" "$IN" "$T/sub" "$nn" 2>&1 >/dev/null | sed 's#^.*submit.sh: ##' | tr -d '\n'; echo " rc=${PIPESTATUS[0]}");"
+done
+expect_eq batch.submit-n-leading-zero-refused "$got calls=$(cat "$T/sbatch.calls" 2>/dev/null | wc -l)" \
+    "N must be a positive integer rc=2;N must be a positive integer rc=2;N must be a positive integer rc=2; calls=0"

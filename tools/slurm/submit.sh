@@ -15,7 +15,8 @@ if [ $# -lt 4 ]; then
 fi
 here=$(cd "$(dirname "$0")" && pwd)
 CIS2_MODEL=$(realpath "$1"); CIS2_IN=$(realpath "$2"); outdir=$3; N=$4; shift 4
-case "$N" in ''|*[!0-9]*|0) echo "$0: N must be a positive integer" >&2; exit 2;; esac
+# no leading zero: bash arithmetic reads 010 as octal 8 and 08 as an error
+case "$N" in ''|*[!0-9]*|0*) echo "$0: N must be a positive integer" >&2; exit 2;; esac
 mkdir -p "$outdir"; CIS2_OUTDIR=$(realpath "$outdir")
 CIS2=${CIS2:-$(command -v cis2 || true)}
 [ -n "$CIS2" ] || { echo "$0: no cis2 on PATH (set CIS2=/path/to/cis2)" >&2; exit 2; }
