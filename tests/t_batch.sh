@@ -719,3 +719,12 @@ for nn in 00 08 010; do
 done
 expect_eq batch.submit-n-leading-zero-refused "$got calls=$(cat "$T/sbatch.calls" 2>/dev/null | wc -l)" \
     "N must be a positive integer rc=2;N must be a positive integer rc=2;N must be a positive integer rc=2; calls=0"
+# --retry-errors rewrites --out in place: it keeps the file's permissions (a
+# results file made private with chmod 600 stays so; before: replaced by a
+# new file with mode 644, readable by everyone)
+printf '{"id":"a","prompt_ids":[1]}\n{"id":"b","prompt_ids":[1],"max_tokens":0}\n' >"$T/perm.jsonl"
+rm -f "$T/perm.out"; "$CIS2" batch --model "$M" --in "$T/perm.jsonl" --out "$T/perm.out" -n 2 2>/dev/null
+chmod 600 "$T/perm.out"
+printf '{"id":"a","prompt_ids":[1]}\n{"id":"b","prompt_ids":[1],"max_tokens":2}\n' >"$T/perm.jsonl"
+"$CIS2" batch --model "$M" --in "$T/perm.jsonl" --out "$T/perm.out" -n 2 --retry-errors 2>/dev/null; rc=$?
+expect_eq batch.retry-errors-keeps-mode "$rc $(stat -c %a "$T/perm.out") $(grep -c '"error"' "$T/perm.out")" "0 600 0"
