@@ -334,6 +334,11 @@ row batch-shard "--shard outside 0 <= i < N" "t_batch.sh" "$CIS2" "${B[@]}" --ou
 row batch-batch-zero "--batch 0" "t_batch.sh" "$CIS2" "${B[@]}" --out "$T/x.jsonl" --batch 0
 row batch-in-missing "--in that does not exist" "t_batch.sh" "$CIS2" batch --model "$M" --in "$T/none.jsonl" --out "$T/x.jsonl"
 row batch-in-fifo "--in is a FIFO" "t_batch.sh" $TO "$CIS2" batch --model "$M" --in "$T/fifo" --out "$T/x.jsonl"
+# a UTF-16 file (PowerShell's `>`) is refused whole (before: an error line
+# for each of its lines and one more for the NUL after the last, exit 1)
+printf '{"id":"a","prompt_ids":[1]}\r\n' | iconv -t UTF-16LE | { printf '\377\376'; cat; } >"$T/u16.jsonl"
+row batch-in-utf16 "--in in UTF-16 (a byte order mark)" "t_batch.sh" "$CIS2" batch --model "$M" --in "$T/u16.jsonl" --out "$T/x.jsonl"
+[ -e "$T/x.jsonl" ] && fail batch.in-utf16-no-out "$T/x.jsonl made" || pass batch.in-utf16-no-out
 row batch-in-too-big "--in larger than 1 GiB (refused by its size, unread)" "t_batch.sh" "$CIS2" batch --model "$M" --in "$T/big.jsonl" --out "$T/x.jsonl"
 # an input with more lines than memory holds the line index for is refused,
 # never cut short: 20 M blank lines under a 1.25 GiB address-space limit (the

@@ -649,6 +649,15 @@ int cis2_cmd_batch(int argc, char **argv)
         cis2_cli_usage_error("batch", "%s", err);
         goto out;
     }
+    /* A UTF-16 file (PowerShell's `>` writes one) is no line of JSON Lines,
+     * which is UTF-8 (RFC 8259 §8.1): every line would be an error line,
+     * the NUL after its last '\n' one more. The file's fault: refused. */
+    const uint8_t *u = (const uint8_t *)buf;
+    if (blen >= 2 && ((u[0] == 0xFF && u[1] == 0xFE) || (u[0] == 0xFE && u[1] == 0xFF))) {
+        cis2_cli_usage_error("batch",
+                             "%s: UTF-16 text (a UTF-16 byte order mark): save it as UTF-8", in);
+        goto out;
+    }
     if (split_lines(buf, blen, &b.L, &b.n) || index_ids(b.L, b.n)) {
         cis2_cli_usage_error("batch", "%s: out of memory", in);
         goto out;
