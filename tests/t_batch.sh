@@ -733,3 +733,15 @@ chmod 600 "$T/perm.out"
 printf '{"id":"a","prompt_ids":[1]}\n{"id":"b","prompt_ids":[1],"max_tokens":2}\n' >"$T/perm.jsonl"
 "$CIS2" batch --model "$M" --in "$T/perm.jsonl" --out "$T/perm.out" -n 2 --retry-errors 2>/dev/null; rc=$?
 expect_eq batch.retry-errors-keeps-mode "$rc $(stat -c %a "$T/perm.out") $(grep -c '"error"' "$T/perm.out")" "0 600 0"
+# cis2-merge.sbatch gives verify-batch the allocation's CPUs (--threads from
+# -c, as the array tasks get; before: none, so every CPU of the node), unless
+# CIS2_VERIFY_ARGS names its own, in either form. A wrapper records the args.
+mkdir -p "$T/sm"; cp "$T/ref.jsonl" "$T/sm/shard-0.jsonl"
+printf '#!/bin/sh\n[ "$1" = verify-batch ] && echo "$*" >>"%s"\nexec "%s" "$@"\n' "$T/sm.args" "$(realpath "$CIS2")" >"$T/cis2wrap"
+chmod +x "$T/cis2wrap"; rm -f "$T/sm.args"; rcs=
+for va in "" "--threads 2" "--threads=2"; do
+    env CIS2="$T/cis2wrap" CIS2_MODEL="$M" CIS2_OUTDIR="$T/sm" CIS2_SHARDS=1 SLURM_CPUS_PER_TASK=1 \
+        CIS2_VERIFY_ARGS="$va" bash tools/slurm/cis2-merge.sbatch >/dev/null 2>"$T/sm.err"; rcs+="$?"
+done
+expect_eq batch.merge-sbatch-verify-threads "$rcs $(sed 's#^.*--model [^ ]* ##' "$T/sm.args" | tr '\n' ';')" \
+    "000 --threads 1;--threads 2;--threads=2;"
