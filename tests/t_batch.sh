@@ -745,3 +745,16 @@ for va in "" "--threads 2" "--threads=2"; do
 done
 expect_eq batch.merge-sbatch-verify-threads "$rcs $(sed 's#^.*--model [^ ]* ##' "$T/sm.args" | tr '\n' ';')" \
     "000 --threads 1;--threads 2;--threads=2;"
+# rerunning one failed task as docs/scale.md says (`sbatch --array=k`, with
+# CIS2_SHARDS=N as submit.sh exports it) runs shard k/N (before: refused,
+# "the array must be 0-0", as a one-task array of task k); without
+# CIS2_SHARDS such an array is still refused
+"$CIS2" "${B[@]}" --shard 1/2 --out "$T/ref-1of2.jsonl" 2>/dev/null
+mkdir -p "$T/sk"; rm -f "$T/sk/"*
+SK=(env SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=1 SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_MAX=1
+    CIS2="$CIS2" CIS2_MODEL="$M" CIS2_IN="$IN" CIS2_OUTDIR="$T/sk" CIS2_ARGS="-n 12")
+"${SK[@]}" CIS2_SHARDS=2 bash tools/slurm/cis2-array.sbatch 2>"$T/sk.err"; rc=$?
+"${SK[@]}" bash tools/slurm/cis2-array.sbatch 2>/dev/null; rc2=$?
+"${SK[@]}" CIS2_SHARDS=1 bash tools/slurm/cis2-array.sbatch 2>/dev/null; rc3=$?
+cmp -s "$T/sk/shard-1.jsonl" "$T/ref-1of2.jsonl" && [ "$rc $rc2 $rc3" = "0 2 2" ] && pass batch.sbatch-rerun-one-task \
+    || fail batch.sbatch-rerun-one-task "rc=$rc $rc2 $rc3 $(head -2 "$T/sk.err")"
