@@ -758,3 +758,9 @@ SK=(env SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=1 SLURM_ARRAY_TASK_MIN=1 SL
 "${SK[@]}" CIS2_SHARDS=1 bash tools/slurm/cis2-array.sbatch 2>/dev/null; rc3=$?
 cmp -s "$T/sk/shard-1.jsonl" "$T/ref-1of2.jsonl" && [ "$rc $rc2 $rc3" = "0 2 2" ] && pass batch.sbatch-rerun-one-task \
     || fail batch.sbatch-rerun-one-task "rc=$rc $rc2 $rc3 $(head -2 "$T/sk.err")"
+# verify-batch names a long id by its first 64 bytes, never cutting a
+# character in two (before: a 2-byte é across byte 64 printed as "\ufffd")
+id63="$(printf 'a%.0s' $(seq 63))"
+printf '{"line":1,"lines":1,"id":"%s\303\251b","error":"x","k":1}\n' "$id63" >"$T/longid.out"
+expect_eq batch.vbatch-long-id-cut-at-a-character "$("$CIS2" verify-batch "$T/longid.out" --model "$M" | head -1)" \
+    "UNREADABLE line 1 (input line 1, id \"$id63\"...): an \"error\" field, but not an error line as cis2 batch writes it (other fields)"

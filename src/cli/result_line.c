@@ -160,9 +160,13 @@ void cis2_print_id(FILE *f, const char *id, size_t id_len)
         fputs("null", f);
         return;
     }
+    /* the first 64 bytes, cut before a character's continuation bytes: a
+     * character cut in two would print as a \ufffd the id does not hold */
+    size_t n = id_len > 64 ? 64 : id_len;
+    while (n > 0 && n < id_len && ((unsigned char)id[n] & 0xC0) == 0x80) n--;
     cis2_sb sb = { 0 };
-    cis2_sb_json_str(&sb, id, id_len > 64 ? 64 : id_len);
+    cis2_sb_json_str(&sb, id, n);
     fputs(sb.b ? sb.b : "\"\"", f);
-    if (id_len > 64) fputs("...", f);
+    if (id_len > n) fputs("...", f);
     cis2_sb_free(&sb);
 }
