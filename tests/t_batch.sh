@@ -764,3 +764,14 @@ id63="$(printf 'a%.0s' $(seq 63))"
 printf '{"line":1,"lines":1,"id":"%s\303\251b","error":"x","k":1}\n' "$id63" >"$T/longid.out"
 expect_eq batch.vbatch-long-id-cut-at-a-character "$("$CIS2" verify-batch "$T/longid.out" --model "$M" | head -1)" \
     "UNREADABLE line 1 (input line 1, id \"$id63\"...): an \"error\" field, but not an error line as cis2 batch writes it (other fields)"
+# an error line names the model's file, not where the model is: killed after
+# a "messages" line without a template, the run resumes with the same model
+# spelt "$M/" (before: "DIR/tokenizer_config.json" in the line, so the resume
+# was refused, "its error differs", and shards from nodes mounting the model
+# elsewhere held different bytes)
+printf '{"id":"a","prompt_ids":[1]}\n{"id":"b","messages":[{"role":"user","content":"hi"}]}\n{"id":"c","prompt_ids":[2]}\n' >"$T/mdir.jsonl"
+rm -f "$T/mdir.out"
+CIS2_BATCH_KILL_AFTER=2 "$CIS2" batch --model "$M" --in "$T/mdir.jsonl" --out "$T/mdir.out" -n 2 2>/dev/null
+"$CIS2" batch --model "$M/" --in "$T/mdir.jsonl" --out "$T/mdir.out" -n 2 2>"$T/mdir.err"; rc=$?
+expect_eq batch.error-line-without-model-dir "$rc $(wc -l <"$T/mdir.out") $(sed -n 2p "$T/mdir.out")" \
+    '1 3 {"line":2,"lines":3,"id":"b","error":"field \"messages\": tokenizer_config.json: cannot open: No such file or directory (or give --chat-format chatml)"}'

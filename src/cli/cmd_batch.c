@@ -582,6 +582,20 @@ out:
 }
 
 /* ------------------------------------------------------------- the command */
+/* Every "DIR/" of --model DIR cut out of the no-template reason that each
+ * "messages" line's error carries ("DIR/tokenizer_config.json: cannot
+ * open"): the line names the model's file, not where the model is, so that
+ * its bytes, and a resume's check of them, do not depend on how --model was
+ * spelt or where it is mounted (a kill, then a resume with ./m for m). */
+static void drop_model_dir(char *s, const char *dir)
+{
+    size_t dl = strlen(dir);
+    for (char *at = s; dl && (at = strstr(at, dir)) != NULL;) {
+        if (at[dl] == '/') memmove(at, at + dl + 1, strlen(at + dl + 1) + 1);
+        else at++;
+    }
+}
+
 static long env_long(const char *name)
 {
     const char *v = getenv(name);
@@ -643,6 +657,7 @@ int cis2_cmd_batch(int argc, char **argv)
     cis2_chat_template *tpl = NULL;
     char chat_err[CIS2_ERR_LEN];
     if (cis2_cli_chat_template("batch", model, chat_format, &tpl, chat_err)) goto out;
+    drop_model_dir(chat_err, model);
     b.df.chat = tpl;
     b.df.chat_err = chat_err;
     if (cis2_read_file_max(in, CIS2_BATCH_MAX_INPUT, &buf, &blen, err)) {
