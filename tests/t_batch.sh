@@ -722,8 +722,12 @@ chmod +x "$T/fakebin/sbatch"; rm -f "$T/sbatch.calls"; got=
 for nn in 00 08 010; do
     got+="$(PATH="$T/fakebin:$PATH" CIS2="$CIS2" bash tools/slurm/submit.sh "$M" "$IN" "$T/sub" "$nn" 2>&1 >/dev/null | sed 's#^.*submit.sh: ##' | tr -d '\n'; echo " rc=${PIPESTATUS[0]}");"
 done
-expect_eq batch.submit-n-leading-zero-refused "$got calls=$(cat "$T/sbatch.calls" 2>/dev/null | wc -l)" \
-    "N must be a positive integer rc=2;N must be a positive integer rc=2;N must be a positive integer rc=2; calls=0"
+# a missing model directory or prompts file is refused before any sbatch
+# (before: N tasks queued, each failing on it, and the merge job cancelled)
+got+="$(PATH="$T/fakebin:$PATH" CIS2="$CIS2" bash tools/slurm/submit.sh "$T/nomodel" "$IN" "$T/sub" 2 2>&1 >/dev/null | sed 's#^.*submit.sh: [^ ]*##' | tr -d '\n'; echo " rc=${PIPESTATUS[0]}");"
+got+="$(PATH="$T/fakebin:$PATH" CIS2="$CIS2" bash tools/slurm/submit.sh "$M" "$T/noin.jsonl" "$T/sub" 2 2>&1 >/dev/null | sed 's#^.*submit.sh: [^ ]*##' | tr -d '\n'; echo " rc=${PIPESTATUS[0]}");"
+expect_eq batch.submit-refuses-before-sbatch "$got calls=$(cat "$T/sbatch.calls" 2>/dev/null | wc -l)" \
+    "N must be a positive integer rc=2;N must be a positive integer rc=2;N must be a positive integer rc=2; no such model directory rc=2; no such prompts file rc=2; calls=0"
 # --retry-errors rewrites --out in place: it keeps the file's permissions (a
 # results file made private with chmod 600 stays so; before: replaced by a
 # new file with mode 644, readable by everyone)

@@ -14,6 +14,9 @@ if [ $# -lt 4 ]; then
     exit 2
 fi
 here=$(cd "$(dirname "$0")" && pwd)
+# checked here, before N tasks are queued that would each fail on it
+[ -d "$1" ] || { echo "$0: $1: no such model directory" >&2; exit 2; }
+[ -f "$2" ] || { echo "$0: $2: no such prompts file" >&2; exit 2; }
 CIS2_MODEL=$(realpath "$1"); CIS2_IN=$(realpath "$2"); outdir=$3; N=$4; shift 4
 # no leading zero: bash arithmetic reads 010 as octal 8 and 08 as an error
 case "$N" in ''|*[!0-9]*|0*) echo "$0: N must be a positive integer" >&2; exit 2;; esac
