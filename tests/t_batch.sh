@@ -775,7 +775,7 @@ expect_eq batch.vbatch-long-id-cut-at-a-character "$("$CIS2" verify-batch "$T/lo
 # elsewhere held different bytes)
 printf '{"id":"a","prompt_ids":[1]}\n{"id":"b","messages":[{"role":"user","content":"hi"}]}\n{"id":"c","prompt_ids":[2]}\n' >"$T/mdir.jsonl"
 rm -f "$T/mdir.out"
-CIS2_BATCH_KILL_AFTER=2 "$CIS2" batch --model "$M" --in "$T/mdir.jsonl" --out "$T/mdir.out" -n 2 2>/dev/null
+{ CIS2_BATCH_KILL_AFTER=2 "$CIS2" batch --model "$M" --in "$T/mdir.jsonl" --out "$T/mdir.out" -n 2; } 2>/dev/null
 "$CIS2" batch --model "$M/" --in "$T/mdir.jsonl" --out "$T/mdir.out" -n 2 2>"$T/mdir.err"; rc=$?
 expect_eq batch.error-line-without-model-dir "$rc $(wc -l <"$T/mdir.out") $(sed -n 2p "$T/mdir.out")" \
     '1 3 {"line":2,"lines":3,"id":"b","error":"field \"messages\": tokenizer_config.json: cannot open: No such file or directory (or give --chat-format chatml)"}'
