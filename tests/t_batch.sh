@@ -779,3 +779,17 @@ rm -f "$T/mdir.out"
 "$CIS2" batch --model "$M/" --in "$T/mdir.jsonl" --out "$T/mdir.out" -n 2 2>"$T/mdir.err"; rc=$?
 expect_eq batch.error-line-without-model-dir "$rc $(wc -l <"$T/mdir.out") $(sed -n 2p "$T/mdir.out")" \
     '1 3 {"line":2,"lines":3,"id":"b","error":"field \"messages\": tokenizer_config.json: cannot open: No such file or directory (or give --chat-format chatml)"}'
+# --out removed while the run writes it: the run stops with exit 2 and says
+# so (before: it went on writing to the removed file and exited 0, its
+# results in no file). Removed after its first line (24 lines of 400 ids);
+# a run that finished first says nothing here.
+$PY -c "
+import json
+for k in range(24): print(json.dumps({'id': 'x%d' % k, 'prompt_ids': [k + 1, 2 * k + 3], 'max_tokens': 400}))" > "$T/rm.jsonl"
+rm -f "$T/rm.out"
+"$CIS2" batch --model "$M" --in "$T/rm.jsonl" --out "$T/rm.out" --batch 2 2>"$T/rm.err" & pid=$!
+for _ in $(seq 400); do [ -s "$T/rm.out" ] && break; sleep 0.02; done
+n=$(wc -l < "$T/rm.out"); rm -f "$T/rm.out"; wait $pid; rc=$?
+if [ "$n" -ge 24 ]; then skip batch.out-removed-while-running "the run finished before the file was removed"
+else expect_eq batch.out-removed-while-running "$rc $(sed "s#$T/##" "$T/rm.err")" \
+    "2 cis2 batch: rm.out: removed or replaced while this run was writing it (the lines written are in no file); rerun to resume"; fi

@@ -268,10 +268,31 @@ out:
     return rc;
 }
 
+/* Whether --out is still the file this run opened: removed or replaced by
+ * another (rm, a rename over it), the lines written to the open one are in
+ * no file, and a run that went on would say done. */
+static int out_is_ours(const batch_ctx *b)
+{
+    struct stat so, sp;
+    return fstat(b->fd, &so) == 0 && so.st_nlink > 0 && stat(b->out_path, &sp) == 0 &&
+           sp.st_dev == so.st_dev && sp.st_ino == so.st_ino;
+}
+
+/* 2 (one line) when --out is no longer this run's file. */
+static int out_still_there(const batch_ctx *b)
+{
+    if (out_is_ours(b)) return 0;
+    return cis2_cli_usage_error("batch",
+                                "%s: removed or replaced while this run was writing it (the "
+                                "lines written are in no file); rerun to resume",
+                                b->out_path);
+}
+
 /* One line, one write (O_APPEND), then fdatasync: a line is either wholly
  * in the file or, after a crash, a torn tail that the next run cuts off. */
 static int append(batch_ctx *b, const char *line, size_t len)
 {
+    if (out_still_there(b)) return 2;
     if (b->tear_after >= 0 && b->written == b->tear_after) { /* test hook */
         if (write(b->fd, line, len / 2) < 0) return 1;
         raise(SIGKILL);
@@ -702,14 +723,16 @@ int cis2_cmd_batch(int argc, char **argv)
     st.total = (b.n - b.shard_i + b.shard_n - 1) / b.shard_n - n_done;
     if (st.progress && n_done)
         cis2_cli_note("batch", "%s: %ld line(s) already done, resuming", out, n_done);
-    if (cis2_pipe_run(e, batch, next_job, job_done, drop_job, &b, &st)) goto out;
+    if (cis2_pipe_run(e, batch, next_job, job_done, drop_job, &b, &st) || out_still_there(&b))
+        goto out;
     rc = 0;
     if (b.errors) {
         cis2_cli_note("batch", "%ld line(s) failed: their error objects are in %s", b.errors, out);
         rc = 1;
     }
 out:
-    if (rc == 2 && created && b.fd >= 0 && b.size == 0) unlink(out); /* made for nothing */
+    if (rc == 2 && created && b.fd >= 0 && b.size == 0 && out_is_ours(&b))
+        unlink(out); /* made for nothing (and not replaced by another's since) */
     if (b.fd >= 0) close(b.fd);
     cis2_engine_free(e);
     cis2_model_free(m);
