@@ -612,7 +612,10 @@ static void drop_model_dir(char *s, const char *dir)
 {
     size_t dl = strlen(dir);
     for (char *at = s; dl && (at = strstr(at, dir)) != NULL;) {
-        if (at[dl] == '/') memmove(at, at + dl + 1, strlen(at + dl + 1) + 1);
+        /* a path starts the message or follows a blank: "m/" inside a
+         * word (or a quoted template) is not the directory */
+        if (at[dl] == '/' && (at == s || at[-1] == ' '))
+            memmove(at, at + dl + 1, strlen(at + dl + 1) + 1);
         else at++;
     }
 }
