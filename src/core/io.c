@@ -246,9 +246,11 @@ int cis2_write_file_atomic_with(const char *path, cis2_body_fn body, void *ctx, 
     }
     /* A file replaced keeps its permission bits (a results file made
      * private with chmod 600 stays private), set before any byte is in
-     * the temporary file. */
+     * the temporary file. WASI has no permission bits. */
+#ifndef __wasi__
     struct stat old;
     if (lstat(path, &old) == 0 && S_ISREG(old.st_mode)) fchmod(fd, old.st_mode & 0777);
+#endif
     const char *what = body(fd, ctx, err) ? "" : NULL; /* "": err says it */
     if (!what && fsync(fd) != 0 && errno != EINVAL) what = "fsync failed";
     int saved = errno;
