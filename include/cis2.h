@@ -181,7 +181,7 @@ typedef void (*cis2_trace_fn)(void *ctx, int pos, int layer, const char *node, c
 typedef struct {
     cis2_backend_kind backend; /* REF (default) or FAST */
     cis2_isa isa;              /* FAST: AUTO = best available */
-    int threads;               /* FAST: 0 = every online core; at most 1024 */
+    int threads;               /* FAST: 0 = every CPU it may run on (affinity); at most 1024 */
     int max_seqs;              /* sequences decoded together; 0 = 1; at most 4096 */
     cis2_trace_fn trace;       /* NULL = no tracing */
     void *trace_ctx;

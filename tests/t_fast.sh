@@ -86,6 +86,15 @@ expect_err "bench needs --model" "--model" "$C" bench
 out=$("$C" bench --model "$D" --backend fast --threads 2 --prompt-len 7 -n 5 --batch 1,3,16 2>&1)
 rows=$(printf '%s\n' "$out" | grep '^batch=' | sed -E 's/^batch=([0-9]+) decode_tok_s=[0-9.]+ ms_per_step=[0-9.]+ x_single=[0-9.]+ same_as_single=(yes|no)$/\1:\2/' | tr '\n' ' ')
 expect_eq "bench --batch prints one row per B (B = 1,3,16), each as solo" "$rows" "1:yes 3:yes 16:yes "
+# The default thread count is the CPUs this process may run on (its affinity mask: taskset,
+# a cpuset, Slurm's -c), not every online core of the machine
+if command -v taskset > /dev/null && taskset -c 0 true 2> /dev/null; then
+    out=$(taskset -c 0 "$C" bench --model "$D" --backend fast --prompt-len 7 -n 2 2>&1)
+    expect_eq "bench's default thread count under taskset -c 0" \
+        "$(printf '%s\n' "$out" | grep -oE '^backend=fast[^ ]* threads=[0-9]+' | sed 's/^[^ ]* //')" "threads=1"
+else
+    skip "bench's default thread count under taskset -c 0" "no taskset here"
+fi
 # --prompt-len as a list + --positions: one table, a column per length/position in ascending
 # order, "-" where a row was not measured
 out=$("$C" bench --model "$D" --backend fast --threads 2 --prompt-len 19,40 -n 6 --positions 30 2>&1)

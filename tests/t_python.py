@@ -820,7 +820,7 @@ def llama_checks(M, other, tmp):
     # ValueError before the engine is made, not the library's cis2.Error
     raises("error-threads-beyond-1024", ValueError,
            lambda: m.engine(backend="fast", threads=1025),
-           ("threads must be an integer in [0, 1024] (0 = every core), got 1025",))
+           ("threads must be an integer in [0, 1024] (0 = every CPU it may run on), got 1025",))
     raises("error-threads-beyond-1024-model", ValueError,
            lambda: cis2.Model(M, backend="fast", threads=5000), "[0, 1024]")
     report(m.engine(backend="fast", threads=1024).backend.startswith("fast"),

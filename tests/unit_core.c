@@ -2,6 +2,7 @@
  * JSON, config, safetensors and receipts. Golden values are the spec's own
  * (§1.3, §2.3, §5.1, §6.1, §6.6, §7.2) or FIPS 180-4's. */
 #include "unit.h"
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "core/json.h"
@@ -843,6 +844,26 @@ static void test_api_nulls(void)
     CHECK("api.null-engine-refused", ok, "%s", err);
 }
 
+/* The default thread count follows the affinity mask (taskset, a cpuset,
+ * Slurm's -c), not the machine's online cores. */
+static void test_cpu_count(void)
+{
+#if defined(__linux__)
+    cpu_set_t all, one;
+    if (sched_getaffinity(0, sizeof all, &all) != 0) return;
+    CHECK("cpu-count.affinity", cis2_cpu_count() == CPU_COUNT(&all), "%d, the mask has %d",
+          cis2_cpu_count(), CPU_COUNT(&all));
+    int first = 0;
+    while (!CPU_ISSET(first, &all)) first++;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) return;
+    int n = cis2_cpu_count();
+    sched_setaffinity(0, sizeof all, &all);
+    CHECK("cpu-count.one-cpu-mask", n == 1, "%d under a one-CPU mask", n);
+#endif
+}
+
 int main(void)
 {
     test_sb_io();
@@ -858,5 +879,6 @@ int main(void)
     test_f16();
     test_receipt();
     test_ids();
+    test_cpu_count();
     UNIT_END();
 }

@@ -554,7 +554,7 @@ class Engine(_Closing):
                              "paths)" % (isa, backend))
         # cis2_engine_opts.threads: at most 1024 (include/cis2.h); beyond, the
         # library's cis2.Error, not the ValueError of every other bad argument
-        o.threads = _int_in(threads, "threads", 0, THREADS_MAX, " (0 = every core)")
+        o.threads = _int_in(threads, "threads", 0, THREADS_MAX, " (0 = every CPU it may run on)")
         o.max_seqs = _int_in(max_seqs, "max_seqs", 1, MAX_SEQS)
         return o
 
@@ -562,7 +562,7 @@ class Engine(_Closing):
         """Engine(model, backend="ref", isa="auto", threads=0, max_seqs=1), as
         model.engine(...): backend "ref" or "fast"; isa (fast only) auto,
         scalar, sse2, avx2, avx512 or neon; threads (fast only) 0..1024,
-        0 = every core; max_seqs 1..4096, the sequences generate_many decodes
+        0 = every CPU it may run on; max_seqs 1..4096, the sequences generate_many decodes
         at once. ValueError/TypeError for a bad argument."""
         if not isinstance(model, Model):
             raise TypeError("Engine: expected a cis2.Model, got %s" % type(model).__name__)
@@ -959,7 +959,7 @@ class Model(_Closing):
         """Model(path, *, backend="ref", isa="auto", threads=0): load the
         directory `path` (str, bytes or os.PathLike). backend "fast" is the
         exact SIMD backend (isa: auto, scalar, sse2, avx2, avx512, neon;
-        threads 0..1024, 0 = every core), bit-identical to "ref". Bad
+        threads 0..1024, 0 = every CPU it may run on), bit-identical to "ref". Bad
         arguments raise ValueError/TypeError before anything is read; a
         directory the library refuses raises cis2.Error with its line."""
         self._h, self._engines, self._cv = None, weakref.WeakSet(), threading.Condition()

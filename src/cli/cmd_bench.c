@@ -280,8 +280,7 @@ int cis2_cmd_bench(int argc, char **argv)
     if (cis2_cli_engine_opts(cmd, backend, isa, threads, &eo)) goto out;
     /* every flag is checked before the ceilings are measured (seconds) */
     if (peak) {
-        long x = sysconf(_SC_NPROCESSORS_ONLN);
-        cis2_bench_peak(threads > 0 ? threads : x > 0 ? (int)x : 1);
+        cis2_bench_peak(threads > 0 ? threads : cis2_cpu_count());
         if (!model) {
             rc = 0;
             goto out;
@@ -339,11 +338,7 @@ int cis2_cmd_bench(int argc, char **argv)
     }
     free(prompt);
     double rss = peak_rss_mb();
-    int nth = threads;
-    if (nth <= 0) {
-        long x = sysconf(_SC_NPROCESSORS_ONLN);
-        nth = x > 0 ? (int)x : 1;
-    }
+    int nth = threads > 0 ? threads : cis2_cpu_count();
     if (!strcmp(backend, "ref")) nth = 1;
     double gbs = cis2_bench_read_gbs(nth);
     size_t wbytes = cis2_weights_step_bytes(&m.w);

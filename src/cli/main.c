@@ -55,7 +55,7 @@ static const char USAGE[] =
     "             [--verifier-dir DIR] [--max-body BYTES] [--header-limit BYTES]\n"
     "             [--timeout S] [--max-connections N] [--backend ref|fast] [--isa X]\n"
     "             [--chat-format chatml]      (docs/serve.md)\n"
-    "--threads N: the fast backend's worker threads (default: every online core); the\n"
+    "--threads N: the fast backend's worker threads (default: every CPU it may run on); the\n"
     "  reference backend runs on one thread (--threads is accepted and has no effect there)\n"
     "faults (debug, --backend ref): weight-bit (--fault-arg TENSOR:INDEX:BIT), fma "
     "(--fault-arg LAYER),\n"

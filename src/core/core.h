@@ -146,4 +146,6 @@ void cis2_sb_free(cis2_sb *s);
 
 /* --------------------------------------------------------------- utilities */
 double cis2_now_ms(void);
+/* The CPUs this process may run on (at least 1): the default thread count. */
+int cis2_cpu_count(void);
 #endif

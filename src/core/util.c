@@ -1,7 +1,9 @@
-/* Small shared helpers: id lists, the clock, cis2_free. */
+/* Small shared helpers: id lists, the clock, the CPU count, cis2_free. */
 #include "core/core.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -89,6 +91,19 @@ double cis2_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The affinity mask where the OS keeps one (taskset, a cpuset, Slurm's -c, a
+ * container's CPU set), else every online core: a worker for a CPU this
+ * process may not use would only wait for another's turn. */
+int cis2_cpu_count(void)
+{
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n <= 0 ? 1 : n > INT_MAX ? INT_MAX : (int)n;
 }
 void cis2_free(void *p) { free(p); }
 

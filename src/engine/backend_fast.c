@@ -725,10 +725,7 @@ static int make_backend(cis2_backend **out, const char *isa, int threads, char *
     *out = NULL;
     const fast_kernels *k = fast_kernels_pick(isa, err);
     if (!k) return 1;
-    if (threads <= 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (int)n : 1;
-    }
+    if (threads <= 0) threads = cis2_cpu_count();
     if (threads > 1024) threads = 1024;
     cis2_backend *b = calloc(1, sizeof *b);
     fast_state *s = calloc(1, sizeof *s);

@@ -185,7 +185,7 @@ static int cis2_engine_new_impl(cis2_engine **out, const cis2_model *m, const ci
         return 1;
     }
     if (e->o.threads < 0 || e->o.threads > 1024) {
-        snprintf(err, CIS2_ERR_LEN, "threads %d is outside [0, 1024] (0 = every online core)",
+        snprintf(err, CIS2_ERR_LEN, "threads %d is outside [0, 1024] (0 = every CPU it may run on)",
                  e->o.threads);
         free(e);
         return 1;
