@@ -164,11 +164,15 @@ function speed(r) {
   return `${r.n_gen} tokens in ${ms.toFixed(1)} ms: ${tps.toFixed(2)} tokens/s (prefill of ${r.n_prompt} tokens ${r.prefill_ms.toFixed(1)} ms)`;
 }
 
-// The generated text as `cis2 run` prints text=: JSON, with the code points that reorder or
-// break the line (C1 controls, bidi formatting, line/paragraph separators, BOM) as \u escapes
-// too (src/core/strbuf.c, unsafe_cp): tokenizer.json decides what the tokens decode to.
-const jsonText = (s) => JSON.stringify(s).replace(/[\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]/g,
-  (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+// The code points that reorder or break the line (C1 controls, bidi formatting, line/paragraph
+// separators, BOM), as src/core/strbuf.c's unsafe_cp lists them (a RegExp class body), and
+// their \uHHHH escape.
+const UNSAFE_CP = '\\u007f-\\u009f\\u061c\\u200e\\u200f\\u2028-\\u202e\\u2066-\\u2069\\ufeff';
+const uEsc = (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+
+// The generated text as `cis2 run` prints text=: JSON, with the unsafe code points as \u
+// escapes too: tokenizer.json decides what the tokens decode to.
+const jsonText = (s) => JSON.stringify(s).replace(new RegExp(`[${UNSAFE_CP}]`, 'g'), uEsc);
 
 function genBlock(r) {
   const text = r.text !== undefined ? jsonText(r.text) : `(text not decodable: ${r.text_error})`;
@@ -179,9 +183,9 @@ function genBlock(r) {
 // A name from the user's disk (a picked file's) as cis2_sb_escape (src/core/strbuf.c) prints
 // strings from files: \\, \n, \r, \t, \xHH for other controls and DEL, \uHHHH for C1 controls and
 // the code points that reorder or break the line; the rest as it is.
-const escName = (s) => String(s).replace(/[\\\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]/g,
+const escName = (s) => String(s).replace(new RegExp(`[\\\\\\u0000-\\u001f${UNSAFE_CP}]`, 'g'),
   (c) => ({ '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' }[c] ||
-          (c < '\u0080' ? `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}` : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)));
+          (c < '\u0080' ? `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}` : uEsc(c))));
 
 function escapeHtml(s) { return String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c])); }
 
