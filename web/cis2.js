@@ -541,8 +541,6 @@ export class WorkerHasher {
     this.name = 'cis2 SHA-256 (wasm, second worker)';
     this.makeWorker = makeWorker;
     this.module = module;
-    this.w = null;
-    this.failed = null;
     this._start();
   }
   _start() {

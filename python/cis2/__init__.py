@@ -532,7 +532,7 @@ class Engine(_Closing):
     """An engine over a loaded Model: its KV caches and scratch memory. One
     thread at a time uses an engine (calls on it serialize on a lock); engines
     on different threads decode concurrently, the GIL released."""
-    _held = None  # a stream's _Hold while one holds the engine
+    _held = None  # the _Hold of a stream that holds self._lock, while one does
 
     @staticmethod
     def _opts(backend, isa, threads, max_seqs=1):
@@ -572,7 +572,6 @@ class Engine(_Closing):
         if _trace is not None:
             o.trace = _trace
         self._model, self._lock, self._h = model, threading.Lock(), None
-        self._held = None  # the _Hold of a stream that holds self._lock
         h, err = ctypes.c_void_p(), _lib.err_buf()
         with model._use() as mh:  # Model.close waits for this, then frees this engine
             _check(_c.cis2_engine_new(ctypes.byref(h), mh, ctypes.byref(o), err), err)
