@@ -17,6 +17,14 @@ ifeq ($(findstring clang,$(shell $(CROSS)$(CC) --version 2>/dev/null)),)
 CFLAGS_BASE += -Wno-format-truncation
 endif
 CFLAGS   = $(CFLAGS_BASE) $(OPT) -g $(EXTRA) $(SANFLAGS)
+# Each object records the headers it includes (-MMD, in $(BUILD)/**/*.d, read at the end of
+# this file), so a header change rebuilds exactly the objects that include it.
+DEPFLAGS = -MMD -MP
+# `make` alone builds on every CPU (a sub-make shares its parent's job slots instead);
+# `make -jN` on the command line still wins.
+ifeq ($(MAKELEVEL),0)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
+endif
 # The fuzz library (`make fuzz-build`): sanitizers + coverage on everything but
 # the SIMD kernels (no parsing there, and clang takes many minutes to
 # instrument their unrolled templates).
@@ -32,7 +40,6 @@ LDLIBS   = -pthread -lm
 # its own layer and the ones below it only (tests/t_layers.sh checks).
 LAYERS   = core model kernels engine verify cli
 SRC      = $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c)))
-HDR      = $(wildcard include/*.h $(foreach l,$(LAYERS),src/$(l)/*.h))
 # A cross build never lands in the native ./build by accident:
 # `make CROSS=aarch64-linux-gnu-` builds build-aarch64-linux-gnu/ and ./cis2-aarch64-linux-gnu.
 XTAG     = $(patsubst %-,%,$(CROSS))
@@ -56,8 +63,8 @@ TESTTMP ?= $(CURDIR)/tests/tmp$(if $(filter-out build,$(BUILD)),/$(notdir $(BUIL
 .PHONY: all test clean fma-gate run bench bench-model test-asan test-tsan fixtures test-aarch64 test-matrix fuzz fuzz-build fuzz-regress ci-extra wasm test-web test-slurm
 all: $(BIN) $(UNIT_BIN)
 
-$(BUILD)/%.o: src/%.c $(HDR) | $(BUILD)
-	$(CROSS)$(CC) $(CFLAGS) -c $< -o $@
+$(BUILD)/%.o: src/%.c | $(BUILD)
+	$(CROSS)$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 $(BUILD):
 	mkdir -p $(addprefix $(BUILD)/,$(LAYERS))
 $(OBJ): | $(addprefix $(BUILD)/,$(LAYERS))
@@ -98,9 +105,9 @@ LIBS     = $(BUILD)/libcis2.a $(BUILD)/$(SOREAL) $(BUILD)/$(SONAME) $(BUILD)/lib
 # linked into executables only).
 SO_DEFS  = $(if $(findstring -fsanitize,$(EXTRA) $(SANFLAGS)),,-Wl,--no-undefined)
 all: $(LIBS)
-$(BUILD)/pic/%.o: src/%.c $(HDR)
+$(BUILD)/pic/%.o: src/%.c
 	@mkdir -p $(@D)
-	$(CROSS)$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+	$(CROSS)$(CC) $(CFLAGS) $(DEPFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
 $(BUILD)/$(SOREAL): $(PICOBJ)
 	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) $(SO_DEFS) -o $@ $^ $(LDLIBS)
 $(BUILD)/$(SONAME): $(BUILD)/$(SOREAL)
@@ -210,6 +217,14 @@ fuzz-regress: fuzz-build
 clean:
 	rm -rf build build-* cis2 cis2-* tests/tmp
 
+# A small generated checkpoint to try every command offline (docs/README.md's quickstart):
+# the one `make run` uses offline, the shape tests/fixtures/llama.vector pins.
+DEMO_MODEL ?= models/demo
+.PHONY: demo-model
+demo-model: $(DEMO_MODEL)/model.safetensors
+$(DEMO_MODEL)/model.safetensors: tools/make_model.py tests/fixtures/llama.vector
+	python3 tools/make_model.py $(DEMO_MODEL) $$(sed -n 's/^#   python3 tools\/make_model.py DIR //p' tests/fixtures/llama.vector)
+
 # A SmolLM2-135M-shaped synthetic checkpoint (uses the real tokenizer.json when present).
 BENCH_MODEL ?= models/bench-135m
 REAL_TOK := $(firstword $(wildcard $(CIS2_SMOLLM2_DIR)/tokenizer.json models/SmolLM2-135M/tokenizer.json ../shared/models/SmolLM2-135M/tokenizer.json))
@@ -233,3 +248,6 @@ wasm:
 
 test-web: $(BIN)
 	CIS2=./$(BIN) bash tools/test_web.sh
+
+# The header dependencies each compile recorded (DEPFLAGS); absent before the first build.
+-include $(OBJ:.o=.d) $(PICOBJ:.o=.d)

@@ -1,37 +1,92 @@
 #!/usr/bin/env bash
-# Runs every unit binary (build/unit_*) and every shell suite (tests/t_*.sh).
-# Each prints PASS/FAIL/SKIP lines; the last line is "N passed, N failed, N skipped".
+# Runs every unit binary (build/unit_*) and every shell suite (tests/t_*.sh),
+# TEST_JOBS at a time (default 2: the suites are independent; each has its own
+# scratch directory). Each prints PASS/FAIL/SKIP lines; as each one ends, its
+# FAIL/SKIP lines and a running count are printed, and its whole output goes to
+# the log. The slowest of the last run start first, so two at a time finish
+# close together. The last line is "N passed, N failed, N skipped".
+#   ONLY=SUBSTR    only the units/suites whose path holds SUBSTR
+#   TEST_JOBS=N    how many run at once (1 = one after another)
 set -u
 cd "$(dirname "$0")/.."
 export CIS2="${CIS2:-./cis2}" BUILD="${BUILD:-build}"
 export TESTTMP="${TESTTMP:-$PWD/tests/tmp}"
 mkdir -p "$TESTTMP"
-log="$TESTTMP/run-$(basename "$BUILD").log"; : > "$log"
+log="$TESTTMP/run-$(basename "$BUILD").log"
+jobs_max="${TEST_JOBS:-2}"
+case "$jobs_max" in [1-9] | [1-9][0-9]) ;; *) echo "tests/run.sh: TEST_JOBS='$jobs_max' is not 1..99" >&2; exit 2 ;; esac
 only="${ONLY:-}"
+
+items=()
 for u in "$BUILD"/unit_*; do
     [ -x "$u" ] || continue
     [ -n "$only" ] && [[ "$u" != *"$only"* ]] && continue
-    echo "== $u" | tee -a "$log"
-    t0=$SECONDS
-    out=$("$u" 2>&1); rc=$?
-    printf '%s\n' "$out" | tee -a "$log" | grep -E '^(FAIL|SKIP)' || true
-    if [ $rc -ne 0 ] && ! printf '%s\n' "$out" | grep -q '^FAIL'; then
-        echo "FAIL $u: exited $rc without reporting a failure" | tee -a "$log"
-    fi
-    echo "== $u took $((SECONDS - t0)) s" >> "$log"
+    items+=("$u")
 done
 for t in tests/t_*.sh; do
     [ -n "$only" ] && [[ "$t" != *"$only"* ]] && continue
-    echo "== $t" | tee -a "$log"
-    t0=$SECONDS
-    out=$(bash "$t" 2>&1); rc=$?
-    printf '%s\n' "$out" | tee -a "$log" | grep -E '^(FAIL|SKIP)' || true
-    if [ $rc -ne 0 ] && ! printf '%s\n' "$out" | grep -q '^FAIL'; then
-        echo "FAIL $t: exited $rc without reporting a failure" | tee -a "$log"
-    fi
-    echo "== $t took $((SECONDS - t0)) s" >> "$log"
+    items+=("$t")
 done
-p=$(grep -c '^PASS' "$log"); f=$(grep -c '^FAIL' "$log"); s=$(grep -c '^SKIP' "$log")
+# Longest first, by the durations the last run logged ("== ITEM took N s"); new ones first.
+if [ -f "$log" ] && [ "$jobs_max" -gt 1 ]; then
+    mapfile -t items < <(for i in "${items[@]}"; do
+        s=$(grep -F "== $i took " "$log" | tail -1 | sed 's/.* took \([0-9]*\) s$/\1/')
+        printf '%s\t%s\n' "${s:-999999}" "$i"
+    done | sort -t$'\t' -k1,1nr -s | cut -f2)
+fi
+n=${#items[@]}
+out="$TESTTMP/run-$(basename "$BUILD").d"
+rm -rf "$out"; mkdir -p "$out"
+: > "$log"
+
+# run_one K ITEM: ITEM's output into $out/K.out, then $out/K.done.
+run_one() {
+    local k="$1" i="$2" t0=$SECONDS o rc
+    if [[ "$i" == *.sh ]]; then o=$(bash "$i" 2>&1); rc=$?; else o=$("$i" 2>&1); rc=$?; fi
+    {
+        printf '%s\n' "$o"
+        if [ $rc -ne 0 ] && ! printf '%s\n' "$o" | grep -q '^FAIL'; then
+            echo "FAIL $i: exited $rc without reporting a failure"
+        fi
+    } > "$out/$k.out"
+    echo $((SECONDS - t0)) > "$out/$k.done"
+}
+trap 'kill 0 2>/dev/null; exit 130' INT TERM
+
+P=0 F=0 S=0 done_n=0
+declare -A running=()
+# report K: one finished item's FAIL/SKIP lines and the running count.
+report() {
+    local k="$1" i="${items[$1]}" secs p f s
+    secs=$(cat "$out/$k.done")
+    p=$(grep -c '^PASS' "$out/$k.out"); f=$(grep -c '^FAIL' "$out/$k.out"); s=$(grep -c '^SKIP' "$out/$k.out")
+    P=$((P + p)); F=$((F + f)); S=$((S + s)); done_n=$((done_n + 1))
+    { echo "== $i"; cat "$out/$k.out"; echo "== $i took $secs s"; } >> "$log"
+    grep -E '^(FAIL|SKIP)' "$out/$k.out"
+    printf '== [%d/%d] %s: %d passed, %d failed, %d skipped in %d s (so far %d passed, %d failed, %d skipped)\n' \
+        "$done_n" "$n" "$i" "$p" "$f" "$s" "$secs" "$P" "$F" "$S"
+}
+reap() {
+    local k
+    for k in "${!running[@]}"; do
+        [ -f "$out/$k.done" ] || continue
+        wait "${running[$k]}" 2>/dev/null
+        unset "running[$k]"
+        report "$k"
+    done
+}
+for ((k = 0; k < n; k++)); do
+    while [ ${#running[@]} -ge "$jobs_max" ]; do
+        wait -n 2>/dev/null
+        reap
+    done
+    run_one "$k" "${items[$k]}" &
+    running[$k]=$!
+done
+while [ ${#running[@]} -gt 0 ]; do
+    wait -n 2>/dev/null
+    reap
+done
 echo "(full log: $log)"
-echo "$p passed, $f failed, $s skipped"
-[ "$f" -eq 0 ] && [ "$p" -gt 0 ]
+echo "$P passed, $F failed, $S skipped"
+[ "$F" -eq 0 ] && [ "$P" -gt 0 ]

@@ -32,14 +32,16 @@ ARGS=(arms --source "$T/m" --quantized "$T/q" --prompt-ids 5,17,42 --teacher-for
 has() { grep -qE -- "$2" "$1"; } # has FILE REGEX
 
 # --- arm E's module: built as tests/t_wasm.sh builds it (same object cache, so a full run
-# compiles it once); E=() holds the flags that point cis2 arms at it, empty when unavailable
+# compiles it once; under its lock, since tests/run.sh may run both at once, and into a module
+# file of its own, which t_wasm.sh is not reading); E=() holds the flags that point cis2 arms at it, empty when unavailable
 E=()
 WM="$TESTTMP/wasm-$(basename "${BUILD:-build}")"
 nodev=$(node -e 'console.log(process.versions.node.split(".")[0])' 2>/dev/null || echo 0)
 if [ "$nodev" -lt 18 ]; then
     skip arms.E "node >= 18 is not installed (apt-get install -y nodejs)"
-elif bout=$(WASM_BUILD="$WM/obj" WASM_OUT="$WM/cis2.wasm" bash tools/build_wasm.sh 2>&1); then
-    E=(--wasm "$WM/cis2.wasm" --wasm-script web/test/wasm_trace.mjs)
+elif mkdir -p "$WM" && bout=$(WASM_BUILD="$WM/obj" WASM_OUT="$WM/cis2-arms.wasm" \
+        flock "$WM/build.lock" bash tools/build_wasm.sh 2>&1); then
+    E=(--wasm "$WM/cis2-arms.wasm" --wasm-script web/test/wasm_trace.mjs)
 elif [ $? -eq 3 ]; then # tools/build_wasm.sh: no wasm32 toolchain here
     skip arms.E "no wasm32 toolchain: $(printf '%s\n' "$bout" | head -1)"
 else
@@ -109,7 +111,7 @@ SH
     # E on float checkpoints: the wasm trace = cis2 trace --backend fast, bit for bit
     python3 tools/make_model.py "$T/f32q3" --arch qwen3 --dtype f32 --untied >/dev/null 2>&1
     for d in m f32q3; do
-        node web/test/wasm_trace.mjs --wasm "$WM/cis2.wasm" --model "$T/$d" --prompt-ids 5,17,42 \
+        node web/test/wasm_trace.mjs --wasm "$WM/cis2-arms.wasm" --model "$T/$d" --prompt-ids 5,17,42 \
             --teacher-force 7,99 --out "$T/E-$d.st" > "$T/we-$d.out" 2>&1; wrc=$?
         "$CIS2" trace --model "$T/$d" --prompt-ids 5,17,42 --teacher-force 7,99 --backend fast \
             -o "$T/N-$d.st" > /dev/null 2>&1
@@ -128,7 +130,7 @@ SH
     for v in tests/fixtures/*.vector; do
         n=$(basename "$v" .vector)
         make_fixture "$T/fx-$n" "$T/fx-$n-q" $(vector_args "$v") || { ebad="$ebad $n(setup)"; continue; }
-        node web/test/wasm_trace.mjs --wasm "$WM/cis2.wasm" --model "$T/fx-$n-q" --prompt-ids 5,17,42 \
+        node web/test/wasm_trace.mjs --wasm "$WM/cis2-arms.wasm" --model "$T/fx-$n-q" --prompt-ids 5,17,42 \
             --teacher-force 7,99 --arm E --out "$T/Efx-$n.st" > /dev/null 2>&1 &&
             "$CIS2" trace --model "$T/fx-$n-q" --prompt-ids 5,17,42 --teacher-force 7,99 \
                 --backend fast --arm E -o "$T/Nfx-$n.st" > /dev/null 2>&1 &&
@@ -139,7 +141,7 @@ SH
         fail arms.E-equals-native-int8-every-fixture "differs or failed on:$ebad"
     # wasm_trace.mjs's one-line errors (docs/errors.md rows)
     ERRORS_DIR="$T"
-    WT=(node web/test/wasm_trace.mjs --wasm "$WM/cis2.wasm")
+    WT=(node web/test/wasm_trace.mjs --wasm "$WM/cis2-arms.wasm")
     errors_row wasm-trace-no-ids "wasm_trace.mjs without --prompt-ids" "t_arms.sh" "${WT[@]}" --model "$T/m" --out "$T/x.st"
     errors_row wasm-trace-bad-ids "wasm_trace.mjs --prompt-ids not a list of ids" "t_arms.sh" "${WT[@]}" --model "$T/m" --prompt-ids 5,x --out "$T/x.st"
     errors_row wasm-trace-vocab "wasm_trace.mjs with an id outside the vocabulary" "t_arms.sh" "${WT[@]}" --model "$T/m" --prompt-ids 5,999999 --out "$T/x.st"

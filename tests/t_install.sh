@@ -114,7 +114,15 @@ if [ -x "$T/c-shared" ]; then
     l=$(LD_LIBRARY_PATH="$P/lib" ldd "$T/c-shared" | grep libcis2)
     case "$l" in *"$P/lib/$soname"*) pass install.c-shared-loads-the-installed-lib ;;
         *) fail install.c-shared-loads-the-installed-lib "$l" ;; esac
+    # pkg-config's flags carry the run-time path: no LD_LIBRARY_PATH needed.
+    l=$(env -u LD_LIBRARY_PATH ldd "$T/c-shared" | grep libcis2)
+    case "$l" in *"$P/lib/$soname"*) pass install.c-shared-finds-lib-without-ld-library-path ;;
+        *) fail install.c-shared-finds-lib-without-ld-library-path "$l" ;; esac
 fi
+
+# --- the installed CLI names its own, the library's and the spec's version
+spec=$(sed -n 's/^#define CIS2_SPEC_VERSION  *"\(.*\)".*/\1/p' include/cis2.h)
+expect_eq install.cli-version "$("$P/bin/cis2" --version)" "cis2 $ver (libcis2 $ver, CIS-2 spec $spec)"
 
 # --- same receipts as the installed CLI
 python3 tools/make_model.py "$T/model" --arch qwen2 --heads 6 --kv-heads 2 --hidden 48 >/dev/null

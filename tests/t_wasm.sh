@@ -25,7 +25,9 @@ if [ "$nodev" -lt 18 ]; then skip wasm "node $nodev is too old (need >= 18)"; ex
 W="$TESTTMP/wasm-$(basename "${BUILD:-build}")"
 mkdir -p "$W"
 export CIS2_WASM="$W/cis2.wasm"
-bout=$(WASM_BUILD="$W/obj" WASM_OUT="$CIS2_WASM" WASM_TESTS="$W/units" bash tools/build_wasm.sh 2>&1); brc=$?
+# The object cache is shared with tests/t_arms.sh, which tests/run.sh may run at the same time.
+bout=$(WASM_BUILD="$W/obj" WASM_OUT="$CIS2_WASM" WASM_TESTS="$W/units" \
+    flock "$W/build.lock" bash tools/build_wasm.sh 2>&1); brc=$?
 if [ $brc -eq 3 ]; then skip wasm "no wasm32 toolchain: $(printf '%s\n' "$bout" | head -1)"; exit 0; fi
 if [ $brc -ne 0 ]; then fail wasm-build "$(printf '%s\n' "$bout" | tail -5)"; exit 0; fi
 pass wasm-build

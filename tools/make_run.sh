@@ -20,6 +20,6 @@ echo
 echo "make run: OFFLINE — could not get the real SmolLM2-135M weights."
 echo "make run: running the same pipeline (hash check, decode twice, compare every pinned value)"
 echo "make run: on the project's generated demo checkpoint instead. This is NOT the §13.1 vector."
-args=$(sed -n 's/^#   python3 tools\/make_model.py DIR //p' tests/fixtures/llama.vector)
-python3 tools/make_model.py models/demo $args >/dev/null || { echo "make run: cannot build the demo checkpoint (python3 needed)"; exit 2; }
+make -s --no-print-directory demo-model DEMO_MODEL=models/demo >/dev/null \
+    || { echo "make run: cannot build the demo checkpoint (python3 needed)"; exit 2; }
 ./cis2 conform --model models/demo --vector tests/fixtures/llama.vector

@@ -160,7 +160,10 @@ static int dispatch(const char *c, int sub_argc, char **sub_argv)
         return 0;
     }
     if (!strcmp(c, "version") || !strcmp(c, "--version")) {
-        printf("cis2 spec %s\n", CIS2_SPEC_VERSION);
+        /* The CLI's own version (the header it was built with) and the library's as it
+         * reports itself, then the spec whose semantics both implement. */
+        printf("cis2 %s (libcis2 %s, CIS-2 spec %s)\n", CIS2_VERSION, cis2_version(),
+               CIS2_SPEC_VERSION);
         return 0;
     }
     return cis2_cli_usage_error(c, "unknown command (see cis2 help)");
