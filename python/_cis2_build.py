@@ -47,7 +47,10 @@ def _metadata():
         "Summary: Bit-exact CIS-2 LLM inference: Python bindings to libcis2 (ctypes)\n"
         "License: see the cis2 repository\n"
         "Requires-Python: >=3.8\n"
-        "Requires-Dist: numpy\n"
+        # numpy only for Model.trace's arrays: an extra (pip install "./python[trace]"), so
+        # `pip install ./python` needs nothing but the stdlib, offline (docs/python.md)
+        "Provides-Extra: trace\n"
+        'Requires-Dist: numpy; extra == "trace"\n'
     )
 
 

@@ -3,9 +3,12 @@
 # (every call against the CLI, struct layouts, GIL release, engines on
 # threads) from the build tree, then from installed copies — `pip install
 # ./python` into a venv, once as a wheel bundling the library and once as a
-# pure wheel finding `make install`'s prefix (dynamic loader, pkg-config).
+# pure wheel finding `make install`'s prefix (dynamic loader, pkg-config) —
+# and without numpy, which only Model.trace needs: numpy made unimportable in
+# the build tree, and `pip install ./python` into a venv that has none.
 # Interpreter: $CIS2_PYTHON, else /usr/bin/python3 (Debian's, with numpy),
-# else python3 on PATH — the first that imports numpy; none: SKIP.
+# else python3 on PATH — the first that imports numpy; none: only the
+# no-numpy group runs, on the first that has ctypes (none of those: SKIP).
 source "$(dirname "$0")/lib.sh"
 T="$TESTTMP/python"; rm -rf "$T"; mkdir -p "$T"; T=$(cd "$T" && pwd)
 BUILD="${BUILD:-build}"
@@ -13,14 +16,19 @@ bin="${CIS2#./}"
 abi=$(sed -n 's/^#define CIS2_ABI_VERSION  *\([0-9]*\).*/\1/p' include/cis2.h)
 SO="$BUILD/libcis2.so.$abi"
 
-PY=""; tried=""
+PY=""; PY0=""; tried=""
 for c in ${CIS2_PYTHON:-} /usr/bin/python3 python3; do
     p=$(command -v "$c" 2>/dev/null) || continue
     tried="$tried $p"
+    [ -n "$PY0" ] || ! "$p" -c 'import ctypes' 2>/dev/null || PY0="$p"
     "$p" -c 'import ctypes, numpy' 2>/dev/null && { PY="$p"; break; }
 done
-[ -n "$PY" ] || { skip python "no python3 with numpy (tried:${tried:- none}; set CIS2_PYTHON)"; exit 0; }
-echo "# interpreter: $PY ($("$PY" --version 2>&1), numpy $("$PY" -c 'import numpy; print(numpy.__version__)'))"
+[ -n "$PY0" ] || { skip python "no python3 with ctypes (tried:${tried:- none}; set CIS2_PYTHON)"; exit 0; }
+if [ -n "$PY" ]; then
+    echo "# interpreter: $PY ($("$PY" --version 2>&1), numpy $("$PY" -c 'import numpy; print(numpy.__version__)'))"
+else
+    echo "# interpreter: $PY0 ($("$PY0" --version 2>&1), no numpy)"
+fi
 [ -f "$SO" ] || { fail python.built "$SO missing (make all builds it)"; exit 0; }
 lib_arch=$(readelf -h "$SO" | sed -n 's/^ *Machine: *//p')
 host_arch=$(readelf -h /bin/sh | sed -n 's/^ *Machine: *//p')
@@ -61,9 +69,20 @@ group() {
 # library by itself; other build dirs (build-asan) are named by CIS2_LIBRARY.
 tree=(PYTHONPATH=python)
 [ "$BUILD" = build ] || tree+=(CIS2_LIBRARY="$SO")
-how=$("${RUN[@]}" "${tree[@]}" "$PY" -c 'import cis2; print(cis2.library_found_by)' 2>&1)
+how=$("${RUN[@]}" "${tree[@]}" "${PY:-$PY0}" -c 'import cis2; print(cis2.library_found_by)' 2>&1)
 want=$([ "$BUILD" = build ] && echo "source tree" || echo CIS2_LIBRARY)
 expect_eq "python.build-tree-finds-library ($want)" "$how" "$want"
+# numpy made unimportable (sys.modules["numpy"] = None before `import cis2`):
+# every call but trace equals the run with numpy; trace says it needs numpy
+if [ -n "$PY" ]; then
+    group dump "${tree[@]}" -- "$PY" tests/t_python.py dump "$MODELS" "$T/numpy-run.json"
+    group nonumpy "${tree[@]}" -- "$PY" tests/t_python.py nonumpy "$MODELS" "$T/numpy-run.json" \
+        "$T/llama.receipt"
+else
+    group nonumpy "${tree[@]}" -- "$PY0" tests/t_python.py nonumpy "$MODELS" - "$T/llama.receipt"
+    skip python "no python3 with numpy for the other groups (tried:$tried; set CIS2_PYTHON)"
+    exit 0
+fi
 for g in api layout gil threads threads-fast; do
     group "$g" "${tree[@]}" -- "$PY" tests/t_python.py "$g" "$MODELS"
 done
@@ -86,6 +105,19 @@ pip_install() {
     "$venv/bin/python" -m pip install --no-index --no-cache-dir --disable-pip-version-check \
         --quiet "$@" 2>"$venv.pip.err"
 }
+# A venv without --system-site-packages has no numpy: `pip install ./python`
+# must not need it (numpy is the "trace" extra). Its pip is the system's, run
+# for the venv's interpreter (pip --python, pip >= 22.3), offline.
+if ! "$PY" -m pip --python "$PY" --version >/dev/null 2>&1; then
+    skip python.pip-install-without-numpy "$("$PY" -m pip --version) has no --python (pip >= 22.3)"
+elif "$PY" -m venv --without-pip "$T/venv-nonumpy" &&
+        "$PY" -m pip --python "$T/venv-nonumpy/bin/python" install --no-index --no-cache-dir \
+            --disable-pip-version-check --quiet --config-settings library="$PWD/$SO" ./python \
+            2>"$T/venv-nonumpy.pip.err"; then
+    pass python.pip-install-without-numpy
+    group installed-nonumpy -- "$T/venv-nonumpy/bin/python" tests/t_python.py nonumpy-installed \
+        "$MODELS" "$T/numpy-run.json" "$T/llama.receipt"
+else fail python.pip-install-without-numpy "$(tail -3 "$T/venv-nonumpy.pip.err" | tr '\n' ' ')"; fi
 if pip_install "$T/venv-bundled" --config-settings library="$PWD/$SO" ./python; then
     pass python.pip-install-bundled
     group installed-bundled -- "$T/venv-bundled/bin/python" tests/t_python.py installed "$MODELS" \

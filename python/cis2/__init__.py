@@ -96,12 +96,18 @@ def _ids_in(ids, what):
 
 
 def _flag_in(v, what):
-    """A True/False argument: bool, or the int 0 or 1 (numpy's bool too). A
+    """A True/False argument: bool, or the int 0 or 1 (numpy's ints and bool too). A
     str such as "no" would otherwise be read as True."""
     if _is_bool(v):
         return bool(v)
-    if isinstance(v, int) and v in (0, 1):
-        return bool(v)
+    try:  # an int, numpy's included (a float or a str is no flag)
+        n = operator.index(v)
+    except TypeError:
+        n = None
+    if n in (0, 1):
+        return bool(n)
+    if n is not None:
+        raise ValueError("%s must be True or False (or 0 or 1), got %d" % (what, n))
     raise TypeError("%s must be True or False, got %s %r" % (what, type(v).__name__, v))
 
 
@@ -111,6 +117,10 @@ def _many_in(xs, fn, what, one):
     if isinstance(xs, (str, bytes, bytearray, memoryview, os.PathLike)):
         raise TypeError("%s: %s must be a list of %s, got one %s (%s)" %
                         (fn, what, what, type(xs).__name__, one))
+    # the results come back in input order: a set or a mapping has none of its own
+    if isinstance(xs, (collections.abc.Set, collections.abc.Mapping)):
+        raise TypeError("%s: %s must be in order (a list, tuple or iterator), got %s" %
+                        (fn, what, type(xs).__name__))
     try:
         return list(xs)
     except TypeError:
@@ -131,6 +141,19 @@ def _int_in(v, what, lo, hi, hint=""):
     if not lo <= n <= hi:
         raise ValueError("%s must be an integer in [%d, %d]%s, got %d" % (what, lo, hi, hint, n))
     return n
+
+
+def _numpy(what):
+    """numpy, which only trace() needs (its arrays are numpy's): imported at
+    the call, so the package installs and runs without it; ImportError naming
+    it where it is missing."""
+    try:
+        import numpy
+    except ImportError:
+        raise ImportError("%s: needs numpy (its tensors are numpy float32 arrays), which this "
+                          "Python lacks: pip install numpy, or apt-get install python3-numpy; "
+                          "everything else in cis2 works without it" % what) from None
+    return numpy
 
 
 INT_MAX = 2**31 - 1
@@ -362,7 +385,7 @@ class Tokenizer(_Closing):
 
     def encode(self, text):
         """str (or UTF-8 bytes) → list of token ids."""
-        b = _text_in(text, "encode")
+        b = _text_in(text, "encode: text")
         ids, n, err = _lib.c_int32_p(), ctypes.c_int(), _lib.err_buf()
         with self._use() as h:
             rc = _c.cis2_tokenizer_encode(h, b, len(b), ctypes.byref(ids), ctypes.byref(n), err)
@@ -375,13 +398,24 @@ class Tokenizer(_Closing):
     def decode_bytes(self, ids):
         """Token ids → the bytes they stand for, as `cis2 detokenize` writes
         them (not necessarily UTF-8: a token may hold part of a character);
-        cis2.Error for an id outside the vocabulary."""
+        ValueError (the library's line) for an id outside the vocabulary."""
+        arr, n = _ids_in(ids, "decode")
         with self._use() as h:
-            return self._decode(h, ids)
+            vocab = _c.cis2_tokenizer_vocab_size(h)
+            try:
+                return self._decode_c(h, arr, n)
+            except Error as e:  # the library's line, as the bad argument it is
+                if any(not 0 <= arr[i] < vocab for i in range(n)):
+                    raise ValueError(str(e)) from None
+                raise
 
     @staticmethod
     def _decode(h, ids):
-        arr, n = _ids_in(ids, "decode")
+        """decode_bytes on the raw handle `h`: cis2.Error for any refusal."""
+        return Tokenizer._decode_c(h, *_ids_in(ids, "decode"))
+
+    @staticmethod
+    def _decode_c(h, arr, n):
         out, ln, err = ctypes.c_void_p(), ctypes.c_size_t(), _lib.err_buf()
         _check(_c.cis2_tokenizer_decode(h, arr, n, ctypes.byref(out), ctypes.byref(ln), err), err)
         try:
@@ -536,13 +570,19 @@ class Engine(_Closing):
 
     @staticmethod
     def _opts(backend, isa, threads, max_seqs=1):
-        """cis2_engine_opts from the Python arguments (ValueError when bad)."""
-        if not isinstance(backend, str) or backend not in _lib.BACKEND:
+        """cis2_engine_opts from the Python arguments (TypeError/ValueError when bad)."""
+        if not isinstance(backend, str):
+            raise TypeError("backend must be a str ('ref' or 'fast'), got %s %r" %
+                            (type(backend).__name__, backend))
+        if backend not in _lib.BACKEND:
             raise ValueError("backend must be 'ref' or 'fast', got %r" % (backend,))
         o = _lib.EngineOpts()
         o.backend = _lib.BACKEND[backend]
         isa_id = ctypes.c_int()
-        if (not isinstance(isa, str) or "\0" in isa or
+        if not isinstance(isa, str):
+            raise TypeError("isa must be a str (auto, scalar, sse2, avx2, avx512, neon), got %s %r"
+                            % (type(isa).__name__, isa))
+        if ("\0" in isa or
                 _c.cis2_isa_from_name(isa.encode("utf-8", "replace"), ctypes.byref(isa_id))):
             raise ValueError("unknown isa %r (expected auto, scalar, sse2, avx2, avx512, neon)" %
                              (isa,))
@@ -633,6 +673,9 @@ class Engine(_Closing):
                              "fed" % (nf, max_tokens, nf - max_tokens))
         stop = _flag_in(stop_at_eos, "stop_at_eos")
         self._fits(n, max_tokens)
+        self._in_vocab(ids, n, "prompt")
+        if nf:
+            self._in_vocab(farr, nf, "forced")
         g = _lib.GenOpts(n_gen=max_tokens, stop_at_eos=1 if stop else 0)
         if on_step is not None:
             g.on_step = on_step
@@ -678,6 +721,16 @@ class Engine(_Closing):
         finally:
             self._lock.release()
 
+    def _in_vocab(self, arr, n, what):
+        """ValueError, in cis2_seq_submit's words, for an id of the C array
+        `arr` outside the model's vocabulary (`what`: "prompt" or "forced"):
+        a bad argument, refused before the library is called."""
+        vocab, ids = self._model.config.vocab, arr[:n]
+        if ids and (min(ids) < 0 or max(ids) >= vocab):
+            bad = next(x for x in ids if not 0 <= x < vocab)  # the first, as the library names
+            raise ValueError("%s token id %d is outside the vocabulary (vocab_size = %d)" %
+                             (what, bad, vocab))
+
     def _fits(self, n, max_tokens):
         """ValueError unless n prompt tokens and max_tokens more fit the
         model's positions, as the library counts them: positions 0 .. n +
@@ -705,6 +758,7 @@ class Engine(_Closing):
             try:
                 items.append(m._prompt(p))
                 self._fits(items[-1][1], max_tokens)
+                self._in_vocab(items[-1][0], items[-1][1], "prompt")
             except (ValueError, TypeError, Error) as e:
                 raise type(e)("prompts[%d]: %s" % (i, e)) from None
         out = [None] * len(items)
@@ -1080,11 +1134,12 @@ class Model(_Closing):
         names) limit what is kept; a str, a layer the model lacks or a node
         name no pass computes is an error, never an empty trace. Greedy traces
         equal `cis2 trace -n N` bit for bit."""
-        import numpy as np
-
+        np = _numpy("trace")
         n_layers = self.config.n_layers
         for what, arg in (("layers", layers), ("nodes", nodes)):
-            if isinstance(arg, (str, bytes)):  # set("logits") would be its letters
+            # set("logits") would be its letters; 3 is not a list of one layer
+            if arg is not None and (isinstance(arg, (str, bytes)) or
+                                    not isinstance(arg, collections.abc.Iterable)):
                 raise TypeError("trace: %s must be an iterable of %s, got %s %r" %
                                 (what, "layer numbers" if what == "layers" else "node names",
                                  type(arg).__name__, arg))
@@ -1167,11 +1222,13 @@ class Model(_Closing):
         if isinstance(prompt, (str, bytes, bytearray, memoryview)):
             b = _text_in(prompt, "prompt")
             ids = self.tokenizer.encode(b)
-            if not ids:
-                raise Error("the prompt encodes to no tokens")
+            if not ids:  # a bad argument, as an empty --prompt is for the CLI
+                raise ValueError("the prompt encodes to no tokens")
             arr, n = _ids_in(ids, "prompt")
             return arr, n, b, None
         arr, n = _ids_in(prompt, "prompt")
+        if not n:  # the library's words (cis2_seq_submit), before it is called
+            raise ValueError("the prompt has no tokens")
         if self._tok is None:
             return arr, n, None, ("prompt-hex is the bytes the prompt ids decode to, and the "
                                   "tokenizer is not usable: %s" % self._tok_err)
@@ -1284,6 +1341,9 @@ def _parse_receipt(receipt, what):
     """A parsed cis2_receipt from text (str/bytes) or a path (os.PathLike);
     cis2.Error with the library's line when it does not parse."""
     name = b"receipt"
+    if not isinstance(receipt, (str, bytes, bytearray, memoryview, os.PathLike)):
+        raise TypeError("%s: receipt must be its text (str or bytes) or a path (os.PathLike), "
+                        "got %s" % (what, type(receipt).__name__))
     if isinstance(receipt, os.PathLike):
         name = _path_in(receipt, what)
         receipt = _read_input(name)
