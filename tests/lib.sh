@@ -2,6 +2,9 @@
 set -u
 CIS2="${CIS2:-./cis2}"
 TESTTMP="${TESTTMP:-tests/tmp}"
+# tools/torch_trace.py keeps its traces here (see its cache_key): the sanitizer and aarch64
+# legs, whose TESTTMP differs, compare against what the native leg's PyTorch computed.
+export CIS2_TRACE_CACHE="${CIS2_TRACE_CACHE:-$PWD/tests/tmp/torch-cache}"
 mkdir -p "$TESTTMP"
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: ${2:-}"; }
@@ -81,3 +84,8 @@ start() {
 }
 C() { curl -sS --max-time 120 "$@"; }
 jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); v=eval(sys.argv[2]); print(v if not isinstance(v,(dict,list,bool)) else json.dumps(v))' "$@"; }
+# has_torch PY: PY can import torch and numpy (found, not imported: an import takes seconds).
+has_torch() {
+    "$1" -c 'import importlib.util as u, sys
+sys.exit(not (u.find_spec("torch") and u.find_spec("numpy")))' 2>/dev/null
+}

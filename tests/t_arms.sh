@@ -25,7 +25,7 @@ T="$TESTTMP/arms"
 rm -rf "$T"; mkdir -p "$T"
 TORCH=""
 for p in "${TORCH_PYTHON:-}" /usr/bin/python3; do
-    [ -n "$p" ] && "$p" -c 'import torch, numpy' 2>/dev/null && { TORCH="$p"; break; }
+    [ -n "$p" ] && has_torch "$p" && { TORCH="$p"; break; }
 done
 make_fixture "$T/m" "$T/q" || { fail arms.setup "make_model/quantize failed"; exit 0; }
 ARGS=(arms --source "$T/m" --quantized "$T/q" --prompt-ids 5,17,42 --teacher-force 7,99)

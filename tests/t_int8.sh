@@ -18,7 +18,7 @@ for p in "${TORCH_PYTHON:-}" /usr/bin/python3 python3; do
     [ -n "$p" ] && "$p" -c 'import numpy' 2>/dev/null && { PY="$p"; break; }
 done
 TORCH=""
-[ -n "$PY" ] && "$PY" -c 'import torch' 2>/dev/null && TORCH="$PY"
+[ -n "$PY" ] && has_torch "$PY" && TORCH="$PY"
 P="--prompt-ids 5,17,42 --teacher-force 7,99"
 meta() { # meta FILE KEY: a trace's metadata value
     python3 -c "

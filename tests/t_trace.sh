@@ -274,7 +274,7 @@ expect_err diff.fifo-refused "not a regular file (a FIFO)" timeout 20 "$CIS2" di
 # --- PyTorch oracle (Debian python3-torch): our forward pass vs an independent fp32 one
 PY=""
 for p in "${TORCH_PYTHON:-}" /usr/bin/python3 python3; do
-    [ -n "$p" ] && "$p" -c 'import torch, numpy' 2>/dev/null && { PY="$p"; break; }
+    [ -n "$p" ] && has_torch "$p" && { PY="$p"; break; }
 done
 if [ -z "$PY" ]; then
     skip torch.oracle "PyTorch not installed (apt-get install python3-torch python3-numpy)"

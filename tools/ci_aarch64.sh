@@ -178,10 +178,26 @@ else
         || fail op-suite "rc=$rc $(echo "$out" | grep -v '^PASS' | head -5 | tr '\n' ' ')"
 fi
 
+# Sections 5 and 6 run AARCH64_JOBS items at once (default 2): bg_start NAME CMD... runs CMD
+# in the background into $T/par/NAME.out and NAME.rc; bg_wait waits for all of them.
+mkdir -p "$T/par"; jobs_max="${AARCH64_JOBS:-2}"
+bg_start() {
+    local name="$1"; shift
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+    ( "$@" > "$T/par/$name.out" 2>&1; echo $? > "$T/par/$name.rc" ) &
+}
+bg_wait() { wait; }
+# bg_result NAME: sets out and rc from a finished item.
+bg_result() { out=$(cat "$T/par/$1.out" 2>/dev/null); rc=$(cat "$T/par/$1.rc" 2>/dev/null || echo 127); }
+
 # ---- 5. the unit binaries under qemu
 for u in "$ARM_BUILD"/unit_*; do
+    [ -x "$u" ] && bg_start "$(basename "$u")" qrun "$u"
+done
+bg_wait
+for u in "$ARM_BUILD"/unit_*; do
     [ -x "$u" ] || continue
-    out=$(cd "$PWD" && qrun "$u" 2>&1); rc=$?
+    bg_result "$(basename "$u")"
     printf '%s\n' "$out" | grep -E '^(PASS|FAIL|SKIP) ' | sed "s/^\(PASS\|FAIL\|SKIP\) /\1 aarch64.$(basename "$u"):/" >> "$log"
     printf '%s\n' "$out" | grep -E '^(FAIL|SKIP) ' | sed "s/^/  $(basename "$u"): /"
     if [ $rc -ne 0 ] && ! printf '%s\n' "$out" | grep -q '^FAIL'; then fail "$(basename "$u")" "exited $rc without reporting a failure: $(echo "$out" | tail -2)"; fi
@@ -191,8 +207,14 @@ done
 if [ "$SUBSET" = full ]; then
     for t in tests/t_*.sh; do
         [ "$(basename "$t")" = t_fma_gate.sh ] && continue
-        out=$(PATH="$T/bin:$PATH" CIS2="$A" BUILD="$ARM_BUILD" TESTTMP="$T/suite" bash "$t" 2>&1); rc=$?
+        bg_start "$(basename "$t" .sh)" env PATH="$T/bin:$PATH" CIS2="$A" BUILD="$ARM_BUILD" \
+            TESTTMP="$T/suite" bash "$t"
+    done
+    bg_wait
+    for t in tests/t_*.sh; do
+        [ "$(basename "$t")" = t_fma_gate.sh ] && continue
         tn=$(basename "$t" .sh)
+        bg_result "$tn"
         printf '%s\n' "$out" | grep -E '^(PASS|FAIL|SKIP) ' | sed "s/^\(PASS\|FAIL\|SKIP\) /\1 aarch64.$tn:/" >> "$log"
         printf '%s\n' "$out" | grep -E '^(FAIL|SKIP) ' | sed "s/^/  $tn: /"
         if [ $rc -ne 0 ] && ! printf '%s\n' "$out" | grep -q '^FAIL'; then fail "$tn" "exited $rc without reporting a failure"; fi
