@@ -154,19 +154,24 @@ void cis2_line_head_free(cis2_line_head *h)
     memset(h, 0, sizeof *h);
 }
 
-void cis2_print_id(FILE *f, const char *id, size_t id_len)
+void cis2_sb_id(cis2_sb *sb, const char *id, size_t id_len)
 {
     if (!id) {
-        fputs("null", f);
+        cis2_sb_str(sb, "null");
         return;
     }
     /* the first 64 bytes, cut before a character's continuation bytes: a
      * character cut in two would print as a \ufffd the id does not hold */
     size_t n = id_len > 64 ? 64 : id_len;
     while (n > 0 && n < id_len && ((unsigned char)id[n] & 0xC0) == 0x80) n--;
+    cis2_sb_json_str(sb, id, n);
+    if (id_len > n) cis2_sb_str(sb, "...");
+}
+
+void cis2_print_id(FILE *f, const char *id, size_t id_len)
+{
     cis2_sb sb = { 0 };
-    cis2_sb_json_str(&sb, id, n);
-    fputs(sb.b ? sb.b : "\"\"", f);
-    if (id_len > n) fputs("...", f);
+    cis2_sb_id(&sb, id, id_len);
+    fputs(sb.b && !sb.oom ? sb.b : "\"\"", f);
     cis2_sb_free(&sb);
 }
