@@ -14,6 +14,13 @@
 #define CIS2_BATCH_MAX_TOKENS 1000000           /* max_tokens, as `run -n` */
 #define CIS2_BATCH_MAX_B      256               /* --batch */
 
+/* One stderr note per result whose logits hold a NaN, in `cis2 run`'s
+ * words, naming the input line and id (cmd_batch.c); the first 10 are
+ * named, *count counts them all, and _total says how many were not named. */
+void cis2_batch_nan_note(const char *cmd, long *count, int line, const char *id, size_t id_len,
+                         const cis2_result *r);
+void cis2_batch_nan_total(const char *cmd, long count);
+
 /* ------------------------------------------------- requests (request.c) */
 /* One input object: {"id": "...", "prompt": "..." | "prompt_ids": [...] |
  * "messages": [...], "max_tokens": N, "stop_at_eos": BOOL}. Unknown and repeated fields are

@@ -28,8 +28,8 @@ typedef struct {
     const cis2_model *m;
     cis2_request_defaults df;
     int fd;
-    uint64_t size; /* bytes of --out */
-    long written, errors;
+    uint64_t size;               /* bytes of --out */
+    long written, errors, nans;  /* nans: results whose logits held a NaN */
     long kill_after, tear_after; /* test hooks (docs/scale.md), -1 = off */
     /* --retry-errors: the error lines already in --out (0-based input lines,
      * in order) run again first; their new lines wait in fresh[] until --out
@@ -440,6 +440,7 @@ static int job_done(void *ctx, cis2_pipe_job *job, cis2_result *r)
     job_user *u = job->user;
     const cis2_in_line *l = &b->L[u->line - 1];
     size_t len = 0;
+    if (!u->msg) cis2_batch_nan_note("batch", &b->nans, u->line, l->id, l->id_len, r);
     char *line = u->msg ? cis2_result_error_line(u->line, b->n, l->id, l->id_len, u->msg, &len)
                         : cis2_result_line(b->m, u->line, b->n, l->id, l->id_len, r,
                                            (const uint8_t *)u->rq.prompt, u->rq.prompt_len, &len);
@@ -597,8 +598,9 @@ int cis2_cmd_batch(int argc, char **argv)
     st.total = (b.n - b.shard_i + b.shard_n - 1) / b.shard_n - n_done;
     if (st.progress && n_done)
         cis2_cli_note("batch", "%s: %ld line(s) already done, resuming", out, n_done);
-    if (cis2_pipe_run(e, batch, next_job, job_done, drop_job, &b, &st) || out_still_there(&b))
-        goto out;
+    int stopped = cis2_pipe_run(e, batch, next_job, job_done, drop_job, &b, &st);
+    cis2_batch_nan_total("batch", b.nans);
+    if (stopped || out_still_there(&b)) goto out;
     rc = 0;
     if (b.errors) {
         cis2_cli_note("batch", "%ld line(s) failed: their error objects are in %s", b.errors, out);

@@ -45,6 +45,7 @@ typedef struct {
     cis2_batch_input in;
     cis2_request_defaults df;
     long bound; /* error lines that --in gives */
+    long nans;  /* recomputed runs whose logits held a NaN */
 } vctx;
 
 /* Where a result line belongs: every line says the file's "lines" (the
@@ -454,6 +455,8 @@ static int job_done(void *ctx, cis2_pipe_job *job, cis2_result *r)
         }
         free(want);
     }
+    if (j->kind == RUN && r && !rc) /* as `cis2 verify` notes it */
+        cis2_batch_nan_note("verify-batch", &c->nans, j->h.line, j->h.id, j->h.id_len, &j->v.run);
     drop_job(ctx, job);
     return rc;
 }
@@ -519,7 +522,9 @@ int cis2_cmd_verify_batch(int argc, char **argv)
     cis2_jsonl_init(&c.r, fd, path[0]);
     cis2_pipe_stats st = { 0 };
     st.cmd = "verify-batch";
-    if (cis2_pipe_run(e, batch, next_job, job_done, drop_job, &c, &st) == 0) {
+    int stopped = cis2_pipe_run(e, batch, next_job, job_done, drop_job, &c, &st);
+    cis2_batch_nan_total("verify-batch", c.nans);
+    if (!stopped) {
         long gaps = report_gaps(&c);
         printf("verify-batch: %ld line(s): %ld verified, %ld mismatched, %ld unreadable, ", c.lines,
                c.verified, c.mismatched, c.bad);
