@@ -312,6 +312,10 @@ two|give exactly one of "prompt", "prompt_ids" or "messages"'
     || fail batch.chat.lines-and-errors "rc=$rc $(diff <(echo "$want") <(echo "$got") | head -6 | tr '\n' ' ')"
 "$CIS2" verify-batch "$T/chat.out" --model "$CM" > "$T/chat.vb" 2>&1
 grep -q '3 verified, 0 mismatched' "$T/chat.vb" && pass batch.chat.verify-batch || fail batch.chat.verify-batch "$(tail -1 "$T/chat.vb")"
+# --in holds each chat line to its rendered prompt and each error line to
+# batch's error (the template, -n as batch had them)
+out=$("$CIS2" verify-batch "$T/chat.out" --model "$CM" --in "$T/chat.jsonl" -n 4); rc=$?
+expect_eq verify-batch.in-chat "$rc $out" "0 verify-batch: 9 line(s): 3 verified, 0 mismatched, 0 unreadable, 6 error line(s) checked against the input"
 # no template: messages lines fail with the reason; --chat-format chatml renders plain ChatML
 rm "$CM/tokenizer_config.json"
 head -1 "$T/chat.jsonl" > "$T/chat1.jsonl"
@@ -646,6 +650,122 @@ PY
 out=$("$CIS2" verify-batch "$T/lines.jsonl" --model "$M"); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -qx 'UNREADABLE line 7 (input line 7, id "p06"): "lines" 41, but the file'"'"'s first result line says 40' \
     && pass verify-batch.lines-disagreeing-unreadable || fail verify-batch.lines-disagreeing-unreadable "rc=$rc $out"
+
+# ---- verify-batch --in: every line held to its input line. A receipt covers
+# neither "id" nor what was asked for, so without --in a file with two ids
+# swapped, or a result replaced by a made-up error line, verifies (exit 0:
+# the documented limit, shown here); with --in each is a MISMATCH naming the
+# line, its id and the field (before: no --in, exit 2).
+vbi() { "$CIS2" verify-batch "$@" --model "$M"; }
+out=$(vbi "$T/ref.jsonl" --in "$IN" -n 12); rc=$?
+expect_eq verify-batch.in-correct-file "$rc $out" \
+    "0 verify-batch: 40 line(s): 40 verified, 0 mismatched, 0 unreadable, 0 error line(s) checked against the input"
+out=$(vbi "$T/bad.out" --in "$BADIN"); rc=$?
+expect_eq verify-batch.in-error-lines-rechecked "$rc $out" \
+    "0 verify-batch: 20 line(s): 2 verified, 0 mismatched, 0 unreadable, 18 error line(s) checked against the input"
+$PY - "$T/ref.jsonl" "$T/swapped.jsonl" "$T/madeup.jsonl" <<'PY'
+import json, sys
+L = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]
+def dump(path, L):
+    with open(path, "w", encoding="utf-8") as f:
+        for o in L: f.write(json.dumps(o, ensure_ascii=False, separators=(",", ":")) + "\n")
+S = [dict(o) for o in L]; S[0]["id"], S[1]["id"] = L[1]["id"], L[0]["id"]; dump(sys.argv[2], S)
+E = [dict(o) for o in L]; E[2] = {"line": 3, "lines": 40, "id": "p02", "error": "field \"prompt\" encodes to no tokens"}; dump(sys.argv[3], E)
+PY
+out0=$(vbi "$T/swapped.jsonl"); rc0=$?
+out=$(vbi "$T/swapped.jsonl" --in "$IN" -n 12); rc=$?
+[ $rc0 -eq 0 ] && [ $rc -eq 1 ] && [ "$out" == 'MISMATCH line 1 (input line 1, id "p01"): id: the line says "p01", but input line 1'"'"'s id is "p00"
+MISMATCH line 2 (input line 2, id "p00"): id: the line says "p00", but input line 2'"'"'s id is "p01"
+verify-batch: 40 line(s): 38 verified, 2 mismatched, 0 unreadable, 0 error line(s) checked against the input' ] \
+    && pass verify-batch.in-swapped-ids || fail verify-batch.in-swapped-ids "rc=$rc0/$rc $(echo "$out0" | tail -1) | $out"
+out0=$(vbi "$T/madeup.jsonl"); rc0=$?
+out=$(vbi "$T/madeup.jsonl" --in "$IN" -n 12); rc=$?
+[ $rc0 -eq 0 ] && [ $rc -eq 1 ] && [ "$out" == 'MISMATCH line 3 (input line 3, id "p02"): error: the line says "field \"prompt\" encodes to no tokens", but input line 3 runs (cis2 batch writes a result for it, not an error)
+verify-batch: 40 line(s): 39 verified, 1 mismatched, 0 unreadable, 0 error line(s) checked against the input' ] \
+    && pass verify-batch.in-made-up-error-line || fail verify-batch.in-made-up-error-line "rc=$rc0/$rc $(echo "$out0" | tail -1) | $out"
+# a real error line with another message, and a result where batch writes an
+# error (the line of an input that fails now: max_tokens beyond max_pos)
+$PY - "$T/bad.out" "$BADIN" "$T/bad-err.out" "$T/bad-in2.jsonl" <<'PY'
+import json, sys
+L = open(sys.argv[1], encoding="utf-8").read().splitlines(keepends=True)
+o = json.loads(L[1]); o["error"] = "out of memory"
+L[1] = json.dumps(o, ensure_ascii=False, separators=(",", ":")) + "\n"
+open(sys.argv[3], "w", encoding="utf-8").write("".join(L))
+I = open(sys.argv[2], "rb").read().split(b"\n")
+I[0] = b'{"id": "ok1", "prompt": "Once upon", "max_tokens": 9000}'
+open(sys.argv[4], "wb").write(b"\n".join(I))
+PY
+out=$(vbi "$T/bad-err.out" --in "$BADIN"); rc=$?
+out2=$(vbi "$T/bad.out" --in "$T/bad-in2.jsonl"); rc2=$?
+[ $rc -eq 1 ] && [ "$(echo "$out" | head -1)" == 'MISMATCH line 2 (input line 2, id "t"): error: the line says "out of memory", but cis2 batch fails input line 2 with "unknown field \"temperature\" (expected id, prompt, prompt_ids or messages, max_tokens, stop_at_eos)"' ] \
+    && [ $rc2 -eq 1 ] && [ "$(echo "$out2" | head -1)" == 'MISMATCH line 1 (input line 1, id "ok1"): a result, but cis2 batch fails input line 1 (it writes an error line: "prompt (8 tokens) + max_tokens 9000 exceeds max_position_embeddings = 8192")' ] \
+    && pass verify-batch.in-error-line-rechecked || fail verify-batch.in-error-line-rechecked "rc=$rc/$rc2 $out | $out2"
+# PROMPTS changed after the run: a prompt (text and ids), a max_tokens, the -n default
+$PY - "$IN" "$T/p40-changed.jsonl" <<'PY'
+import json, sys
+L = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]
+L[4]["prompt"] += " more"                              # line 5: a text prompt
+L[7]["prompt_ids"][0] = (L[7]["prompt_ids"][0] + 1) % 320   # line 8: ids
+L[10]["max_tokens"] += 1                               # line 11
+open(sys.argv[2], "w", encoding="utf-8").write("".join(json.dumps(o) + "\n" for o in L))
+PY
+out=$(vbi "$T/ref.jsonl" --in "$T/p40-changed.jsonl" -n 12); rc=$?
+ok=1
+echo "$out" | grep -qx "MISMATCH line 5 (input line 5, id \"p04\"): prompt_token_ids: not what input line 5's \"prompt\" gives ([0-9]* ids, where it gives [0-9]*; the first difference at index [0-9]*)" || ok=0
+echo "$out" | grep -qx "MISMATCH line 8 (input line 8, id \"p07\"): prompt_token_ids: not what input line 8's \"prompt_ids\" gives (8 ids, where it gives 8; the first difference at index 0)" || ok=0
+echo "$out" | grep -qx "MISMATCH line 11 (input line 11, id \"p10\"): generated_token_ids: [0-9]*, where input line 11 asks for max_tokens [0-9]* with stop_at_eos off (from the line, else -n and --stop-at-eos: give verify-batch the ones cis2 batch ran with)" || ok=0
+[ $rc -eq 1 ] && [ $ok -eq 1 ] && [ "$(echo "$out" | tail -1)" == "verify-batch: 40 line(s): 37 verified, 3 mismatched, 0 unreadable, 0 error line(s) checked against the input" ] \
+    && pass verify-batch.in-prompt-changed || fail verify-batch.in-prompt-changed "rc=$rc $out"
+out=$(vbi "$T/ref.jsonl" --in "$IN"); rc=$?   # batch ran with -n 12; the default is 16
+[ $rc -eq 1 ] && [ "$(echo "$out" | grep -c '^MISMATCH line [0-9]* .*: generated_token_ids: .* max_tokens 16 with')" -ge 10 ] \
+    && pass verify-batch.in-other-n || fail verify-batch.in-other-n "rc=$rc $(echo "$out" | tail -2)"
+# missing, extra and repeated lines: PROMPTS with a 41st line (every result's
+# "lines" is wrong, line 41 has none), results with a line given twice
+{ cat "$IN"; echo '{"id": "p40", "prompt": "one more"}'; } > "$T/p41.jsonl"
+out=$(vbi "$T/ref.jsonl" --in "$T/p41.jsonl" -n 12); rc=$?
+{ cat "$T/ref.jsonl"; sed -n 7p "$T/ref.jsonl"; } > "$T/twice.jsonl"
+out2=$(vbi "$T/twice.jsonl" --in "$IN" -n 12); rc2=$?
+: > "$T/vempty.jsonl"
+out3=$(vbi "$T/vempty.jsonl" --in "$IN" -n 12); rc3=$?
+[ $rc -eq 1 ] && [ "$(echo "$out" | head -1 | sed "s#$T/##")" == 'UNREADABLE line 1 (input line 1, id "p00"): "lines" 40, but --in p41.jsonl has 41 line(s)' ] \
+    && echo "$out" | grep -qx 'MISSING input line(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 31 more (41 of the 41): no result line' \
+    && [ $rc2 -eq 1 ] && echo "$out2" | grep -qx 'DUPLICATE input line 7: 2 result lines' \
+    && [ $rc3 -eq 1 ] && [ "$out3" == "MISSING input line(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 30 more (40 of the 40): no result line
+verify-batch: 0 line(s): 0 verified, 0 mismatched, 0 unreadable, 0 error line(s) checked against the input; input lines missing or given twice: 40" ] \
+    && pass verify-batch.in-missing-extra-repeated || fail verify-batch.in-missing-extra-repeated "rc=$rc/$rc2/$rc3 $(echo "$out" | head -2) | $(echo "$out2" | tail -2) | $out3"
+row vbatch-in-flags "-n, --stop-at-eos or --chat-format without --in (they describe the input)" "t_batch.sh" "$CIS2" verify-batch "$T/ref.jsonl" --model "$M" -n 12
+row vbatch-in-missing "verify-batch --in a file that does not exist" "t_batch.sh" "$CIS2" verify-batch "$T/ref.jsonl" --model "$M" --in "$T/none.jsonl"
+printf '\377\376{\0}\0\n\0' > "$T/utf16.jsonl"
+row vbatch-in-utf16 "verify-batch --in a UTF-16 file" "t_batch.sh" "$CIS2" verify-batch "$T/ref.jsonl" --model "$M" --in "$T/utf16.jsonl"
+
+# ---- NaN logits: batch (and verify-batch) say so per result, in cis2 run's
+# words (docs/conformance.md), naming the input line and id; past ten, one
+# count. Fixture as t_engine.sh's: final norm weight 0 at index 0 and +inf at
+# lm_head[7][0], so logit 7 is NaN at every step (before: batch said nothing).
+python3 tools/make_model.py "$T/nanlogit" --layers 1 --untied --dtype f32 >/dev/null
+python3 - "$T/nanlogit/model.safetensors" <<'PY'
+import sys, struct, json
+p = sys.argv[1]; d = bytearray(open(p, 'rb').read()); n = struct.unpack('<Q', d[:8])[0]
+h = json.loads(d[8:8 + n]); base = 8 + n
+a = h['model.norm.weight']['data_offsets'][0]; d[base + a:base + a + 4] = struct.pack('<f', 0.0)
+hid = h['lm_head.weight']['shape'][1]; a = h['lm_head.weight']['data_offsets'][0] + 7 * hid * 4
+d[base + a:base + a + 4] = struct.pack('<I', 0x7F800000); open(p, 'wb').write(d)
+PY
+NAN_NOTE="the logits of step 0 hold a NaN (first at index 7): NaN bit patterns differ by ISA, so this witness is not portable (docs/conformance.md)"
+printf '{"id":"a","prompt_ids":[5,17]}\n{"id":"b","prompt":"x"}\n' > "$T/nan2.jsonl"
+rm -f "$T/nan2.out"
+"$CIS2" batch --model "$T/nanlogit" --in "$T/nan2.jsonl" --out "$T/nan2.out" -n 3 2>"$T/nan2.err"; rc=$?
+expect_eq batch.nan-logit-note "$rc $(cat "$T/nan2.err")" "0 cis2 batch: note: input line 1 (id \"a\"): $NAN_NOTE
+cis2 batch: note: input line 2 (id \"b\"): $NAN_NOTE"
+"$CIS2" verify-batch "$T/nan2.out" --model "$T/nanlogit" >/dev/null 2>"$T/nan2v.err"; rc=$?
+expect_eq verify-batch.nan-logit-note "$rc $(cat "$T/nan2v.err")" "0 cis2 verify-batch: note: input line 1 (id \"a\"): $NAN_NOTE
+cis2 verify-batch: note: input line 2 (id \"b\"): $NAN_NOTE"
+for k in $(seq 12); do echo "{\"id\":\"n$k\",\"prompt_ids\":[$k]}"; done > "$T/nan12.jsonl"
+rm -f "$T/nan12.out"
+"$CIS2" batch --model "$T/nanlogit" --in "$T/nan12.jsonl" --out "$T/nan12.out" -n 2 --batch 5 2>"$T/nan12.err"; rc=$?
+[ $rc -eq 0 ] && [ "$(wc -l < "$T/nan12.err")" -eq 11 ] && [ "$(grep -c '^cis2 batch: note: input line [0-9]* (id "n[0-9]*"): the logits of step 0 hold a NaN' "$T/nan12.err")" -eq 10 ] \
+    && [ "$(tail -1 "$T/nan12.err")" == "cis2 batch: note: 2 more result(s) whose logits hold a NaN (12 in all): their witnesses are not portable either (docs/conformance.md)" ] \
+    && pass batch.nan-logit-notes-counted-past-ten || fail batch.nan-logit-notes-counted-past-ten "rc=$rc $(cat "$T/nan12.err")"
 
 # ---- the progress line: on a terminal only (a pty through script(1))
 if command -v script >/dev/null 2>&1; then

@@ -14,6 +14,13 @@
 #define CIS2_BATCH_MAX_TOKENS 1000000           /* max_tokens, as `run -n` */
 #define CIS2_BATCH_MAX_B      256               /* --batch */
 
+/* One stderr note per result whose logits hold a NaN, in `cis2 run`'s
+ * words, naming the input line and id (cmd_batch.c); the first 10 are
+ * named, *count counts them all, and _total says how many were not named. */
+void cis2_batch_nan_note(const char *cmd, long *count, int line, const char *id, size_t id_len,
+                         const cis2_result *r);
+void cis2_batch_nan_total(const char *cmd, long count);
+
 /* ------------------------------------------------- requests (request.c) */
 /* One input object: {"id": "...", "prompt": "..." | "prompt_ids": [...] |
  * "messages": [...], "max_tokens": N, "stop_at_eos": BOOL}. Unknown and repeated fields are
@@ -26,6 +33,7 @@ typedef struct {
     char *prompt; /* the receipt's prompt bytes: what the ids decode to */
     size_t prompt_len;
     int max_tokens, stop_at_eos;
+    const char *field; /* which gave the prompt: "prompt", "prompt_ids" or "messages" */
 } cis2_request;
 typedef struct {
     int max_tokens, stop_at_eos; /* when the object does not say */
@@ -48,6 +56,39 @@ int cis2_request_parse(const char *text, size_t len, const cis2_model *m,
 int cis2_request_from_json(const json_doc *d, uint32_t obj, const cis2_model *m,
                            const cis2_request_defaults *df, cis2_request *rq, char *err);
 void cis2_request_free(cis2_request *rq);
+
+/* ------------------------------------------- the prompts file (batch_input.c) */
+typedef struct {
+    const char *text; /* into the file's buffer */
+    size_t len;
+    char *id; /* the line's "id" when it has a readable one */
+    size_t id_len;
+    int dup_of; /* the 1-based line that has this id first, or 0 */
+} cis2_in_line;
+typedef struct {
+    const char *path;
+    char *buf;
+    size_t len;
+    cis2_in_line *L;
+    int n;
+} cis2_batch_input;
+/* Read a prompts file (at most CIS2_BATCH_MAX_INPUT bytes, UTF-16 refused),
+ * split into lines, ids indexed. 0, or 2 after one line "cis2 CMD: ...". */
+int cis2_batch_input_read(const char *cmd, const char *path, cis2_batch_input *in);
+/* Input line i (0-based) as `cis2 batch` takes it: 0 a request, 1 with the
+ * error line's message in err, -1 when memory ran out. */
+int cis2_batch_input_request(const cis2_batch_input *in, int i, const cis2_model *m,
+                             const cis2_request_defaults *df, cis2_request *rq, char *err);
+void cis2_batch_input_free(cis2_batch_input *in);
+/* The "messages" template as batch uses it (cis2_cli_chat_template), with
+ * "MODEL/" cut out of the no-template reason: 0, or 1 after the error line. */
+int cis2_batch_chat(const char *cmd, const char *model, const char *chat_format,
+                    cis2_chat_template **tpl, char *chat_err);
+/* Whether n_gen generated ids are what a request of max_tokens and
+ * stop_at_eos gives (§3.4): exactly max_tokens, or with stop_at_eos up to
+ * and with the first eos id. */
+int cis2_batch_gen_ok(const cis2_model *m, const int32_t *gen, int n_gen, int max_tokens,
+                      int stop_at_eos);
 
 /* -------------------------------------------- result lines (result_line.c) */
 /* The output line of input line `line` (1-based) of `lines`, '\n'-terminated,
@@ -81,6 +122,8 @@ void cis2_line_head_free(cis2_line_head *h);
 int cis2_line_head_in_shard(const cis2_line_head *h, int i, int n, char *err);
 /* An id as it is printed in messages: JSON-quoted and escaped, at most ~80 bytes. */
 void cis2_print_id(FILE *f, const char *id, size_t id_len);
+/* The same appended to sb. */
+void cis2_sb_id(cis2_sb *sb, const char *id, size_t id_len);
 
 /* -------------------------------------------------- JSONL reader (jsonl.c) */
 typedef struct {

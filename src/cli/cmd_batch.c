@@ -15,14 +15,6 @@
 #include <unistd.h>
 
 typedef struct {
-    const char *text; /* into the input buffer */
-    size_t len;
-    char *id; /* the line's "id" when it has a readable one */
-    size_t id_len;
-    int dup_of; /* the 1-based line that has this id first, or 0 */
-} in_line;
-
-typedef struct {
     int line, slot; /* slot: its place in the retry list (--retry-errors) */
     cis2_request rq;
     char *msg; /* why the line cannot run, or NULL */
@@ -30,13 +22,14 @@ typedef struct {
 
 typedef struct {
     const char *in_path, *out_path;
-    in_line *L;
-    int n, shard_i, shard_n, cur; /* cur: the next 0-based line to run */
+    cis2_batch_input in;
+    cis2_in_line *L;              /* in.L */
+    int n, shard_i, shard_n, cur; /* cur: the next 0-based line to run, n: in.n */
     const cis2_model *m;
     cis2_request_defaults df;
     int fd;
-    uint64_t size; /* bytes of --out */
-    long written, errors;
+    uint64_t size;               /* bytes of --out */
+    long written, errors, nans;  /* nans: results whose logits held a NaN */
     long kill_after, tear_after; /* test hooks (docs/scale.md), -1 = off */
     /* --retry-errors: the error lines already in --out (0-based input lines,
      * in order) run again first; their new lines wait in fresh[] until --out
@@ -45,79 +38,6 @@ typedef struct {
     char **fresh;
     size_t *fresh_len;
 } batch_ctx;
-
-/* ------------------------------------------------------------- the input */
-static int split_lines(const char *buf, size_t len, in_line **out, int *n)
-{
-    size_t cap = 1024;
-    int k = 0;
-    in_line *L = malloc(cap * sizeof *L);
-    for (size_t p = 0; L && p < len;) {
-        const char *nl = memchr(buf + p, '\n', len - p);
-        size_t e = nl ? (size_t)(nl - buf) : len;
-        if ((size_t)k == cap) {
-            in_line *t = realloc(L, (cap *= 2) * sizeof *L);
-            if (!t) { /* a failure, never a shorter input: "lines" would be wrong */
-                free(L);
-                L = NULL;
-                k = 0;
-                break;
-            }
-            L = t;
-        }
-        memset(&L[k], 0, sizeof L[k]);
-        L[k].text = buf + p;
-        L[k++].len = e - p;
-        p = e + 1;
-        if (k == 2000000000) break;
-    }
-    *out = L;
-    *n = k;
-    return !L;
-}
-
-typedef struct {
-    const char *id;
-    size_t len;
-    int line;
-} id_ref;
-
-static int cmp_id(const void *a, const void *b)
-{
-    const id_ref *x = a, *y = b;
-    size_t n = x->len < y->len ? x->len : y->len;
-    int c = memcmp(x->id, y->id, n);
-    if (c) return c;
-    if (x->len != y->len) return x->len < y->len ? -1 : 1;
-    return x->line - y->line;
-}
-
-/* Every line's id (the whole file, whatever the shard: duplicates are found
- * the same way by every shard), and which lines repeat an earlier id. 1 when
- * memory ran out (a line would lose its id, its result would say null). */
-static int index_ids(in_line *L, int n)
-{
-    id_ref *r = malloc(((size_t)n + 1) * sizeof *r);
-    if (!r) return 1;
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        if (L[i].len > CIS2_BATCH_MAX_LINE) continue;
-        int got = cis2_request_id(L[i].text, L[i].len, &L[i].id, &L[i].id_len);
-        if (got < 0) {
-            free(r);
-            return 1;
-        }
-        if (got == 0) r[k++] = (id_ref){ L[i].id, L[i].id_len, i + 1 };
-    }
-    qsort(r, (size_t)k, sizeof *r, cmp_id);
-    for (int j = 1, first = k ? r[0].line : 0; j < k; j++) {
-        if (r[j].len == r[j - 1].len && memcmp(r[j].id, r[j - 1].id, r[j].len) == 0)
-            L[r[j].line - 1].dup_of = first;
-        else first = r[j].line;
-    }
-    free(r);
-    return 0;
-}
 
 /* ------------------------------------------------------------ the output */
 static int same_id(const char *a, size_t al, const char *b, size_t bl)
@@ -318,26 +238,11 @@ static int append(batch_ctx *b, const char *line, size_t len)
 }
 
 /* ------------------------------------------------------------ the pipeline */
-static int is_blank(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r') return 0;
-    return 1;
-}
-
 /* Input line i (0-based) as a request: 0, 1 with the error line's message in
  * err, -1 when memory ran out. */
 static int line_request(const batch_ctx *b, int i, cis2_request *rq, char *err)
 {
-    const in_line *l = &b->L[i];
-    if (l->len > CIS2_BATCH_MAX_LINE)
-        snprintf(err, CIS2_ERR_LEN, "the line is %zu bytes, more than the %u a line may have",
-                 l->len, CIS2_BATCH_MAX_LINE);
-    else if (is_blank(l->text, l->len))
-        snprintf(err, CIS2_ERR_LEN, "empty line (expected a JSON object)");
-    else if (l->dup_of) snprintf(err, CIS2_ERR_LEN, "duplicate id (first at line %d)", l->dup_of);
-    else return cis2_request_parse(l->text, l->len, b->m, &b->df, rq, err);
-    return 1;
+    return cis2_batch_input_request(&b->in, i, b->m, &b->df, rq, err);
 }
 
 /* Whether the result line d (already in --out) is the one this run would
@@ -533,8 +438,9 @@ static int job_done(void *ctx, cis2_pipe_job *job, cis2_result *r)
 {
     batch_ctx *b = ctx;
     job_user *u = job->user;
-    const in_line *l = &b->L[u->line - 1];
+    const cis2_in_line *l = &b->L[u->line - 1];
     size_t len = 0;
+    if (!u->msg) cis2_batch_nan_note("batch", &b->nans, u->line, l->id, l->id_len, r);
     char *line = u->msg ? cis2_result_error_line(u->line, b->n, l->id, l->id_len, u->msg, &len)
                         : cis2_result_line(b->m, u->line, b->n, l->id, l->id_len, r,
                                            (const uint8_t *)u->rq.prompt, u->rq.prompt_len, &len);
@@ -603,23 +509,6 @@ out:
 }
 
 /* ------------------------------------------------------------- the command */
-/* Every "DIR/" of --model DIR cut out of the no-template reason that each
- * "messages" line's error carries ("DIR/tokenizer_config.json: cannot
- * open"): the line names the model's file, not where the model is, so that
- * its bytes, and a resume's check of them, do not depend on how --model was
- * spelt or where it is mounted (a kill, then a resume with ./m for m). */
-static void drop_model_dir(char *s, const char *dir)
-{
-    size_t dl = strlen(dir);
-    for (char *at = s; dl && (at = strstr(at, dir)) != NULL;) {
-        /* a path starts the message or follows a blank: "m/" inside a
-         * word (or a quoted template) is not the directory */
-        if (at[dl] == '/' && (at == s || at[-1] == ' '))
-            memmove(at, at + dl + 1, strlen(at + dl + 1) + 1);
-        else at++;
-    }
-}
-
 static long env_long(const char *name)
 {
     const char *v = getenv(name);
@@ -671,8 +560,6 @@ int cis2_cmd_batch(int argc, char **argv)
     if (cis2_cli_engine_opts("batch", backend, isa, threads, &eo)) return 2;
     eo.max_seqs = batch;
 
-    char err[CIS2_ERR_LEN], *buf = NULL;
-    size_t blen = 0;
     int rc = 2, created = 0;
     cis2_model *m = NULL;
     cis2_engine *e = NULL;
@@ -680,27 +567,12 @@ int cis2_cmd_batch(int argc, char **argv)
      * one, only such lines fail (with the reason) */
     cis2_chat_template *tpl = NULL;
     char chat_err[CIS2_ERR_LEN];
-    if (cis2_cli_chat_template("batch", model, chat_format, &tpl, chat_err)) goto out;
-    drop_model_dir(chat_err, model);
+    if (cis2_batch_chat("batch", model, chat_format, &tpl, chat_err)) goto out;
     b.df.chat = tpl;
     b.df.chat_err = chat_err;
-    if (cis2_read_file_max(in, CIS2_BATCH_MAX_INPUT, &buf, &blen, err)) {
-        cis2_cli_usage_error("batch", "%s", err);
-        goto out;
-    }
-    /* A UTF-16 file (PowerShell's `>` writes one) is no line of JSON Lines,
-     * which is UTF-8 (RFC 8259 §8.1): every line would be an error line,
-     * the NUL after its last '\n' one more. The file's fault: refused. */
-    const uint8_t *u = (const uint8_t *)buf;
-    if (blen >= 2 && ((u[0] == 0xFF && u[1] == 0xFE) || (u[0] == 0xFE && u[1] == 0xFF))) {
-        cis2_cli_usage_error("batch",
-                             "%s: UTF-16 text (a UTF-16 byte order mark): save it as UTF-8", in);
-        goto out;
-    }
-    if (split_lines(buf, blen, &b.L, &b.n) || index_ids(b.L, b.n)) {
-        cis2_cli_usage_error("batch", "%s: out of memory", in);
-        goto out;
-    }
+    if (cis2_batch_input_read("batch", in, &b.in)) goto out;
+    b.L = b.in.L;
+    b.n = b.in.n;
     long n_done = 0;
     if (open_out(&b, &created) || scan_out(&b, &n_done)) goto out;
     if (cis2_cli_open("batch", model, &eo, &m, &e)) goto out;
@@ -726,8 +598,9 @@ int cis2_cmd_batch(int argc, char **argv)
     st.total = (b.n - b.shard_i + b.shard_n - 1) / b.shard_n - n_done;
     if (st.progress && n_done)
         cis2_cli_note("batch", "%s: %ld line(s) already done, resuming", out, n_done);
-    if (cis2_pipe_run(e, batch, next_job, job_done, drop_job, &b, &st) || out_still_there(&b))
-        goto out;
+    int stopped = cis2_pipe_run(e, batch, next_job, job_done, drop_job, &b, &st);
+    cis2_batch_nan_total("batch", b.nans);
+    if (stopped || out_still_there(&b)) goto out;
     rc = 0;
     if (b.errors) {
         cis2_cli_note("batch", "%ld line(s) failed: their error objects are in %s", b.errors, out);
@@ -740,12 +613,10 @@ out:
     cis2_engine_free(e);
     cis2_model_free(m);
     cis2_chat_template_free(tpl);
-    for (int i = 0; i < b.n; i++) free(b.L[i].id);
     for (int k = 0; b.fresh && k < b.n_redo; k++) free(b.fresh[k]);
     free(b.fresh);
     free(b.fresh_len);
     free(b.redo);
-    free(b.L);
-    free(buf);
+    cis2_batch_input_free(&b.in);
     return rc;
 }

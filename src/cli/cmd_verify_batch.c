@@ -1,17 +1,25 @@
-/* `cis2 verify-batch RESULTS.jsonl --model DIR`: every receipt in a `cis2
- * batch` output re-run on this machine, B at a time through the
- * multi-sequence engine, and checked field by field with the library's
- * receipt verification (§14.3, cis2_receipt_verify_begin/_finish); then the
- * whole line is rebuilt from the recomputed run and compared byte for byte,
- * so a doctored "text" or id list next to an intact receipt is caught too.
- * One line per mismatch or unreadable line, then a summary. */
+/* `cis2 verify-batch RESULTS.jsonl --model DIR [--in PROMPTS.jsonl]`: every
+ * receipt in a `cis2 batch` output re-run on this machine, B at a time
+ * through the multi-sequence engine, and checked field by field with the
+ * library's receipt verification (§14.3, cis2_receipt_verify_begin/_finish);
+ * then the whole line is rebuilt from the recomputed run and compared byte
+ * for byte, so a doctored "text" or id list next to an intact receipt is
+ * caught too. A receipt covers neither the line's "id" nor what was asked
+ * for, so with --in every line is also held to its input line as `cis2
+ * batch` reads it (cli/batch_input.c): the id, the prompt's ids and bytes,
+ * the number of ids max_tokens and stop_at_eos give, and for an error line
+ * the very error batch writes for that input. One line per mismatch or
+ * unreadable line, then a summary. */
 #include "cli/batch.h"
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-enum { RUN, SKIP, BAD };
+/* RUN: a receipt to re-run; SKIP: an error line (no --in); BAD: unreadable;
+ * BOUND: an error line that --in's line gives, byte for byte; UNBOUND: a line
+ * that is not what --in's line gives (msg says which field) */
+enum { RUN, SKIP, BAD, BOUND, UNBOUND };
 typedef struct {
     long at; /* line number in RESULTS */
     int kind;
@@ -31,6 +39,13 @@ typedef struct {
     int shard_i, shard_n; /* --shard: the input lines this file holds */
     int *seen;            /* the input line of every result line read */
     size_t n_seen, cap_seen;
+    /* --in: the prompts file each line is held to, read as cis2 batch reads
+     * it (with -n, --stop-at-eos and --chat-format as cis2 batch had them) */
+    const char *in_path;
+    cis2_batch_input in;
+    cis2_request_defaults df;
+    long bound; /* error lines that --in gives */
+    long nans;  /* recomputed runs whose logits held a NaN */
 } vctx;
 
 /* Where a result line belongs: every line says the file's "lines" (the
@@ -39,7 +54,12 @@ typedef struct {
  * the reason in err (the line is unreadable), -1 when memory ran out. */
 static int place_line(vctx *c, const cis2_line_head *h, char *err)
 {
-    if (!c->total) c->total = h->lines;
+    if (!c->total && !c->in_path) c->total = h->lines; /* with --in: its line count */
+    if (c->in_path && h->lines != c->in.n) {
+        snprintf(err, CIS2_ERR_LEN, "\"lines\" %d, but --in %s has %d line(s)", h->lines,
+                 c->in_path, c->in.n);
+        return 1;
+    }
     if (h->lines != c->total) {
         snprintf(err, CIS2_ERR_LEN, "\"lines\" %d, but the file's first result line says %d",
                  h->lines, c->total);
@@ -72,7 +92,7 @@ static long report_gaps(vctx *c)
     /* An empty file: only a line says how many input lines there are, so
      * it cannot be shown whole (a file emptied, or a shard not run, would
      * pass); as cis2 merge refuses shards that are all empty. */
-    if (c->lines == 0) {
+    if (c->lines == 0 && !c->in_path) {
         printf("MISSING input line(s): the file holds no line, so nothing says how many input "
                "lines there are; nothing verified\n");
         return 1;
@@ -144,6 +164,98 @@ static int is_error_line(const json_doc *d)
     return ok && v != JSON_NONE && d->nodes[v].type == JSON_STRING;
 }
 
+/* An id as messages quote it, into sb ("null" for none). */
+static const char *quoted_id(cis2_sb *sb, const char *id, size_t id_len)
+{
+    cis2_sb_id(sb, id, id_len);
+    return sb->b && !sb->oom ? sb->b : "?";
+}
+
+/* A message from a line or from cis2 batch, quoted as JSON (escaped: it may
+ * hold anything) and cut at 120 bytes, into sb: two fit in one message line. */
+static const char *quoted_msg(cis2_sb *sb, const char *s, size_t n)
+{
+    size_t k = n > 120 ? 120 : n;
+    while (k > 0 && k < n && ((unsigned char)s[k] & 0xC0) == 0x80) k--;
+    cis2_sb_json_str(sb, s, k);
+    if (k < n) cis2_sb_str(sb, "...");
+    return sb->b && !sb->oom ? sb->b : "?";
+}
+
+/* Line j (head read, its input line placed) held to its input line in --in:
+ * 0 when it is what cis2 batch writes for that line as far as it goes here
+ * (a result line's receipt is then re-run and the line rebuilt as without
+ * --in), 1 with the field and why in err, -1 when memory ran out. `d` is the
+ * parsed line; an error line is already known to be in batch's layout. */
+static int bind_line(vctx *c, const json_doc *d, vjob *j, char *err)
+{
+    const cis2_in_line *l = &c->in.L[j->h.line - 1];
+    cis2_request rq;
+    char why[CIS2_ERR_LEN] = "";
+    int rc = cis2_batch_input_request(&c->in, j->h.line - 1, c->m, &c->df, &rq, why);
+    if (rc < 0) return -1;
+    cis2_sb a = { 0 }, b = { 0 };
+    int bad = 1;
+    if (!(j->h.id ? l->id && j->h.id_len == l->id_len && !memcmp(j->h.id, l->id, l->id_len)
+                  : !l->id)) {
+        snprintf(err, CIS2_ERR_LEN, "id: the line says %s, but input line %d's id is %s",
+                 quoted_id(&a, j->h.id, j->h.id_len), j->h.line, quoted_id(&b, l->id, l->id_len));
+    } else if (j->h.is_error) {
+        /* the error line cis2 batch writes for this input line, byte for byte */
+        size_t len = 0, gl = 0;
+        char *want =
+            rc ? cis2_result_error_line(j->h.line, c->in.n, l->id, l->id_len, why, &len) : NULL;
+        char *got = json_str_dup(d, json_get(d, 0, "error", NULL), &gl);
+        if (!got || (rc && !want)) bad = -1;
+        else if (!rc)
+            snprintf(err, CIS2_ERR_LEN,
+                     "error: the line says %s, but input line %d runs (cis2 batch writes a "
+                     "result for it, not an error)",
+                     quoted_msg(&a, got, gl), j->h.line);
+        else if (len == j->len && !memcmp(want, j->text, len)) bad = 0;
+        else if (gl != strlen(why) || memcmp(got, why, gl))
+            snprintf(err, CIS2_ERR_LEN,
+                     "error: the line says %s, but cis2 batch fails input line %d with %s",
+                     quoted_msg(&a, got, gl), j->h.line, quoted_msg(&b, why, strlen(why)));
+        else
+            snprintf(err, CIS2_ERR_LEN,
+                     "not the bytes of the error line cis2 batch writes for input line %d "
+                     "(the same error, written otherwise)",
+                     j->h.line);
+        free(want);
+        free(got);
+    } else if (rc) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "a result, but cis2 batch fails input line %d (it writes an error line: %s)",
+                 j->h.line, quoted_msg(&a, why, strlen(why)));
+    } else if (j->rc.n_prompt != rq.n_ids ||
+               memcmp(j->rc.prompt_ids, rq.ids, (size_t)rq.n_ids * sizeof *rq.ids)) {
+        int k = 0;
+        while (k < rq.n_ids && k < j->rc.n_prompt && j->rc.prompt_ids[k] == rq.ids[k]) k++;
+        snprintf(err, CIS2_ERR_LEN,
+                 "prompt_token_ids: not what input line %d's \"%s\" gives (%d ids, where it "
+                 "gives %d; the first difference at index %d)",
+                 j->h.line, rq.field, j->rc.n_prompt, rq.n_ids, k);
+    } else if (j->rc.prompt_len != rq.prompt_len ||
+               memcmp(j->rc.prompt_bytes, rq.prompt, rq.prompt_len)) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "receipt prompt-hex: not the bytes input line %d's \"%s\" gives", j->h.line,
+                 rq.field);
+    } else if (!cis2_batch_gen_ok(c->m, j->rc.gen_ids, j->rc.n_gen, rq.max_tokens,
+                                  rq.stop_at_eos)) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "generated_token_ids: %d, where input line %d asks for max_tokens %d with "
+                 "stop_at_eos %s (from the line, else -n and --stop-at-eos: give verify-batch "
+                 "the ones cis2 batch ran with)",
+                 j->rc.n_gen, j->h.line, rq.max_tokens, rq.stop_at_eos ? "on" : "off");
+    } else bad = 0;
+    if (a.oom || b.oom) bad = -1;
+    cis2_sb_free(&a);
+    cis2_sb_free(&b);
+    cis2_request_free(&rq);
+    return bad;
+}
+
 static int next_job(void *ctx, cis2_pipe_job *job)
 {
     vctx *c = ctx;
@@ -186,7 +298,7 @@ static int next_job(void *ctx, cis2_pipe_job *job)
                 return -1;
             }
         } else if (j->h.is_error) {
-            if (is_error_line(&d)) j->kind = SKIP;
+            if (is_error_line(&d)) j->kind = c->in_path ? BOUND : SKIP;
             else
                 snprintf(err, sizeof err,
                          "an \"error\" field, but not an error line as cis2 batch writes it "
@@ -203,9 +315,22 @@ static int next_job(void *ctx, cis2_pipe_job *job)
             else j->kind = RUN;
             free(rt);
         }
+        int tie = 0;
+        if (c->in_path && (j->kind == RUN || j->kind == BOUND) &&
+            (tie = bind_line(c, &d, j, err)) > 0)
+            j->kind = UNBOUND;
         json_free(&d);
+        if (tie < 0) {
+            cis2_cli_usage_error("verify-batch", "out of memory");
+            drop_job(ctx, job);
+            return -1;
+        }
     }
-    if (j->kind == BAD && !(j->msg = strdup(err))) j->kind = SKIP;
+    if ((j->kind == BAD || j->kind == UNBOUND) && !(j->msg = strdup(err))) {
+        cis2_cli_usage_error("verify-batch", "out of memory");
+        drop_job(ctx, job);
+        return -1;
+    }
     if (j->kind != RUN) return 1;
     int run, b = cis2_receipt_verify_begin(c->m, &j->rc, &j->v, &job->g, &run, err);
     if (b == 2) {
@@ -287,6 +412,13 @@ static int job_done(void *ctx, cis2_pipe_job *job, cis2_result *r)
         printf("UNREADABLE ");
         where(j);
         printf(": %s\n", j->msg);
+    } else if (j->kind == BOUND) {
+        c->bound++;
+    } else if (j->kind == UNBOUND) {
+        c->mismatched++;
+        printf("MISMATCH ");
+        where(j);
+        printf(": %s\n", j->msg);
     } else if (r && cis2_receipt_verify_finish(&j->rc, r, &j->v, err)) {
         rc = cis2_cli_usage_error("verify-batch", "%s", err);
     } else if (j->v.mismatches) {
@@ -323,14 +455,17 @@ static int job_done(void *ctx, cis2_pipe_job *job, cis2_result *r)
         }
         free(want);
     }
+    if (j->kind == RUN && r && !rc) /* as `cis2 verify` notes it */
+        cis2_batch_nan_note("verify-batch", &c->nans, j->h.line, j->h.id, j->h.id_len, &j->v.run);
     drop_job(ctx, job);
     return rc;
 }
 
 int cis2_cmd_verify_batch(int argc, char **argv)
 {
-    const char *model = NULL, *backend = NULL, *isa = NULL, *shard = NULL, *path[1] = { NULL };
-    int batch = 8, threads = 0, npos = 0;
+    const char *model = NULL, *backend = NULL, *isa = NULL, *shard = NULL, *path[1] = { NULL },
+               *in = NULL, *chat_format = NULL;
+    int batch = 8, threads = 0, npos = 0, n = 0, stop = 0;
     const cis2_opt opts[] = {
         { "--model", NULL, CIS2_OPT_PATH, &model, 0, 0 },
         { "--batch", NULL, CIS2_OPT_INT, &batch, 1, CIS2_BATCH_MAX_B },
@@ -338,13 +473,23 @@ int cis2_cmd_verify_batch(int argc, char **argv)
         { "--isa", NULL, CIS2_OPT_STR, &isa, 0, 0 },
         { "--threads", NULL, CIS2_OPT_INT, &threads, 1, 1024 },
         { "--shard", NULL, CIS2_OPT_STR, &shard, 0, 0 },
+        { "--in", NULL, CIS2_OPT_PATH, &in, 0, 0 },
+        { "--n", "-n", CIS2_OPT_INT, &n, 1, CIS2_BATCH_MAX_TOKENS },
+        { "--stop-at-eos", NULL, CIS2_OPT_FLAG, &stop, 0, 0 },
+        { "--chat-format", NULL, CIS2_OPT_STR, &chat_format, 0, 0 },
     };
     if (cis2_cli_parse("verify-batch", argc, argv, opts, sizeof opts / sizeof opts[0], path, 1,
                        &npos, 0))
         return 2;
     if (!npos || !model)
+        return cis2_cli_usage_error(
+            "verify-batch",
+            "usage: cis2 verify-batch RESULTS.jsonl --model DIR [--in PROMPTS.jsonl]");
+    /* they say how cis2 batch read PROMPTS: without --in they would be ignored */
+    if (!in && (n || stop || chat_format))
         return cis2_cli_usage_error("verify-batch",
-                                    "usage: cis2 verify-batch RESULTS.jsonl --model DIR");
+                                    "-n, --stop-at-eos and --chat-format say how cis2 batch read "
+                                    "its input: give them with --in PROMPTS.jsonl");
     vctx c = { 0 };
     c.shard_n = 1;
     if (shard && cis2_cli_shard("verify-batch", shard, &c.shard_i, &c.shard_n)) return 2;
@@ -356,30 +501,46 @@ int cis2_cmd_verify_batch(int argc, char **argv)
     uint64_t size;
     if (cis2_open_input(path[0], &fd, &size, err))
         return cis2_cli_usage_error("verify-batch", "%s", err);
-    cis2_model *m;
-    cis2_engine *e;
-    if (cis2_cli_open("verify-batch", model, &eo, &m, &e)) {
-        close(fd);
-        return 2;
+    cis2_model *m = NULL;
+    cis2_engine *e = NULL;
+    cis2_chat_template *tpl = NULL;
+    char chat_err[CIS2_ERR_LEN] = "";
+    int rc = 2;
+    if (in) { /* as cmd_batch.c reads it: the same template, defaults and lines */
+        c.in_path = in;
+        c.df.max_tokens = n ? n : 16;
+        c.df.stop_at_eos = stop;
+        if (cis2_batch_chat("verify-batch", model, chat_format, &tpl, chat_err) ||
+            cis2_batch_input_read("verify-batch", in, &c.in))
+            goto out;
+        c.df.chat = tpl;
+        c.df.chat_err = chat_err;
+        c.total = c.in.n;
     }
+    if (cis2_cli_open("verify-batch", model, &eo, &m, &e)) goto out;
     c.m = m;
     cis2_jsonl_init(&c.r, fd, path[0]);
     cis2_pipe_stats st = { 0 };
     st.cmd = "verify-batch";
-    int rc = 2;
-    if (cis2_pipe_run(e, batch, next_job, job_done, drop_job, &c, &st) == 0) {
+    int stopped = cis2_pipe_run(e, batch, next_job, job_done, drop_job, &c, &st);
+    cis2_batch_nan_total("verify-batch", c.nans);
+    if (!stopped) {
         long gaps = report_gaps(&c);
-        printf("verify-batch: %ld line(s): %ld verified, %ld mismatched, %ld unreadable, %ld "
-               "error line(s) without a receipt",
-               c.lines, c.verified, c.mismatched, c.bad, c.skipped);
+        printf("verify-batch: %ld line(s): %ld verified, %ld mismatched, %ld unreadable, ", c.lines,
+               c.verified, c.mismatched, c.bad);
+        if (in) printf("%ld error line(s) checked against the input", c.bound);
+        else printf("%ld error line(s) without a receipt", c.skipped);
         if (gaps) printf("; input lines missing or given twice: %ld", gaps);
         printf("\n");
         rc = c.mismatched || c.bad || gaps ? 1 : 0;
     }
+out:
     free(c.seen);
     cis2_jsonl_free(&c.r);
     close(fd);
     cis2_engine_free(e);
     cis2_model_free(m);
+    cis2_chat_template_free(tpl);
+    cis2_batch_input_free(&c.in);
     return rc;
 }

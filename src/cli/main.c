@@ -44,6 +44,7 @@ static const char USAGE[] =
     "  cis2 verify-batch RESULTS.jsonl --model DIR [--batch B] [--backend ref|fast] "
     "[--threads N]\n"
     "                   [--isa X] [--shard i/N]\n"
+    "                   [--in PROMPTS.jsonl [-n N] [--stop-at-eos] [--chat-format chatml]]\n"
     "  cis2 quantize --model DIR --out QDIR [--lm-head] [--embed]     (int8 twin)\n"
     "  cis2 join-shards --model DIR --out FILE   (a sharded checkpoint as one file)\n"
     "  cis2 arms --source DIR --quantized QDIR --prompt-ids IDS --teacher-force IDS\n"

@@ -170,6 +170,7 @@ int cis2_request_from_json(const json_doc *d, uint32_t obj, const cis2_model *m,
     const cis2_config *c = cis2_model_config(m);
     int rc;
     const char *field = FIELDS[f[1] != JSON_NONE ? 1 : f[2] != JSON_NONE ? 2 : 5];
+    rq->field = field;
     char e[CIS2_ERR_LEN];
     const cis2_tokenizer *t = cis2_model_tokenizer(m, e);
     if (f[2] != JSON_NONE) rc = get_ids(d, f[2], c->vocab, rq, err);

@@ -154,19 +154,53 @@ void cis2_line_head_free(cis2_line_head *h)
     memset(h, 0, sizeof *h);
 }
 
-void cis2_print_id(FILE *f, const char *id, size_t id_len)
+void cis2_sb_id(cis2_sb *sb, const char *id, size_t id_len)
 {
     if (!id) {
-        fputs("null", f);
+        cis2_sb_str(sb, "null");
         return;
     }
     /* the first 64 bytes, cut before a character's continuation bytes: a
      * character cut in two would print as a \ufffd the id does not hold */
     size_t n = id_len > 64 ? 64 : id_len;
     while (n > 0 && n < id_len && ((unsigned char)id[n] & 0xC0) == 0x80) n--;
+    cis2_sb_json_str(sb, id, n);
+    if (id_len > n) cis2_sb_str(sb, "...");
+}
+
+void cis2_print_id(FILE *f, const char *id, size_t id_len)
+{
     cis2_sb sb = { 0 };
-    cis2_sb_json_str(&sb, id, n);
-    fputs(sb.b ? sb.b : "\"\"", f);
-    if (id_len > n) fputs("...", f);
+    cis2_sb_id(&sb, id, id_len);
+    fputs(sb.b && !sb.oom ? sb.b : "\"\"", f);
     cis2_sb_free(&sb);
+}
+
+/* As `cis2 run` says it (cis2_cli_nan_note), per result line: a run whose
+ * logits hold a NaN has a witness that other ISAs do not reproduce (§1.6,
+ * docs/conformance.md). The first CIS2_BATCH_NAN_NAMED are named; the rest
+ * are counted once at the end (a model that gives NaN everywhere would
+ * otherwise print a line per input line). */
+#define CIS2_BATCH_NAN_NAMED 10
+void cis2_batch_nan_note(const char *cmd, long *count, int line, const char *id, size_t id_len,
+                         const cis2_result *r)
+{
+    if (!r || r->nan_step < 0 || ++*count > CIS2_BATCH_NAN_NAMED) return;
+    cis2_sb q = { 0 };
+    cis2_sb_id(&q, id, id_len);
+    cis2_cli_note(cmd,
+                  "note: input line %d (id %s): the logits of step %d hold a NaN (first at "
+                  "index %d): NaN bit patterns differ by ISA, so this witness is not portable "
+                  "(docs/conformance.md)",
+                  line, q.b && !q.oom ? q.b : "?", r->nan_step, r->nan_index);
+    cis2_sb_free(&q);
+}
+
+void cis2_batch_nan_total(const char *cmd, long count)
+{
+    if (count > CIS2_BATCH_NAN_NAMED)
+        cis2_cli_note(cmd,
+                      "note: %ld more result(s) whose logits hold a NaN (%ld in all): their "
+                      "witnesses are not portable either (docs/conformance.md)",
+                      count - CIS2_BATCH_NAN_NAMED, count);
 }
