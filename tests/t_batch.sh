@@ -869,6 +869,14 @@ for va in "" "--threads 2" "--threads=2"; do
 done
 expect_eq batch.merge-sbatch-verify-threads "$rcs $(sed 's#^.*--model [^ ]* ##' "$T/sm.args" | tr '\n' ';')" \
     "000 --threads 1;--threads 2;--threads=2;"
+# with CIS2_IN (as submit.sh exports it) the merge job holds every result to its input
+# line: verify-batch --in, with the -n/--stop-at-eos/--chat-format of CIS2_ARGS and none of
+# the options verify-batch does not take (before: no --in, ids not bound to prompts)
+cp "$T/ref.jsonl" "$T/sm/shard-0.jsonl"; rm -f "$T/sm.args"
+env CIS2="$T/cis2wrap" CIS2_MODEL="$M" CIS2_IN="$IN" CIS2_OUTDIR="$T/sm" CIS2_SHARDS=1 \
+    CIS2_ARGS=" -n 12 --retry-errors" bash tools/slurm/cis2-merge.sbatch >"$T/sm.out" 2>"$T/sm.err"; rc=$?
+expect_eq batch.merge-sbatch-verify-in "$rc $(sed 's#^.*--model [^ ]* ##; s#'"$IN"'#IN#' "$T/sm.args") $(tail -c 40 "$T/sm/verify.txt")" \
+    "0 --in IN -n 12 error line(s) checked against the input"
 # rerunning one failed task as docs/scale.md says (`sbatch --array=k`, with
 # CIS2_SHARDS=N as submit.sh exports it) runs shard k/N (before: refused,
 # "the array must be 0-0", as a one-task array of task k); without

@@ -108,5 +108,5 @@ expect_eq slurm.four-shard-files "$n" 4
 cmp -s "$OUT/results.jsonl" "$T/single.jsonl" && pass slurm.merged-identical-to-single-process \
     || fail slurm.merged-identical-to-single-process "$(cmp "$OUT/results.jsonl" "$T/single.jsonl" 2>&1)"
 expect_eq slurm.every-receipt-verified "$(tail -n 1 "$OUT/verify.txt" 2>/dev/null)" \
-    "verify-batch: 40 line(s): 40 verified, 0 mismatched, 0 unreadable, 0 error line(s) without a receipt"
+    "verify-batch: 40 line(s): 40 verified, 0 mismatched, 0 unreadable, 0 error line(s) checked against the input"
 echo "slurm: start to verified in $(( $(date +%s) - t0 )) s"
