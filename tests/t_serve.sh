@@ -506,7 +506,9 @@ expect_eq serve.shutdown.streams-told "$(last_err "$T/long1.sse") / $(last_err "
 # first text, or the shutdown's error event, never came and it ended with no event at all.
 start quiet --model "$T/slow" --max-batch 1 --queue 2 --threads 1 --timeout 2 || exit 0
 Q="http://127.0.0.1:$PORT"
-C -N "$Q/v1/completions" -d "$LONG,\"stream\":true}" > /dev/null 2>&1 & QA=$!
+# curl itself, not C: a background function is a subshell, and killing it left curl (and A)
+# running, so B waited for A's whole run instead (past curl's --max-time under ASan)
+curl -sS --max-time 120 -N "$Q/v1/completions" -d "$LONG,\"stream\":true}" > /dev/null 2>&1 & QA=$!
 for _ in $(seq 1 100); do case "$(health "$PORT")" in *'"slots_busy":1,'*) break;; esac; sleep 0.05; done
 C -N "$Q/v1/completions" -d '{"model":"slow","prompt":"hello world","max_tokens":3,"stream":true}' \
     > "$T/quiet-b.sse" 2>&1 & QB=$!

@@ -51,7 +51,7 @@ static void *sweep(void *arg)
             if (atomic_fetch_add(&g->timed_out, 1) == 0)
                 cis2_cli_note("serve",
                               "closed a connection whose request had not arrived within "
-                              "--request-timeout (%.0f s); further ones are counted in /health "
+                              "--request-timeout (%g s); further ones are counted in /health "
                               "(requests_timed_out), not logged",
                               g->timeout_ms / 1000);
         }
