@@ -216,6 +216,36 @@ case "$r" in "HTTP/1.1 501 "*'only a single \"chunked\"'*) pass serve.http.te-un
 r=$(raw "${RQ}Content-Length: -5\r\n\r\n")
 case "$r" in "HTTP/1.1 400 "*) pass serve.http.negative-content-length-400;;
     *) fail serve.http.negative-content-length-400 "$(printf '%s' "$r" | head -c 300)";; esac
+# Whitespace before a field's colon (RFC 9112 §5.1: a server MUST answer 400) and obsolete
+# line folding (§5.2: a server may answer 400): libmicrohttpd keeps "Transfer-Encoding " as
+# another field and glues a folded line into the field's name, so a Transfer-Encoding that a
+# proxy in front would honour was ignored and the request framed by its Content-Length (200).
+# Now a 400, the connection closed and the request after it unread.
+B6='{"model":"fx","prompt":"hi","max_tokens":1}'
+NEXT='GET /health HTTP/1.1\r\nHost: x\r\n\r\n'
+framing() { # framing NAME HEADER-LINES WANT: one 400 whose message has WANT, nothing after it
+    local r n; r=$(raw "${RQ}Content-Length: ${#B6}\r\n$2\r\n$B6$NEXT")
+    n=$(printf '%s' "$r" | grep -c '^HTTP/1.1 ')
+    case "$n $r" in "1 HTTP/1.1 400 "*"$3"*) pass "serve.http.$1";;
+        *) fail "serve.http.$1" "$(printf '%s' "$r" | head -c 300)";; esac
+}
+framing te-space-before-colon-400 'Transfer-Encoding : chunked\r\n' 'no space may come before the colon'
+framing te-tab-before-colon-400 'Transfer-Encoding\t: chunked\r\n' 'no space may come before the colon'
+framing te-obs-fold-400 'Transfer-Encoding:\r\n chunked\r\n' 'obsolete line folding'
+framing te-folded-into-other-field-400 'X-A: y\r\n Transfer-Encoding: chunked\r\n' 'RFC 9112'
+framing obs-fold-400 'X-A: y\r\n\tz\r\n' 'obsolete line folding'
+# ... and the whitespace a field line may have (around the value, an empty value) is fine.
+r=$(raw "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: ${#B6}\r\nX-A:   y  \r\nX-B:\r\nX-C:\t\tz\r\n\r\n$B6")
+case "$r" in "HTTP/1.1 200 "*) pass serve.http.field-whitespace-ok;;
+    *) fail serve.http.field-whitespace-ok "$(printf '%s' "$r" | head -c 300)";; esac
+# A NUL in the request target, %00 or raw: libmicrohttpd decodes the path in place and hands
+# it on as a C string, so "/health%00x" was routed as /health (200). Now a 400.
+for tgt in 'GET /health%00x' 'GET /v1/models%00' 'POST /v1/completions%00x' 'POST /v1/verify%00.png' \
+    'GET /health?x=%00' 'GET /health\x00x'; do
+    r=$(raw "$tgt HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: ${#B6}\r\n\r\n$B6")
+    case "$r" in "HTTP/1.1 400 "*'the request target holds a NUL byte'*) pass "serve.http.nul-in-target-400 ($tgt)";;
+        *) fail "serve.http.nul-in-target-400" "$tgt: $(printf '%s' "$r" | head -c 200)";; esac
+done
 code=$(C -o /dev/null -w '%{http_code}' "$U/v1/completions")
 expect_eq serve.bad.get-is-405 "$code" 405
 # A 405 lists the methods the path takes (RFC 9110 §15.5.6), and HEAD is GET without a body.
@@ -279,6 +309,15 @@ expect_eq serve.auth.health-open "$(C -o /dev/null -w '%{http_code}' "$A/health"
 kill "$SPID"
 : > "$T/empty-keys"
 expect_err serve.auth.empty-key-file "no key" "$CIS2" serve --model "$T/fx" --api-key-file "$T/empty-keys"
+# A NUL byte ended the key (and the file) there: "mysecretkey" saved as UTF-16LE without a
+# byte order mark was the key "m", and "Bearer m" got in. Refused at start, as a BOM is.
+ERRORS_DIR="$T"
+printf 'mysecretkey\n' | iconv -t UTF-16LE > "$T/keys-utf16"
+printf 'abc\0suffix\n' > "$T/keys-nul"
+errors_row serve-key-file-utf16 "serve --api-key-file in UTF-16 without a byte order mark" "t_serve.sh" \
+    timeout 10 "$CIS2" serve --model "$T/fx" --port 0 --api-key-file "$T/keys-utf16"
+errors_row serve-key-file-nul "serve --api-key-file with a NUL byte inside a key" "t_serve.sh" \
+    timeout 10 "$CIS2" serve --model "$T/fx" --port 0 --api-key-file "$T/keys-nul"
 expect_err serve.flag.port "--port must be" "$CIS2" serve --model "$T/fx" --port 70000
 expect_err serve.flag.host "--host" "$CIS2" serve --model "$T/fx" --host 256.1.1.1 --port 0
 # Startup refusals: one line naming the flag and what is wrong, before anything listens
@@ -324,6 +363,91 @@ case "$code $(cat "$T/vmiss.json")" in
     *"$T"*|*vdir*) fail serve.verifier.404-hides-path "$(cat "$T/vmiss.json")";;
     "404 "*) pass serve.verifier.404-hides-path;; *) fail serve.verifier.404-hides-path "$code";; esac
 kill "$SPID"
+
+# Slow headers: --timeout bounds only silence, so clients each sending a header line every
+# few seconds held their connections for good, and 256 of them every connection (/health
+# included: accepted and closed unanswered). A request's line, headers and body must now
+# arrive within --request-timeout (here 2 s) of the connection's accept; connections from one
+# address are bounded (--max-connections-per-ip, here 4); both refusals are counted in
+# /health and noted once, not logged one line each. Then SIGHUP: the server drains as for
+# SIGTERM (it was killed), and a request that arrives during the drain (held open by a body
+# still arriving) is answered 503 shutting_down with Retry-After (it was refused).
+start loris --model "$T/fx" --threads 1 --timeout 30 --request-timeout 2 --max-connections-per-ip 4 \
+    || exit 0
+python3 - "$PORT" "$SPID" > "$T/loris.json" 2> "$T/loris.err" <<'EOF'
+import json, os, signal, socket, sys, time
+port, pid = int(sys.argv[1]), int(sys.argv[2])
+out = {}
+def conn():
+    s = socket.create_connection(('127.0.0.1', port)); s.settimeout(0.1); return s
+def ask(req):
+    s = socket.create_connection(('127.0.0.1', port)); s.settimeout(5); s.sendall(req)
+    b = b''
+    while True:
+        d = s.recv(65536)
+        if not d: return b.decode('latin1')
+        b += d
+def health():
+    r = ask(b'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+    return r.split('\r\n')[0], json.loads(r.split('\r\n\r\n', 1)[1])
+# three slow clients, a header line every 0.3 s: each closed by the deadline, /health answered
+slow, closed, t0 = [conn() for _ in range(3)], [None] * 3, time.monotonic()
+for s in slow: s.sendall(b'GET /health HTTP/1.1\r\nHost: x\r\n')
+while time.monotonic() - t0 < 8 and None in closed:
+    for i, s in enumerate(slow):
+        if closed[i] is not None: continue
+        try:
+            s.sendall(b'X-Slow: 1\r\n')
+            d = s.recv(1)
+            closed[i] = round(time.monotonic() - t0, 1) if d == b'' else 'answered'
+        except socket.timeout: pass
+        except OSError: closed[i] = round(time.monotonic() - t0, 1)
+    if 'health_during' not in out and time.monotonic() - t0 > 1:
+        out['health_during'] = health()[0]
+    time.sleep(0.2)
+out['slow_closed_at_s'] = closed
+time.sleep(0.5)  # the closed ones are cleaned up
+# more than four connections from one address: the fifth, sixth and seventh are refused
+held = [conn() for _ in range(4)]
+time.sleep(0.2)
+refused = 0
+for _ in range(3):
+    s = conn(); s.settimeout(1)
+    try: refused += s.recv(1) == b''
+    except socket.timeout: pass
+    except OSError: refused += 1
+for s in held: s.close()
+time.sleep(0.5)
+status, h = health()
+out['counts'] = [refused, h.get('connections_refused'), h.get('requests_timed_out')]
+# the drain: a request whose body is still arriving holds it; SIGHUP; then a new request
+a = conn(); a.sendall(b'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"model"')
+time.sleep(0.3)
+os.kill(pid, signal.SIGHUP)
+time.sleep(0.3)
+try:
+    r = ask(b'GET /health HTTP/1.1\r\nHost: x\r\n\r\n')
+    head, body = r.split('\r\n\r\n', 1)
+    out['drain'] = [head.split('\r\n')[0], 'Retry-After: 1' in head, json.loads(body)['error']['code']]
+except Exception as e:
+    out['drain'] = repr(e)
+print(json.dumps(out))
+EOF
+wait "$SPID"; rc=$?
+L="$T/loris.json"
+expect_eq serve.slow-headers.health-answered "$(jget "$L" 'd["health_during"]' 2>&1)" "HTTP/1.1 200 OK"
+expect_eq serve.slow-headers.closed-by-deadline \
+    "$(jget "$L" '[isinstance(t, float) and 1.8 <= t <= 3.5 for t in d["slow_closed_at_s"]]' 2>&1)" \
+    "[true, true, true]"
+expect_eq serve.per-ip-limit.refused-and-counted "$(jget "$L" 'd["counts"]' 2>&1)" "[3, 3, 3]"
+n=$(grep -c 'refused a connection' "$T/loris.log"); m=$(grep -c 'closed a connection whose request' "$T/loris.log")
+expect_eq serve.refusals.noted-once "$n $m $(grep -c 'libmicrohttpd' "$T/loris.log")" "1 1 0"
+expect_eq serve.drain.new-request-503 "$(jget "$L" 'd["drain"]' 2>&1)" \
+    '["HTTP/1.1 503 Service Unavailable", true, "shutting_down"]'
+if grep -q 'SIGHUP: shutting down' "$T/loris.log"; then expect_eq serve.sighup.drains "$rc" 0
+else fail serve.sighup.drains "rc $rc: $(tail -3 "$T/loris.log")"; fi
+grep -q '3 connection(s) refused over the connection limits, 3 closed past --request-timeout' "$T/loris.log" \
+    && pass serve.refusals.counted-at-shutdown || fail serve.refusals.counted-at-shutdown "$(tail -3 "$T/loris.log")"
 
 # A verification is one more sequence in the batch: a client that goes away stops it (the
 # completion after it is not held up behind its run, which never completes), and a shutdown
@@ -382,7 +506,9 @@ expect_eq serve.shutdown.streams-told "$(last_err "$T/long1.sse") / $(last_err "
 # first text, or the shutdown's error event, never came and it ended with no event at all.
 start quiet --model "$T/slow" --max-batch 1 --queue 2 --threads 1 --timeout 2 || exit 0
 Q="http://127.0.0.1:$PORT"
-C -N "$Q/v1/completions" -d "$LONG,\"stream\":true}" > /dev/null 2>&1 & QA=$!
+# curl itself, not C: a background function is a subshell, and killing it left curl (and A)
+# running, so B waited for A's whole run instead (past curl's --max-time under ASan)
+curl -sS --max-time 120 -N "$Q/v1/completions" -d "$LONG,\"stream\":true}" > /dev/null 2>&1 & QA=$!
 for _ in $(seq 1 100); do case "$(health "$PORT")" in *'"slots_busy":1,'*) break;; esac; sleep 0.05; done
 C -N "$Q/v1/completions" -d '{"model":"slow","prompt":"hello world","max_tokens":3,"stream":true}' \
     > "$T/quiet-b.sse" 2>&1 & QB=$!

@@ -4,9 +4,11 @@
  * short equals the same prompt run alone for that many tokens), and the
  * scheduler: concurrent jobs of mixed lengths, stop strings, cancellation,
  * the busy answer and verification — every result bit-identical to a solo
- * cis2_generate of the same prompt. */
+ * cis2_generate of the same prompt; and the request deadline's guard. */
 #include "unit.h"
 #include "cli/serve.h"
+#include <errno.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static const serve_limits LIM = { "fx", 320, 64 };
@@ -805,8 +807,54 @@ static void check_sched(cis2_engine *e, const cis2_tokenizer *t)
     for (int i = 0; i < 4; i++) cis2_result_free(&solo[i]);
 }
 
+/* ------------------------------------------------ the request deadline */
+/* Two connections (socket pairs): one waiting for its request past the
+ * deadline is shut down (its peer reads the end of the stream) and counted;
+ * one whose request is in (disarmed) stays open until it is armed again
+ * (kept alive, waiting for the next request); a connection already shut down
+ * is not counted twice. */
+static void check_guard(void)
+{
+    serve_guard *g;
+    char err[CIS2_ERR_LEN] = "", ch;
+    int a[2], b[2];
+    if (serve_guard_new(&g, 300, err)) {
+        CHECK("serve.guard.new", 0, "%s", err);
+        return;
+    }
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, a) || socketpair(AF_UNIX, SOCK_STREAM, 0, b)) {
+        CHECK("serve.guard.socketpair", 0, "%s", strerror(errno));
+        serve_guard_free(g);
+        return;
+    }
+    serve_conn *ca = serve_guard_add(g, a[0]), *cb = serve_guard_add(g, b[0]);
+    serve_guard_disarm(g, cb);
+    usleep(700 * 1000);
+    ssize_t ra = recv(a[1], &ch, 1, MSG_DONTWAIT), rb = recv(b[1], &ch, 1, MSG_DONTWAIT);
+    int eb = errno;
+    CHECK("serve.guard.deadline-shuts-down", ra == 0 && serve_guard_timed_out(g) == 1,
+          "recv %zd, %lld timed out", ra, serve_guard_timed_out(g));
+    CHECK("serve.guard.disarmed-stays-open", rb < 0 && eb == EAGAIN, "recv %zd (%s)", rb,
+          strerror(eb));
+    serve_guard_arm(g, cb);
+    serve_guard_arm(g, ca);
+    usleep(700 * 1000);
+    rb = recv(b[1], &ch, 1, MSG_DONTWAIT);
+    CHECK("serve.guard.rearmed-shuts-down", rb == 0 && serve_guard_timed_out(g) == 2,
+          "recv %zd, %lld timed out (the connection shut before counted twice?)", rb,
+          serve_guard_timed_out(g));
+    serve_guard_remove(g, ca);
+    serve_guard_remove(g, cb);
+    serve_guard_free(g);
+    for (int i = 0; i < 2; i++) {
+        close(a[i]);
+        close(b[i]);
+    }
+}
+
 int main(void)
 {
+    check_guard();
     check_parser();
     check_chat_parser();
     check_text();

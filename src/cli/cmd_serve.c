@@ -1,7 +1,7 @@
 /* `cis2 serve --model DIR`: an OpenAI-compatible HTTP server whose every
  * completion carries a CIS-2 receipt (docs/serve.md). Opens the model and a
  * multi-sequence engine, starts the decode thread and libmicrohttpd, prints
- * one "listening on" line, and runs until SIGINT/SIGTERM. */
+ * one "listening on" line, and runs until SIGINT, SIGTERM or SIGHUP. */
 #include "cli/serve.h"
 #include <errno.h>
 #include <signal.h>
@@ -19,6 +19,15 @@ static int read_keys(const char *path, char **buf, const char *keys[MAX_KEYS], i
     *n = 0;
     if (cis2_read_file_max(path, 65536, buf, &len, err))
         return cis2_cli_usage_error("serve", "--api-key-file: %s", err);
+    /* The lines below are C strings: a NUL would end a key, and the file,
+     * there (a UTF-16 "mysecretkey" without a byte order mark would be the
+     * key "m"). Refused whole, as a byte order mark is. */
+    const char *nul = memchr(*buf, 0, len);
+    if (nul)
+        return cis2_cli_usage_error("serve",
+                                    "--api-key-file %s: a NUL byte at offset %zu (UTF-16? save "
+                                    "the keys as ASCII text, one a line)",
+                                    path, (size_t)(nul - *buf));
     for (char *line = *buf, *next; line; line = next) {
         next = strchr(line, '\n');
         if (next) *next++ = 0;
@@ -71,7 +80,7 @@ int cis2_cmd_serve(int argc, char **argv)
     const char *model = NULL, *host = "127.0.0.1", *backend = "fast", *isa = NULL, *key_file = NULL,
                *alias = NULL, *verifier_dir = NULL, *chat_format = NULL;
     int port = 8080, threads = 0, max_batch = 8, queue = 64, ctx = 0, max_body = 1 << 20,
-        header_limit = 32768, timeout = 60, max_conn = 256;
+        header_limit = 32768, timeout = 60, max_conn = 256, request_timeout = 10, per_ip = 64;
     const cis2_opt opts[] = {
         { "--model", NULL, CIS2_OPT_PATH, &model, 0, 0 },
         { "--host", NULL, CIS2_OPT_PATH, &host, 0, 0 },
@@ -86,6 +95,8 @@ int cis2_cmd_serve(int argc, char **argv)
         { "--header-limit", NULL, CIS2_OPT_INT, &header_limit, 4096, 1 << 20 },
         { "--timeout", NULL, CIS2_OPT_INT, &timeout, 1, 86400 },
         { "--max-connections", NULL, CIS2_OPT_INT, &max_conn, 1, 65536 },
+        { "--request-timeout", NULL, CIS2_OPT_INT, &request_timeout, 1, 86400 },
+        { "--max-connections-per-ip", NULL, CIS2_OPT_INT, &per_ip, 1, 65536 },
         { "--api-key-file", NULL, CIS2_OPT_PATH, &key_file, 0, 0 },
         { "--alias", NULL, CIS2_OPT_PATH, &alias, 0, 0 },
         { "--verifier-dir", NULL, CIS2_OPT_PATH, &verifier_dir, 0, 0 },
@@ -144,6 +155,7 @@ int cis2_cmd_serve(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP); /* the terminal or session went away: drain, as for SIGTERM */
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     cis2_model *m;
@@ -173,10 +185,17 @@ int cis2_cmd_serve(int argc, char **argv)
     }
     serve_model_info mi = { m, id, tpl, tpl ? NULL : chat_err };
     serve_limits lim = { id, c->vocab, ctx };
-    serve_http_opts ho = {
-        host,   port,        max_body, header_limit, timeout, max_conn, key_file ? keys : NULL,
-        n_keys, verifier_dir
-    };
+    serve_http_opts ho = { .host = host,
+                           .port = port,
+                           .max_body = max_body,
+                           .header_limit = header_limit,
+                           .idle_timeout = timeout,
+                           .request_timeout = request_timeout,
+                           .max_connections = max_conn,
+                           .max_per_ip = per_ip,
+                           .api_keys = key_file ? keys : NULL,
+                           .n_api_keys = n_keys,
+                           .verifier_dir = verifier_dir };
     char terr[CIS2_ERR_LEN];
     const cis2_tokenizer *t = cis2_model_tokenizer(m, terr);
     if (serve_http_start(&h, &ho, s, &mi, t, &lim, &bound, err)) {
@@ -196,11 +215,20 @@ int cis2_cmd_serve(int argc, char **argv)
     fflush(stderr);
     int sig = 0;
     sigwait(&sigs, &sig);
-    fprintf(stderr, "cis2 serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    const char *name = sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+    fprintf(stderr, "cis2 serve: %s: shutting down\n", name);
+    serve_http_refuse_new(h); /* still listening, and answering 503, while it drains */
     rc = 0;
 out:
     serve_sched_stop(s);       /* waiters wake with "shutting down" ... */
     serve_http_drain(h, 5000); /* ... and get to send it */
+    long long refused, timed_out;
+    serve_http_counts(h, &refused, &timed_out);
+    if (refused || timed_out)
+        cis2_cli_note("serve",
+                      "%lld connection(s) refused over the connection limits, %lld closed past "
+                      "--request-timeout",
+                      refused, timed_out);
     serve_http_stop(h);
     serve_sched_free(s);
     cis2_engine_free(e);

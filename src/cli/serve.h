@@ -184,6 +184,22 @@ void serve_json_verdict(cis2_sb *sb, const cis2_verdict *v);
 extern const unsigned char cis2_serve_index_html[], cis2_serve_serve_js[], cis2_serve_sse_mjs[];
 extern const size_t cis2_serve_index_html_len, cis2_serve_serve_js_len, cis2_serve_sse_mjs_len;
 
+/* ------------------------------------------------- the request deadline */
+/* serve_guard.c: every open connection has an entry; while it waits for a
+ * request it has a deadline, and a sweep thread shuts down (shutdown(2)) the
+ * socket of one that misses it. The owner of the descriptor calls
+ * serve_guard_remove before it closes it. */
+typedef struct serve_guard serve_guard;
+typedef struct serve_conn serve_conn;
+int serve_guard_new(serve_guard **g, int timeout_ms, char *err);
+/* A new connection, armed (its first request's deadline runs); NULL when out of memory. */
+serve_conn *serve_guard_add(serve_guard *g, int fd);
+void serve_guard_arm(serve_guard *g, serve_conn *c);    /* waiting for a request again */
+void serve_guard_disarm(serve_guard *g, serve_conn *c); /* the request is all in */
+void serve_guard_remove(serve_guard *g, serve_conn *c);
+long long serve_guard_timed_out(serve_guard *g); /* connections the sweep shut down */
+void serve_guard_free(serve_guard *g);
+
 /* --------------------------------------------------------------- HTTP */
 typedef struct {
     const char *host;
@@ -191,7 +207,11 @@ typedef struct {
     int max_body;     /* bytes */
     int header_limit; /* bytes of request line + headers (per-connection memory) */
     int idle_timeout; /* seconds */
+    /* seconds for a request's line, headers and body to arrive, from the
+     * connection's accept or the end of the previous response */
+    int request_timeout;
     int max_connections;
+    int max_per_ip;              /* connections from one client address */
     const char *const *api_keys; /* NULL = no auth */
     int n_api_keys;
     const char *verifier_dir; /* NULL = /verifier/ is off */
@@ -204,8 +224,15 @@ int serve_http_available(char *err);
 int serve_http_start(serve_http **h, const serve_http_opts *o, serve_sched *s,
                      const serve_model_info *mi, const cis2_tokenizer *t, const serve_limits *lim,
                      int *port_out, char *err);
+/* The server is shutting down: from now on a new request is answered 503
+ * shutting_down (Retry-After: 1, Connection: close), /health included; the
+ * listening socket stays open until serve_http_stop. */
+void serve_http_refuse_new(serve_http *h);
 /* Wait (at most timeout_ms) until every request in progress has sent its
  * whole response — after serve_sched_stop, their final events. */
 void serve_http_drain(serve_http *h, int timeout_ms);
+/* Connections refused over --max-connections / --max-connections-per-ip, and
+ * connections closed because their request missed --request-timeout. */
+void serve_http_counts(serve_http *h, long long *refused, long long *timed_out);
 void serve_http_stop(serve_http *h);
 #endif

@@ -25,7 +25,12 @@ int serve_http_start(serve_http **h, const serve_http_opts *o, serve_sched *s,
     serve_http_available(err);
     return 2;
 }
+void serve_http_refuse_new(serve_http *h) {}
 void serve_http_drain(serve_http *h, int timeout_ms) {}
+void serve_http_counts(serve_http *h, long long *refused, long long *timed_out)
+{
+    *refused = *timed_out = 0;
+}
 void serve_http_stop(serve_http *h) {}
 #else
 #include <errno.h>
@@ -33,6 +38,8 @@ void serve_http_stop(serve_http *h) {}
 #include <stdarg.h>
 #include <netdb.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -49,13 +56,29 @@ struct serve_http {
     uint64_t id_seed;
     atomic_ullong n_ids;
     atomic_int in_flight; /* requests whose response is not completely sent yet */
+    atomic_int draining;  /* shutting down: new requests get a 503 */
+    atomic_llong refused; /* connections refused over the connection limits */
+    serve_guard *guard;   /* the request deadline (serve_guard.c) */
+    /* libmicrohttpd parses the request in place in its read buffer (0.9.75,
+     * the version this was checked on): the framing checks that rely on
+     * where it leaves the request line's and the headers' pieces are on */
+    int in_place;
 };
+
+/* One per connection (libmicrohttpd's socket context). */
+typedef struct {
+    serve_conn *g;  /* its entry in the deadline guard */
+    int target_nul; /* the current request's target decoded to a NUL byte */
+} conn_ctx;
 
 enum { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_COMPLETIONS, R_CHAT, R_VERIFY, R_VERIFIER };
 
+/* One per request, made by on_uri when its request line is in. */
 typedef struct {
+    int started; /* its headers are in: the access handler has seen it */
     int route;
-    const char *method;
+    const char *raw_uri; /* the request target as sent (in libmicrohttpd's buffer) */
+    size_t raw_len;      /* its length up to the first NUL byte */
     cis2_sb body;
 } req_ctx;
 
@@ -521,8 +544,10 @@ static enum MHD_Result do_health(serve_http *h, struct MHD_Connection *c)
     cis2_sb sb = { 0 };
     cis2_sb_printf(&sb,
                    "{\"status\":\"ok\",\"slots_total\":%d,\"slots_busy\":%d,\"queued\":%d,"
-                   "\"queue_capacity\":%d,\"completed\":%lld,\"tokens_generated\":%lld}",
-                   st.max_batch, st.running, st.queued, st.queue_cap, st.completed, st.tokens);
+                   "\"queue_capacity\":%d,\"completed\":%lld,\"tokens_generated\":%lld,"
+                   "\"connections_refused\":%lld,\"requests_timed_out\":%lld}",
+                   st.max_batch, st.running, st.queued, st.queue_cap, st.completed, st.tokens,
+                   (long long)atomic_load(&h->refused), serve_guard_timed_out(h->guard));
     return send_json(c, 200, &sb, NULL, 0);
 }
 
@@ -593,13 +618,58 @@ static const page_asset *page_file(const char *url)
     return NULL;
 }
 
-/* How many Content-Length and Transfer-Encoding fields the request has. */
-static enum MHD_Result count_cl(void *cls, enum MHD_ValueKind kind, const char *key,
-                                const char *value)
+/* RFC 9110 §5.1, §5.6.2: a field name is a token: 1*tchar. */
+static int field_name_ok(const char *k)
 {
-    int *n = cls;
-    if (!strcasecmp(key, "Content-Length")) n[0]++;
-    if (!strcasecmp(key, "Transfer-Encoding")) n[1]++;
+    if (!*k) return 0;
+    for (; *k; k++)
+        if (!((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') || (*k >= '0' && *k <= '9') ||
+              strchr("!#$%&'*+-.^_`|~", *k)))
+            return 0;
+    return 1;
+}
+
+/* libmicrohttpd 0.9.75 parses a header line in place: the name, the NUL that
+ * replaced its colon, optional whitespace, the value. A continuation line
+ * (obs-fold) is appended to the *name*, copied to a new block of its memory
+ * pool ("Transfer-Encoding:" CRLF " chunked" becomes the field
+ * "Transfer-Encodingchunked" with an empty value), so that name no longer
+ * sits right before its value. */
+static int folded(const char *key, const char *value, size_t limit)
+{
+    uintptr_t k = (uintptr_t)key + strlen(key) + 1, v = (uintptr_t)value;
+    if (v < k || v - k > limit) return 1;
+    for (const char *p = key + strlen(key) + 1; p < value; p++)
+        if (*p != ' ' && *p != '\t') return 1;
+    return 0;
+}
+
+typedef struct {
+    const serve_http *h;
+    int n_cl, n_te;
+    const char *bad; /* the first field that cannot be trusted: why, or NULL */
+} head_scan;
+
+/* How many Content-Length and Transfer-Encoding fields the request has, and
+ * whether a field's name or line cannot be trusted (RFC 9112 §5.1: "No
+ * whitespace is allowed between the field name and colon"; a server MUST
+ * reject such a request with 400, as a proxy in front may read the field
+ * otherwise — "Transfer-Encoding : chunked" beside a Content-Length was
+ * framed by the Content-Length here; §5.2: a server may reject obs-fold with
+ * 400, which libmicrohttpd 0.9.75 glues into the field's name). */
+static enum MHD_Result scan_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    head_scan *s = cls;
+    if (!strcasecmp(key, "Content-Length")) s->n_cl++;
+    if (!strcasecmp(key, "Transfer-Encoding")) s->n_te++;
+    if (s->bad) return MHD_YES;
+    if (!field_name_ok(key))
+        s->bad = "a header field name holds whitespace or another character a name cannot have "
+                 "(no space may come before the colon, RFC 9112 §5.1)";
+    else if (s->h->in_place && folded(key, value ? value : key, (size_t)s->h->o.header_limit))
+        s->bad = "a header field is continued on the next line (obsolete line folding, RFC 9112 "
+                 "§5.2)";
     return MHD_YES;
 }
 
@@ -626,32 +696,64 @@ static int route_of(const char *url)
     return R_NONE;
 }
 
+static conn_ctx *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* The request target holds a NUL byte: decoded from %00 (on_unescape), or
+ * sent raw, which libmicrohttpd cuts the target at — so that "/health%00x"
+ * was routed as /health. With the in-place parse, the target as sent ends
+ * right before the space that precedes the version. */
+static int target_has_nul(const serve_http *h, struct MHD_Connection *c, const req_ctx *rq,
+                          const char *version)
+{
+    const conn_ctx *x = conn_of(c);
+    if (x && x->target_nul) return 1;
+    return h->in_place && *version &&
+           (uintptr_t)version != (uintptr_t)rq->raw_uri + rq->raw_len + 1;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
 {
     serve_http *h = cls;
     req_ctx *rq = *con_cls;
-    if (!rq) { /* the headers are in: route, method, auth and size before any body */
-        rq = calloc(1, sizeof *rq);
-        if (!rq) return MHD_NO;
-        *con_cls = rq;
+    if (!rq) return MHD_NO; /* on_uri was out of memory: drop the connection */
+    /* The headers are in: route, method, auth and size before any body. */
+    if (!rq->started) {
+        rq->started = 1;
         atomic_fetch_add(&h->in_flight, 1);
+        serve_err e;
+        if (atomic_load(&h->draining)) {
+            serve_fail(&e, 503, NULL, "shutting_down", "the server is shutting down");
+            return send_error(c, &e, 1);
+        }
+        if (target_has_nul(h, c, rq, version)) {
+            serve_fail(&e, 400, NULL, NULL, "the request target holds a NUL byte (%%00)");
+            return send_error(c, &e, 1);
+        }
         rq->route = route_of(url);
-        int n_cl[2] = { 0, 0 };
-        MHD_get_connection_values(c, MHD_HEADER_KIND, count_cl, n_cl);
-        if (n_cl[0] > 1) return refuse_content_length(c);
-        if (n_cl[1]) { /* the body's end must be unambiguous too: chunked, alone */
+        head_scan hs = { h, 0, 0, NULL };
+        MHD_get_connection_values(c, MHD_HEADER_KIND, scan_field, &hs);
+        if (hs.bad) {
+            serve_fail(&e, 400, NULL, NULL, "%s", hs.bad);
+            return send_error(c, &e, 1);
+        }
+        if (hs.n_cl > 1) return refuse_content_length(c);
+        if (hs.n_te) { /* the body's end must be unambiguous too: chunked, alone */
             const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
-            serve_err e;
             /* RFC 9112 §6.1: both fields may be a smuggling attempt (a proxy in
              * front may go by the other one); libmicrohttpd would go by chunked
              * and keep the connection open for the next request. */
-            if (n_cl[0])
+            if (hs.n_cl)
                 serve_fail(&e, 400, NULL, NULL, "both Transfer-Encoding and Content-Length");
             /* Any other coding: libmicrohttpd would wait for a body it cannot
              * delimit until the idle timeout, and answer nothing. */
-            else if (n_cl[1] > 1 || !te || strcasecmp(te, "chunked"))
+            else if (hs.n_te > 1 || !te || strcasecmp(te, "chunked"))
                 serve_fail(&e, 501, NULL, NULL,
                            "Transfer-Encoding: only a single \"chunked\" is supported");
             else e.status = 0;
@@ -681,6 +783,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0;
         return rq->body.oom ? MHD_NO : MHD_YES;
     }
+    conn_ctx *x = conn_of(c); /* the whole request is in: its deadline is met */
+    if (x) serve_guard_disarm(h->guard, x->g);
     switch (rq->route) {
     case R_PAGE: {
         const page_asset *a = page_file(url);
@@ -702,19 +806,95 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     serve_http *h = cls;
     req_ctx *rq = *con_cls;
+    conn_ctx *x = conn_of(c); /* kept alive: the next request's deadline runs */
+    if (x) serve_guard_arm(h->guard, x->g);
     if (!rq) return;
+    if (rq->started) atomic_fetch_sub(&h->in_flight, 1);
     cis2_sb_free(&rq->body);
     free(rq);
     *con_cls = NULL;
-    atomic_fetch_sub(&h->in_flight, 1);
+}
+
+/* A request line is in: its context, with the target as sent (before
+ * libmicrohttpd splits off the query and decodes it in place). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    conn_ctx *x = conn_of(c);
+    if (x) x->target_nul = 0;
+    req_ctx *rq = calloc(1, sizeof *rq);
+    if (rq) {
+        rq->raw_uri = uri;
+        rq->raw_len = strlen(uri);
+    }
+    return rq;
+}
+
+/* libmicrohttpd's own decoding of the path and of the query's names and
+ * values (%XX), noting a NUL byte among the result: the path is used as a C
+ * string, which would end there. */
+static size_t on_unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    size_t n = MHD_http_unescape(s);
+    if (memchr(s, 0, n)) {
+        conn_ctx *x = conn_of(c);
+        if (x) x->target_nul = 1;
+    }
+    return n;
+}
+
+/* A connection opened or closed: its entry in the deadline guard. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    serve_http *h = cls;
+    conn_ctx *x = *socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (x) serve_guard_remove(h->guard, x->g); /* before libmicrohttpd closes the fd */
+        free(x);
+        *socket_context = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    x = calloc(1, sizeof *x);
+    if (x && ci) x->g = serve_guard_add(h->guard, ci->connect_fd);
+    if (ci && (!x || !x->g)) shutdown(ci->connect_fd, SHUT_RDWR); /* no deadline: no service */
+    *socket_context = x;
 }
 
 static void on_log(void *cls, const char *fmt, va_list ap)
 {
+    serve_http *h = cls;
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     line[strcspn(line, "\n")] = 0;
+    /* A connection over --max-connections or --max-connections-per-ip: one
+     * line each would let a flood of connections flood the log too; the
+     * first is noted, every one counted (/health: connections_refused). */
+    if (!strncmp(line, "Server reached connection limit", 31)) {
+        if (atomic_fetch_add(&h->refused, 1) == 0)
+            cis2_cli_note("serve",
+                          "refused a connection over --max-connections (%d) or "
+                          "--max-connections-per-ip (%d); further ones are counted in /health "
+                          "(connections_refused), not logged",
+                          h->o.max_connections, h->o.max_per_ip);
+        return;
+    }
+    /* A client that went away in the middle of its request (or was closed by
+     * the request deadline, which counts it): one line each is a line per
+     * connection any client can open and drop. */
+    if (!strncmp(line, "Connection socket is closed when reading request", 48) ||
+        !strncmp(line, "Connection was closed by remote side with incomplete request", 60))
+        return;
     cis2_cli_note("serve", "libmicrohttpd: %s", line); /* may quote what a client sent */
+}
+
+/* libmicrohttpd 0.9.x up to 0.9.75 (the version checked) parses in place. */
+static int parses_in_place(void)
+{
+    unsigned a, b, v;
+    const char *s = MHD_get_version();
+    return s && sscanf(s, "%u.%u.%u", &a, &b, &v) == 3 && a == 0 && b == 9 && v <= 75;
 }
 
 int serve_http_start(serve_http **out, const serve_http_opts *o, serve_sched *s,
@@ -747,21 +927,30 @@ int serve_http_start(serve_http **out, const serve_http_opts *o, serve_sched *s,
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     h->id_seed = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec;
+    h->in_place = parses_in_place();
+    if (serve_guard_new(&h->guard, o->request_timeout * 1000, err)) {
+        freeaddrinfo(ai);
+        free(h);
+        return 1;
+    }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                      MHD_USE_AUTO | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    h->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,
-                            MHD_OPTION_EXTERNAL_LOGGER, on_log, h, MHD_OPTION_SOCK_ADDR,
-                            ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->idle_timeout,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)o->header_limit,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
+    h->d = MHD_start_daemon(
+        flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_log, h,
+        MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->idle_timeout,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o->max_per_ip,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)o->header_limit, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, h, MHD_OPTION_URI_LOG_CALLBACK, on_uri, h, MHD_OPTION_UNESCAPE_CALLBACK,
+        on_unescape, h, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!h->d) {
         snprintf(err, CIS2_ERR_LEN,
                  "cannot listen on %.100s port %d (in use, or not an address "
                  "of this machine?)",
                  o->host, o->port);
+        serve_guard_free(h->guard);
         free(h);
         return 1;
     }
@@ -769,6 +958,17 @@ int serve_http_start(serve_http **out, const serve_http_opts *o, serve_sched *s,
     *port_out = di ? di->port : o->port;
     *out = h;
     return 0;
+}
+
+void serve_http_refuse_new(serve_http *h)
+{
+    if (h) atomic_store(&h->draining, 1);
+}
+
+void serve_http_counts(serve_http *h, long long *refused, long long *timed_out)
+{
+    *refused = h ? atomic_load(&h->refused) : 0;
+    *timed_out = h ? serve_guard_timed_out(h->guard) : 0;
 }
 
 void serve_http_drain(serve_http *h, int timeout_ms)
@@ -781,7 +981,8 @@ void serve_http_drain(serve_http *h, int timeout_ms)
 void serve_http_stop(serve_http *h)
 {
     if (!h) return;
-    MHD_stop_daemon(h->d);
+    MHD_stop_daemon(h->d); /* every connection closed, each removed from the guard */
+    serve_guard_free(h->guard);
     free(h);
 }
 #endif
