@@ -52,7 +52,9 @@ done
 if [ ${#seen[@]} -ge 4 ]; then pass "sampling.seeds-differ (${#seen[@]} of 6 distinct)"
 else fail "sampling.seeds-differ" "only ${#seen[@]} distinct id lists from 6 seeds"; fi
 a=$(run -n $L --temperature 1.5 --seed 3 2>&1); b=$(run -n $L --temperature 1.5 --seed 3 2>&1)
-expect_eq "sampling.same-seed-same-output" "$a" "$b"
+if [ "$a" = "$b" ] && printf '%s\n' "$a" | grep -q '^generated_token_ids=[0-9]'; then
+    pass "sampling.same-seed-same-output"
+else fail "sampling.same-seed-same-output" "$(printf '%s' "$a" | head -n2 | tr '\n' '|')"; fi
 if printf '%s\n' "$a" | grep -qx 'sampler=temperature=1.5 top-k=0 top-p=1 min-p=0' &&
     printf '%s\n' "$a" | grep -qx 'seed=3'; then pass "sampling.output-names-sampler"
 else fail "sampling.output-names-sampler" "$(printf '%s' "$a" | grep -E '^(sampler|seed)=')"; fi

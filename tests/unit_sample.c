@@ -71,6 +71,29 @@ static void test_pick(void)
         got3 |= id == 3;
     }
     CHECK("sample.nan-and-inf", ok && got2 && got3, "ok %d %d %d", ok, got2, got3);
+    /* a vocabulary's worth of logits with many ties (multiples of 0.25, -0
+     * among them): the sort keeps the lower id first, so top-k 1 is argmax,
+     * and top-k 3 picks only among the three first ids of the top logit */
+    enum { V = 49152 };
+    float *big = malloc(V * sizeof(float));
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < V; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        big[i] = (float)(int)(x % 41) * 0.25f - 5.0f;
+        if (big[i] == 0.0f && (i & 1)) big[i] = -0.0f;
+    }
+    int32_t am = cis2_argmax(big, V), firsts[3], nf = 0;
+    for (int i = 0; i < V && nf < 3; i++)
+        if (big[i] == big[am]) firsts[nf++] = i;
+    int k1 = 1, k3 = 1;
+    for (uint64_t seed = 0; seed < 50; seed++) {
+        cis2_sampler a = { 2.0f, 1, 1.0f, 0, seed }, b = { 2.0f, 3, 1.0f, 0, seed };
+        int32_t ib = cis2_sample(&b, seed, big, V);
+        k1 &= cis2_sample(&a, seed, big, V) == am;
+        k3 &= nf == 3 && (ib == firsts[0] || ib == firsts[1] || ib == firsts[2]);
+    }
+    free(big);
+    CHECK("sample.vocab-ties-lower-id-first", k1 && k3, "top-k 1 %d, top-k 3 %d", k1, k3);
     cis2_sampler bad = { -1.0f, 0, 1.0f, 0, 0 };
     CHECK("sample.invalid-refused", cis2_sample(&bad, 0, l, 8) == -1, "picked");
 }
