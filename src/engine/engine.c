@@ -293,11 +293,12 @@ int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0, 
     return rc;
 }
 
-static int seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
-                      const cis2_sampler *smp, int *seq, char *err)
+/* `fn`: the public call, named in a message about a NULL engine. */
+static int seq_submit(const char *fn, cis2_engine *e, const int32_t *prompt, int n_prompt,
+                      const cis2_gen_opts *g, const cis2_sampler *smp, int *seq, char *err)
 {
     *seq = -1;
-    if (no_engine(e, __func__, err)) return 1;
+    if (no_engine(e, fn, err)) return 1;
     const cis2_model *m = e->m;
     const cis2_config *c = &m->cfg;
     if (!g || (n_prompt > 0 && !prompt)) {
@@ -385,13 +386,13 @@ static int seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const
 int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
                     int *seq, char *err)
 {
-    return seq_submit(e, prompt, n_prompt, g, NULL, seq, err);
+    return seq_submit(__func__, e, prompt, n_prompt, g, NULL, seq, err);
 }
 
 int cis2_seq_submit_sampled(cis2_engine *e, const int32_t *prompt, int n_prompt,
                             const cis2_gen_opts *g, const cis2_sampler *smp, int *seq, char *err)
 {
-    return seq_submit(e, prompt, n_prompt, g, smp, seq, err);
+    return seq_submit(__func__, e, prompt, n_prompt, g, smp, seq, err);
 }
 
 /* The run ends here: close the §12.1 witness stream and compute the §12.2
@@ -659,31 +660,37 @@ int cis2_seq_finish(cis2_engine *e, int seq, char *err)
     return 0;
 }
 
-int cis2_generate(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
-                  cis2_result *r, char *err)
-{
-    return cis2_generate_sampled(e, prompt, n_prompt, g, NULL, r, err);
-}
-
-int cis2_generate_sampled(cis2_engine *e, const int32_t *prompt, int n_prompt,
-                          const cis2_gen_opts *g, const cis2_sampler *smp, cis2_result *r,
-                          char *err)
+static int generate(const char *fn, cis2_engine *e, const int32_t *prompt, int n_prompt,
+                    const cis2_gen_opts *g, const cis2_sampler *smp, cis2_result *r, char *err)
 {
     memset(r, 0, sizeof *r);
     r->nan_step = r->nan_index = -1;
-    if (no_engine(e, __func__, err)) return 1;
+    if (no_engine(e, fn, err)) return 1;
     if (cis2_engine_active(e)) {
         snprintf(err, CIS2_ERR_LEN, "the engine is decoding other sequences (use cis2_seq_submit)");
         return 1;
     }
     int seq;
-    if (seq_submit(e, prompt, n_prompt, g, smp, &seq, err)) return 1;
+    if (seq_submit(fn, e, prompt, n_prompt, g, smp, &seq, err)) return 1;
     while (!cis2_seq_done(e, seq))
         if (cis2_engine_step(e, err)) {
             cis2_seq_cancel(e, seq);
             return 1;
         }
     return cis2_seq_take(e, seq, r, err);
+}
+
+int cis2_generate(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
+                  cis2_result *r, char *err)
+{
+    return generate(__func__, e, prompt, n_prompt, g, NULL, r, err);
+}
+
+int cis2_generate_sampled(cis2_engine *e, const int32_t *prompt, int n_prompt,
+                          const cis2_gen_opts *g, const cis2_sampler *smp, cis2_result *r,
+                          char *err)
+{
+    return generate(__func__, e, prompt, n_prompt, g, smp, r, err);
 }
 
 void cis2_result_free(cis2_result *r)
