@@ -244,6 +244,28 @@ void cis2_witness_replay(const cis2_digests *d, const int32_t *prompt, int n_pro
 /* §11.2 strict-> argmax, first occurrence wins; -1 when n < 1. */
 int32_t cis2_argmax(const float *logits, int n);
 
+/* Sampling (docs/sampling.md): temperature, top-k, top-p, min-p and a seed,
+ * pinned to the bit like the greedy pick. A separate struct and separate
+ * entry points, so cis2_gen_opts (caller-allocated) keeps its layout.
+ * temperature 0 is greedy: §11.2 argmax, the same code path and output. */
+typedef struct {
+    float temperature; /* 0 (greedy) or a normal fp32 number > 0 */
+    int top_k;         /* 0 = off; else keep the k largest logits */
+    float top_p;       /* 1 = off; 0 or a normal number in (0, 1] */
+    float min_p;       /* 0 = off; 0 or a normal number in (0, 1] */
+    uint64_t seed;     /* keys the counter-based generator (SplitMix64) */
+} cis2_sampler;
+/* 0 when s is one docs/sampling.md defines; else 1 with the field in err. */
+int cis2_sampler_check(const cis2_sampler *s, char *err);
+/* The id the sampler picks at generated-token index `step` from n logits
+ * (-1 when n < 1, s is invalid or memory ran out). temperature 0: cis2_argmax. */
+int32_t cis2_sample(const cis2_sampler *s, uint64_t step, const float *logits, int n);
+/* cis2_generate / cis2_seq_submit with a sampler (NULL or temperature 0:
+ * exactly the greedy calls). A sampled run's witness also covers the sampler
+ * (docs/sampling.md §5); its argmax digest is §12.2's over the chosen ids. */
+int cis2_generate_sampled(cis2_engine *e, const int32_t *prompt, int n_prompt,
+                          const cis2_gen_opts *g, const cis2_sampler *s, cis2_result *r, char *err);
+
 /* Several independent sequences in one engine (continuous batching): every
  * step reads each weight once for all active sequences, and each sequence's
  * ids, digests and receipt are bit-identical to generating it alone.
@@ -268,6 +290,8 @@ int32_t cis2_argmax(const float *logits, int n);
  * cis2_engine_free returns it. */
 int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
                     int *seq, char *err);
+int cis2_seq_submit_sampled(cis2_engine *e, const int32_t *prompt, int n_prompt,
+                            const cis2_gen_opts *g, const cis2_sampler *s, int *seq, char *err);
 int cis2_engine_step(cis2_engine *e, char *err);
 int cis2_engine_active(const cis2_engine *e); /* sequences submitted and not yet done */
 int cis2_seq_done(const cis2_engine *e, int seq);
@@ -313,6 +337,17 @@ int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_rece
 int cis2_receipt_write(const cis2_receipt *r, const char *path, char *err);
 void cis2_receipt_free(cis2_receipt *r);
 
+/* Sampled receipts (docs/sampling.md §6): "CIS-2-RECEIPT v1+sampling", the
+ * 13 v1 lines, then "sampler temperature=T top-k=K top-p=P min-p=M" and
+ * "seed S". cis2_receipt_parse (strict v1) refuses them at line 1. With
+ * s NULL or s->temperature 0 these write exactly the v1 form. */
+int cis2_receipt_format_sampled(const cis2_receipt *r, const cis2_sampler *s, char **out,
+                                size_t *len);
+int cis2_receipt_write_sampled(const cis2_receipt *r, const cis2_sampler *s, const char *path,
+                               char *err);
+/* Either form: a v1 receipt gives *s all zero (greedy). */
+int cis2_receipt_parse_sampled(const char *text, size_t len, const char *path, cis2_receipt *r,
+                               cis2_sampler *s, char *err);
 /* Field-by-field verification (§14.3): artifact hashes first, then the
  * recomputed run. */
 typedef enum {
@@ -352,6 +387,14 @@ int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_s
 int cis2_receipt_verify_begin(const cis2_model *m, const cis2_receipt *r, cis2_verdict *v,
                               cis2_gen_opts *g, int *run, char *err);
 int cis2_receipt_verify_finish(const cis2_receipt *r, cis2_result *run, cis2_verdict *v, char *err);
+/* The same for a sampled receipt: the re-run samples with s (the caller
+ * submits with cis2_seq_submit_sampled after _begin), and the verdict names
+ * the fields "sampler" and "seed", MISMATCH when the run under them differs
+ * from the receipt (its ids or its witness, which covers them). */
+int cis2_receipt_verify_sampled(cis2_engine *e, const cis2_receipt *r, const cis2_sampler *s,
+                                cis2_step_fn on_step, void *ctx, cis2_verdict *v, char *err);
+int cis2_receipt_verify_finish_sampled(const cis2_receipt *r, const cis2_sampler *s,
+                                       cis2_result *run, cis2_verdict *v, char *err);
 void cis2_verdict_free(cis2_verdict *v);
 
 /* -------------------------------------------------------------- tokenizer */

@@ -1,6 +1,7 @@
 /* `cis2 run`: one prompt through the model, key=value output lines, the
  * CIS2_REF line (§12.1) and optionally a receipt. */
 #include "cli/commands.h"
+#include "engine/sample.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,7 +112,8 @@ int cis2_cmd_run(int argc, char **argv)
     if (cis2_cli_parse_opts(
             "run", argc, argv,
             " --model --prompt --prompt-ids --n --receipt --backend --isa --threads --stop-at-eos"
-            " --check-determinism --fault --fault-arg --chat --chat-format ",
+            " --check-determinism --fault --fault-arg --chat --chat-format"
+            " --temperature --top-k --top-p --min-p --seed ",
             &o, NULL))
         return 2;
     if (!o.model) return cis2_cli_usage_error("run", "--model DIR is required");
@@ -127,6 +129,8 @@ int cis2_cmd_run(int argc, char **argv)
     const cis2_cli_input chat_in = { "--chat", o.chat };
     if (o.receipt && cis2_cli_output_not_input("run", "--receipt", o.receipt, o.model, &chat_in, 1))
         return 2;
+    cis2_sampler smp;
+    if (cis2_cli_sampler("run", &o, &smp)) return 2;
     cis2_engine_opts eo;
     if (cis2_cli_run_engine_opts("run", &o, &eo)) return 2;
     int armd = eo.backend == CIS2_BACKEND_APPROX;
@@ -155,12 +159,12 @@ int cis2_cmd_run(int argc, char **argv)
         goto out;
     }
     cis2_gen_opts g = { o.n, o.stop_at_eos, NULL, NULL, NULL, 0 };
-    if (cis2_generate(e, ids, n, &g, &r, err)) {
+    if (cis2_generate_sampled(e, ids, n, &g, &smp, &r, err)) {
         cis2_cli_usage_error("run", "%s", err);
         goto out;
     }
     /* §12.4: both runs compared before any result line */
-    if (o.check_det && cis2_cli_run_twice_check(e, ids, n, &g, &r, err)) {
+    if (o.check_det && cis2_cli_run_twice_check_sampled(e, ids, n, &g, &smp, &r, err)) {
         cis2_cli_usage_error("run", "%s", err);
         rc = 1;
         goto out;
@@ -171,6 +175,11 @@ int cis2_cmd_run(int argc, char **argv)
     free(p);
     free(gs);
     if (t) print_text(t, &r);
+    if (smp.temperature > 0.0f) { /* docs/sampling.md: what a re-run needs */
+        char sl[160];
+        smp_format(&smp, sl, sizeof sl);
+        printf("sampler=%s\nseed=%llu\n", sl, (unsigned long long)smp.seed);
+    }
     const cis2_digests *dg = cis2_model_digests(m);
     cis2_cli_print_hex_line("table_digest", dg->table_digest);
     cis2_cli_print_hex_line("inv_freq_table_digest", dg->inv_freq_digest);
@@ -188,7 +197,7 @@ int cis2_cmd_run(int argc, char **argv)
     if (o.receipt) {
         cis2_receipt rec;
         cis2_receipt_from_run(&rec, m, &r, (const uint8_t *)bytes, blen);
-        if (cis2_receipt_write(&rec, o.receipt, err)) {
+        if (cis2_receipt_write_sampled(&rec, &smp, o.receipt, err)) {
             cis2_cli_usage_error("run", "%s", err);
             rc = 2;
         }

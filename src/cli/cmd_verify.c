@@ -39,7 +39,8 @@ int cis2_cmd_verify(int argc, char **argv)
                    : cis2_read_file_max(path, CIS2_RECEIPT_MAX, &text, &len, err))
         return cis2_cli_usage_error("verify", "%s", err);
     cis2_receipt rc;
-    int prc = cis2_receipt_parse(text, len, path, &rc, err);
+    cis2_sampler smp; /* a v1 receipt: all zero, greedy (docs/sampling.md §6) */
+    int prc = cis2_receipt_parse_sampled(text, len, path, &rc, &smp, err);
     free(text);
     if (prc) return cis2_cli_usage_error("verify", "%s", err);
     cis2_engine_opts eo;
@@ -55,7 +56,7 @@ int cis2_cmd_verify(int argc, char **argv)
     }
     cis2_verdict v;
     int status = 2;
-    if (cis2_receipt_verify(e, &rc, NULL, NULL, &v, err)) {
+    if (cis2_receipt_verify_sampled(e, &rc, &smp, NULL, NULL, &v, err)) {
         cis2_cli_usage_error("verify", "%s: %s", path, err);
     } else {
         cis2_cli_nan_note("verify", &v.run);

@@ -85,6 +85,9 @@ typedef struct {
 int cis2_cli_output_not_input(const char *cmd, const char *flag, const char *out, const char *model,
                               const cis2_cli_input *in, int n_in);
 /* §12.4: run the whole decode a second time in this process and compare. */
+int cis2_cli_run_twice_check_sampled(cis2_engine *e, const int32_t *ids, int n,
+                                     const cis2_gen_opts *g, const cis2_sampler *s,
+                                     const cis2_result *r1, char *err);
 int cis2_cli_run_twice_check(cis2_engine *e, const int32_t *ids, int n, const cis2_gen_opts *g,
                              const cis2_result *r1, char *err);
 /* One stderr line when a run's logits hold a NaN: its witness is not
@@ -131,6 +134,8 @@ typedef struct {
     cis2_opt_list backends; /* every --backend given; backend is the first */
     int n, n_set, threads, stop_at_eos, check_det, no_check_det, hash_only, exact, brief;
     const char *chat, *chat_format; /* run --chat FILE [--chat-format chatml] */
+    /* run --temperature T --top-k K --top-p P --min-p M --seed S (docs/sampling.md) */
+    const char *temperature, *top_k, *top_p, *min_p, *seed;
 } cis2_run_opts;
 /* `allowed` lists the accepted flags: " --model --prompt ... " (a space
  * around each; " --backend+ " also allows a second --backend). `positional`
@@ -138,4 +143,9 @@ typedef struct {
 int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allowed,
                         cis2_run_opts *o, const char **positional);
 int cis2_cli_run_engine_opts(const char *cmd, const cis2_run_opts *o, cis2_engine_opts *eo);
+/* The sampler from --temperature/--top-k/--top-p/--min-p/--seed, each value
+ * checked (one line naming the flag); without --temperature (or with 0) it is
+ * greedy and the other four are refused. Without --seed a sampled run gets
+ * one from the system's randomness (printed, and in the receipt). */
+int cis2_cli_sampler(const char *cmd, const cis2_run_opts *o, cis2_sampler *s);
 #endif

@@ -2,6 +2,8 @@
  * model-running commands, FP readiness, model + engine opening, and output
  * helpers (JSON-escaped text, hex digests). */
 #include "cli/commands.h"
+#include "engine/sample.h"
+#include <unistd.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -339,6 +341,11 @@ int cis2_cli_parse_opts(const char *cmd, int argc, char **argv, const char *allo
         { "--brief", NULL, CIS2_OPT_FLAG, &o->brief, 0, 0 },
         { "--chat", NULL, CIS2_OPT_PATH, &o->chat, 0, 0 },
         { "--chat-format", NULL, CIS2_OPT_PATH, &o->chat_format, 0, 0 },
+        { "--temperature", NULL, CIS2_OPT_STR, &o->temperature, 0, 0 },
+        { "--top-k", NULL, CIS2_OPT_STR, &o->top_k, 0, 0 },
+        { "--top-p", NULL, CIS2_OPT_STR, &o->top_p, 0, 0 },
+        { "--min-p", NULL, CIS2_OPT_STR, &o->min_p, 0, 0 },
+        { "--seed", NULL, CIS2_OPT_STR, &o->seed, 0, 0 },
     };
     /* the subset this command accepts: `allowed` is " --model --prompt ... " */
     cis2_opt use[sizeof all / sizeof all[0]];
@@ -373,6 +380,64 @@ int cis2_cli_run_engine_opts(const char *cmd, const cis2_run_opts *o, cis2_engin
     return 0;
 }
 
+/* A flag's value in a message: escaped, one line (docs/errors.md). */
+static const char *esc_val(const char *v, char *out, size_t cap)
+{
+    return cis2_escape(v, strlen(v), out, cap, CIS2_ESC_TEXT);
+}
+
+int cis2_cli_sampler(const char *cmd, const cis2_run_opts *o, cis2_sampler *s)
+{
+    char ev[96];
+    memset(s, 0, sizeof *s);
+    s->top_p = 1.0f;
+    if (o->temperature) {
+        if (smp_parse_num(o->temperature, &s->temperature))
+            return cis2_cli_usage_error(cmd, "--temperature: expected a number like 0.7, got '%s'",
+                                        esc_val(o->temperature, ev, sizeof ev));
+        char err[CIS2_ERR_LEN];
+        if (cis2_sampler_check(s, err))
+            return cis2_cli_usage_error(cmd,
+                                        "--temperature: must be 0 or a normal number above "
+                                        "0, got '%s'",
+                                        esc_val(o->temperature, ev, sizeof ev));
+    }
+    const char *flag[4] = { "--top-k", "--top-p", "--min-p", "--seed" };
+    const char *val[4] = { o->top_k, o->top_p, o->min_p, o->seed };
+    for (int k = 0; k < 4; k++) {
+        if (!val[k]) continue;
+        if (s->temperature == 0.0f)
+            return cis2_cli_usage_error(cmd,
+                                        "%s needs --temperature above 0 (temperature 0 is the "
+                                        "greedy argmax, which has no %s)",
+                                        flag[k], flag[k] + 2);
+        esc_val(val[k], ev, sizeof ev);
+        uint64_t u;
+        float f;
+        if (k == 0 && (smp_parse_seed(val[k], &u) || u > 0x7FFFFFFF))
+            return cis2_cli_usage_error(cmd,
+                                        "--top-k: expected an integer from 0 to 2147483647, "
+                                        "got '%s'",
+                                        ev);
+        if (k == 0) s->top_k = (int)u;
+        if ((k == 1 || k == 2) && (smp_parse_num(val[k], &f) || f > 1.0f ||
+                                   (f != 0.0f && (cis2_f2u(f) & 0x7F800000u) == 0)))
+            return cis2_cli_usage_error(cmd, "%s: expected a number in [0, 1]%s, got '%s'", flag[k],
+                                        k == 1 ? " (1 = off)" : " (0 = off)", ev);
+        if (k == 1) s->top_p = f;
+        if (k == 2) s->min_p = f;
+        if (k == 3 && smp_parse_seed(val[k], &s->seed))
+            return cis2_cli_usage_error(cmd,
+                                        "--seed: expected an integer from 0 to "
+                                        "18446744073709551615, got '%s'",
+                                        ev);
+    }
+    if (s->temperature > 0.0f && !o->seed && getentropy(&s->seed, sizeof s->seed) != 0)
+        return cis2_cli_usage_error(cmd, "--seed: not given, and the system gave no randomness "
+                                         "to choose one; give --seed N");
+    return 0;
+}
+
 void cis2_cli_put_escaped(FILE *f, const char *s, size_t n, cis2_esc_mode mode)
 {
     cis2_sb b = { 0 };
@@ -394,8 +459,15 @@ void cis2_cli_print_hex_line(const char *key, const uint8_t d[32])
 int cis2_cli_run_twice_check(cis2_engine *e, const int32_t *ids, int n, const cis2_gen_opts *g,
                              const cis2_result *r1, char *err)
 {
+    return cis2_cli_run_twice_check_sampled(e, ids, n, g, NULL, r1, err);
+}
+
+int cis2_cli_run_twice_check_sampled(cis2_engine *e, const int32_t *ids, int n,
+                                     const cis2_gen_opts *g, const cis2_sampler *smp,
+                                     const cis2_result *r1, char *err)
+{
     cis2_result r2;
-    if (cis2_generate(e, ids, n, g, &r2, err)) return 1;
+    if (cis2_generate_sampled(e, ids, n, g, smp, &r2, err)) return 1;
     const char *hook = getenv("CIS2_TEST_HOOK");
     if (hook && !strcmp(hook, "det-mismatch")) r2.witness[0] ^= 1;
     const char *what =

@@ -13,6 +13,7 @@ static const char USAGE[] =
     "           [--backend ref|fast|approx] [--threads N] [--isa "
     "scalar|sse2|avx2|avx512|neon]\n"
     "           [--stop-at-eos] [--check-determinism] [--fault NAME [--fault-arg ARG]]\n"
+    "           [--temperature T [--top-k K] [--top-p P] [--min-p M] [--seed S]]\n"
     "  cis2 verify RECEIPT|- --model DIR [--backend ref|fast] [--threads N] [--isa X]\n"
     "  cis2 selftest\n"
     "  cis2 conform --model DIR [--vector FILE] [--no-check-determinism] [--backend ref|fast]\n"

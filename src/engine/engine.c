@@ -5,6 +5,7 @@
  * forward pass is forward.c's, the witness stream witness.c's. */
 #include "engine/engine.h"
 #include "core/fparith.h"
+#include "engine/sample.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,6 +158,7 @@ static void seq_release(seq_t *s)
                    .kv = s->kv,
                    .kv_len = s->kv_len };
     free(s->force_copy);
+    free(s->smp_scratch);
     cis2_result_free(&s->r);
     *s = keep;
 }
@@ -291,11 +293,12 @@ int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0, 
     return rc;
 }
 
-int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
-                    int *seq, char *err)
+/* `fn`: the public call, named in a message about a NULL engine. */
+static int seq_submit(const char *fn, cis2_engine *e, const int32_t *prompt, int n_prompt,
+                      const cis2_gen_opts *g, const cis2_sampler *smp, int *seq, char *err)
 {
     *seq = -1;
-    if (no_engine(e, __func__, err)) return 1;
+    if (no_engine(e, fn, err)) return 1;
     const cis2_model *m = e->m;
     const cis2_config *c = &m->cfg;
     if (!g || (n_prompt > 0 && !prompt)) {
@@ -335,6 +338,8 @@ int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const c
                      c->vocab);
             return 1;
         }
+    if (smp && cis2_sampler_check(smp, err)) return 1;
+    const int sampled = smp && smp->temperature > 0.0f;
     int slot = -1;
     for (int i = 0; i < e->n_seqs; i++)
         if (e->seqs[i].state == SEQ_FREE) {
@@ -354,7 +359,12 @@ int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const c
         if (s->force_copy) memcpy(s->force_copy, g->force, (size_t)g->n_force * sizeof(int32_t));
     }
     s->g.force = s->force_copy;
-    if (!s->r.prompt || !s->r.gen || (g->n_force > 0 && !s->force_copy)) {
+    if (sampled) {
+        s->smp = *smp;
+        s->smp_scratch = malloc(smp_scratch_bytes(c->vocab));
+    }
+    if (!s->r.prompt || !s->r.gen || (g->n_force > 0 && !s->force_copy) ||
+        (sampled && !s->smp_scratch)) {
         seq_release(s);
         snprintf(err, CIS2_ERR_LEN, "out of memory");
         return 1;
@@ -363,9 +373,26 @@ int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const c
     s->r.n_prompt = n_prompt;
     s->r.nan_step = s->r.nan_index = -1;
     witness_begin(&s->w, &m->dg, prompt, n_prompt);
+    if (sampled) { /* docs/sampling.md §5: the sampler, between prompt and steps */
+        uint8_t rec[40];
+        smp_record(smp, rec);
+        cis2_sha256_update(&s->w, rec, sizeof rec);
+    }
     s->state = SEQ_QUEUED;
     *seq = slot;
     return 0;
+}
+
+int cis2_seq_submit(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
+                    int *seq, char *err)
+{
+    return seq_submit(__func__, e, prompt, n_prompt, g, NULL, seq, err);
+}
+
+int cis2_seq_submit_sampled(cis2_engine *e, const int32_t *prompt, int n_prompt,
+                            const cis2_gen_opts *g, const cis2_sampler *smp, int *seq, char *err)
+{
+    return seq_submit(__func__, e, prompt, n_prompt, g, smp, seq, err);
 }
 
 /* The run ends here: close the §12.1 witness stream and compute the §12.2
@@ -396,6 +423,8 @@ static int32_t emit_scan(cis2_engine *e, seq_t *s, const float *logits)
             if ((cis2_f2u(logits[i]) & 0x7FFFFFFFu) > 0x7F800000u) nan_at = i;
     }
     if (step < s->g.n_force) next = s->g.force[step];
+    else if (s->smp_scratch) /* docs/sampling.md: on the final logits, any thread */
+        next = smp_pick(&s->smp, (uint64_t)step, logits, c->vocab, s->smp_scratch);
     if (s->r.nan_step < 0 && nan_at >= 0) {
         s->r.nan_step = step;
         s->r.nan_index = nan_at;
@@ -631,24 +660,37 @@ int cis2_seq_finish(cis2_engine *e, int seq, char *err)
     return 0;
 }
 
-int cis2_generate(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
-                  cis2_result *r, char *err)
+static int generate(const char *fn, cis2_engine *e, const int32_t *prompt, int n_prompt,
+                    const cis2_gen_opts *g, const cis2_sampler *smp, cis2_result *r, char *err)
 {
     memset(r, 0, sizeof *r);
     r->nan_step = r->nan_index = -1;
-    if (no_engine(e, __func__, err)) return 1;
+    if (no_engine(e, fn, err)) return 1;
     if (cis2_engine_active(e)) {
         snprintf(err, CIS2_ERR_LEN, "the engine is decoding other sequences (use cis2_seq_submit)");
         return 1;
     }
     int seq;
-    if (cis2_seq_submit(e, prompt, n_prompt, g, &seq, err)) return 1;
+    if (seq_submit(fn, e, prompt, n_prompt, g, smp, &seq, err)) return 1;
     while (!cis2_seq_done(e, seq))
         if (cis2_engine_step(e, err)) {
             cis2_seq_cancel(e, seq);
             return 1;
         }
     return cis2_seq_take(e, seq, r, err);
+}
+
+int cis2_generate(cis2_engine *e, const int32_t *prompt, int n_prompt, const cis2_gen_opts *g,
+                  cis2_result *r, char *err)
+{
+    return generate(__func__, e, prompt, n_prompt, g, NULL, r, err);
+}
+
+int cis2_generate_sampled(cis2_engine *e, const int32_t *prompt, int n_prompt,
+                          const cis2_gen_opts *g, const cis2_sampler *smp, cis2_result *r,
+                          char *err)
+{
+    return generate(__func__, e, prompt, n_prompt, g, smp, r, err);
 }
 
 void cis2_result_free(cis2_result *r)

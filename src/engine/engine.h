@@ -30,8 +30,10 @@ typedef struct {
     int32_t *force_copy;
     int32_t next; /* the last emitted id, fed at the next step */
     cis2_result r;
-    cis2_sha256 w; /* §12.1 witness stream in progress */
-    int cancelled; /* cis2_seq_cancel from an on_step: released when the step ends */
+    cis2_sha256 w;    /* §12.1 witness stream in progress */
+    int cancelled;    /* cis2_seq_cancel from an on_step: released when the step ends */
+    cis2_sampler smp; /* temperature > 0: sampled (docs/sampling.md), else §11.2 */
+    void *smp_scratch;
 } seq_t;
 
 /* Consecutive rows of one sequence at positions pos0..pos0+n-1: attention

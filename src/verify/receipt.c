@@ -2,6 +2,7 @@
  * lines in a fixed order. The parser is strict: unknown, duplicate, missing,
  * reordered or malformed lines are errors, as is a gen-toks that disagrees
  * with the number of generated ids. */
+#include "engine/sample.h"
 #include "model/model.h"
 #include "verify/verify.h"
 #include <stdlib.h>
@@ -112,7 +113,21 @@ int cis2_receipt_check(const cis2_receipt *r, char *err)
 
 int cis2_receipt_format(const cis2_receipt *r, char **out, size_t *len)
 {
+    return cis2_receipt_format_sampled(r, NULL, out, len);
+}
+
+/* docs/sampling.md §6: a sampled run's receipt is the v1 lines under its own
+ * first line, then the sampler and the seed; a greedy one is v1 exactly. */
+int cis2_receipt_format_sampled(const cis2_receipt *r, const cis2_sampler *smp, char **out,
+                                size_t *len)
+{
     char e[CIS2_ERR_LEN];
+    if (smp && smp->temperature == 0.0f) smp = NULL;
+    if (smp && cis2_sampler_check(smp, e)) {
+        *out = NULL;
+        *len = 0;
+        return 1;
+    }
     *out = NULL;
     *len = 0;
     if (cis2_receipt_check(r, e)) return 1;
@@ -138,26 +153,34 @@ int cis2_receipt_format(const cis2_receipt *r, char **out, size_t *len)
     cis2_hex(r->prompt_bytes, r->prompt_len, phex);
     int n = snprintf(
         b, cap,
-        "CIS-2-RECEIPT v1\nspec-version %s\nweights-sha256 %s\nconfig-sha256 %s\ntokenizer-sha256 "
+        "CIS-2-RECEIPT %s\nspec-version %s\nweights-sha256 %s\nconfig-sha256 %s\ntokenizer-sha256 "
         "%s\n"
         "prompt-hex %s\nprompt-token-ids %s\ngen-toks %d\ndtype %s\ntable-digest %s\n"
         "inv-freq-table-digest %s\ngenerated-token-ids %s\nargmax-digest %s\nwitness-digest %s\n",
-        r->spec_version, w, c, t, phex, pids, r->n_gen, r->dtype[0] ? r->dtype : "fp32", td, fd,
-        gids, ad, wd);
+        smp ? "v1+sampling" : "v1", r->spec_version, w, c, t, phex, pids, r->n_gen,
+        r->dtype[0] ? r->dtype : "fp32", td, fd, gids, ad, wd);
     free(pids);
     free(gids);
     free(phex);
+    if (smp) {
+        char sl[160];
+        smp_format(smp, sl, sizeof sl);
+        n += snprintf(b + n, cap - (size_t)n, "sampler %s\nseed %llu\n", sl,
+                      (unsigned long long)smp->seed);
+    }
     *out = b;
     *len = (size_t)n;
     return 0;
 }
 
-static int cis2_receipt_write_impl(const cis2_receipt *r, const char *path, char *err)
+static int cis2_receipt_write_impl(const cis2_receipt *r, const cis2_sampler *smp, const char *path,
+                                   char *err)
 {
     char *b;
     size_t n;
     if (cis2_receipt_check(r, err)) return 1;
-    if (cis2_receipt_format(r, &b, &n)) {
+    if (smp && cis2_sampler_check(smp, err)) return 1;
+    if (cis2_receipt_format_sampled(r, smp, &b, &n)) {
         snprintf(err, CIS2_ERR_LEN, "%s: out of memory formatting the receipt", path);
         return 1;
     }
@@ -171,9 +194,34 @@ static int hexval(char ch)
     return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
 }
 
-int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_receipt *r, char *err)
+/* "temperature=T top-k=K top-p=P min-p=M", those keys in that order. */
+static int parse_sampler(char *val, cis2_sampler *smp)
+{
+    static const char *key[4] = { "temperature=", "top-k=", "top-p=", "min-p=" };
+    char *save = NULL, *tok = strtok_r(val, " ", &save);
+    for (int k = 0; k < 4; k++, tok = strtok_r(NULL, " ", &save)) {
+        size_t kl = strlen(key[k]);
+        if (!tok || strncmp(tok, key[k], kl) != 0) return 1;
+        const char *v = tok + kl;
+        if (k == 1) {
+            uint64_t kv;
+            if (smp_parse_seed(v, &kv) || kv > 0x7FFFFFFF) return 1;
+            smp->top_k = (int)kv;
+        } else if (smp_parse_num(v, k == 0   ? &smp->temperature
+                                    : k == 2 ? &smp->top_p
+                                             : &smp->min_p))
+            return 1;
+    }
+    char e[CIS2_ERR_LEN];
+    return tok != NULL || cis2_sampler_check(smp, e) || smp->temperature == 0.0f;
+}
+
+static int receipt_parse(const char *text, size_t len, const char *path, cis2_receipt *r,
+                         cis2_sampler *smp, char *err)
 {
     memset(r, 0, sizeof *r);
+    int sampled = 0;
+    if (smp) memset(smp, 0, sizeof *smp);
     if (!path) path = "receipt";
     /* the source's name is the caller's (a file name): escaped, so the
      * message stays one line (docs/errors.md) */
@@ -193,11 +241,11 @@ int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_rece
         snprintf(err, CIS2_ERR_LEN, "%s: line %d: %s", ep, lineno, m_);                            \
         goto fail;                                                                                 \
     } while (0)
-    for (int i = -1; i < 13; i++) {
+    for (int i = -1; i < 13 + 2 * sampled; i++) {
         lineno++;
         if (p >= end) {
             if (i < 0) FAIL("empty file, expected \"CIS-2-RECEIPT v1\"");
-            FAIL("missing line \"%s\"", KEYS[i]);
+            FAIL("missing line \"%s\"", i < 13 ? KEYS[i] : i == 13 ? "sampler" : "seed");
         }
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *le = nl ? nl : end;
@@ -210,8 +258,11 @@ int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_rece
         p = nl ? nl + 1 : end;
         if (i < 0) {
             int ok = strcmp(line, "CIS-2-RECEIPT v1") == 0;
+            sampled = smp && strcmp(line, "CIS-2-RECEIPT v1+sampling") == 0;
             free(line);
-            if (!ok) FAIL("first line must be \"CIS-2-RECEIPT v1\"");
+            if (!ok && !sampled && smp)
+                FAIL("first line must be \"CIS-2-RECEIPT v1\" or \"CIS-2-RECEIPT v1+sampling\"");
+            if (!ok && !sampled) FAIL("first line must be \"CIS-2-RECEIPT v1\"");
             continue;
         }
         char *sp = strchr(line, ' ');
@@ -221,6 +272,14 @@ int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_rece
         }
         *sp = 0;
         const char *key = line, *val = sp + 1;
+        if (i >= 13) { /* docs/sampling.md §6: "sampler ..." then "seed S" */
+            const char *want = i == 13 ? "sampler" : "seed";
+            int ok = strcmp(key, want) == 0 &&
+                     (i == 13 ? !parse_sampler(sp + 1, smp) : !smp_parse_seed(val, &smp->seed));
+            free(line);
+            if (!ok) FAIL("expected \"%s\" line as docs/sampling.md gives it", want);
+            continue;
+        }
         if (strcmp(key, KEYS[i]) != 0) {
             int known = -1;
             for (int k = 0; k < 13; k++)
@@ -306,8 +365,21 @@ int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_rece
     return 0;
 fail:
     cis2_receipt_free(r);
+    if (smp) memset(smp, 0, sizeof *smp);
     return 1;
 #undef FAIL
+}
+
+int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_receipt *r, char *err)
+{
+    return receipt_parse(text, len, path, r, NULL, err);
+}
+
+int cis2_receipt_parse_sampled(const char *text, size_t len, const char *path, cis2_receipt *r,
+                               cis2_sampler *smp, char *err)
+{
+    cis2_sampler dummy;
+    return receipt_parse(text, len, path, r, smp ? smp : &dummy, err);
 }
 
 void cis2_receipt_free(cis2_receipt *r)
@@ -324,7 +396,13 @@ void cis2_receipt_free(cis2_receipt *r)
  * SANITIZE leaves what is escaped already as it is). */
 int cis2_receipt_write(const cis2_receipt *r, const char *path, char *err)
 {
-    int rc = cis2_receipt_write_impl(r, path, err);
+    return cis2_receipt_write_sampled(r, NULL, path, err);
+}
+
+int cis2_receipt_write_sampled(const cis2_receipt *r, const cis2_sampler *smp, const char *path,
+                               char *err)
+{
+    int rc = cis2_receipt_write_impl(r, smp, path, err);
     if (rc) cis2_err_one_line(err);
     return rc;
 }

@@ -2,6 +2,7 @@
  * re-run of its prompt (§14.3) — artifact hashes first, so a mismatch says
  * whether the inputs or the computation differ. Shared by `cis2 verify`, the
  * browser verifier and the Python package. */
+#include "engine/sample.h"
 #include "verify/verify.h"
 #include <stdlib.h>
 #include <string.h>
@@ -160,21 +161,59 @@ int cis2_receipt_verify_finish(const cis2_receipt *r, cis2_result *run, cis2_ver
     return 0;
 }
 
+/* docs/sampling.md §6: the sampler and the seed cannot be recomputed, only
+ * re-run: each is MISMATCH when the run under the receipt's values gives
+ * other ids or another witness (which covers them, §5), and names itself. */
+int cis2_receipt_verify_finish_sampled(const cis2_receipt *r, const cis2_sampler *smp,
+                                       cis2_result *run, cis2_verdict *v, char *err)
+{
+    if (cis2_receipt_verify_finish(r, run, v, err)) return 1;
+    if (!smp || smp->temperature == 0.0f) return 0;
+    int step = -1;
+    for (int i = 0; i < r->n_gen && i < v->run.n_gen && step < 0; i++)
+        if (r->gen_ids[i] != v->run.gen[i]) step = i;
+    if (step < 0 && r->n_gen != v->run.n_gen)
+        step = r->n_gen < v->run.n_gen ? r->n_gen : v->run.n_gen;
+    int bad = step >= 0 || memcmp(r->witness_digest, v->run.witness, 32) != 0;
+    char sl[160], sd[32], why[128];
+    smp_format(smp, sl, sizeof sl);
+    snprintf(sd, sizeof sd, "%llu", (unsigned long long)smp->seed);
+    if (step >= 0) snprintf(why, sizeof why, "a run under it picks other ids from step %d", step);
+    else snprintf(why, sizeof why, "%s", bad ? "a run under it has another witness" : "re-run");
+    int oom = 0;
+    oom |=
+        add(v, "sampler", bad ? CIS2_FIELD_MISMATCH : CIS2_FIELD_MATCH, dup_str(sl), dup_str(why));
+    oom |= add(v, "seed", bad ? CIS2_FIELD_MISMATCH : CIS2_FIELD_MATCH, dup_str(sd), dup_str(why));
+    if (oom) {
+        cis2_verdict_free(v);
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        return 1;
+    }
+    return 0;
+}
+
 int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_step, void *ctx,
                         cis2_verdict *v, char *err)
 {
+    return cis2_receipt_verify_sampled(e, r, NULL, on_step, ctx, v, err);
+}
+
+int cis2_receipt_verify_sampled(cis2_engine *e, const cis2_receipt *r, const cis2_sampler *smp,
+                                cis2_step_fn on_step, void *ctx, cis2_verdict *v, char *err)
+{
     cis2_gen_opts g;
     int run;
+    if (smp && cis2_sampler_check(smp, err)) return 1;
     if (cis2_receipt_verify_begin(cis2_engine_model(e), r, v, &g, &run, err)) return 1;
     if (!run) return 0;
     g.on_step = on_step;
     g.ctx = ctx;
     cis2_result res;
-    if (cis2_generate(e, r->prompt_ids, r->n_prompt, &g, &res, err)) {
+    if (cis2_generate_sampled(e, r->prompt_ids, r->n_prompt, &g, smp, &res, err)) {
         cis2_verdict_free(v);
         return 1;
     }
-    return cis2_receipt_verify_finish(r, &res, v, err);
+    return cis2_receipt_verify_finish_sampled(r, smp, &res, v, err);
 }
 
 void cis2_verdict_free(cis2_verdict *v)

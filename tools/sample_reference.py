@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""An independent reading of docs/sampling.md: the sampler written from that
+page alone (and spec §6.2's pinned exp), in numpy binary32, one operation at
+a time with §1.3's DAZ/FTZ applied to every operand and result.
+
+It reads the logits a `cis2 trace` file holds (docs/divergence.md: a
+safetensors file; step t of a run with an n-token prompt is the tensor
+p{n-1+t}.logits) and prints the id the sampler picks at each step, comma-
+separated, as `cis2 run` prints generated_token_ids=.
+
+    python3 tools/sample_reference.py TRACE --n-prompt N --temperature T
+        [--top-k K] [--top-p P] [--min-p M] --seed S [--steps N]
+
+tests/t_sampling.sh runs it against cis2 for several seeds and parameters.
+"""
+import argparse
+import json
+import struct
+import sys
+
+import numpy as np
+
+F = np.float32
+FLT_MIN = F(np.finfo(np.float32).tiny)
+
+
+def f32(bits):
+    return np.frombuffer(struct.pack("<I", bits), dtype=np.float32)[0]
+
+
+def ftz(x):
+    """DAZ/FTZ (spec §1.3): a subnormal is a zero of its sign."""
+    x = F(x)
+    if x != 0 and abs(x) < FLT_MIN:
+        return F(-0.0) if np.signbit(x) else F(0.0)
+    return x
+
+
+def add(a, b):
+    with np.errstate(all="ignore"):
+        return ftz(F(ftz(a)) + F(ftz(b)))
+
+
+def sub(a, b):
+    with np.errstate(all="ignore"):
+        return ftz(F(ftz(a)) - F(ftz(b)))
+
+
+def mul(a, b):
+    with np.errstate(all="ignore"):
+        return ftz(F(ftz(a)) * F(ftz(b)))
+
+
+def div(a, b):
+    with np.errstate(all="ignore"):
+        return ftz(F(ftz(a)) / F(ftz(b)))
+
+
+# spec §6.2: the pinned exp
+EXP_LOG2E = f32(0x3FB8AA3B)
+EXP_C1 = f32(0x3F318000)
+EXP_C2 = f32(0xB95E8083)
+EXP_P = [f32(b) for b in (0x39506967, 0x3AB743CE, 0x3C088908, 0x3D2AA9C1, 0x3E2AAAAA, 0x3F000000)]
+
+
+def ldexp_exact(x, k):
+    """§6.2.1: replace the exponent field."""
+    if x == 0:
+        return x
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    e = ((bits >> 23) & 0xFF) + k
+    if e <= 0:
+        return F(0.0)
+    if e >= 0xFF:
+        return F(-np.inf) if bits >> 31 else F(np.inf)
+    return f32((bits & ~(0xFF << 23) & 0xFFFFFFFF) | (e << 23))
+
+
+def exp_pinned(x):
+    x = ftz(x)
+    if np.isnan(x):
+        return x
+    if x > F(88.0):
+        return F(np.inf)
+    if x < F(-88.0):
+        return F(0.0)
+    t = mul(x, EXP_LOG2E)
+    z0 = add(t, F(0.5))
+    k = F(np.floor(z0))
+    r0 = sub(x, mul(k, EXP_C1))
+    r = sub(r0, mul(k, EXP_C2))
+    r2 = mul(r, r)
+    poly = EXP_P[0]
+    for i in range(1, 6):
+        poly = add(mul(poly, r), EXP_P[i])
+    m1 = mul(poly, r2)
+    result = add(add(m1, r), F(1.0))
+    return ldexp_exact(result, int(k))
+
+
+M64 = (1 << 64) - 1
+
+
+def splitmix64(seed, step):
+    """docs/sampling.md §3: the (step+1)-th SplitMix64 output for `seed`."""
+    z = (seed + (step + 1) * 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def uniform(seed, step):
+    return F(splitmix64(seed, step) >> 40) * F(2.0**-24)
+
+
+def pick(logits, T, K, P, M, seed, step):
+    """docs/sampling.md §2, literally: every candidate, no shortcut."""
+    T, P, M = F(T), F(P), F(M)
+    lg = [ftz(v) for v in logits]
+    cand = [i for i, v in enumerate(lg) if not np.isnan(v)]
+    if not cand:
+        return 0
+    # §2.2: logit descending, lower id first (-0 == +0: float keys compare equal)
+    cand.sort(key=lambda i: (-float(lg[i]), i))
+    n = len(cand)
+    if 0 < K < n:
+        n = K
+    s = [div(lg[cand[i]], T) for i in range(n)]
+    s0 = s[0]
+    if np.isinf(s0):
+        w = [F(1.0) if s[i] == s0 else F(0.0) for i in range(n)]
+    else:
+        w = [exp_pinned(sub(s[i], s0)) for i in range(n)]
+    C = []
+    acc = None
+    for i in range(n):
+        acc = w[i] if acc is None else add(acc, w[i])
+        C.append(acc)
+    if P < F(1.0):
+        theta = mul(P, C[n - 1])
+        n = next(i for i in range(n) if C[i] >= theta) + 1
+    if M > F(0.0):
+        mu = mul(M, w[0])
+        n = next((i for i in range(1, n) if w[i] < mu), n)
+    x = mul(uniform(seed, step), C[n - 1])
+    for i in range(n):
+        if C[i] > x:
+            return cand[i]
+    for j in range(n - 1, 0, -1):
+        if w[j] > 0:
+            return cand[j]
+    return cand[0]
+
+
+def read_trace(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    hl = struct.unpack("<Q", data[:8])[0]
+    hdr = json.loads(data[8 : 8 + hl])
+    base = 8 + hl
+    out = {}
+    for name, t in hdr.items():
+        if name == "__metadata__":
+            continue
+        a, b = t["data_offsets"]
+        out[name] = np.frombuffer(data[base + a : base + b], dtype="<f4")
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("trace")
+    ap.add_argument("--n-prompt", type=int, required=True)
+    ap.add_argument("--temperature", type=float, required=True)
+    ap.add_argument("--top-k", type=int, default=0)
+    ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--min-p", type=float, default=0.0)
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--steps", type=int, default=0, help="0: every logits tensor from the prompt's last")
+    a = ap.parse_args()
+    t = read_trace(a.trace)
+    ids = []
+    step = 0
+    while True:
+        name = "p%d.logits" % (a.n_prompt - 1 + step)
+        if name not in t or (a.steps and step >= a.steps):
+            break
+        ids.append(pick(t[name], a.temperature, a.top_k, a.top_p, a.min_p, a.seed, step))
+        step += 1
+    if not ids:
+        sys.exit("sample_reference.py: %s holds no p%d.logits" % (a.trace, a.n_prompt - 1))
+    print(",".join(str(i) for i in ids))
+
+
+if __name__ == "__main__":
+    main()
