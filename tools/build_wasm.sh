@@ -55,7 +55,13 @@ fi
 OUT="${WASM_BUILD:-build-wasm}"
 WASM_OUT="${WASM_OUT:-web/cis2.wasm}"
 mkdir -p "$OUT" "$(dirname "$WASM_OUT")"
-SRC="engine/backend_ref engine/backend_fast engine/backend_armd kernels/approx_int8 kernels/i8_pack model/quant_config engine/threadpool engine/engine engine/forward engine/witness engine/fault kernels/kernels_wasm128 kernels/kernels_scalar kernels/kernels_sse2 kernels/kernels_avx2 kernels/kernels_avx512 kernels/kernels_neon kernels/kernels_ref kernels/pick model/config model/weights model/bigmem model/model model/safetensors model/tokenizer model/tokenizer_load model/unicode_tables model/unicode model/pretok core/fpenv core/json core/pinned_math core/selftest core/sha256 core/util core/io core/strbuf verify/receipt verify/receipt_verify verify/trace_capture verify/trace_file"
+# One source list with the native build: every file of the library's layers (the Makefile's
+# LAYERS less cli), except those that cannot work in a browser tab: the conformance suite
+# runner (fork/exec of a candidate).
+WASM_EXCLUDE="verify/suite"
+SRC=$(for f in src/core/*.c src/model/*.c src/kernels/*.c src/engine/*.c src/verify/*.c; do
+    f=${f#src/}; f=${f%.c}; case " $WASM_EXCLUDE " in *" $f "*) ;; *) printf '%s ' "$f" ;; esac
+done)
 CFLAGS=(--target=wasm32-wasi -msimd128 "${SYSFLAGS[@]}" -std=c11 -D_GNU_SOURCE -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID
         -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
         -ffp-contract=off -fno-math-errno -fno-strict-aliasing -O2 -Iinclude -Isrc)

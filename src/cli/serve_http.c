@@ -884,6 +884,7 @@ static void on_log(void *cls, const char *fmt, va_list ap)
      * the request deadline, which counts it): one line each is a line per
      * connection any client can open and drop. */
     if (!strncmp(line, "Connection socket is closed when reading request", 48) ||
+        !strncmp(line, "Socket has been disconnected when reading request", 49) ||
         !strncmp(line, "Connection was closed by remote side with incomplete request", 60))
         return;
     cis2_cli_note("serve", "libmicrohttpd: %s", line); /* may quote what a client sent */
