@@ -8,13 +8,27 @@
  *  - Every call that can fail returns 0 on success and nonzero on failure,
  *    writing one human-readable line (naming the file and the problem) into
  *    the caller's `err` buffer of CIS2_ERR_LEN bytes. `err` may not be NULL.
- *    The text calls (cis2_tokenizer_encode/_decode/_normalize,
- *    cis2_chat_parse_messages/_render, cis2_receipt_prompt_bytes) return -1
- *    when memory ran out and 1 for a fault of their input, so a caller can
- *    tell the two apart without reading the message.
+ *    The text calls (cis2_tokenizer_parse/_encode/_decode/_normalize,
+ *    cis2_chat_parse_messages/_render, cis2_receipt_prompt_bytes,
+ *    cis2_parse_ids) return -1 when memory ran out and 1 for a fault of
+ *    their input, so a caller can tell the two apart without reading the
+ *    message.
+ *  - The library never aborts, exits or prints (docs/architecture.md, "The
+ *    error contract"): memory running out is an error return like any other,
+ *    its message naming the memory, and what the failed call was given stays
+ *    usable — a model or engine works for the next call, a failed
+ *    cis2_engine_step changed no sequence (step again, or cancel), and a
+ *    cis2_result, cis2_receipt or cis2_verdict that a failed call was
+ *    filling holds nothing to free. An engine allocates
+ *    its scratch when it grows (cis2_engine_new, a longer prompt, a KV cache
+ *    that grows), never inside the forward pass. A FILE* argument
+ *    (cis2_selftest, cis2_fpenv_selftest) is the one place text goes.
  *  - Handles are opaque. Whoever gets a handle from a `_new`/`_open` call
- *    frees it with the matching `_free`; results and receipts own their
- *    arrays until their `_free` call.
+ *    frees it with the matching `_free`; results, verdicts and parsed
+ *    receipts own their arrays until their `_free` call (a `_free` of a
+ *    zeroed or already freed struct does nothing). The one borrower is a
+ *    receipt filled by cis2_receipt_from_run (see there). Memory a call
+ *    returns through a `char **`/`int32_t **` is the caller's: cis2_free.
  *  - Floating-point environment (§1.3): every call that computes pins
  *    FTZ/DAZ on the calling thread itself and restores the caller's control
  *    register before it returns; the engine's worker threads are pinned for
@@ -322,6 +336,16 @@ typedef struct {
  * error. *bytes is malloc'd (cis2_free). */
 int cis2_receipt_prompt_bytes(const cis2_tokenizer *t, const int32_t *ids, int n, char **bytes,
                               size_t *len, char *err);
+/* Receipt memory, one rule: a receipt owns its three arrays (prompt_bytes,
+ * prompt_ids, gen_ids) exactly when cis2_receipt_parse filled it; free it
+ * with cis2_receipt_free (also after a failed parse: it then holds none).
+ * cis2_receipt_from_run fills one that owns nothing: it borrows (does not
+ * copy) the prompt bytes and the result's id arrays, so keep those alive
+ * while `rc` is used, free them with cis2_free / cis2_result_free as usual,
+ * and never pass that receipt to cis2_receipt_free. cis2_receipt_format's
+ * *out is the caller's (cis2_free). A cis2_verdict owns its fields' strings
+ * and its run (cis2_verdict_free), never the receipt it checked. */
+
 /* Fill a receipt from a finished run. Borrows (does not copy) the prompt
  * bytes and the result's id arrays: keep them alive while `rc` is used. */
 void cis2_receipt_from_run(cis2_receipt *rc, const cis2_model *m, const cis2_result *r,
@@ -331,7 +355,8 @@ void cis2_receipt_from_run(cis2_receipt *rc, const cis2_model *m, const cis2_res
  * spec_version/dtype are not the known NUL-terminated values or whose counts
  * do not describe its arrays; _write and _verify refuse it with err). */
 int cis2_receipt_format(const cis2_receipt *r, char **out, size_t *len);
-/* Strict parse; `path` names the source in messages. Free with _free. */
+/* Strict parse; `path` names the source in messages. Free with _free
+ * (the receipt owns its arrays); on failure it holds nothing. */
 int cis2_receipt_parse(const char *text, size_t len, const char *path, cis2_receipt *r, char *err);
 /* Atomic write: a fresh temporary file in the target's directory + rename. */
 int cis2_receipt_write(const cis2_receipt *r, const char *path, char *err);
@@ -369,8 +394,9 @@ typedef struct {
 } cis2_verdict;
 /* Re-runs the receipt's prompt on `e` (whose model supplies the artifact
  * hashes); on_step (may be NULL) sees each recomputed step (progress).
- * Returns 0 when verification ran (v->mismatches says whether it matched);
- * nonzero with err when it could not run at all. */
+ * Returns 0 when verification ran (v->mismatches says whether it matched;
+ * free v with cis2_verdict_free); nonzero with err when it could not run at
+ * all (v then holds nothing). */
 int cis2_receipt_verify(cis2_engine *e, const cis2_receipt *r, cis2_step_fn on_step, void *ctx,
                         cis2_verdict *v, char *err);
 /* cis2_receipt_verify in two halves, for a caller that runs the decode itself

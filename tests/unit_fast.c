@@ -62,6 +62,12 @@ static void attention_kb(cis2_backend *b, const float *q, const float *kc, const
                          int pos0, int nh, int nkv, int hd, float scale, float *out, int kb_swap)
 {
     int n = pos0 + T, qd = nh * hd;
+    char err[CIS2_ERR_LEN];
+    if (b->reserve(b, T, n, nh, nkv, hd, err)) { /* then attention allocates nothing */
+        printf("FAIL attention reserve: %s\n", err);
+        unit_failed++;
+        return;
+    }
     b->attention(b, q, kc, vc, NULL, 0, T, pos0, nh, nkv, hd, scale, out);
     if (T != 1 || !b->wants_kb) return;
     int cap = (n + CIS2_KB - 1) / CIS2_KB * CIS2_KB + (n % 3 ? CIS2_KB : 0);

@@ -403,6 +403,10 @@ int cis2_cmd_bench(int argc, char **argv)
               **vc = calloc((size_t)c->n_layers, sizeof *vc),
               **kb = b->wants_kb ? calloc((size_t)c->n_layers, sizeof *kb) : NULL;
         int kb_cap = (maxp + CIS2_KB) / CIS2_KB * CIS2_KB; /* maxp + 1 positions */
+        if (b->reserve && b->reserve(b, 1, maxp + 1, c->n_heads, c->n_kv_heads, c->head_dim, err)) {
+            cis2_cli_usage_error(cmd, "%s", err);
+            goto out;
+        }
         float *q = malloc(qd * sizeof(float)), *out = malloc(qd * sizeof(float));
         uint64_t st = 88172645463325252ull;
         for (size_t i = 0; i < qd; i++) {

@@ -18,7 +18,7 @@ static int cis2_parse_ids_impl(const char *s, int32_t **ids, int *n, char *err)
     int32_t *v = malloc(cap * sizeof *v);
     if (!v) {
         snprintf(err, CIS2_ERR_LEN, "out of memory");
-        return 1;
+        return -1;
     }
     const char *p = s;
     if (!*p) {
@@ -55,7 +55,7 @@ static int cis2_parse_ids_impl(const char *s, int32_t **ids, int *n, char *err)
             if (!nv) {
                 free(v);
                 snprintf(err, CIS2_ERR_LEN, "out of memory");
-                return 1;
+                return -1;
             }
             v = nv;
         }

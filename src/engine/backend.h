@@ -38,6 +38,17 @@ struct cis2_backend {
      * then keeps them (CIS2_KB_INDEX) beside the row-major cache and passes
      * them; otherwise it allocates nothing and passes NULL. */
     int wants_kb;
+    /* The backend's scratch memory, allocated ahead so that no matmul or
+     * attention call allocates (they cannot fail): after it returns 0,
+     * matmul over up to `rows` tokens and attention (and attention_decode)
+     * over up to `positions` keys of heads of this shape allocate nothing.
+     * Capacities only grow (0 asks for none). 1 with err when memory ran
+     * out; what was reserved before stays. Callers reserve before they
+     * compute: the engine for its activation rows (eng_ensure_rows) and
+     * for every KV cache it allocates (eng_ensure_positions). NULL = the
+     * backend needs no scratch. */
+    int (*reserve)(cis2_backend *b, int rows, int positions, int n_heads, int n_kv, int hd,
+                   char *err);
     void (*destroy)(cis2_backend *b);
     /* Optional (NULL = the engine loops itself): run fn(ctx, i) for every
      * i < n, in any order and on any of the backend's threads (each pinned

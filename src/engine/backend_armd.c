@@ -48,17 +48,7 @@ static void armd_mm(cis2_backend *b, const cis2_weight *w, const float *X, int T
         s->fast->matmul(s->fast, w, X, T, Y);
         return;
     }
-    size_t nxq = (size_t)T * 4 * (size_t)p->k4;
-    if (nxq > s->cap_xq || (size_t)T > s->cap_sx) {
-        int8_t *a = realloc(s->xq, nxq);
-        if (a) s->xq = a, s->cap_xq = nxq;
-        float *c = realloc(s->sx, (size_t)T * sizeof(float));
-        if (c) s->sx = c, s->cap_sx = (size_t)T;
-        if (!a || !c) {
-            fprintf(stderr, "cis2: arm D: out of memory for %d quantized tokens\n", T);
-            abort();
-        }
-    }
+    /* xq and sx hold T tokens (armd_reserve) */
     approx_i8_quantize_act(X, T, p->cols, p->k4, s->xq, s->sx);
     armd_job j = { s, p, Y, T, 4 };
     int ntasks = (p->ntiles + j.per - 1) / j.per;
@@ -71,6 +61,32 @@ static void armd_attn(cis2_backend *b, const float *q, const float *kc, const fl
 {
     armd_state *s = b->impl;
     s->fast->attention(s->fast, q, kc, vc, kb, kb_cap, T, pos0, n_heads, n_kv, hd, scale, out);
+}
+
+/* The activations quantized for `rows` tokens of the widest linear, and
+ * the fast backend's attention scratch. */
+static int armd_reserve(cis2_backend *b, int rows, int positions, int n_heads, int n_kv, int hd,
+                        char *err)
+{
+    armd_state *s = b->impl;
+    size_t k4 = 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->packed[i].rows && (size_t)s->packed[i].k4 > k4) k4 = (size_t)s->packed[i].k4;
+    size_t nxq = (size_t)rows * 4 * k4;
+    if (nxq > s->cap_xq) {
+        int8_t *a = realloc(s->xq, nxq);
+        if (!a) goto oom;
+        s->xq = a, s->cap_xq = nxq;
+    }
+    if ((size_t)rows > s->cap_sx) {
+        float *c = realloc(s->sx, (size_t)rows * sizeof(float));
+        if (!c) goto oom;
+        s->sx = c, s->cap_sx = (size_t)rows;
+    }
+    return s->fast->reserve(s->fast, rows, positions, n_heads, n_kv, hd, err);
+oom:
+    snprintf(err, CIS2_ERR_LEN, "arm D: out of memory for %d quantized tokens", rows);
+    return 1;
 }
 
 static void armd_pf(cis2_backend *b, int n, void (*fn)(void *ctx, int i), void *ctx)
@@ -141,6 +157,7 @@ int cis2_backend_armd_new(cis2_backend **out, const cis2_engine_opts *o, const c
     b->name = s->name;
     b->matmul = armd_mm;
     b->attention = armd_attn;
+    b->reserve = armd_reserve;
     b->wants_kb = 1; /* the fast backend's attention reads them */
     b->parallel_for = armd_pf;
     b->swiglu = s->fast->swiglu;

@@ -32,6 +32,7 @@ typedef struct {
     size_t sall_cap;
     float **ktl; /* per thread: a transposed block of AT1_KB keys, [hd][AT1_KB] */
     int ktl_hd;
+    int nth; /* threads: scratch[] and ktl[] entries */
 } fast_state;
 
 /* ---------------------------------------------------------------- matmul */
@@ -455,23 +456,53 @@ static void at1_mix_task(void *ctx, int task, int tid)
 #define AT1_MIN_CTX  256
 #define AKB1_MAX_CTX 2048
 
-/* Each thread's score rows hold at least `need` keys (AT_TQ rows). */
-static void ensure_scratch(fast_state *s, int need)
+/* backend.h's reserve: each thread's AT_TQ score rows (their capacity, the
+ * rows' stride, doubling from 256 keys), the decode's every-head scores and
+ * each thread's transposed key block (read from AT1_MIN_CTX keys), and the
+ * prefill's transposed keys. */
+static int fast_reserve(cis2_backend *b, int rows, int positions, int n_heads, int n_kv, int hd,
+                        char *err)
 {
-    int nth = tp_threads(s->pool);
-    if (need > s->scratch_cap) {
+    (void)rows; /* the matmuls need no scratch */
+    fast_state *s = b->impl;
+    if (positions > s->scratch_cap) {
         int cap = s->scratch_cap ? s->scratch_cap : 256;
-        while (cap < need) cap *= 2;
-        for (int i = 0; i < nth; i++) {
+        while (cap < positions) cap *= 2;
+        for (int i = 0; i < s->nth; i++) {
             float *p = realloc(s->scratch[i], (size_t)AT_TQ * cap * sizeof(float));
-            if (!p) {
-                fprintf(stderr, "cis2: fast backend: out of memory for attention scores\n");
-                abort();
-            }
+            if (!p) goto oom; /* the rows grown so far hold scratch_cap keys as well */
             s->scratch[i] = p;
         }
         s->scratch_cap = cap;
     }
+    if (positions >= AT1_MIN_CTX && s->k->scores_tq && hd > s->ktl_hd) {
+        s->ktl_hd = 0; /* until every thread's block is there */
+        for (int i = 0; i < s->nth; i++) {
+            free(s->ktl[i]);
+            s->ktl[i] = calloc((size_t)hd * AT1_KB, sizeof(float)); /* pad keys: zeros */
+            if (!s->ktl[i]) goto oom;
+        }
+        s->ktl_hd = hd;
+    }
+    size_t want = (size_t)n_heads * (size_t)positions;
+    if (positions >= AT1_MIN_CTX && want > s->sall_cap) {
+        float *p = realloc(s->sall, want * sizeof(float));
+        if (!p) goto oom;
+        s->sall = p;
+        s->sall_cap = want;
+    }
+    want = (size_t)n_kv * hd * (((size_t)positions + 15) & ~(size_t)15);
+    if (s->k->scores_t && want > s->kt_cap) {
+        float *p = realloc(s->kt, want * sizeof(float));
+        if (!p) goto oom;
+        s->kt = p;
+        s->kt_cap = want;
+    }
+    return 0;
+oom:
+    snprintf(err, CIS2_ERR_LEN, "out of memory for the attention scratch of %d positions",
+             positions);
+    return 1;
 }
 
 /* Decode over key-blocked keys, one dispatch: a part is `per` query heads
@@ -563,34 +594,12 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
                       float scale, float *out)
 {
     fast_state *s = b->impl;
-    int need = pos0 + T, nth = tp_threads(s->pool);
-    ensure_scratch(s, need);
+    int need = pos0 + T, nth = tp_threads(s->pool); /* fast_reserve'd for need keys */
     if (T == 1 && kb && need < AKB1_MAX_CTX) {
         akb_run(s, 1, q, &vc, &kb, &kb_cap, &pos0, n_heads, n_kv, hd, scale, out, NULL, NULL);
         return;
     }
     if (T == 1 && need >= AT1_MIN_CTX) {
-        if (!kb && s->k->scores_tq && hd > s->ktl_hd) {
-            for (int i = 0; i < nth; i++) {
-                free(s->ktl[i]);
-                s->ktl[i] = calloc((size_t)hd * AT1_KB, sizeof(float)); /* pad keys: zeros */
-                if (!s->ktl[i]) {
-                    fprintf(stderr, "cis2: fast backend: out of memory for transposed keys\n");
-                    abort();
-                }
-            }
-            s->ktl_hd = hd;
-        }
-        size_t want = (size_t)n_heads * (size_t)need;
-        if (want > s->sall_cap) {
-            float *p = realloc(s->sall, want * sizeof(float));
-            if (!p) {
-                fprintf(stderr, "cis2: fast backend: out of memory for attention scores\n");
-                abort();
-            }
-            s->sall = p;
-            s->sall_cap = want;
-        }
         /* ~4 tasks per thread, key ranges a multiple of 16 keys */
         int chunk = (need + 4 * nth - 1) / (4 * nth);
         chunk = (chunk + 15) & ~15;
@@ -623,16 +632,6 @@ static void fast_attn(cis2_backend *b, const float *q, const float *kc, const fl
         /* Prefill: every key is read by T x group queries, so transpose the
          * layer's keys once (a pure copy) and score without shuffles. */
         size_t ld = ((size_t)need + 15) & ~(size_t)15, kvd = (size_t)n_kv * hd;
-        size_t want = (size_t)n_kv * hd * ld;
-        if (want > s->kt_cap) {
-            float *p = realloc(s->kt, want * sizeof(float));
-            if (!p) {
-                fprintf(stderr, "cis2: fast backend: out of memory for transposed keys\n");
-                abort();
-            }
-            s->kt = p;
-            s->kt_cap = want;
-        }
         for (int h = 0; h < n_kv; h++) {
             float *kt = s->kt + (size_t)h * hd * ld;
             if (s->k->kt_pack) s->k->kt_pack(kc + (size_t)h * hd, kvd, need, hd, kt, ld);
@@ -664,10 +663,7 @@ static void fast_attn_decode(cis2_backend *b, int n, const float *q, const float
                              void (*pre)(void *ctx, int i), void *pre_ctx)
 {
     fast_state *s = b->impl;
-    int need = 1, qd = n_heads * hd;
-    for (int i = 0; i < n; i++)
-        if (pos[i] + 1 > need) need = pos[i] + 1;
-    ensure_scratch(s, need);
+    int qd = n_heads * hd; /* fast_reserve'd for every pos[i] + 1 keys */
     if (kb) {
         akb_run(s, n, q, vc, kb, kb_cap, pos, n_heads, n_kv, hd, scale, out, pre, pre_ctx);
         return;
@@ -708,9 +704,9 @@ static void fast_destroy(cis2_backend *b)
     fast_state *s = b->impl;
     if (s) {
         tp_free(s->pool);
-        for (int i = 0; s->scratch && s->scratch[i]; i++) free(s->scratch[i]);
+        for (int i = 0; s->scratch && i < s->nth; i++) free(s->scratch[i]);
         free(s->scratch);
-        for (int i = 0; s->ktl && s->ktl[i]; i++) free(s->ktl[i]);
+        for (int i = 0; s->ktl && i < s->nth; i++) free(s->ktl[i]);
         free(s->ktl);
         free(s->kt);
         free(s->sall);
@@ -740,6 +736,7 @@ static int make_backend(cis2_backend **out, const char *isa, int threads, char *
     b->attention = fast_attn;
     b->attention_decode = fast_attn_decode;
     b->wants_kb = 1;
+    b->reserve = fast_reserve;
     b->destroy = fast_destroy;
     b->parallel_for = fast_parallel_for;
     b->matmul_multi = fast_mm_multi;
@@ -758,8 +755,9 @@ static int make_backend(cis2_backend **out, const char *isa, int threads, char *
     s->k_i8 = k->mm_i8 ? k->mm_i8 : fast_kernels_scalar()->mm_i8;
     snprintf(s->name, sizeof s->name, "fast/%s", k->name);
     b->name = s->name;
-    s->scratch = calloc((size_t)threads + 1, sizeof *s->scratch); /* NULL-terminated */
-    s->ktl = calloc((size_t)threads + 1, sizeof *s->ktl);
+    s->scratch = calloc((size_t)threads, sizeof *s->scratch);
+    s->ktl = calloc((size_t)threads, sizeof *s->ktl);
+    s->nth = threads;
     if (!s->scratch || !s->ktl) {
         fast_destroy(b);
         snprintf(err, CIS2_ERR_LEN, "out of memory");

@@ -56,14 +56,27 @@ static void ref_attn(cis2_backend *b, const float *q, const float *kc, const flo
 {
     (void)kb; /* the row-major keys only: wants_kb stays 0 */
     (void)kb_cap;
-    ref_state *s = b->impl;
-    if (s->cap < pos0 + T) {
-        free(s->scores);
-        s->cap = pos0 + T;
-        s->scores = malloc((size_t)s->cap * sizeof(float));
-        if (!s->scores) abort(); /* sized with the KV cache, which was allocated first */
-    }
+    ref_state *s = b->impl; /* s->scores holds pos0 + T keys (ref_reserve) */
     cis2_ref_attention(q, kc, vc, T, pos0, n_heads, n_kv, hd, scale, out, s->scores);
+}
+
+/* One head's scores over `positions` keys (the rows need nothing). */
+static int ref_reserve(cis2_backend *b, int rows, int positions, int n_heads, int n_kv, int hd,
+                       char *err)
+{
+    (void)rows, (void)n_heads, (void)n_kv, (void)hd;
+    ref_state *s = b->impl;
+    if (positions <= s->cap) return 0;
+    float *p = malloc((size_t)positions * sizeof(float));
+    if (!p) {
+        snprintf(err, CIS2_ERR_LEN, "out of memory for attention scores over %d positions",
+                 positions);
+        return 1;
+    }
+    free(s->scores);
+    s->scores = p;
+    s->cap = positions;
+    return 0;
 }
 
 static void ref_destroy(cis2_backend *b)
@@ -104,6 +117,7 @@ int cis2_backend_ref_new(cis2_backend **out, const cis2_weights *w, const cis2_f
     b->impl = s;
     b->matmul = ref_mm;
     b->attention = ref_attn;
+    b->reserve = ref_reserve;
     b->destroy = ref_destroy;
     s->fma_layer = f && f->kind == CIS2_FAULT_FMA ? f->layer : -1;
     const cis2_weight **all = NULL;

@@ -32,6 +32,17 @@ static void buf_free(void *p, size_t len)
     else free(p);
 }
 
+/* The backend's scratch for `rows` activation rows and `positions` keys
+ * (backend.h): reserved before any pass needs it, so a forward pass
+ * allocates nothing past eng_ensure_rows/eng_ensure_positions. */
+static int be_reserve(cis2_engine *e, int rows, int positions, char *err)
+{
+    const cis2_config *c = &e->m->cfg;
+    return e->be->reserve
+               ? e->be->reserve(e->be, rows, positions, c->n_heads, c->n_kv_heads, c->head_dim, err)
+               : 0;
+}
+
 /* The per-row float buffers are carved from one huge-page mapping: a first
  * prefill touches megabytes of them, and 4 KiB page faults on a VM cost
  * ~10 us each (thousands per 256-token prompt). They hold nothing across
@@ -41,6 +52,7 @@ int eng_ensure_rows(cis2_engine *e, int T, char *err)
     if (T <= e->t_cap) return 0;
     witness_wait(e); /* the logits move */
     const cis2_config *c = &e->m->cfg;
+    if (be_reserve(e, T, 0, err)) return 1;
     size_t H = (size_t)c->hidden, qd = (size_t)c->n_heads * c->head_dim,
            kvd = (size_t)c->n_kv_heads * c->head_dim, I = (size_t)c->inter, t = (size_t)T;
     size_t wide = H > qd ? H : qd, half = c->head_dim / 2 > 0 ? (size_t)c->head_dim / 2 : 1;
@@ -71,6 +83,8 @@ int eng_ensure_rows(cis2_engine *e, int T, char *err)
     return 0;
 }
 
+static void kv_free(seq_t *s);
+
 /* A sequence's KV cache grows on demand (doubling) up to max_position_embeddings,
  * every layer's K and V in one huge-page arena (see ensure_rows). A run's
  * prefill allocates ahead (cis2_engine_step) and a slot keeps its arena
@@ -90,6 +104,7 @@ int eng_ensure_positions(cis2_engine *e, seq_t *s, int need, char *err)
         s->vc = calloc((size_t)c->n_layers, sizeof *s->vc);
         s->kb = want_kb ? calloc((size_t)c->n_layers, sizeof *s->kb) : NULL;
         if (!s->kc || !s->vc || (want_kb && !s->kb)) {
+            kv_free(s); /* all three or none: the next call starts over */
             snprintf(err, CIS2_ERR_LEN, "out of memory");
             return 1;
         }
@@ -98,6 +113,9 @@ int eng_ensure_positions(cis2_engine *e, seq_t *s, int need, char *err)
     while (cap < need) cap *= 2;
     if (cap > c->max_pos) cap = c->max_pos;
     int kb_cap = (cap + CIS2_KB - 1) / CIS2_KB * CIS2_KB;
+    /* first the scratch for every position this cache holds: the
+     * sequence's KV cache never outgrows the backend's reservation */
+    if (be_reserve(e, 0, cap, err)) return 1;
     size_t hd = (size_t)c->head_dim, kvd = (size_t)c->n_kv_heads * hd, per = (size_t)cap * kvd;
     size_t kb_per = want_kb ? (size_t)kb_cap * kvd : 0, alen = 0;
     float *a = buf_alloc((size_t)c->n_layers * (2 * per + kb_per) * sizeof(float), &alen);

@@ -10,7 +10,8 @@
 int cis2_backend_fast_create(cis2_backend **b, const char *isa, int threads, char *err);
 
 /* Persistent pthread pool. Every worker pins FTZ/DAZ and checks it before its
- * first task (aborts with a message otherwise). tp_run runs fn(ctx, task, tid)
+ * first task; tp_new waits for all of them and returns NULL with err when one
+ * could not pin (§1.3). tp_run runs fn(ctx, task, tid)
  * for task = 0..ntasks-1 on all threads (the caller is thread 0) and returns
  * when every task is done. */
 typedef struct tp_pool tp_pool;

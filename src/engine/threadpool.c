@@ -96,6 +96,11 @@ struct tp_pool {
      * thread on a line of its own: generation | front | back, the fields as
      * in the claim word. Its owner takes the front, others the back. */
     _Atomic uint64_t *run;
+    /* Start-up (tp_new waits for it): workers that have checked their
+     * FTZ/DAZ pin, and the first one that could not pin (its id, its
+     * control register), or 0. */
+    int checked, unpinned;
+    uint64_t unpinned_reg;
     tp_fn fn;
     void *ctx;
     pthread_mutex_t mu;
@@ -244,13 +249,17 @@ static void *worker(void *arg)
     worker_arg wa = *(worker_arg *)arg;
     free(arg);
     tp_pool *p = wa.p;
-    if (cis2_fpenv_pin() != 0 || !cis2_fpenv_is_pinned()) {
-        fprintf(stderr,
-                "cis2: worker thread %d cannot pin FTZ/DAZ (control register 0x%llx); refusing to "
-                "run (§1.3)\n",
-                wa.tid, (unsigned long long)cis2_fpenv_read());
-        abort();
+    /* §1.3: a worker that cannot pin runs nothing; tp_new refuses the pool */
+    int pinned = cis2_fpenv_pin() == 0 && cis2_fpenv_is_pinned();
+    pthread_mutex_lock(&p->mu);
+    if (!pinned && !p->unpinned) {
+        p->unpinned = wa.tid;
+        p->unpinned_reg = cis2_fpenv_read();
     }
+    p->checked++;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    if (!pinned) return NULL;
     uint64_t seen = 0;
     for (;;) {
         int spins = 0;
@@ -324,6 +333,19 @@ tp_pool *tp_new(int nthreads, char *err)
                 return NULL;
             }
             p->started = i;
+        }
+        pthread_mutex_lock(&p->mu);
+        while (p->checked < p->started) pthread_cond_wait(&p->cv, &p->mu);
+        int bad = p->unpinned;
+        uint64_t reg = p->unpinned_reg;
+        pthread_mutex_unlock(&p->mu);
+        if (bad) {
+            tp_free(p);
+            snprintf(err, CIS2_ERR_LEN,
+                     "worker thread %d cannot pin FTZ/DAZ (control register 0x%llx); refusing to "
+                     "run (§1.3)",
+                     bad, (unsigned long long)reg);
+            return NULL;
         }
     }
     return p;

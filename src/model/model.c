@@ -578,9 +578,13 @@ static int load_texts_pinned(cis2_model *m, const char *dir, const cis2_load_opt
     }
     if (!skip) cis2_sha256_buf(tbuf, tlen, m->dg.tokenizer_sha256);
     else if (o->tokenizer_sha256) memcpy(m->dg.tokenizer_sha256, o->tokenizer_sha256, 32);
-    if (cis2_tokenizer_parse(&m->tokenizer, tbuf, tlen, tpath, m->tokenizer_err))
-        m->tokenizer = NULL;
+    int trc = cis2_tokenizer_parse(&m->tokenizer, tbuf, tlen, tpath, m->tokenizer_err);
     free(tbuf);
+    if (trc < 0) { /* memory ran out: a failed load, not a model without text */
+        snprintf(err, CIS2_ERR_LEN, "%s", m->tokenizer_err);
+        return 1;
+    }
+    if (trc) m->tokenizer = NULL;
     phase(o, CIS2_LOAD_TOKENIZER_READ, m->dir);
     return 0;
 }

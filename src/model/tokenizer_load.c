@@ -45,6 +45,16 @@ static int ferr(char *err, const char *path, const char *fmt, ...)
     return 1;
 }
 
+/* Every allocation failure in this file says exactly "PATH: out of memory"
+ * (ferr) and no other failure does: how a load tells memory running out
+ * (-1) from a tokenizer.json it refuses (1), include/cis2.h. */
+static int said_oom(const char *err, const char *path)
+{
+    char want[CIS2_ERR_LEN];
+    ferr(want, path, "out of memory");
+    return !strcmp(err, want);
+}
+
 static const char *show(const char *s, size_t n, char out[200])
 {
     return cis2_utf8_quote(s, n, out);
@@ -839,7 +849,8 @@ int cis2_tokenizer_parse_impl(cis2_tokenizer **out, const char *json, size_t len
 {
     *out = NULL;
     json_doc d;
-    if (json_parse(&d, json, len, path, err)) return 1;
+    int jrc = json_parse(&d, json, len, path, err);
+    if (jrc) return jrc < 0 ? -1 : 1;
     cis2_tokenizer *t = calloc(1, sizeof *t);
     vocab_tmp v;
     memset(&v, 0, sizeof v);
@@ -860,7 +871,7 @@ out:
     json_free(&d);
     if (rc) cis2_tokenizer_free(t);
     else *out = t;
-    return rc;
+    return rc && said_oom(err, path) ? -1 : rc;
 }
 
 int cis2_tokenizer_load_impl(cis2_tokenizer **t, const char *path, char *err)

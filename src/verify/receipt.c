@@ -308,7 +308,7 @@ static int receipt_parse(const char *text, size_t len, const char *path, cis2_re
             }
             r->prompt_bytes = malloc(hl / 2 + 1);
             if (!r->prompt_bytes) {
-                bad = 1;
+                bad = 2; /* memory, not the text */
                 break;
             }
             for (size_t k = 0; k < hl / 2; k++) {
@@ -327,6 +327,7 @@ static int receipt_parse(const char *text, size_t len, const char *path, cis2_re
             char e2[CIS2_ERR_LEN];
             bad = cis2_parse_ids(val, i == 5 ? &r->prompt_ids : &r->gen_ids,
                                  i == 5 ? &r->n_prompt : &r->n_gen, e2);
+            if (bad < 0) bad = 2; /* memory, not the text */
             break;
         }
         case 6: {
@@ -348,6 +349,7 @@ static int receipt_parse(const char *text, size_t len, const char *path, cis2_re
         }
         free(line);
         if (bad) {
+            if (bad == 2) FAIL("out of memory reading \"%s\"", KEYS[i]);
             if (i == 0) FAIL("spec-version must be %s", CIS2_SPEC_VERSION);
             if (i == 7) FAIL("dtype must be fp32 or int8-row");
             FAIL("malformed value for \"%s\"", KEYS[i]);

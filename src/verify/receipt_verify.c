@@ -99,11 +99,13 @@ int cis2_receipt_verify_begin(const cis2_model *m, const cis2_receipt *r, cis2_v
     const cis2_tokenizer *t = cis2_model_tokenizer(m, terr);
     char *dec = NULL;
     size_t dl = 0;
-    if (!t) {
+    int prc = t ? cis2_receipt_prompt_bytes(t, r->prompt_ids, r->n_prompt, &dec, &dl, terr) : 0;
+    if (prc < 0) oom = 1; /* memory ran out: no verdict, never a mismatch */
+    else if (!t) {
         char why[CIS2_ERR_LEN + 64];
         snprintf(why, sizeof why, "tokenizer.json cannot decode ids here: %s", terr);
         oom |= add(v, "prompt-hex", CIS2_FIELD_SKIPPED, dup_str(""), dup_str(why));
-    } else if (cis2_receipt_prompt_bytes(t, r->prompt_ids, r->n_prompt, &dec, &dl, terr)) {
+    } else if (prc) {
         oom |= add(v, "prompt-hex", CIS2_FIELD_MISMATCH, describe(r->prompt_bytes, r->prompt_len),
                    dup_str(terr));
     } else {
