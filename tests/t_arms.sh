@@ -64,6 +64,20 @@ for py in /bin/false "$T/no-such-python"; do
     else fail "arms.no-torch-$n-is-incomplete" "rc=$rc $(grep -E '^(A|B) |verdict' "$T/nt-$n.out")"; fi
 done
 
+# --- the int8 twin of another model (same shape, another seed): refused before any work,
+# naming the source_sha256 the twin records and the SHA-256 of --source's weights (it ran
+# every arm against the wrong arm A: top-1 0/5 and SHIP)
+if make_fixture "$T/m2" "$T/q2" --seed 2; then
+    ERRORS_DIR="$T"
+    OT=(arms --source "$T/m" --quantized "$T/q2" --prompt-ids 5,17,42 --teacher-force 7,99 --python /bin/false "${NOT_E[@]}" -o "$T/w-other")
+    errors_row arms-unrelated-twin "arms --quantized naming the int8 twin of another model of the same shape (was: every arm run, top-1 0/5 and SHIP)" "t_arms.sh arms.unrelated-twin-refused" "$CIS2" "${OT[@]}"
+    want="(its source_sha256 is $(sha256sum "$T/m2/model.safetensors" | cut -c1-12)..., --source's model.safetensors is $(sha256sum "$T/m/model.safetensors" | cut -c1-12)...)"
+    out=$("$CIS2" "${OT[@]}" 2>&1); rc=$?
+    [ $rc -eq 2 ] && [[ "$out" == *"$want" ]] && [ ! -e "$T/w-other" ] &&
+        pass "arms.unrelated-twin-refused (both hashes named, no work directory)" ||
+        fail arms.unrelated-twin-refused "rc=$rc $(printf '%s' "$out" | tail -2) (wanted $want)"
+else fail arms.setup-other-model "make_model/quantize --seed 2 failed"; fi
+
 # --- arm E without torch: E against C bit for bit, and a second reading by cis2 diff
 if [ ${#E[@]} -gt 0 ]; then
     o="$T/nt-false.out"

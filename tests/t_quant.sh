@@ -107,6 +107,80 @@ PYEOF
         "$CIS2" quantize --model "$T/nan" --out "$T/nan-q"
 fi
 
+# --- QDIR changes all at once: the twin is built in QDIR.quantize-tmp.HEX beside it and
+# renamed into place. A re-quantize that fails (a file-size limit) or is killed part-way
+# leaves the old checkpoint whole: the same files, byte for byte, and its receipt verifies
+# (written file by file, QDIR held the new weights beside the old config.json and tokenizer).
+R="$T/requant"; rm -rf "$R"; mkdir -p "$R"
+python3 tools/make_model.py "$R/a" >/dev/null 2>&1
+python3 tools/make_model.py "$R/b" --seed 2 >/dev/null 2>&1 # another model of the same shape
+# b's tokenizer.json (copied, not parsed) padded past the limit below: its weights fit
+python3 -c 'import sys; p = sys.argv[1]; t = open(p).read(); open(p, "w").write(t + " " * (2 << 20))' "$R/b/tokenizer.json"
+"$CIS2" quantize --model "$R/a" --out "$R/q" >/dev/null 2>&1
+"$CIS2" run --model "$R/q" --prompt-ids 5,17,42 -n 3 --receipt "$R/r.txt" >/dev/null 2>&1
+state() { (cd "$1" 2>/dev/null && ls -A && sha256sum -- *); }
+sides() { ls -A "$R" | grep "^$1\.quantize-" | tr '\n' ' ' | sed 's/ $//'; }
+old=$(state "$R/q")
+held() { # held NAME: QDIR is the old checkpoint, its receipt verifies, nothing beside it
+    local now vrc; now=$(state "$R/q")
+    "$CIS2" verify "$R/r.txt" --model "$R/q" >/dev/null 2>&1; vrc=$?
+    if [ -n "$old" ] && [ "$now" == "$old" ] && [ $vrc -eq 0 ] && [ -z "$(sides q)" ]; then pass "$1"
+    else fail "$1" "verify rc=$vrc, beside: $(sides q), QDIR now: $(echo $now | head -c 300)"; fi
+}
+ERRORS_DIR="$R"
+FSZ=(sh -c 'ulimit -f 1024; exec "$@"' _) # 1 MiB; the signal is left as the shell has it
+errors_row quantize-write-efbig "quantize under a file-size limit (ulimit -f; the file being written in QDIR.quantize-tmp.HEX, which is removed)" "t_quant.sh quant.requantize-file-size-limit-keeps-old" "${FSZ[@]}" "$CIS2" quantize --model "$R/b" --out "$R/q"
+held quant.requantize-file-size-limit-keeps-old
+"${FSZ[@]}" "$CIS2" quantize --model "$R/b" --out "$R/new" >/dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] && [ ! -e "$R/new" ] && [ -z "$(sides new)" ] && pass "quant.file-size-limit-leaves-nothing (exit 2)" ||
+    fail quant.file-size-limit-leaves-nothing "rc=$rc $(ls "$R")"
+# killed (SIGKILL at a point of the write, CIS2_TEST_HOOK): the old QDIR whole, the new one
+# left in QDIR.quantize-tmp.HEX (partial after the weights, complete just before the swap)
+python3 tools/make_model.py "$R/b" --seed 2 >/dev/null 2>&1 # unpadded again
+"$CIS2" quantize --model "$R/b" --out "$R/fresh" > "$R/fresh.out" 2>&1
+new=$(state "$R/fresh")
+for k in "kill-after-weights|model.safetensors" "kill-before-swap|config.json model.safetensors tokenizer.json"; do
+    rc=$(CIS2_TEST_HOOK="quantize-${k%%|*}" "$CIS2" quantize --model "$R/b" --out "$R/q" >/dev/null 2>&1; echo $?)
+    s=$(sides q); left=$(ls "$R"/q.quantize-tmp.* 2>/dev/null | tr '\n' ' ' | sed 's/ $//')
+    [ $rc -eq 137 ] && [[ "$s" == q.quantize-tmp.???????????????? ]] && [ "$left" == "${k#*|}" ] &&
+        pass "quant.killed-${k%%|*}-leaves-temp-dir ($s: $left)" ||
+        fail "quant.killed-${k%%|*}-leaves-temp-dir" "rc=$rc beside: $s holding: $left"
+    [ "${k%%|*}" == kill-before-swap ] && { [ "$(state "$R"/q.quantize-tmp.*)" == "$new" ] &&
+        pass quant.killed-before-swap-temp-dir-is-complete || fail quant.killed-before-swap-temp-dir-is-complete; }
+    rm -rf "$R"/q.quantize-tmp.*
+    held "quant.killed-${k%%|*}-keeps-old"
+done
+# a re-quantize that completes: QDIR is the new checkpoint (= one written fresh), nothing
+# beside it, its permission bits kept; the same through the fallback of two renames (no
+# RENAME_EXCHANGE), and killed between those two renames both lie complete beside QDIR
+chmod 700 "$R/q"
+"$CIS2" quantize --model "$R/b" --out "$R/q" >/dev/null 2>&1; rc=$?
+[ $rc -eq 0 ] && [ "$(state "$R/q")" == "$new" ] && [ -z "$(sides q)" ] && [ "$(stat -c %a "$R/q")" == 700 ] &&
+    pass "quant.requantize-replaces-whole (mode 700 kept)" || fail quant.requantize-replaces-whole "rc=$rc beside: $(sides q) mode $(stat -c %a "$R/q")"
+CIS2_TEST_HOOK=quantize-no-exchange "$CIS2" quantize --model "$R/a" --out "$R/q/" >/dev/null 2>&1; rc=$?
+[ $rc -eq 0 ] && [ "$(state "$R/q")" == "$old" ] && [ -z "$(sides q)" ] &&
+    pass quant.requantize-two-renames-replaces-whole || fail quant.requantize-two-renames-replaces-whole "rc=$rc beside: $(sides q)"
+rc=$(CIS2_TEST_HOOK=quantize-kill-between-renames "$CIS2" quantize --model "$R/b" --out "$R/q" >/dev/null 2>&1; echo $?)
+[ $rc -eq 137 ] && [ ! -e "$R/q" ] && [ "$(state "$R"/q.quantize-old.*)" == "$old" ] &&
+    [ "$(state "$R"/q.quantize-tmp.*)" == "$new" ] && pass "quant.killed-between-renames-both-complete-beside" ||
+    fail quant.killed-between-renames-both-complete-beside "rc=$rc beside: $(sides q)"
+rm -rf "$R"/q.quantize-tmp.*; mv "$R"/q.quantize-old.* "$R/q"
+# QDIR is removed with the old checkpoint, so it may hold only what quantize writes; a link
+# is not replaced by a directory, nor '.' renamed away
+: > "$R/q/notes.txt"
+errors_row quantize-out-foreign-file "quantize --out holding a file quantize does not write (it would be removed with the old checkpoint)" "" "$CIS2" quantize --model "$R/b" --out "$R/q"
+rm "$R/q/notes.txt"; ln -s q "$R/qlink"
+errors_row quantize-out-symlink "quantize --out naming a symbolic link to a directory (it would be replaced by one)" "" "$CIS2" quantize --model "$R/b" --out "$R/qlink"
+errors_row quantize-out-dot "quantize --out . (a directory replaced as a whole needs its name)" "" sh -c 'cd "$0" && exec "$@"' "$R/q" "$(realpath "$CIS2")" quantize --model "$(realpath "$R/b")" --out .
+held quant.refused-requantize-keeps-old
+# cis2 batch under the same limit: one line naming the file, no signal, no torn line left
+printf '{"id":"a","prompt_ids":[5,17]}\n{"id":"b","prompt_ids":[6,18]}\n{"id":"c","prompt_ids":[7,19]}\n' > "$R/p.jsonl"
+mkdir -p "$R/o"
+errors_row batch-write-efbig "batch under a file-size limit (ulimit -f)" "t_quant.sh quant.batch-file-size-limit-no-torn-line" sh -c 'ulimit -f 4; exec "$@"' _ "$CIS2" batch --model "$R/a" --in "$R/p.jsonl" --out "$R/o/res.jsonl" -n 4
+n=$(python3 -c 'import json, sys; print(len([json.loads(l) for l in open(sys.argv[1])]))' "$R/o/res.jsonl" 2>/dev/null)
+[ "${n:-0}" -ge 1 ] && [ "$n" -lt 3 ] && pass "quant.batch-file-size-limit-no-torn-line ($n whole lines of 3)" ||
+    fail quant.batch-file-size-limit-no-torn-line "lines=${n:-none}: $(tail -c 80 "$R/o/res.jsonl" 2>&1)"
+
 # --- the int8 reference kernel and the rule: native = aarch64 = wasm32
 S="src/core/fpenv.c src/core/pinned_math.c src/core/io.c src/core/sha256.c src/core/strbuf.c src/core/util.c src/kernels/kernels_ref.c src/model/quantize.c tests/wasm_int8.c"
 W="$T/w"; mkdir -p "$W"

@@ -2,12 +2,18 @@
  * against hand-derived values and numpy's (the values below were computed
  * with numpy float32 division and rint, a second reading), its independence
  * of the FP environment; the quantization_config parser (what it accepts,
- * and each refusal by name) and writer; the safetensors writer. */
+ * and each refusal by name) and writer; the safetensors writer; the output
+ * directory swapped in whole (quant_outdir.c) and the recorded source
+ * (quant_source.c). */
 #include "unit.h"
 #include "core/json.h"
 #include "model/model.h"
 #include "model/quant.h"
 #include "model/st_write.h"
+#include <dirent.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static int row_is(const float *w, int n, const int8_t *want_q, uint32_t want_s)
 {
@@ -305,10 +311,128 @@ static void test_writer(void)
           err);
 }
 
+/* Entries of dir whose names start with prefix. */
+static int count_prefix(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if (!strncmp(de->d_name, prefix, strlen(prefix))) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+static void put(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static void test_outdir(const char *dir)
+{
+    char err[CIS2_ERR_LEN], q[600], p[700], tmp[700];
+    /* the recorded source: present, absent, unreadable */
+    float v[2] = { 1, 2 };
+    cis2_st_out t = { "x", "F32", 1, { 2 }, v, 8 };
+    const char *meta[] = { "source_sha256", "abc" };
+    snprintf(q, sizeof q, "%s/src1", dir);
+    mkdir(q, 0755);
+    snprintf(p, sizeof p, "%s/model.safetensors", q);
+    int rc = cis2_st_write(p, &t, 1, meta, 1, err);
+    char *val = NULL;
+    size_t len = 0;
+    int has = rc ? -2 : cis2_quant_recorded_source(q, &val, &len, err);
+    CHECK("recorded-source: source_sha256 read from the header",
+          has == 1 && len == 3 && !strcmp(val, "abc"), "has=%d %s", has, err);
+    free(val);
+    rc = cis2_st_write(p, &t, 1, NULL, 0, err);
+    has = rc ? -2 : cis2_quant_recorded_source(q, &val, &len, err);
+    CHECK("recorded-source: none recorded is 0", has == 0 && !val, "has=%d %s", has, err);
+    unlink(p);
+    has = cis2_quant_recorded_source(q, &val, &len, err);
+    CHECK("recorded-source: no weights file is an error", has == -1 && strstr(err, "cannot open"),
+          "has=%d %s", has, err);
+
+    /* a new QDIR: built beside it, renamed in, nothing left beside */
+    cis2_qout o;
+    snprintf(q, sizeof q, "%s/q", dir);
+    rc = cis2_qout_begin(&o, q, err);
+    snprintf(tmp, sizeof tmp, "%s", o.tmp);
+    int made = !rc && !strncmp(o.tmp, q, strlen(q)) && strstr(o.tmp, ".quantize-tmp.");
+    snprintf(p, sizeof p, "%s/config.json", o.tmp);
+    put(p, "new");
+    char note[CIS2_ERR_LEN];
+    rc = rc || cis2_qout_commit(&o, NULL, note, err);
+    snprintf(p, sizeof p, "%s/config.json", q);
+    struct stat st;
+    CHECK("outdir: a new QDIR is the directory built beside it",
+          made && !rc && stat(p, &st) == 0 && stat(tmp, &st) != 0 && !*note &&
+              count_prefix(dir, "q.quantize-") == 0,
+          "rc=%d %s", rc, err);
+    /* an existing QDIR: swapped whole, the old one removed */
+    put(p, "old");
+    snprintf(p, sizeof p, "%s/model.safetensors", q);
+    put(p, "old weights");
+    rc = cis2_qout_begin(&o, q, err);
+    snprintf(p, sizeof p, "%s/config.json", o.tmp);
+    put(p, "new");
+    rc = rc || cis2_qout_commit(&o, NULL, note, err);
+    snprintf(p, sizeof p, "%s/model.safetensors", q);
+    int gone = stat(p, &st) != 0;
+    snprintf(p, sizeof p, "%s/config.json", q);
+    FILE *f = fopen(p, "r");
+    char got[8] = "";
+    if (f) {
+        if (!fgets(got, sizeof got, f)) got[0] = 0;
+        fclose(f);
+    }
+    CHECK("outdir: an existing QDIR replaced whole (no old file kept, nothing beside)",
+          !rc && gone && !strcmp(got, "new") && count_prefix(dir, "q.quantize-") == 0, "rc=%d %s",
+          rc, err);
+    /* refusals, before anything is made; abort removes what begin made */
+    snprintf(p, sizeof p, "%s/README", q);
+    put(p, "mine");
+    rc = cis2_qout_begin(&o, q, err);
+    CHECK("outdir: a file quantize does not write is refused",
+          rc == 1 && strstr(err, "README: not a file cis2 quantize writes") &&
+              count_prefix(dir, "q.quantize-") == 0,
+          "rc=%d %s", rc, err);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/qlink", dir);
+    rc = symlink("q", p) ? -1 : cis2_qout_begin(&o, p, err);
+    CHECK("outdir: a symbolic link is refused", rc == 1 && strstr(err, "is a symbolic link"),
+          "rc=%d %s", rc, err);
+    snprintf(p, sizeof p, "%s/q/..", dir);
+    rc = cis2_qout_begin(&o, p, err);
+    CHECK("outdir: '..' is refused", rc == 1 && strstr(err, "not '.', '..'"), "rc=%d %s", rc, err);
+    rc = cis2_qout_begin(&o, q, err);
+    snprintf(p, sizeof p, "%s/model.safetensors", o.tmp);
+    put(p, "partial");
+    snprintf(tmp, sizeof tmp, "%s", o.tmp);
+    cis2_qout_abort(&o);
+    CHECK("outdir: abort removes the directory built beside QDIR",
+          !rc && stat(tmp, &st) != 0 && count_prefix(dir, "q.quantize-") == 0, "rc=%d %s", rc, err);
+}
+
 int main(void)
 {
     test_rule();
     test_config();
     test_writer();
+    const char *tt = getenv("TESTTMP");
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/unit_quant.%d", tt && *tt ? tt : "/tmp", (int)getpid());
+    mkdir(tt && *tt ? tt : "/tmp", 0700);
+    if (mkdir(dir, 0700) != 0) printf("FAIL unit_quant.setup: cannot create %s\n", dir);
+    else {
+        test_outdir(dir);
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0) printf("SKIP unit_quant.cleanup: %s left behind\n", dir);
+    }
     UNIT_END();
 }

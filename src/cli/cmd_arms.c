@@ -3,6 +3,7 @@
  * teacher-forced tokens, diffs each against arm B, and prints the matrix, the
  * state machine's verdicts and the ship/no-ship line. */
 #include "cli/commands.h"
+#include "model/quant.h"
 #include "verify/conformance.h"
 #include "verify/trace.h"
 #include <errno.h>
@@ -410,7 +411,7 @@ int cis2_cmd_arms(int argc, char **argv)
      * float checkpoint --quantized was made from (cis2 quantize --model). */
     {
         cis2_model *ms;
-        cis2_model_opts mo = { CIS2_HASH_SKIP };
+        cis2_model_opts mo = { CIS2_HASH_FULL }; /* its weights_sha256: the twin's source? */
         char es[200];
         if (cis2_model_open(&ms, src, &mo, err)) {
             cis2_cli_usage_error("arms", "--source: %s", err);
@@ -426,11 +427,36 @@ int cis2_cmd_arms(int argc, char **argv)
                               ? "its config.json has another shape than --quantized's, so it is "
                                 "not that checkpoint's source"
                               : NULL;
+        char shex[65];
+        cis2_hex(cis2_model_digests(ms)->weights_sha256, 32, shex);
         cis2_model_free(ms);
         if (why) {
             cis2_cli_usage_error("arms", "--source %s: %s", ESC(src, es), why);
             goto out;
         }
+        /* The same shape is not the same model: `cis2 quantize` records the
+         * source's SHA-256 in the twin (source_sha256), and another model's
+         * twin gave every arm's verdict against the wrong arm A. A twin from
+         * another quantizer records none and is taken as given. */
+        char *rec = NULL;
+        size_t rlen = 0;
+        int has = cis2_quant_recorded_source(qdir, &rec, &rlen, err);
+        if (has < 0) {
+            cis2_cli_usage_error("arms", "--quantized: %s", err);
+            goto out;
+        }
+        if (has && (rlen != 64 || memcmp(rec, shex, 64))) {
+            char eq[200], er[80];
+            cis2_cli_usage_error(
+                "arms",
+                "--source %s: not the checkpoint --quantized %s was made from (its "
+                "source_sha256 is %s..., --source's model.safetensors is %.12s...)",
+                ESC(src, es), ESC(qdir, eq),
+                cis2_escape(rec, rlen < 12 ? rlen : 12, er, sizeof er, CIS2_ESC_TEXT), shex);
+            free(rec);
+            goto out;
+        }
+        free(rec);
     }
     /* the ids are the model's (every arm decodes them): checked before the
      * work directory exists, so that a refused run leaves none behind */

@@ -3,12 +3,16 @@
  * f32 scales, in the compressed-tensors layout. */
 #include "cli/commands.h"
 #include "model/quant.h"
+#include <stdlib.h>
 #include <string.h>
 
 int cis2_cmd_quantize(int argc, char **argv)
 {
     const char *model = NULL, *out = NULL;
-    cis2_quant_opts o = { 0, 0 };
+    /* CIS2_TEST_HOOK=quantize-WHAT: tests/t_quant.sh stops the run at a point
+     * of writing QDIR (cis2_quant_opts.test_hook) */
+    const char *hook = getenv("CIS2_TEST_HOOK");
+    cis2_quant_opts o = { 0, 0, hook && !strncmp(hook, "quantize-", 9) ? hook + 9 : NULL };
     const cis2_opt opts[] = {
         { "--model", NULL, CIS2_OPT_PATH, &model, 0, 0 },
         { "--out", "-o", CIS2_OPT_PATH, &out, 0, 0 },
@@ -25,6 +29,7 @@ int cis2_cmd_quantize(int argc, char **argv)
     cis2_quant_report r;
     if (cis2_quantize_checkpoint(model, out, &o, &r, err))
         return cis2_cli_usage_error("quantize", "%s", err);
+    if (*r.note) cis2_cli_note("quantize", "note: %s", r.note);
     char esc[2 * CIS2_ERR_LEN]; /* the path as given, terminal-safe */
     printf("quantize: wrote %s (%d int8 linears, %d F32 norms/biases, %d copied; %llu -> %llu "
            "bytes)\n",

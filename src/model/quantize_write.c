@@ -4,13 +4,15 @@
  * plus `X.weight_scale` F32 [rows, 1] by the pinned row rule (quantize.c);
  * 1-D tensors (norms, biases) become F32 (exact widening, §4.1); anything
  * else is copied byte for byte. config.json gains a compressed-tensors
- * quantization_config; tokenizer.json is copied. Every file is written
- * atomically (core/io.c), tensors in name order: same input, same bytes. */
+ * quantization_config; tokenizer.json is copied. The files are written into
+ * a fresh directory beside QDIR that then takes QDIR's place in one rename
+ * (quant_outdir.c), tensors in name order: same input, same bytes. */
 #include "model/quant.h"
 #include "core/json.h"
 #include "model/model.h"
 #include "model/st_write.h"
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -173,9 +175,9 @@ static char *config_with_qc(const char *text, size_t len, const char *cpath, con
     return r;
 }
 
-/* QDIR checked before any work, as every output is (docs/errors.md): the
- * reasons make_out_dir would give at the end, after the whole checkpoint had
- * been read and quantized (minutes and gigabytes on a large model). */
+/* QDIR checked before any work, as every output is (docs/errors.md), not
+ * after the whole checkpoint had been read and quantized (minutes and
+ * gigabytes on a large model). */
 static int check_out_dir(const char *dir, const char *qdir, char *err)
 {
     struct stat a, b;
@@ -213,30 +215,6 @@ static int check_out_dir(const char *dir, const char *qdir, char *err)
     }
     snprintf(err, CIS2_ERR_LEN, "%s: cannot create the output directory: %s", qdir, strerror(e));
     return 1;
-}
-
-static int make_out_dir(const char *dir, const char *qdir, char *err)
-{
-    struct stat a, b;
-    if (stat(qdir, &b) != 0) {
-        if (errno != ENOENT || mkdir(qdir, 0755) != 0) {
-            snprintf(err, CIS2_ERR_LEN, "%s: cannot create the output directory: %s", qdir,
-                     strerror(errno));
-            return 1;
-        }
-        return 0;
-    }
-    if (!S_ISDIR(b.st_mode)) {
-        snprintf(err, CIS2_ERR_LEN, "%s: exists and is not a directory", qdir);
-        return 1;
-    }
-    if (stat(dir, &a) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
-        snprintf(err, CIS2_ERR_LEN,
-                 "%s: is the source directory itself (the quantized checkpoint needs its own)",
-                 qdir);
-        return 1;
-    }
-    return 0;
 }
 
 /* The chat template's files: copied when the source has them, so that the
@@ -306,9 +284,9 @@ int cis2_quantize_checkpoint(const char *dir, const char *qdir, const cis2_quant
         join(otpath, sizeof otpath, qdir, "tokenizer.json", err))
         return 1;
     /* Every output path in an existing QDIR refused before any work
-     * (docs/errors.md): a link, FIFO or directory at the last one would
-     * otherwise be met only after the files before it had been replaced,
-     * leaving a mixed checkpoint. (QDIR not a directory: make_out_dir.) */
+     * (docs/errors.md) unless it is a regular file or nothing: QDIR is
+     * replaced as a whole, and a link, FIFO or directory there is something
+     * this command did not write and will not remove. */
     if (check_out_dir(dir, qdir, err)) return 1;
     struct stat qs;
     int qdir_exists = stat(qdir, &qs) == 0 && S_ISDIR(qs.st_mode), have_chat[N_CHAT];
@@ -316,6 +294,16 @@ int cis2_quantize_checkpoint(const char *dir, const char *qdir, const cis2_quant
                         cis2_check_output_path(otpath, err) || cis2_check_output_path(ocpath, err)))
         return 1;
     if (chat_files_check(dir, qdir, qdir_exists, have_chat, err)) return 1;
+    /* the directory the new checkpoint is built in, beside QDIR: made now, so
+     * that one that cannot be made is said before any work */
+    cis2_qout qo;
+    if (cis2_qout_begin(&qo, qdir, err)) return 1;
+    if (join(ocpath, sizeof ocpath, qo.tmp, "config.json", err) ||
+        join(owpath, sizeof owpath, qo.tmp, "model.safetensors", err) ||
+        join(otpath, sizeof otpath, qo.tmp, "tokenizer.json", err)) {
+        cis2_qout_abort(&qo);
+        return 1;
+    }
     char *ctext = NULL, *ttext = NULL, *wbuf = NULL, *qc = NULL, *newcfg = NULL,
          *chat_text[N_CHAT] = { 0 };
     size_t chat_len[N_CHAT] = { 0 };
@@ -410,14 +398,17 @@ int cis2_quantize_checkpoint(const char *dir, const char *qdir, const cis2_quant
         if (!qc) snprintf(err, CIS2_ERR_LEN, "%s: out of memory", cpath);
         goto out;
     }
-    /* config.json last: a directory with the new config.json is complete */
-    if (make_out_dir(dir, qdir, err) || cis2_write_file_atomic(owpath, obuf, olen, err) ||
-        cis2_write_file_atomic(otpath, ttext, tlen, err) ||
-        chat_files_write(qdir, chat_text, chat_len, err) ||
-        cis2_write_file_atomic(ocpath, newcfg, newlen, err))
+    /* every file into the new directory, which then replaces QDIR whole */
+    if (cis2_write_file_atomic(owpath, obuf, olen, err)) goto out;
+    if (o->test_hook && !strcmp(o->test_hook, "kill-after-weights")) raise(SIGKILL);
+    if (cis2_write_file_atomic(otpath, ttext, tlen, err) ||
+        chat_files_write(qo.tmp, chat_text, chat_len, err) ||
+        cis2_write_file_atomic(ocpath, newcfg, newlen, err) ||
+        cis2_qout_commit(&qo, o->test_hook, rep->note, err))
         goto out;
     rc = 0;
 out:
+    if (rc) cis2_qout_abort(&qo); /* nothing of a failed run is left; QDIR is as it was */
     outs_free(&out);
     cis2_st_close(&st); /* parsed from wbuf: nothing mapped */
     free(ctext);
