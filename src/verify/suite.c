@@ -170,7 +170,10 @@ int cis2_run_child(char **cargv, const char *input, size_t in_len, double timeou
     }
     if (pid == 0) {
         setpgid(0, 0);
-        signal(SIGPIPE, SIG_DFL); /* the checker ignores it; the candidate must not inherit that */
+        /* The CLI ignores these (a broken pipe, a file over `ulimit -f` become errors it
+         * reports); the candidate must not inherit that. */
+        signal(SIGPIPE, SIG_DFL);
+        signal(SIGXFSZ, SIG_DFL);
         if (dup2(pin[0], 0) < 0 || dup2(pout[1], 1) < 0 || dup2(perr[1], 2) < 0) _exit(127);
         execvp(cargv[0], cargv);
         dprintf(2, "cannot run %s: %s\n", cargv[0], strerror(errno));
