@@ -135,6 +135,9 @@ int cis2_selftest(FILE *out);
 const char *cis2_isa_name(void);
 
 /* ------------------------------------------------------------------ model */
+/* RoPE scaling of the §7.1 table (docs/rope_scaling.md). */
+typedef enum { CIS2_ROPE_NONE = 0, CIS2_ROPE_LLAMA3 = 1 } cis2_rope_scaling;
+
 /* The shape and options read from config.json (§2.2). Read-only; fields may
  * be appended in later minor versions (never allocate one yourself). */
 typedef struct {
@@ -149,6 +152,11 @@ typedef struct {
     int bos_id;       /* -1 when absent */
     int n_eos;        /* eos_token_id: an int or a list in config.json */
     int eos_ids[8];
+    /* rope_scaling (docs/rope_scaling.md): CIS2_ROPE_NONE when null or absent;
+     * for CIS2_ROPE_LLAMA3 its parameters as config.json's binary64 values. */
+    cis2_rope_scaling rope_scaling;
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_original_max_pos; /* original_max_position_embeddings */
 } cis2_config;
 
 /* The values every receipt and CIS2_REF stream starts from (§12.1). */

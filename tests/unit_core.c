@@ -45,6 +45,15 @@ static void test_math(void)
     CHECK("spec7.2.inv_freq_table_digest",
           !strcmp(h, "da9f6dcfde0425588815509e874515cdcd3d6b8818b6d0136590052e7bbf6f12"), "got %s",
           h);
+    /* docs/rope_scaling.md: Llama-3.2-1B's RoPE (head_dim 64, theta 5e5, llama3
+     * 32/1/4/8192), the digest cross-checked by tools/rope_scaling_check.py. */
+    cis2_inv_freq(64, 500000.0f, inv);
+    cis2_inv_freq_llama3(inv, 32, 32.0, 1.0, 4.0, 8192);
+    cis2_f32_digest(inv, 32, d);
+    hexof(d, h);
+    CHECK("rope_scaling.llama3-llama32-1b-digest",
+          !strcmp(h, "e74522aa75fb2c5f441fd4a27c1dafa625916b3af0c71d4172782f8ee8098aa8"), "got %s",
+          h);
     /* §7.1: ln_pinned(1e5) within 2e-6 relative of the v0.1 literal 0x413834F1. */
     float l5 = cis2_ln_pinned(100000.0f), lit = cis2_u2f(0x413834F1u);
     CHECK("spec7.1.ln_theta-near-v0.1-literal", fabsf(l5 - lit) <= 2e-6f * lit, "ln=%.9g",
@@ -415,6 +424,17 @@ static void test_config(void)
         CHECK(name, rc != 0 && strstr(err, bad[i].want) && strstr(err, "config.json"),
               "rc=%d err=%s", rc, err);
     }
+    rc = cfg("{" BASECFG ",\"rope_scaling\":{\"type\":\"llama3\",\"factor\":8,"
+             "\"low_freq_factor\":1.5,\"high_freq_factor\":4.25,"
+             "\"original_max_position_embeddings\":8192}}",
+             &c, err);
+    CHECK("config.rope-scaling-llama3",
+          rc == 0 && c.rope_scaling == CIS2_ROPE_LLAMA3 && c.rope_factor == 8.0 &&
+              c.rope_low_freq_factor == 1.5 && c.rope_high_freq_factor == 4.25 &&
+              c.rope_original_max_pos == 8192,
+          "%s", rc ? err : "wrong values");
+    rc = cfg("{" BASECFG ",\"rope_scaling\":null}", &c, err);
+    CHECK("config.rope-scaling-null", rc == 0 && c.rope_scaling == CIS2_ROPE_NONE, "%s", err);
     /* An integer beyond int64 is named as such, not as a fraction or exponent;
      * int64's largest is read and refused by the field's own range. */
     rc = cfg("{\"model_type\":\"llama\",\"hidden_size\":9223372036854775808}", &c, err);

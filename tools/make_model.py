@@ -144,6 +144,11 @@ def main():
     ap.add_argument('--max-pos', type=int, default=8192)
     ap.add_argument('--tokenizer', help='copy this tokenizer.json instead of generating one')
     ap.add_argument('--smollm2-shape', action='store_true')
+    ap.add_argument('--rope-scaling', metavar='llama3:FACTOR:LOW:HIGH:ORIGINAL',
+                    help='write rope_scaling {"rope_type": "llama3", factor, low_freq_factor, '
+                         'high_freq_factor, original_max_position_embeddings} (docs/rope_scaling.md)')
+    ap.add_argument('--llama32-1b-shape', action='store_true',
+                    help="Llama-3.2-1B's shape and RoPE (about 1.2e9 parameters: 2.5 GB in bf16)")
     ap.add_argument('--ftz-window', action='store_true')
     ap.add_argument('--drop-config', default='', metavar='KEY,...',
                     help='leave these keys out of config.json (e.g. model_type,architectures)')
@@ -153,6 +158,21 @@ def main():
     if a.smollm2_shape:
         a.arch, a.hidden, a.inter, a.layers, a.heads, a.kv_heads = 'llama', 576, 1536, 30, 9, 3
         a.vocab, a.theta, a.untied, a.dtype = 49152, 100000.0, False, 'bf16'
+    if a.llama32_1b_shape:
+        a.arch, a.hidden, a.inter, a.layers, a.heads, a.kv_heads = 'llama', 2048, 8192, 16, 32, 8
+        a.vocab, a.theta, a.untied, a.dtype, a.max_pos = 128256, 500000.0, False, 'bf16', 131072
+        a.rope_scaling = a.rope_scaling or 'llama3:32:1:4:8192'
+    rope_scaling = None
+    if a.rope_scaling:
+        parts = a.rope_scaling.split(':')
+        try:
+            if len(parts) != 5 or parts[0] != 'llama3':
+                raise ValueError
+            rope_scaling = {"factor": float(parts[1]), "high_freq_factor": float(parts[3]),
+                            "low_freq_factor": float(parts[2]),
+                            "original_max_position_embeddings": int(parts[4]), "rope_type": "llama3"}
+        except ValueError:
+            ap.error('--rope-scaling: want llama3:FACTOR:LOW:HIGH:ORIGINAL, e.g. llama3:32:1:4:8192')
     hd = a.head_dim or a.hidden // a.heads
     rng = SplitMix(a.seed)
     toy_rng = SplitMix(a.seed ^ 0x70E)  # its own stream: the shared tensors stay llama's
@@ -230,6 +250,8 @@ def main():
            "torch_dtype": {"bf16": "bfloat16", "f32": "float32", "f16": "float16"}[a.dtype], "vocab_size": a.vocab}
     if a.head_dim:
         cfg["head_dim"] = hd
+    if rope_scaling:
+        cfg["rope_scaling"] = rope_scaling
     for k in filter(None, a.drop_config.split(',')):
         cfg.pop(k, None)
     with open(os.path.join(a.out, 'config.json'), 'w') as f:

@@ -25,7 +25,7 @@ dot_seq(w, x). It writes the same trace format and must equal `cis2 trace`
 bit for bit on every node (tests/t_quant.sh).
 Needs Debian's python3-torch and python3-numpy.
 """
-import argparse, hashlib, json, os, struct, sys
+import argparse, hashlib, json, math, os, struct, sys
 
 
 def cache_key(argv):
@@ -197,6 +197,34 @@ def sha256_file(path):
     return h.hexdigest()
 
 
+LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+
+
+def rope_scaling_of(c, path):
+    """config.json's rope_scaling: None, or the "llama3" parameters (docs/rope_scaling.md)."""
+    rs = c.get("rope_scaling")
+    if rs is None:
+        return None
+    kind = rs.get("rope_type", rs.get("type")) if isinstance(rs, dict) else None
+    if kind != "llama3" or any(k not in rs for k in LLAMA3_KEYS):
+        die("%s: rope_scaling %r is not a llama3 one" % (path, rs))
+    return {k: rs[k] for k in LLAMA3_KEYS}
+
+
+def llama3_hf(inv_freq, rs):
+    """Hugging Face's _compute_llama3_parameters, expression for expression (arm A): Python
+    scalars, `scalar / tensor`, torch.where over all three branches."""
+    factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+    old = rs["original_max_position_embeddings"]
+    low_wl, high_wl = old / low, old / high
+    wavelen = 2 * math.pi / inv_freq
+    out = torch.where(wavelen > low_wl, inv_freq / factor, inv_freq)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * out / factor + smooth * out
+    medium = ~(wavelen < high_wl) * ~(wavelen > low_wl)
+    return torch.where(medium, smoothed, out)
+
+
 class Checkpoint:
     """config.json's shapes, the quantization_config (if any) and the tensors of DIR."""
 
@@ -223,6 +251,7 @@ class Checkpoint:
         self.vocab = c["vocab_size"]
         self.tied = bool(c.get("tie_word_embeddings", False))
         self.eps_text, self.theta_text = c["rms_norm_eps"], c.get("rope_theta", 10000.0)
+        self.rope_scaling = rope_scaling_of(c, os.path.join(d, "config.json"))
         self.quant = check_quant_config(c, os.path.join(d, "config.json"))
         self.w = read_safetensors(os.path.join(d, "model.safetensors"))
         self.dir = d
@@ -256,6 +285,8 @@ class Model(Checkpoint):
             emit(t, -1, "embed", x[t])
         half = hd // 2
         inv_freq = 1.0 / (self.theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+        if self.rope_scaling:
+            inv_freq = llama3_hf(inv_freq, self.rope_scaling)
         freqs = torch.arange(T, dtype=torch.int64).float()[:, None] * inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
         cos, sin = emb.cos(), emb.sin()  # [T, hd]
@@ -466,6 +497,19 @@ def rsqrt(x):  # §6.1: IEEE sqrt, then IEEE divide
     return div(F1, torch.sqrt(x))
 
 
+def llama3_pinned(v, rs):
+    """docs/rope_scaling.md's steps on the §7.1 table, one IEEE binary32 operation each."""
+    f32 = lambda x: torch.tensor(np.float32(x), dtype=torch.float32)  # one RNE narrowing
+    fac, low, high = (float(rs[k]) for k in ("factor", "low_freq_factor", "high_freq_factor"))
+    old = int(rs["original_max_position_embeddings"])
+    F, LO, CTX = f32(fac), f32(low), f32(float(old))
+    LW, HW, SPAN = f32(old / low), f32(old / high), f32(high - low)  # binary64, then narrowed
+    wl = div(F1, v) * _f(0x40C90FDB)  # wavelen: reciprocal, then times (float)(2*pi)
+    s = div(div(F1, wl) * CTX - LO, SPAN)
+    smoothed = div((F1 - s) * v, F) + s * v
+    return torch.where(wl > LW, div(v, F), torch.where(wl < HW, v, smoothed))
+
+
 class ArmB(Checkpoint):
     """CIS-2's forward pass (§5-§11) over the checkpoint's own weights, int8 linears
     as y = s * dot_seq((float)q, x): every reduction a left-to-right loop, vectorized
@@ -495,6 +539,8 @@ class ArmB(Checkpoint):
         ln_t = ln_pinned(self.theta.reshape(1))
         frac = div(torch.arange(0, hd, 2, dtype=torch.float32), torch.tensor(float(hd), dtype=torch.float32))
         self.inv_freq = exp_pinned(-(frac * ln_t))  # §7.1
+        if self.rope_scaling:
+            self.inv_freq = llama3_pinned(self.inv_freq, self.rope_scaling)
         self.scale = rsqrt(torch.tensor(float(hd), dtype=torch.float32))  # §9.2
 
     def linear(self, name, x):  # x [T, cols] -> [T, rows]

@@ -119,7 +119,10 @@ class Config(ctypes.Structure):  # cis2_config
                 ("n_kv_heads", ctypes.c_int), ("head_dim", ctypes.c_int), ("vocab", ctypes.c_int),
                 ("max_pos", ctypes.c_int), ("eps", ctypes.c_float), ("rope_theta", ctypes.c_float),
                 ("tied", ctypes.c_int), ("qkv_bias", ctypes.c_int), ("qk_norm", ctypes.c_int),
-                ("bos_id", ctypes.c_int), ("n_eos", ctypes.c_int), ("eos_ids", ctypes.c_int * 8)]
+                ("bos_id", ctypes.c_int), ("n_eos", ctypes.c_int), ("eos_ids", ctypes.c_int * 8),
+                ("rope_scaling", ctypes.c_int), ("rope_factor", ctypes.c_double),
+                ("rope_low_freq_factor", ctypes.c_double), ("rope_high_freq_factor", ctypes.c_double),
+                ("rope_original_max_pos", ctypes.c_int)]
 
 
 class Digests(ctypes.Structure):  # cis2_digests

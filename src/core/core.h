@@ -43,6 +43,10 @@ float cis2_rsqrt(float x);                                    /* §6.1 */
 void cis2_table_digest(uint8_t out[32]);                      /* §6.6 */
 /* §7.1: inv_freq[head_dim/2]; §7.2 digest over it. */
 void cis2_inv_freq(int head_dim, float rope_theta, float *inv_freq);
+/* rope_scaling "llama3" (docs/rope_scaling.md) applied in place to the n
+ * entries of a §7.1 table; factor, low, high: config.json's binary64 values. */
+void cis2_inv_freq_llama3(float *inv_freq, int n, double factor, double low, double high,
+                          int old_ctx);
 void cis2_f32_digest(const float *v, size_t n, uint8_t out[32]);
 
 /* ------------------------------------------------------------------ sha256 */

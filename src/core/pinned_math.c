@@ -250,6 +250,42 @@ void cis2_inv_freq(int head_dim, float rope_theta, float *inv_freq)
     }
 }
 
+/* docs/rope_scaling.md: Hugging Face's _compute_llama3_parameters as the
+ * binary32 operations it performs on a CPU (a Python scalar becomes one RNE
+ * binary32 operand, `scalar / tensor` is reciprocal() then a multiply), in
+ * that order, each one separately rounded. Binary64 only where Python does
+ * the arithmetic on the config's own numbers (the two wavelength bounds and
+ * high - low), each then narrowed once. */
+#define TWO_PI_F32 0x40C90FDBu /* (float)(2 * math.pi) */
+void cis2_inv_freq_llama3(float *inv_freq, int n, double factor, double low, double high,
+                          int old_ctx)
+{
+    float f = cis2_f64_to_f32(factor);
+    float lo = cis2_f64_to_f32(low);
+    float ctx = (float)old_ctx;                               /* exact: old_ctx <= 2^20 */
+    float low_wl = cis2_f64_to_f32((double)old_ctx / low);    /* old_ctx / low_freq_factor */
+    float high_wl = cis2_f64_to_f32((double)old_ctx / high);  /* old_ctx / high_freq_factor */
+    float span = cis2_f64_to_f32(high - low);
+    for (int i = 0; i < n; i++) {
+        float v = inv_freq[i];
+        float rv = cis2_fdiv(1.0f, v);
+        float wl = cis2_fmul(rv, F(TWO_PI_F32));                /* wavelen = 2*pi / inv_freq */
+        if (wl > low_wl) {                                    /* low frequency: divided */
+            inv_freq[i] = cis2_fdiv(v, f);
+        } else if (!(wl < high_wl)) {                         /* medium: smoothed */
+            float rw = cis2_fdiv(1.0f, wl);
+            float r = cis2_fmul(rw, ctx);                     /* old_ctx / wavelen */
+            float rl = cis2_fsub(r, lo);
+            float s = cis2_fdiv(rl, span);                    /* smooth_factor */
+            float a = cis2_fsub(1.0f, s);
+            float b = cis2_fmul(a, v);
+            float c = cis2_fdiv(b, f);
+            float e = cis2_fmul(s, v);
+            inv_freq[i] = cis2_fadd(c, e);
+        }                                                     /* high frequency: unchanged */
+    }
+}
+
 void cis2_f32_digest(const float *v, size_t n, uint8_t out[32])
 {
     cis2_sha256 s;

@@ -11,11 +11,13 @@ typedef struct {
     uint32_t root;
     const char *path;
     char *err;
+    const char *pre; /* the enclosing object's name and a dot, for a nested field */
 } C;
 
 static int bad(C *c, const char *field, const char *why)
 {
-    snprintf(c->err, CIS2_ERR_LEN, "%s: field \"%s\" %s", c->path, field, why);
+    snprintf(c->err, CIS2_ERR_LEN, "%s: field \"%s%s\" %s", c->path, c->pre ? c->pre : "", field,
+             why);
     return 1;
 }
 
@@ -169,6 +171,88 @@ static int get_bool(C *c, const char *key, int dflt, int *out)
     return 0;
 }
 
+/* A number whose binary32 cast (§2.3) is a positive normal value; *out keeps
+ * the binary64 value read (docs/rope_scaling.md computes from both). */
+static int get_pos_f64(C *c, const char *key, double *out)
+{
+    uint32_t n;
+    if (field(c, key, &n)) return 1;
+    if (n == JSON_NONE) return bad(c, key, "is missing");
+    if (c->d->nodes[n].type != JSON_NUMBER || json_num_f64(c->d, n, out))
+        return bad(c, key, "must be a number");
+    volatile float f = (float)*out;
+    uint32_t b = cis2_f2u(f);
+    if ((b & 0x7F800000u) == 0x7F800000u || (b & 0x7F800000u) == 0 || (b >> 31))
+        return bad(c, key, "must be a positive normal binary32 value");
+    return 0;
+}
+
+/* rope_scaling: null/absent (plain §7), or Llama 3's "llama3" object, read
+ * strictly (docs/rope_scaling.md): every key known, every parameter present
+ * and in range. Other kinds of scaling are refused by name. */
+static int get_rope_scaling(C *c, cis2_config *cfg)
+{
+    static const char *const keys[] = { "rope_type",        "type",
+                                        "factor",           "low_freq_factor",
+                                        "high_freq_factor", "original_max_position_embeddings" };
+    const json_doc *d = c->d;
+    uint32_t n;
+    if (field(c, "rope_scaling", &n)) return 1;
+    if (n == JSON_NONE || d->nodes[n].type == JSON_NULL) return 0;
+    if (d->nodes[n].type != JSON_OBJECT) return bad(c, "rope_scaling", "must be null or an object");
+    C s = { d, n, c->path, c->err, "rope_scaling." };
+    char esc[96], why[160];
+    for (uint32_t k = d->nodes[n].first; k != JSON_NONE; k = d->nodes[d->nodes[k].next].next) {
+        size_t i = 0;
+        while (i < sizeof keys / sizeof *keys && !json_str_eq(d, k, keys[i])) i++;
+        if (i < sizeof keys / sizeof *keys) continue;
+        size_t len;
+        char *name = json_str_dup(d, k, &len);
+        if (!name) return bad(c, "rope_scaling", "could not be read: out of memory");
+        cis2_escape(name, len, esc, sizeof esc, CIS2_ESC_TEXT);
+        free(name);
+        snprintf(why, sizeof why, "has an unknown key \"%s\" (llama3 takes %s)", esc,
+                 "factor, low_freq_factor, high_freq_factor, original_max_position_embeddings");
+        return bad(c, "rope_scaling", why);
+    }
+    /* Transformers' older spelling "type" is the same key; both must agree. */
+    uint32_t rt, ty;
+    if (field(&s, "rope_type", &rt) || field(&s, "type", &ty)) return 1;
+    const char *rname = rt != JSON_NONE ? "rope_type" : "type";
+    if (rt == JSON_NONE) rt = ty;
+    if (rt == JSON_NONE) return bad(&s, "rope_type", "is missing");
+    if (d->nodes[rt].type != JSON_STRING) return bad(&s, rname, "must be a string");
+    if (!json_str_eq(d, rt, "llama3")) {
+        size_t len;
+        char *v = json_str_dup(d, rt, &len);
+        if (!v) return bad(c, "rope_scaling", "could not be read: out of memory");
+        cis2_escape(v, len, esc, sizeof esc, CIS2_ESC_TEXT);
+        free(v);
+        snprintf(why, sizeof why, "= \"%s\" is unsupported (supported: llama3)", esc);
+        return bad(&s, rname, why);
+    }
+    if (ty != JSON_NONE && ty != rt && !json_str_eq(d, ty, "llama3"))
+        return bad(&s, "type", "differs from rope_scaling.rope_type (the same key, spelled twice)");
+    double factor, low, high;
+    int old;
+    if (get_pos_f64(&s, "factor", &factor) || get_pos_f64(&s, "low_freq_factor", &low) ||
+        get_pos_f64(&s, "high_freq_factor", &high) ||
+        get_int(&s, "original_max_position_embeddings", 1, 1, 1 << 20, 0, &old))
+        return 1;
+    if (!(high > low))
+        return bad(&s, "high_freq_factor", "must be greater than rope_scaling.low_freq_factor");
+    volatile float span = (float)(high - low);
+    if ((cis2_f2u(span) & 0x7F800000u) == 0)
+        return bad(&s, "high_freq_factor",
+                   "minus rope_scaling.low_freq_factor must be a normal binary32 value");
+    cfg->rope_scaling = CIS2_ROPE_LLAMA3;
+    cfg->rope_factor = factor;
+    cfg->rope_low_freq_factor = low;
+    cfg->rope_high_freq_factor = high;
+    cfg->rope_original_max_pos = old;
+    return 0;
+}
+
 /* A field that, when present, must be null/absent or equal a given literal. */
 static int require_absent_or(C *c, const char *key, json_type want_type, const char *want_str,
                              const char *why)
@@ -186,7 +270,7 @@ int cis2_config_parse(const char *text, size_t len, const char *path, cis2_confi
     json_doc d;
     memset(cfg, 0, sizeof *cfg);
     if (json_parse(&d, text, len, path, err)) return 1;
-    C c = { &d, 0, path, err };
+    C c = { &d, 0, path, err, NULL };
     int rc = 1;
     if (d.nodes[0].type != JSON_OBJECT) {
         snprintf(err, CIS2_ERR_LEN, "%s: top level must be a JSON object", path);
@@ -275,8 +359,7 @@ int cis2_config_parse(const char *text, size_t len, const char *path, cis2_confi
 
     /* Things CIS-2 v0.3b does not define: refuse rather than guess. */
     if (require_absent_or(&c, "hidden_act", JSON_STRING, "silu", "must be \"silu\" (§10)") ||
-        require_absent_or(&c, "rope_scaling", JSON_NULL, NULL,
-                          "must be null: RoPE scaling is not part of CIS-2 §7") ||
+        get_rope_scaling(&c, cfg) ||
         require_absent_or(&c, "rope_interleaved", JSON_FALSE, NULL,
                           "must be false: only rotate-half RoPE is defined (§7.4)") ||
         require_absent_or(&c, "mlp_bias", JSON_FALSE, NULL,

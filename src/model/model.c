@@ -602,6 +602,9 @@ static int load_finish_pinned(cis2_model *m, double t0, const cis2_load_opts *o,
         return 1;
     }
     cis2_inv_freq(c->head_dim, c->rope_theta, m->inv_freq);
+    if (c->rope_scaling == CIS2_ROPE_LLAMA3) /* the table §7.3 reads, and §7.2 hashes */
+        cis2_inv_freq_llama3(m->inv_freq, c->head_dim / 2, c->rope_factor, c->rope_low_freq_factor,
+                             c->rope_high_freq_factor, c->rope_original_max_pos);
     cis2_f32_digest(m->inv_freq, (size_t)(c->head_dim / 2), m->dg.inv_freq_digest);
     cis2_table_digest(m->dg.table_digest);
     m->load_ms = cis2_now_ms() - t0;
