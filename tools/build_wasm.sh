@@ -57,8 +57,9 @@ WASM_OUT="${WASM_OUT:-web/cis2.wasm}"
 mkdir -p "$OUT" "$(dirname "$WASM_OUT")"
 # One source list with the native build: every file of the library's layers (the Makefile's
 # LAYERS less cli), except those that cannot work in a browser tab: the conformance suite
-# runner (fork/exec of a candidate).
-WASM_EXCLUDE="verify/suite"
+# runner (fork/exec of a candidate) and the writer of a quantized model directory (directory
+# renames and fsync, its kill hooks' signals).
+WASM_EXCLUDE="verify/suite model/quant_outdir model/quantize_write"
 SRC=$(for f in src/core/*.c src/model/*.c src/kernels/*.c src/engine/*.c src/verify/*.c; do
     f=${f#src/}; f=${f%.c}; case " $WASM_EXCLUDE " in *" $f "*) ;; *) printf '%s ' "$f" ;; esac
 done)
