@@ -154,7 +154,7 @@ BADIN="$T/bad.jsonl"
 $PY - "$BADIN" <<'PY'
 import sys
 L = [b'{"id": "ok1", "prompt": "Once upon"}',
-     b'{"id": "t", "prompt": "x", "temperature": 0.7}',
+     b'{"id": "t", "prompt": "x", "frequency_penalty": 0.7}',
      b'',
      b'{"id": "ok1", "prompt": "again"}',
      b'not json',
@@ -184,7 +184,7 @@ for l in open(sys.argv[1], encoding="utf-8"):
 PY
 )
 want='1|ok1|OK
-2|t|unknown field "temperature" (expected id, prompt, prompt_ids or messages, max_tokens, stop_at_eos)
+2|t|unknown field "frequency_penalty" (expected id, prompt, prompt_ids or messages, max_tokens, stop_at_eos, temperature, top_k, top_p, min_p, seed)
 3|None|empty line (expected a JSON object)
 4|ok1|duplicate id (first at line 1)
 5|None|invalid JSON at col 1: unexpected token
@@ -235,10 +235,10 @@ expect_eq batch.bom-line-named "$rc $(head -1 "$T/bom.out") $(sed -n 2p "$T/bom.
 # in shard 1/2 (without line 3), line 2's error line is one this input no
 # longer gives (before: exit 1, the stale error line kept).
 printf '%s\n' '{"id": "r1", "prompt_ids": [5, 17], "max_tokens": 2}' \
-    '{"id": "r2", "prompt": "a", "temperature": 1}' 'not json' \
+    '{"id": "r2", "prompt": "a", "logit_bias": 1}' 'not json' \
     '{"id": "r4", "prompt": "b", "max_tokens": 0}' '{"id": "r5", "prompt_ids": [7], "max_tokens": 2}' \
     >"$T/rt-bad.jsonl"
-sed 's/, "temperature": 1}/}/; s/^not json$/{"id": "r3", "prompt_ids": [9], "max_tokens": 2}/' \
+sed 's/, "logit_bias": 1}/}/; s/^not json$/{"id": "r3", "prompt_ids": [9], "max_tokens": 2}/' \
     "$T/rt-bad.jsonl" >"$T/rt-fixed.jsonl"
 for sh in "" "--shard 1/2"; do
     rm -f "$T/rt.out" "$T/rt.ref"
@@ -583,7 +583,7 @@ out=$("$CIS2" verify-batch "$T/uf.out" --model "$M"); rc=$?
     && pass verify-batch.error-line-with-cut-message-skipped || fail verify-batch.error-line-with-cut-message-skipped "rc=$rc $out"
 # the unknown field's name is cut between two characters, never inside one
 # (which printed as U+FFFD)
-$PY -c 'import json, sys; e = json.loads(open(sys.argv[1], encoding="utf-8").read())["error"]; sys.exit(e != "unknown field \"" + "\u00e9" * 39 + " (expected id, prompt, prompt_ids or messages, max_tokens, stop_at_eos)")' "$T/uf.out" \
+$PY -c 'import json, sys; e = json.loads(open(sys.argv[1], encoding="utf-8").read())["error"]; sys.exit(e != "unknown field \"" + "\u00e9" * 39 + " (expected id, prompt, prompt_ids or messages, max_tokens, stop_at_eos, temperature, top_k, top_p, min_p, seed)")' "$T/uf.out" \
     && pass batch.unknown-field-name-cut-between-characters || fail batch.unknown-field-name-cut-between-characters "$(cat "$T/uf.out")"
 python3 tools/make_model.py "$T/other-model" --seed 7 >/dev/null
 out=$("$CIS2" verify-batch "$T/ref.jsonl" --model "$T/other-model"); rc=$?
@@ -697,7 +697,7 @@ open(sys.argv[4], "wb").write(b"\n".join(I))
 PY
 out=$(vbi "$T/bad-err.out" --in "$BADIN"); rc=$?
 out2=$(vbi "$T/bad.out" --in "$T/bad-in2.jsonl"); rc2=$?
-[ $rc -eq 1 ] && [ "$(echo "$out" | head -1)" == 'MISMATCH line 2 (input line 2, id "t"): error: the line says "out of memory", but cis2 batch fails input line 2 with "unknown field \"temperature\" (expected id, prompt, prompt_ids or messages, max_tokens, stop_at_eos)"' ] \
+[ $rc -eq 1 ] && [ "$(echo "$out" | head -1)" == 'MISMATCH line 2 (input line 2, id "t"): error: the line says "out of memory", but cis2 batch fails input line 2 with "unknown field \"frequency_penalty\" (expected id, prompt, prompt_ids or messages, max_tokens, stop_at_eos, temperature, to"...' ] \
     && [ $rc2 -eq 1 ] && [ "$(echo "$out2" | head -1)" == 'MISMATCH line 1 (input line 1, id "ok1"): a result, but cis2 batch fails input line 1 (it writes an error line: "prompt (8 tokens) + max_tokens 9000 exceeds max_position_embeddings = 8192")' ] \
     && pass verify-batch.in-error-line-rechecked || fail verify-batch.in-error-line-rechecked "rc=$rc/$rc2 $out | $out2"
 # PROMPTS changed after the run: a prompt (text and ids), a max_tokens, the -n default
@@ -921,3 +921,101 @@ n=$(wc -l < "$T/rm.out"); rm -f "$T/rm.out"; wait $pid; rc=$?
 if [ "$n" -ge 24 ]; then skip batch.out-removed-while-running "the run finished before the file was removed"
 else expect_eq batch.out-removed-while-running "$rc $(sed "s#$T/##" "$T/rm.err")" \
     "2 cis2 batch: rm.out: removed or replaced while this run was writing it (the lines written are in no file); rerun to resume"; fi
+
+# ---- sampling (docs/sampling.md, docs/scale.md "Sampling"): a line's
+# temperature, top_k, top_p, min_p and seed; its receipt is `cis2 run`'s with
+# the same flags; a line without a seed gets the one derived from its id, so
+# batch sizes, shards and a resume give the same bytes; verify-batch re-runs
+# the sampler, and with --in holds the receipt's sampler to the input's
+SIN="$T/smp.jsonl"
+printf '%s\n' '{"id": "g", "prompt_ids": [5, 17, 42], "max_tokens": 6}' \
+    '{"id": "s1", "prompt_ids": [5, 17, 42], "max_tokens": 6, "temperature": 0.8, "top_p": 0.95, "seed": 42}' \
+    '{"id": "s2", "prompt": "Once upon a time", "max_tokens": 6, "temperature": 1.3, "top_k": 5, "min_p": 0.05}' \
+    '{"id": "s3", "prompt_ids": [9, 8], "max_tokens": 5, "temperature": 2, "seed": 18446744073709551615}' \
+    '{"id": "b1", "prompt": "x", "top_k": 5}' '{"id": "b2", "prompt": "x", "temperature": -1}' \
+    '{"id": "b3", "prompt": "x", "temperature": 1, "seed": 1.5}' \
+    '{"id": "b4", "prompt": "x", "temperature": 1, "top_p": 2}' \
+    '{"id": "b5", "prompt": "x", "temperature": 1e-40}' '{"id": "b6", "prompt": "x", "temperature": "1"}' \
+    '{"id": "b7", "prompt": "x", "temperature": 0, "seed": 3}' >"$SIN"
+rm -f "$T/smp.out"
+"$CIS2" batch --model "$M" --in "$SIN" --out "$T/smp.out" 2>/dev/null; rc=$?
+out=$($PY - "$CIS2" "$M" "$SIN" "$T/smp.out" "$T" <<'PY'
+import hashlib, json, subprocess, sys
+cis2, model, inp, res, tmp = sys.argv[1:]
+ins = [json.loads(l) for l in open(inp, encoding="utf-8")]
+outs = [json.loads(l) for l in open(res, encoding="utf-8")]
+bad = []
+base = ["line", "lines", "id", "prompt_token_ids", "generated_token_ids", "text", "table_digest",
+        "inv_freq_table_digest", "argmax_digest", "cis2_ref"]
+for i, o in zip(ins[:4], outs[:4]):
+    t = i.get("temperature", 0)
+    keys = base + (["temperature", "top_k", "top_p", "min_p", "seed"] if t else []) + ["receipt"]
+    if list(o) != keys:
+        bad.append("%s keys %s" % (i["id"], list(o))); continue
+    cmd = [cis2, "run", "--model", model, "-n", str(i["max_tokens"]), "--receipt", tmp + "/smp-solo.txt"]
+    cmd += ["--prompt-ids", ",".join(map(str, i["prompt_ids"]))] if "prompt_ids" in i else ["--prompt", i["prompt"]]
+    if t:
+        # docs/scale.md: no "seed" -> SHA-256("CIS-2-BATCH-SEED" || id), first 8 bytes LE
+        seed = i.get("seed", int.from_bytes(hashlib.sha256(b"CIS-2-BATCH-SEED" + i["id"].encode()).digest()[:8], "little"))
+        if o["seed"] != seed: bad.append("%s seed %s, wanted %s" % (i["id"], o["seed"], seed))
+        cmd += ["--temperature", str(t), "--top-k", str(i.get("top_k", 0)), "--top-p", str(i.get("top_p", 1)),
+                "--min-p", str(i.get("min_p", 0)), "--seed", str(seed)]
+        want = {"temperature": t, "top_k": i.get("top_k", 0), "top_p": i.get("top_p", 1), "min_p": i.get("min_p", 0)}
+        if {k: o[k] for k in want} != want: bad.append("%s sampler fields %s" % (i["id"], o))
+    r = subprocess.run(cmd, capture_output=True)
+    got = open(tmp + "/smp-solo.txt").read() if r.returncode == 0 else r.stderr
+    if o["receipt"] != got: bad.append("%s receipt differs from cis2 run's" % i["id"])
+    first = o["receipt"].split("\n")[0]
+    if first != ("CIS-2-RECEIPT v1+sampling" if t else "CIS-2-RECEIPT v1"): bad.append("%s: %s" % (i["id"], first))
+print("; ".join(bad) if bad else "ok")
+PY
+)
+expect_eq batch.sampling.receipts-equal-run "$rc $out" "1 ok"
+got=$($PY -c '
+import json, sys
+for l in open(sys.argv[1], encoding="utf-8"):
+    o = json.loads(l)
+    if "error" in o: print("%s|%s" % (o["id"], o["error"]))' "$T/smp.out")
+expect_eq batch.sampling.bad-values-are-error-lines "$got" 'b1|field "top_k" needs "temperature" above 0 (temperature 0 is the greedy argmax, which has no top_k)
+b2|field "temperature" must be 0 or a normal number above 0 (a binary32)
+b3|field "seed" must be an integer from 0 to 18446744073709551615
+b4|field "top_p" must be a number in [0, 1] (0 or a normal binary32)
+b5|field "temperature" must be 0 or a normal number above 0 (a binary32)
+b6|field "temperature" must be 0 or a normal number above 0 (a binary32)
+b7|field "seed" needs "temperature" above 0 (temperature 0 is the greedy argmax, which has no seed)'
+# the same bytes for any batch size, sharding and a resume after a kill
+rm -f "$T/smp-b1.out" "$T/smp-s0.out" "$T/smp-s1.out" "$T/smp-m.out" "$T/smp-k.out"
+"$CIS2" batch --model "$M" --in "$SIN" --out "$T/smp-b1.out" --batch 1 2>/dev/null
+"$CIS2" batch --model "$M" --in "$SIN" --out "$T/smp-s0.out" --shard 0/2 2>/dev/null
+"$CIS2" batch --model "$M" --in "$SIN" --out "$T/smp-s1.out" --shard 1/2 2>/dev/null
+"$CIS2" merge "$T/smp-m.out" "$T/smp-s0.out" "$T/smp-s1.out" >/dev/null 2>&1
+{ CIS2_BATCH_KILL_AFTER=2 "$CIS2" batch --model "$M" --in "$SIN" --out "$T/smp-k.out" --batch 2; } 2>/dev/null
+k=$(wc -l <"$T/smp-k.out")
+"$CIS2" batch --model "$M" --in "$SIN" --out "$T/smp-k.out" --batch 2 2>/dev/null
+cmp -s "$T/smp-b1.out" "$T/smp.out" && cmp -s "$T/smp-m.out" "$T/smp.out" && [ "$k" -lt 11 ] && cmp -s "$T/smp-k.out" "$T/smp.out" \
+    && pass "batch.sampling.batch-shard-resume-identical (killed at $k lines)" \
+    || fail batch.sampling.batch-shard-resume-identical "k=$k $(cmp "$T/smp-b1.out" "$T/smp.out" 2>&1) $(cmp "$T/smp-m.out" "$T/smp.out" 2>&1) $(cmp "$T/smp-k.out" "$T/smp.out" 2>&1)"
+# verify-batch re-runs sampled receipts, with and without --in
+out=$("$CIS2" verify-batch "$T/smp.out" --model "$M" | tail -1)
+expect_eq verify-batch.sampling.verifies "$out" "verify-batch: 11 line(s): 4 verified, 0 mismatched, 0 unreadable, 7 error line(s) without a receipt"
+out=$("$CIS2" verify-batch "$T/smp.out" --model "$M" --in "$SIN" | tail -1)
+expect_eq verify-batch.sampling.verifies-with-in "$out" "verify-batch: 11 line(s): 4 verified, 0 mismatched, 0 unreadable, 7 error line(s) checked against the input"
+# a doctored seed (receipt and field alike) is caught by the re-run; an input
+# whose seed changed since is caught by --in before any re-run
+sed '2s/\\nseed 42\\n/\\nseed 43\\n/; 2s/"seed":42,/"seed":43,/' "$T/smp.out" >"$T/smp-doc.out"
+out=$("$CIS2" verify-batch "$T/smp-doc.out" --model "$M"); rc=$?
+[ $rc -eq 1 ] && ! cmp -s "$T/smp-doc.out" "$T/smp.out" \
+    && [[ "$(echo "$out" | head -1)" == 'MISMATCH line 2 (input line 2, id "s1"):'*"sampler (receipt temperature=0.8 top-k=0 top-p=0.95 min-p=0, recomputed a run under it picks other ids from step"*"; seed (receipt 43, recomputed"* ]] \
+    && pass verify-batch.sampling.doctored-seed-mismatch || fail verify-batch.sampling.doctored-seed-mismatch "rc=$rc $out"
+sed '2s/"seed": 42}/"seed": 43}/' "$SIN" >"$T/smp-in43.jsonl"
+out=$("$CIS2" verify-batch "$T/smp.out" --model "$M" --in "$T/smp-in43.jsonl"); rc=$?
+expect_eq verify-batch.sampling.in-other-seed "$rc $(echo "$out" | head -1)" \
+    '1 MISMATCH line 2 (input line 2, id "s1"): sampler: the receipt'"'"'s is temperature=0.8 top-k=0 top-p=0.95 min-p=0 seed 42, where input line 2 gives temperature=0.8 top-k=0 top-p=0.95 min-p=0 seed 43'
+# a resume over results of another seed or sampler is refused, never mixed
+cp "$T/smp.out" "$T/smp-r.out"
+row batch-out-other-sampler "--out made with another temperature, top_k, top_p, min_p or seed on a line, resumed" \
+    "t_batch.sh" "$CIS2" batch --model "$M" --in "$T/smp-in43.jsonl" --out "$T/smp-r.out"
+sed '3s/"temperature": 1.3, /"temperature": 1.3, "seed": 5, /' "$SIN" >"$T/smp-in5.jsonl"
+"$CIS2" batch --model "$M" --in "$T/smp-in5.jsonl" --out "$T/smp-r.out" 2>"$T/smp-r.err"; rc=$?
+expect_eq batch.sampling.resume-derived-seed-now-given "$rc $(sed "s#$T/##" "$T/smp-r.err")" \
+    "2 cis2 batch: smp-r.out: line 3: its receipt's sampler or seed is not what input line 3 gives now: its temperature, top_k, top_p, min_p or seed changed (use another --out)"

@@ -1622,11 +1622,112 @@ def group_nonumpy(models, tmp, dump, receipt, installed):
     report(sys.modules.get("numpy") is None, "nonumpy.cis2-never-imported-numpy")
 
 
+# ---------------------------------------------------------------- sampling
+def group_sampling(models, tmp):
+    """generate(..., temperature=, top_k=, top_p=, min_p=, seed=) as `cis2 run`
+    with the same flags (docs/sampling.md), receipt byte for byte; sampled
+    receipts verify from Python and a changed seed is caught."""
+    M = os.path.join(models, "llama")
+    m = cis2.Model(M)
+    ids = [5, 17, 42, 7]
+    sets = [(["--prompt-ids", "5,17,42,7"], ids, 8,
+             dict(temperature=0.8, top_p=0.95, seed=42), ["--top-p", "0.95", "--seed", "42"]),
+            (["--prompt", "Once upon a time"], "Once upon a time", 6,
+             dict(temperature=1.3, top_k=5, min_p=0.05, seed=2 ** 64 - 1),
+             ["--top-k", "5", "--min-p", "0.05", "--seed", str(2 ** 64 - 1)])]
+    results = []
+    for i, (cp, pp, n, kw, flags) in enumerate(sets):
+        path = os.path.join(tmp, "s%d.receipt" % i)
+        rc, out, err = cli("run", "--model", M, *cp, "-n", n, "--temperature", kw["temperature"],
+                           *flags, "--receipt", path)
+        r = m.generate(pp, n, **kw)
+        results.append((r, path))
+        want = open(path).read() if rc == 0 else None
+        report(rc == 0 and r.receipt == want and
+               kv(out, "generated_token_ids") == ",".join(map(str, r.ids)) and
+               r.receipt.startswith("CIS-2-RECEIPT v1+sampling\n") and r.seed == kw["seed"],
+               "sampling.receipt-equals-cli-%d" % i, err or (r.receipt, want))
+        rc, out, err = cli("verify", path, "--model", M)
+        v = m.verify(r.receipt)
+        report(v.ok and v["sampler"].status == "MATCH" and v["seed"].status == "MATCH" and
+               v.ids == r.ids and rc == 0, "sampling.receipt-verifies-%d" % i, str(v) + err)
+        report(cis2.verify(pathlib.Path(path), m).ok, "sampling.cli-receipt-verifies-%d" % i)
+    r0 = results[0][0]
+    again = m.generate(ids, 8, temperature=0.8, top_p=0.95, seed=42)
+    report(again.ids == r0.ids and again.digests == r0.digests, "sampling.same-seed-same-ids")
+    seen = {tuple(m.generate(ids, 8, temperature=2.0, seed=s).ids) for s in range(8)}
+    report(len(seen) > 1, "sampling.different-seeds-differ", seen)
+    # a changed seed: the receipt no longer verifies, and both sampler lines say so
+    bad = r0.receipt.replace("\nseed 42\n", "\nseed 43\n")
+    v = cis2.verify(bad, m)
+    report(bad != r0.receipt and not v.ok and v["seed"].status == "MISMATCH" and
+           v["sampler"].status == "MISMATCH", "sampling.changed-seed-mismatch", str(v))
+    bad = r0.receipt.replace("top-p=0.95", "top-p=0.9")
+    report(bad != r0.receipt and not cis2.verify(bad, m).ok, "sampling.changed-top-p-mismatch")
+    # temperature 0 is the greedy run, v1 receipt byte for byte
+    g, t0 = m.generate(ids, 8), m.generate(ids, 8, temperature=0.0)
+    report(t0.receipt == g.receipt and t0.ids == g.ids and t0.seed is None and
+           t0.receipt.startswith("CIS-2-RECEIPT v1\n"), "sampling.t0-equals-greedy")
+    # seed None: one is chosen and returned, and reproduces the run
+    r = m.generate(ids, 8, temperature=0.9, top_k=40)
+    rr = m.generate(ids, 8, temperature=0.9, top_k=40, seed=r.seed)
+    report(isinstance(r.seed, int) and 0 <= r.seed < 2 ** 64 and rr.receipt == r.receipt and
+           ("\nseed %d\n" % r.seed) in r.receipt and cis2.verify(r.receipt, m).ok,
+           "sampling.seed-none-chosen-and-returned", r.seed)
+    report(r.sampler == {"temperature": struct.unpack("<f", struct.pack("<f", 0.9))[0],
+                         "top_k": 40, "top_p": 1.0, "min_p": 0.0}, "sampling.result-sampler",
+           r.sampler)
+    # stream and generate_many sample as generate
+    st = m.stream(ids, 8, temperature=0.8, top_p=0.95, seed=42)
+    chunks = list(st)
+    report(st.result is not None and st.result.receipt == r0.receipt and
+           st.ids == r0.ids and len(chunks) == 8, "sampling.stream-equals-generate")
+    many = m.generate_many([ids, "Once upon a time", ids], 8, temperature=0.8, top_p=0.95,
+                           seed=42, batch=2)
+    solo = m.generate("Once upon a time", 8, temperature=0.8, top_p=0.95, seed=42)
+    report(many[0].receipt == r0.receipt and many[2].receipt == r0.receipt and
+           many[1].receipt == solo.receipt, "sampling.generate-many-equals-generate")
+    vs = cis2.verify_many([r0.receipt, g.receipt, results[1][0].receipt], m, batch=2)
+    report([v.ok for v in vs] == [True] * 3 and "seed" not in [f.name for f in vs[1]],
+           "sampling.verify-many-mixed", [str(v) for v in vs])
+    # bad arguments: TypeError for a type, ValueError for a value (docs/python.md)
+    bad_cases = [
+        ("temperature-str", TypeError, dict(temperature="0.8"), "temperature must be a number"),
+        ("temperature-bool", TypeError, dict(temperature=True), "temperature must be a number"),
+        ("temperature-negative", ValueError, dict(temperature=-0.5), "temperature"),
+        ("temperature-nan", ValueError, dict(temperature=float("nan")), "temperature"),
+        ("temperature-inf", ValueError, dict(temperature=float("inf")), "temperature"),
+        ("temperature-huge", ValueError, dict(temperature=1e39), "temperature"),
+        ("temperature-subnormal", ValueError, dict(temperature=1e-40), "temperature"),
+        ("top-k-negative", ValueError, dict(temperature=1.0, top_k=-1), "top_k"),
+        ("top-k-float", TypeError, dict(temperature=1.0, top_k=1.5), "top_k"),
+        ("top-k-too-big", ValueError, dict(temperature=1.0, top_k=2 ** 31), "top_k"),
+        ("top-p-above-1", ValueError, dict(temperature=1.0, top_p=1.5), "top_p"),
+        ("top-p-str", TypeError, dict(temperature=1.0, top_p="0.9"), "top_p"),
+        ("min-p-negative", ValueError, dict(temperature=1.0, min_p=-0.1), "min_p"),
+        ("seed-negative", ValueError, dict(temperature=1.0, seed=-1), "seed"),
+        ("seed-2-64", ValueError, dict(temperature=1.0, seed=2 ** 64), "seed"),
+        ("seed-float", TypeError, dict(temperature=1.0, seed=4.0), "seed"),
+        ("top-k-without-temperature", ValueError, dict(top_k=5), "top_k needs a temperature"),
+        ("seed-without-temperature", ValueError, dict(seed=3), "seed needs a temperature"),
+        ("top-p-without-temperature", ValueError, dict(top_p=0.5), "top_p needs a temperature"),
+    ]
+    for name, exc, kw, want in bad_cases:
+        raises("sampling.arg.%s" % name, exc, lambda: m.generate(ids, 2, **kw), want)
+    raises("sampling.arg.stream-bad", ValueError, lambda: m.stream(ids, 2, temperature=-1),
+           "temperature")
+    raises("sampling.arg.generate-many-bad", TypeError,
+           lambda: m.generate_many([ids], 2, temperature=1.0, seed="1"), "seed")
+    m.close()
+
+
 def main():
     group, models = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory(dir=os.environ.get("TESTTMP")) as tmp:
         if group == "api":
             group_api(models, tmp)
+        elif group == "sampling":
+            group_sampling(models, tmp)
         elif group == "layout":
             group_layout(models, tmp)
         elif group == "gil":

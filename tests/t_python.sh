@@ -83,7 +83,7 @@ else
     skip python "no python3 with numpy for the other groups (tried:$tried; set CIS2_PYTHON)"
     exit 0
 fi
-for g in api layout gil threads threads-fast; do
+for g in api layout sampling gil threads threads-fast; do
     group "$g" "${tree[@]}" -- "$PY" tests/t_python.py "$g" "$MODELS"
 done
 bad=$("${RUN[@]}" CIS2_LIBRARY="$T/nonexistent.so" PYTHONPATH=python "$PY" -c 'import cis2' 2>&1 | tail -1)

@@ -19,10 +19,13 @@ import contextlib
 import ctypes
 import errno
 import gc
+import math
+import numbers
 import operator
 import os
 import signal
 import stat
+import struct
 import threading
 import weakref
 from dataclasses import dataclass
@@ -141,6 +144,64 @@ def _int_in(v, what, lo, hi, hint=""):
     if not lo <= n <= hi:
         raise ValueError("%s must be an integer in [%d, %d]%s, got %d" % (what, lo, hi, hint, n))
     return n
+
+
+def _f32_in(v, what, lo, hi):
+    """A real-number argument (int, float, numpy's; never bool or str) as the
+    binary32 nearest to it (round to nearest even, as the library reads it):
+    ValueError unless it is 0 or a normal binary32 number in [lo, hi]
+    (docs/sampling.md §1: subnormals, infinities and NaN are refused)."""
+    if _is_bool(v) or not isinstance(v, numbers.Real):
+        raise TypeError("%s must be a number, got %s %r" % (what, type(v).__name__, v))
+    x = float(v)
+    try:
+        f = struct.unpack("<f", struct.pack("<f", x))[0] if math.isfinite(x) else x
+    except OverflowError:
+        f = math.inf
+    if not (lo <= f <= hi) or (f != 0.0 and abs(f) < 2.0 ** -126):
+        raise ValueError("%s must be 0 or a normal binary32 number in [%g, %g], got %r" %
+                         (what, lo, hi, v))
+    return f
+
+
+def _sampler_in(temperature, top_k, top_p, min_p, seed):
+    """A cis2_sampler from generate's sampling arguments (docs/sampling.md
+    §1), or None for greedy (temperature 0). top_k, top_p, min_p or a seed
+    without a temperature above 0 are a ValueError, as the CLI refuses the
+    flags rather than ignore them. seed None: one from os.urandom, as
+    `cis2 run` chooses one from the system's randomness."""
+    t = _f32_in(temperature, "temperature", 0.0, 3.4028234663852886e38)
+    k = _int_in(top_k, "top_k", 0, INT_MAX)
+    p = _f32_in(top_p, "top_p", 0.0, 1.0)
+    mp = _f32_in(min_p, "min_p", 0.0, 1.0)
+    if seed is not None:
+        seed = _int_in(seed, "seed", 0, 2 ** 64 - 1)
+    if t == 0.0:
+        for name, given in (("top_k", k != 0), ("top_p", p != 1.0), ("min_p", mp != 0.0),
+                            ("seed", seed is not None)):
+            if given:
+                raise ValueError("%s needs a temperature above 0 (temperature 0 is the greedy "
+                                 "argmax, which has no %s)" % (name, name))
+        return None
+    if seed is None:
+        seed = int.from_bytes(os.urandom(8), "little")
+    s = _lib.Sampler(temperature=t, top_k=k, top_p=p, min_p=mp, seed=seed)
+    err = _lib.err_buf()
+    if _c.cis2_sampler_check(ctypes.byref(s), err):  # the library's own rule, last
+        raise ValueError(_lib.err_text(err))
+    return s
+
+
+def _sampler_out(s):
+    """(sampler dict, seed) of a Result: (None, None) for a greedy run."""
+    if s is None:
+        return None, None
+    return ({"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p,
+             "min_p": s.min_p}, s.seed)
+
+
+def _sref(s):
+    return ctypes.byref(s) if s is not None else None
 
 
 def _numpy(what):
@@ -484,6 +545,8 @@ class Result:
     prefill_ms: float
     decode_ms: float
     receipt_error: Optional[str] = None
+    sampler: Optional[dict] = None  # temperature, top_k, top_p, min_p (binary32 values)
+    seed: Optional[int] = None  # the seed a sampled run used (None: greedy)
 
     def __repr__(self):
         return "Result(ids=%r, text=%r, witness=%s)" % (self.ids, self.text,
@@ -644,25 +707,30 @@ class Engine(_Closing):
             raise Error("the engine is closed")
         return self._h
 
-    def generate(self, prompt, max_tokens=None, *, stop_at_eos=False, force=None, _stop=None):
-        """Prefill `prompt` (str, UTF-8 bytes or token ids) and decode greedily
+    def generate(self, prompt, max_tokens=None, *, stop_at_eos=False, force=None,
+                 temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=None, _stop=None):
+        """Prefill `prompt` (str, UTF-8 bytes or token ids) and decode
         `max_tokens` tokens (default 16; exactly that many, §3.4, unless
-        stop_at_eos). `force`: teacher forcing, step i feeds force[i] instead
-        of its argmax pick (max_tokens defaults to len(force) then)."""
-        ids, n, pbytes, no_receipt, g, _farr = self._run_in(prompt, max_tokens, stop_at_eos,
-                                                             force)
+        stop_at_eos): greedily, or with temperature > 0 sampled as
+        docs/sampling.md defines (top_k, top_p, min_p, seed; seed None picks
+        one, returned as Result.seed). `force`: teacher forcing, step i feeds
+        force[i] instead of its pick (max_tokens defaults to len(force))."""
+        ids, n, pbytes, no_receipt, g, _farr, smp = self._run_in(
+            prompt, max_tokens, stop_at_eos, force, None,
+            (temperature, top_k, top_p, min_p, seed))
         r = _lib.Result()
         with self._locked():
-            self._decode(ids, n, g, r, _stop)
+            self._decode(ids, n, g, r, _stop, smp)
             try:  # under the engine's lock: Model.close frees the model after this engine
-                return self._model._result(r, pbytes, no_receipt)
+                return self._model._result(r, pbytes, no_receipt, smp)
             finally:
                 _c.cis2_result_free(ctypes.byref(r))
 
-    def _run_in(self, prompt, max_tokens, stop_at_eos, force, on_step=None):
+    def _run_in(self, prompt, max_tokens, stop_at_eos, force, on_step=None, sampling=None):
         """generate's arguments checked, in its order: (ids, n, prompt bytes,
         why there is no receipt or None, the gen options, the force array
-        they point into)."""
+        they point into, the sampler or None). `sampling`: (temperature,
+        top_k, top_p, min_p, seed), or None for greedy."""
         ids, n, pbytes, no_receipt = self._model._prompt(prompt)
         farr, nf = _ids_in(force, "force") if force is not None else (None, 0)
         if max_tokens is None:
@@ -682,9 +750,11 @@ class Engine(_Closing):
         if nf:
             g.force, g.n_force = ctypes.cast(farr, _lib.c_int32_p), nf
             no_receipt = "a teacher-forced run is not a greedy decode"
-        return ids, n, pbytes, no_receipt, g, farr
+        smp = _sampler_in(*sampling) if sampling is not None else None
+        return ids, n, pbytes, no_receipt, g, farr, smp
 
-    def stream(self, prompt, max_tokens=None, *, stop_at_eos=False, _force=None):
+    def stream(self, prompt, max_tokens=None, *, stop_at_eos=False, temperature=0.0, top_k=0,
+               top_p=1.0, min_p=0.0, seed=None, _force=None):
         """generate(prompt, max_tokens, stop_at_eos=...) a token at a time: a
         Stream, whose iteration yields one str per generated token (the text
         it completes) and whose .result, once exhausted, is the Result that
@@ -692,8 +762,10 @@ class Engine(_Closing):
         stream holds the engine until it is exhausted or closed: another
         call on this engine from the thread that made or last iterated the
         stream raises Error, one from another thread waits. (_force:
-        teacher forcing, for the tests.)"""
-        return Stream(self, prompt, max_tokens, stop_at_eos, _force)
+        teacher forcing, for the tests.) The sampling arguments are
+        generate's."""
+        return Stream(self, prompt, max_tokens, stop_at_eos, _force,
+                      (temperature, top_k, top_p, min_p, seed))
 
     def _acquire(self):
         """Takes self._lock, or raises Error where waiting would never end:
@@ -741,20 +813,25 @@ class Engine(_Closing):
             raise ValueError("prompt (%d tokens) + max_tokens %d exceeds max_position_embeddings "
                              "= %d" % (n, max_tokens, cap))
 
-    def generate_many(self, prompts, max_tokens=None, *, stop_at_eos=False):
+    def generate_many(self, prompts, max_tokens=None, *, stop_at_eos=False, temperature=0.0,
+                      top_k=0, top_p=1.0, min_p=0.0, seed=None):
         """generate() for every prompt of `prompts` (a list, or any iterable,
         of what generate takes), up to max_seqs of them decoding at once: each
         step reads every weight once for all of them, and a prompt joins as
         soon as another finishes. Returns their Results in input order, each
         bit-identical to generate(prompt, max_tokens, stop_at_eos=...) alone,
         receipt included. Every prompt is checked before anything is
-        decoded; an error names it as prompts[i]."""
+        decoded; an error names it as prompts[i]. Sampling as generate's: a
+        seed given is every prompt's; seed None picks one per prompt."""
         prompts = _many_in(prompts, "generate_many", "prompts", "generate takes a single prompt")
         max_tokens = _int_in(16 if max_tokens is None else max_tokens, "max_tokens", 1, INT_MAX)
         g = _lib.GenOpts(n_gen=max_tokens,
                          stop_at_eos=1 if _flag_in(stop_at_eos, "stop_at_eos") else 0)
-        m, items = self._model, []
+        m, items, smps = self._model, [], []
+        sampling = (temperature, top_k, top_p, min_p, seed)
+        _sampler_in(*sampling)  # bad sampling arguments raise before any prompt is read
         for i, p in enumerate(prompts):
+            smps.append(_sampler_in(*sampling))  # seed None: each prompt its own
             try:
                 items.append(m._prompt(p))
                 self._fits(items[-1][1], max_tokens)
@@ -765,16 +842,16 @@ class Engine(_Closing):
 
         def done(i, r):
             try:  # under the lock, as generate: Model.close waits for it
-                out[i] = m._result(r, items[i][2], items[i][3])
+                out[i] = m._result(r, items[i][2], items[i][3], smps[i])
             finally:
                 _c.cis2_result_free(ctypes.byref(r))
         with self._locked():
-            self._decode_many([(i, it[0], it[1], g) for i, it in enumerate(items)], "prompts",
-                              done)
+            self._decode_many([(i, it[0], it[1], g, smps[i]) for i, it in enumerate(items)],
+                              "prompts", done)
         return out
 
     def _decode_many(self, runs, what, done):
-        """Decodes every (i, ids, n, gen opts) of `runs`, max_seqs at a time,
+        """Decodes every (i, ids, n, gen opts, sampler or None) of `runs`, max_seqs at a time,
         a run joining as soon as another finishes; done(i, r) takes each
         finished cis2_result (it owns r). The caller holds self._lock. Ctrl-C
         lands between two steps; an error or an interrupt cancels every
@@ -784,9 +861,10 @@ class Engine(_Closing):
         try:
             while nxt < len(runs) or live:
                 while nxt < len(runs) and len(live) < self._max_seqs:
-                    i, ids, n, g = runs[nxt]
+                    i, ids, n, g, smp = runs[nxt]
                     seq = ctypes.c_int(-1)
-                    if _c.cis2_seq_submit(h, ids, n, ctypes.byref(g), ctypes.byref(seq), err):
+                    if _c.cis2_seq_submit_sampled(h, ids, n, ctypes.byref(g), _sref(smp),
+                                                  ctypes.byref(seq), err):
                         raise Error("%s[%d]: %s" % (what, i, _lib.err_text(err)))
                     live[seq.value], nxt = i, nxt + 1
                 _check(_c.cis2_engine_step(h, err), err)
@@ -799,14 +877,15 @@ class Engine(_Closing):
                 _c.cis2_seq_cancel(h, seq)
             raise
 
-    def _decode(self, ids, n, g, r, stop=None):
+    def _decode(self, ids, n, g, r, stop=None, smp=None):
         """cis2_generate's own path into `r`, one call per token (the caller
         holds self._lock): the GIL is released inside each step, and Ctrl-C
         (KeyboardInterrupt, what `stop()` raises, or `stop()` true) lands
         between two; the sequence is cancelled then, so the engine's slot is
         free again."""
         h, err, seq = self._handle(), _lib.err_buf(), ctypes.c_int(-1)
-        _check(_c.cis2_seq_submit(h, ids, n, ctypes.byref(g), ctypes.byref(seq), err), err)
+        _check(_c.cis2_seq_submit_sampled(h, ids, n, ctypes.byref(g), _sref(smp),
+                                          ctypes.byref(seq), err), err)
         try:
             while not _c.cis2_seq_done(h, seq):
                 if stop is not None and stop():
@@ -879,7 +958,8 @@ class Stream:
     block, Ctrl-C inside a step, or dropping the stream) cancels the sequence
     and frees the engine; iterating it then stops."""
 
-    def __init__(self, engine, prompt, max_tokens=None, stop_at_eos=False, _force=None):
+    def __init__(self, engine, prompt, max_tokens=None, stop_at_eos=False, _force=None,
+                 _sampling=None):
         """Made by Engine.stream / Model.stream, which document the arguments."""
         self._hold, self.result = None, None
         if not isinstance(engine, Engine):
@@ -889,15 +969,15 @@ class Stream:
         def on_step(ctx, step, logits, vocab, chosen):
             got.append(chosen)
         self._fn = _lib.STEP_FN(on_step)  # alive as long as the sequence
-        ids, n, self._pbytes, self._no_receipt, g, self._farr = engine._run_in(
-            prompt, max_tokens, stop_at_eos, _force, self._fn)
+        ids, n, self._pbytes, self._no_receipt, g, self._farr, self._smp = engine._run_in(
+            prompt, max_tokens, stop_at_eos, _force, self._fn, _sampling)
         self._engine, self._ids, self._chunks = engine, got, []
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         seq, err = ctypes.c_int(-1), _lib.err_buf()
         engine._acquire()  # held until the end or close(); released by _Hold.end
         try:
-            _check(_c.cis2_seq_submit(engine._handle(), ids, n, ctypes.byref(g),
-                                      ctypes.byref(seq), err), err)
+            _check(_c.cis2_seq_submit_sampled(engine._handle(), ids, n, ctypes.byref(g),
+                                              _sref(self._smp), ctypes.byref(seq), err), err)
             hold = _Hold(seq.value, weakref.ref(self))
             engine._held = hold
             self._hold = hold
@@ -948,7 +1028,8 @@ class Stream:
                     _check(_c.cis2_seq_take(e._h, hd.seq, ctypes.byref(r), err), err)
                     hd.seq = -1
                     try:  # before the engine is released: Model.close waits for it
-                        self.result = e._model._result(r, self._pbytes, self._no_receipt)
+                        self.result = e._model._result(r, self._pbytes, self._no_receipt,
+                                                       self._smp)
                     finally:
                         _c.cis2_result_free(ctypes.byref(r))
                     hd.end(e)
@@ -1095,28 +1176,38 @@ class Model(_Closing):
         return self.tokenizer.decode(ids)
 
     # -- running
-    def generate(self, prompt, max_tokens=None, *, stop_at_eos=False, force=None):
+    def generate(self, prompt, max_tokens=None, *, stop_at_eos=False, force=None,
+                 temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=None):
         """Engine.generate on the model's own engine: prefill `prompt` (str,
-        UTF-8 bytes or token ids) and decode `max_tokens` tokens greedily
-        (default 16, or len(force)); returns a Result, whose receipt is
-        byte-identical to `cis2 run --receipt`'s."""
-        return self._engine.generate(prompt, max_tokens, stop_at_eos=stop_at_eos, force=force)
+        UTF-8 bytes or token ids) and decode `max_tokens` tokens (default 16,
+        or len(force)), greedily or, with temperature > 0, sampled
+        (docs/sampling.md); returns a Result, whose receipt is byte-identical
+        to `cis2 run --receipt`'s with the same flags."""
+        return self._engine.generate(prompt, max_tokens, stop_at_eos=stop_at_eos, force=force,
+                                     temperature=temperature, top_k=top_k, top_p=top_p,
+                                     min_p=min_p, seed=seed)
 
-    def stream(self, prompt, max_tokens=None, *, stop_at_eos=False):
+    def stream(self, prompt, max_tokens=None, *, stop_at_eos=False, temperature=0.0, top_k=0,
+               top_p=1.0, min_p=0.0, seed=None):
         """Engine.stream on the model's own engine: generate() a token at a
         time, a Stream yielding str chunks as they come; its .result is
         generate's Result. The stream holds that engine until it ends, so
         m.generate on the same thread inside the loop raises Error (use
         Model.engine() for a second one)."""
-        return self._engine.stream(prompt, max_tokens, stop_at_eos=stop_at_eos)
+        return self._engine.stream(prompt, max_tokens, stop_at_eos=stop_at_eos,
+                                   temperature=temperature, top_k=top_k, top_p=top_p,
+                                   min_p=min_p, seed=seed)
 
-    def generate_many(self, prompts, max_tokens=None, *, stop_at_eos=False, batch=8):
+    def generate_many(self, prompts, max_tokens=None, *, stop_at_eos=False, batch=8,
+                      temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=None):
         """Engine.generate_many on an engine of this model's options that
         decodes `batch` sequences at once (made for the call, then freed):
         a list of Results in input order, each bit-identical to
         generate(prompt, ...) alone."""
         with self.engine(max_seqs=_int_in(batch, "batch", 1, MAX_SEQS)) as e:
-            return e.generate_many(prompts, max_tokens, stop_at_eos=stop_at_eos)
+            return e.generate_many(prompts, max_tokens, stop_at_eos=stop_at_eos,
+                                   temperature=temperature, top_k=top_k, top_p=top_p,
+                                   min_p=min_p, seed=seed)
 
     def verify(self, receipt):
         """cis2.verify(receipt, self)."""
@@ -1247,9 +1338,10 @@ class Model(_Closing):
                                   "may not be empty")
         return arr, n, pbytes, None
 
-    def _result(self, r, pbytes, no_receipt):
-        """The Result of run `r`: with a receipt over `pbytes`, or none and
-        `no_receipt` (the reason) in receipt_error."""
+    def _result(self, r, pbytes, no_receipt, smp=None):
+        """The Result of run `r` (sampled with `smp`, or greedy for None): with
+        a receipt over `pbytes`, or none and `no_receipt` (the reason) in
+        receipt_error."""
         prompt_ids, ids = _ids_out(r.prompt, r.n_prompt), _ids_out(r.gen, r.n_gen)
         text = None  # as `cis2 run`: no text (text_error=) when the bytes are not UTF-8
         if self._tok is not None:
@@ -1263,13 +1355,15 @@ class Model(_Closing):
             pb = (ctypes.c_uint8 * max(len(pbytes), 1)).from_buffer_copy(pbytes or b"\0")
             _c.cis2_receipt_from_run(ctypes.byref(rc), self._h, ctypes.byref(r), pb, len(pbytes))
             out, ln = ctypes.c_void_p(), ctypes.c_size_t()
-            if _c.cis2_receipt_format(ctypes.byref(rc), ctypes.byref(out), ctypes.byref(ln)):
+            if _c.cis2_receipt_format_sampled(ctypes.byref(rc), _sref(smp), ctypes.byref(out),
+                                              ctypes.byref(ln)):
                 raise Error("out of memory formatting the receipt")
             try:
                 rtext = ctypes.string_at(out, ln.value).decode("ascii")
             finally:
                 _c.cis2_free(out)
         witness = _hex(r.witness)
+        sampler, seed = _sampler_out(smp)
         return Result(
             prompt_ids=prompt_ids, ids=ids, text=text,
             digests={"argmax-digest": _hex(r.argmax), "witness-digest": witness},
@@ -1278,7 +1372,8 @@ class Model(_Closing):
             (witness, r.n_prompt, r.n_gen, self.dtype),
             stopped_at_eos=bool(r.stopped_at_eos),
             nan=None if r.nan_step < 0 else (r.nan_step, r.nan_index),
-            prefill_ms=r.prefill_ms, decode_ms=r.decode_ms, receipt_error=why)
+            prefill_ms=r.prefill_ms, decode_ms=r.decode_ms, receipt_error=why, sampler=sampler,
+            seed=seed)
 
     # -- lifetime
     def close(self):
@@ -1311,7 +1406,7 @@ def verify(receipt, model):
                         type(model).__name__)
     engine._model._handle()  # "the model is closed" before reading or parsing anything
     engine._handle()
-    rc, err = _parse_receipt(receipt, "verify"), _lib.err_buf()
+    (rc, smp), err = _parse_receipt(receipt, "verify"), _lib.err_buf()
     try:
         v, g, run, r = _lib.Verdict(), _lib.GenOpts(), ctypes.c_int(), _lib.Result()
         with engine._locked():
@@ -1324,9 +1419,10 @@ def verify(receipt, model):
             try:  # the recomputation a step at a time, so Ctrl-C stops it between two
                 if run.value:
                     with _sigint_between_steps() as poll:
-                        engine._decode(rc.prompt_ids, rc.n_prompt, g, r, poll)
-                    st = _c.cis2_receipt_verify_finish(ctypes.byref(rc), ctypes.byref(r),
-                                                       ctypes.byref(v), err)
+                        engine._decode(rc.prompt_ids, rc.n_prompt, g, r, poll, smp)
+                    st = _c.cis2_receipt_verify_finish_sampled(ctypes.byref(rc), _sref(smp),
+                                                               ctypes.byref(r), ctypes.byref(v),
+                                                               err)
                     _check(st, err)
             except BaseException:
                 _c.cis2_result_free(ctypes.byref(r))
@@ -1338,8 +1434,9 @@ def verify(receipt, model):
 
 
 def _parse_receipt(receipt, what):
-    """A parsed cis2_receipt from text (str/bytes) or a path (os.PathLike);
-    cis2.Error with the library's line when it does not parse."""
+    """(a parsed cis2_receipt, its sampler or None) from text (str/bytes) or
+    a path (os.PathLike): a v1 receipt, or a v1+sampling one (docs/sampling.md
+    §6); cis2.Error with the library's line when it does not parse."""
     name = b"receipt"
     if not isinstance(receipt, (str, bytes, bytearray, memoryview, os.PathLike)):
         raise TypeError("%s: receipt must be its text (str or bytes) or a path (os.PathLike), "
@@ -1348,15 +1445,16 @@ def _parse_receipt(receipt, what):
         name = _path_in(receipt, what)
         receipt = _read_input(name)
     text = _text_in(receipt, what)
-    rc, err = _lib.Receipt(), _lib.err_buf()
-    if _c.cis2_receipt_parse(text, len(text), name, ctypes.byref(rc), err):
+    rc, smp, err = _lib.Receipt(), _lib.Sampler(), _lib.err_buf()
+    if _c.cis2_receipt_parse_sampled(text, len(text), name, ctypes.byref(rc), ctypes.byref(smp),
+                                     err):
         msg = _lib.err_text(err)
         if (name == b"receipt" and 0 < len(text) < 4096 and b"\n" not in text and
                 b"\0" not in text and os.path.isfile(text)):
             msg += "; a str or bytes is the receipt's text: to read the file %s pass " \
                 "pathlib.Path(%r)" % (_lib.sanitize(text), os.fsdecode(text))
         raise Error(msg)
-    return rc
+    return rc, (smp if smp.temperature > 0.0 else None)
 
 
 def _verdict_out(v):
@@ -1390,11 +1488,12 @@ def verify_many(receipts, model, *, batch=8):
     engine._model._handle()
     engine._handle()
     n = len(receipts)
-    rcs, vs, gs, runs, done = [], [], [], [], [False] * n
+    rcs, smps, vs, gs, runs, done = [], [], [], [], [], [False] * n
     try:
         for i, x in enumerate(receipts):
             try:
-                rcs.append(_parse_receipt(x, "verify_many"))
+                rc, smp = _parse_receipt(x, "verify_many")
+                rcs.append(rc), smps.append(smp)
             except (ValueError, TypeError, Error) as e:
                 raise type(e)("receipts[%d]: %s" % (i, e)) from None
         out = [None] * n
@@ -1413,12 +1512,13 @@ def verify_many(receipts, model, *, batch=8):
                     out[i], done[i] = _verdict_out(vs[i]), True
 
             def finish(i, r):  # v takes r over, unless _finish fails
-                if _c.cis2_receipt_verify_finish(ctypes.byref(rcs[i]), ctypes.byref(r),
-                                                 ctypes.byref(vs[i]), err):
+                if _c.cis2_receipt_verify_finish_sampled(ctypes.byref(rcs[i]), _sref(smps[i]),
+                                                         ctypes.byref(r), ctypes.byref(vs[i]),
+                                                         err):
                     _c.cis2_result_free(ctypes.byref(r))
                     raise Error("receipts[%d]: %s" % (i, _lib.err_text(err)))
                 out[i], done[i] = _verdict_out(vs[i]), True
-            engine._decode_many([(i, rcs[i].prompt_ids, rcs[i].n_prompt, gs[i])
+            engine._decode_many([(i, rcs[i].prompt_ids, rcs[i].n_prompt, gs[i], smps[i])
                                  for i in range(n) if runs[i]], "receipts", finish)
         return out
     finally:

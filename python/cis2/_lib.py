@@ -164,6 +164,11 @@ class Receipt(ctypes.Structure):  # cis2_receipt
                 ("argmax_digest", Digest), ("witness_digest", Digest)]
 
 
+class Sampler(ctypes.Structure):  # cis2_sampler (docs/sampling.md)
+    _fields_ = [("temperature", ctypes.c_float), ("top_k", ctypes.c_int),
+                ("top_p", ctypes.c_float), ("min_p", ctypes.c_float), ("seed", ctypes.c_uint64)]
+
+
 class VerdictField(ctypes.Structure):  # cis2_verdict_field
     _fields_ = [("name", ctypes.c_char_p), ("status", ctypes.c_int),
                 ("receipt", ctypes.c_char_p), ("recomputed", ctypes.c_char_p)]
@@ -181,7 +186,7 @@ class Verdict(ctypes.Structure):  # cis2_verdict
 # and offset with the C compiler's).
 STRUCTS = {"cis2_config": Config, "cis2_digests": Digests, "cis2_model_opts": ModelOpts,
            "cis2_engine_opts": EngineOpts, "cis2_gen_opts": GenOpts, "cis2_result": Result,
-           "cis2_receipt": Receipt, "cis2_verdict_field": VerdictField, "cis2_verdict": Verdict}
+           "cis2_receipt": Receipt, "cis2_sampler": Sampler, "cis2_verdict_field": VerdictField, "cis2_verdict": Verdict}
 
 # ------------------------------------------------------------- prototypes
 _P = ctypes.c_void_p
@@ -206,6 +211,9 @@ PROTOTYPES = {
                            _E]),
     "cis2_seq_submit": (_I, [_P, c_int32_p, _I, ctypes.POINTER(GenOpts), ctypes.POINTER(_I),
                              _E]),
+    "cis2_seq_submit_sampled": (_I, [_P, c_int32_p, _I, ctypes.POINTER(GenOpts),
+                                     ctypes.POINTER(Sampler), ctypes.POINTER(_I), _E]),
+    "cis2_sampler_check": (_I, [ctypes.POINTER(Sampler), _E]),
     "cis2_engine_step": (_I, [_P, _E]),
     "cis2_engine_active": (_I, [_P]),
     "cis2_seq_done": (_I, [_P, _I]),
@@ -219,6 +227,13 @@ PROTOTYPES = {
     "cis2_receipt_format": (_I, [ctypes.POINTER(Receipt), ctypes.POINTER(_P),
                                  ctypes.POINTER(ctypes.c_size_t)]),
     "cis2_receipt_parse": (_I, [_S, ctypes.c_size_t, _S, ctypes.POINTER(Receipt), _E]),
+    "cis2_receipt_format_sampled": (_I, [ctypes.POINTER(Receipt), ctypes.POINTER(Sampler),
+                                         ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_size_t)]),
+    "cis2_receipt_parse_sampled": (_I, [_S, ctypes.c_size_t, _S, ctypes.POINTER(Receipt),
+                                        ctypes.POINTER(Sampler), _E]),
+    "cis2_receipt_verify_finish_sampled": (_I, [ctypes.POINTER(Receipt), ctypes.POINTER(Sampler),
+                                                ctypes.POINTER(Result), ctypes.POINTER(Verdict),
+                                                _E]),
     "cis2_receipt_free": (None, [ctypes.POINTER(Receipt)]),
     "cis2_receipt_verify_begin": (_I, [_P, ctypes.POINTER(Receipt), ctypes.POINTER(Verdict),
                                        ctypes.POINTER(GenOpts), ctypes.POINTER(_I), _E]),

@@ -23,8 +23,10 @@ void cis2_batch_nan_total(const char *cmd, long count);
 
 /* ------------------------------------------------- requests (request.c) */
 /* One input object: {"id": "...", "prompt": "..." | "prompt_ids": [...] |
- * "messages": [...], "max_tokens": N, "stop_at_eos": BOOL}. Unknown and repeated fields are
- * refused (nothing is silently ignored: there is no sampling to configure). */
+ * "messages": [...], "max_tokens": N, "stop_at_eos": BOOL, "temperature": T,
+ * "top_k": K, "top_p": P, "min_p": M, "seed": S} (sampling: docs/sampling.md;
+ * docs/scale.md). Unknown and repeated fields are refused (nothing is
+ * silently ignored). */
 typedef struct {
     char *id; /* decoded; NULL when absent or not a string */
     size_t id_len;
@@ -34,7 +36,14 @@ typedef struct {
     size_t prompt_len;
     int max_tokens, stop_at_eos;
     const char *field; /* which gave the prompt: "prompt", "prompt_ids" or "messages" */
+    /* temperature 0: greedy. A sampled line without "seed" gets
+     * cis2_request_derived_seed of its id (docs/scale.md), so that a rerun,
+     * a resume or another shard samples it the same way. */
+    cis2_sampler smp;
 } cis2_request;
+/* The seed of a sampled line that names none: the first 8 bytes, read as a
+ * little-endian u64, of SHA-256("CIS-2-BATCH-SEED" || the id's bytes). */
+uint64_t cis2_request_derived_seed(const char *id, size_t id_len);
 typedef struct {
     int max_tokens, stop_at_eos; /* when the object does not say */
     /* "messages" are rendered with this template (as `cis2 run --chat`); NULL
@@ -96,11 +105,14 @@ int cis2_batch_gen_ok(const cis2_model *m, const int32_t *gen, int n_gen, int ma
  *   {"line":L,"lines":N,"id":ID,"prompt_token_ids":[..],"generated_token_ids":[..],
  *    "text":T,"table_digest":H,"inv_freq_table_digest":H,"argmax_digest":H,
  *    "cis2_ref":H,"receipt":R}
+ * (a sampled run, s->temperature > 0: "temperature":T,"top_k":K,"top_p":P,
+ * "min_p":M,"seed":S before "receipt", which is then v1+sampling)
  * or for a line that could not be run {"line":L,"lines":N,"id":ID,"error":MSG}.
  * `id` NULL writes null. The bytes depend on nothing but the arguments, so
  * any sharding, batch size or resume gives the same file. */
 char *cis2_result_line(const cis2_model *m, int line, int lines, const char *id, size_t id_len,
-                       const cis2_result *r, const uint8_t *prompt, size_t prompt_len, size_t *len);
+                       const cis2_result *r, const uint8_t *prompt, size_t prompt_len,
+                       const cis2_sampler *s, size_t *len);
 char *cis2_result_error_line(int line, int lines, const char *id, size_t id_len, const char *msg,
                              size_t *len);
 /* What every output line carries, read back (resume, merge, verify-batch). */
@@ -156,7 +168,8 @@ int cis2_json_line_parse(json_doc *d, const char *text, size_t len, char *err);
 typedef struct {
     const int32_t *ids; /* n_ids 0: nothing to run (done() gets r NULL) */
     int n_ids;
-    cis2_gen_opts g; /* on_step/ctx are the pipeline's (progress) */
+    cis2_gen_opts g;  /* on_step/ctx are the pipeline's (progress) */
+    cis2_sampler smp; /* temperature 0 (all zero): greedy */
     void *user;
 } cis2_pipe_job;
 /* 1 a job, 0 no more, -1 stop (the callee printed why). */

@@ -5,6 +5,7 @@
  * uninterrupted one (docs/scale.md). --shard i/N takes the lines whose
  * 0-based index is i mod N, for job arrays; `cis2 merge` joins the shards. */
 #include "cli/batch.h"
+#include "engine/sample.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -339,7 +340,24 @@ static int same_config(const batch_ctx *b, const json_doc *d, const cis2_line_he
                  "%d generated ids, where input line %d asks for max_tokens %d with stop_at_eos "
                  "%s: -n or --stop-at-eos changed (use another --out)",
                  n_gen, h->line, rq.max_tokens, rq.stop_at_eos ? "on" : "off");
-    rc = !same || !len_ok;
+    /* the sampler and seed this line gives now (docs/sampling.md §6: a
+     * sampled receipt ends with them; a greedy one is v1) */
+    char tail[256];
+    int smp_ok;
+    if (rq.smp.temperature > 0.0f) {
+        char sl[160];
+        smp_format(&rq.smp, sl, sizeof sl);
+        int tl = snprintf(tail, sizeof tail, "\nsampler %s\nseed %llu\n", sl,
+                          (unsigned long long)rq.smp.seed);
+        smp_ok = rl > 26 && memcmp(rt, "CIS-2-RECEIPT v1+sampling\n", 26) == 0 &&
+                 rl >= (size_t)tl && memcmp(rt + rl - tl, tail, (size_t)tl) == 0;
+    } else smp_ok = rl > 17 && memcmp(rt, "CIS-2-RECEIPT v1\n", 17) == 0;
+    if (same && len_ok && !smp_ok)
+        snprintf(err, CIS2_ERR_LEN,
+                 "its receipt's sampler or seed is not what input line %d gives now: its "
+                 "temperature, top_k, top_p, min_p or seed changed (use another --out)",
+                 h->line);
+    rc = !same || !len_ok || !smp_ok;
 out:
     free(rt);
     cis2_request_free(&rq);
@@ -406,6 +424,7 @@ static int next_job(void *ctx, cis2_pipe_job *job)
         job->n_ids = u->rq.n_ids;
         job->g.n_gen = u->rq.max_tokens;
         job->g.stop_at_eos = u->rq.stop_at_eos;
+        job->smp = u->rq.smp;
     }
     /* spec (docs/scale.md): an error line is only ever a fault of the line,
      * which a rerun finds again; memory running out stops the run instead,
@@ -443,7 +462,8 @@ static int job_done(void *ctx, cis2_pipe_job *job, cis2_result *r)
     if (!u->msg) cis2_batch_nan_note("batch", &b->nans, u->line, l->id, l->id_len, r);
     char *line = u->msg ? cis2_result_error_line(u->line, b->n, l->id, l->id_len, u->msg, &len)
                         : cis2_result_line(b->m, u->line, b->n, l->id, l->id_len, r,
-                                           (const uint8_t *)u->rq.prompt, u->rq.prompt_len, &len);
+                                           (const uint8_t *)u->rq.prompt, u->rq.prompt_len,
+                                           &u->rq.smp, &len);
     int slot = u->slot;
     b->errors += u->msg != NULL;
     drop_job(ctx, job);

@@ -11,6 +11,8 @@
  * the very error batch writes for that input. One line per mismatch or
  * unreadable line, then a summary. */
 #include "cli/batch.h"
+#include "core/core.h"
+#include "engine/sample.h"
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,7 @@ typedef struct {
     size_t len;
     char *msg; /* BAD: why */
     cis2_receipt rc;
+    cis2_sampler smp; /* the receipt's (all zero: a v1, greedy receipt) */
     cis2_verdict v;
 } vjob;
 
@@ -248,6 +251,24 @@ static int bind_line(vctx *c, const json_doc *d, vjob *j, char *err)
                  "stop_at_eos %s (from the line, else -n and --stop-at-eos: give verify-batch "
                  "the ones cis2 batch ran with)",
                  j->rc.n_gen, j->h.line, rq.max_tokens, rq.stop_at_eos ? "on" : "off");
+    } else if (cis2_f2u(j->smp.temperature) != cis2_f2u(rq.smp.temperature) ||
+               j->smp.top_k != rq.smp.top_k || cis2_f2u(j->smp.top_p) != cis2_f2u(rq.smp.top_p) ||
+               cis2_f2u(j->smp.min_p) != cis2_f2u(rq.smp.min_p) || j->smp.seed != rq.smp.seed) {
+        /* the receipt re-runs under its own sampler; the input decides which one
+         * cis2 batch ran (docs/scale.md: a line without "seed" has its derived one) */
+        char x[160] = "none (greedy)", y[160] = "none (greedy)";
+        if (j->smp.temperature > 0.0f) {
+            smp_format(&j->smp, x, sizeof x);
+            snprintf(x + strlen(x), sizeof x - strlen(x), " seed %llu",
+                     (unsigned long long)j->smp.seed);
+        }
+        if (rq.smp.temperature > 0.0f) {
+            smp_format(&rq.smp, y, sizeof y);
+            snprintf(y + strlen(y), sizeof y - strlen(y), " seed %llu",
+                     (unsigned long long)rq.smp.seed);
+        }
+        snprintf(err, CIS2_ERR_LEN, "sampler: the receipt's is %s, where input line %d gives %s", x,
+                 j->h.line, y);
     } else bad = 0;
     if (a.oom || b.oom) bad = -1;
     cis2_sb_free(&a);
@@ -310,7 +331,7 @@ static int next_job(void *ctx, cis2_pipe_job *job)
             if (rv == JSON_NONE || d.nodes[rv].type != JSON_STRING)
                 snprintf(err, sizeof err, "no \"receipt\" string");
             else if (!(rt = json_str_dup(&d, rv, &rl))) snprintf(err, sizeof err, "out of memory");
-            else if (cis2_receipt_parse(rt, rl, "receipt", &j->rc, e2))
+            else if (cis2_receipt_parse_sampled(rt, rl, "receipt", &j->rc, &j->smp, e2))
                 snprintf(err, sizeof err, "%s", e2);
             else j->kind = RUN;
             free(rt);
@@ -349,6 +370,7 @@ static int next_job(void *ctx, cis2_pipe_job *job)
     if (run) {
         job->ids = j->rc.prompt_ids;
         job->n_ids = j->rc.n_prompt;
+        job->smp = j->smp;
     }
     return 1;
 }
@@ -419,7 +441,7 @@ static int job_done(void *ctx, cis2_pipe_job *job, cis2_result *r)
         printf("MISMATCH ");
         where(j);
         printf(": %s\n", j->msg);
-    } else if (r && cis2_receipt_verify_finish(&j->rc, r, &j->v, err)) {
+    } else if (r && cis2_receipt_verify_finish_sampled(&j->rc, &j->smp, r, &j->v, err)) {
         rc = cis2_cli_usage_error("verify-batch", "%s", err);
     } else if (j->v.mismatches) {
         c->mismatched++;
@@ -439,7 +461,7 @@ static int job_done(void *ctx, cis2_pipe_job *job, cis2_result *r)
     } else {
         size_t len = 0;
         char *want = cis2_result_line(c->m, j->h.line, j->h.lines, j->h.id, j->h.id_len, &j->v.run,
-                                      j->rc.prompt_bytes, j->rc.prompt_len, &len);
+                                      j->rc.prompt_bytes, j->rc.prompt_len, &j->smp, &len);
         if (!want) {
             rc = cis2_cli_usage_error("verify-batch", "out of memory");
         } else if (len == j->len && memcmp(want, j->text, len) == 0) {

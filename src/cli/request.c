@@ -6,11 +6,14 @@
  * so nothing in a request is silently ignored. Used by `cis2 batch`; meant
  * for any front end that takes JSON requests. */
 #include "cli/batch.h"
+#include "core/core.h"
+#include "engine/sample.h"
 #include <stdlib.h>
 #include <string.h>
 
-static const char *FIELDS[] = { "id",         "prompt",      "prompt_ids",
-                                "max_tokens", "stop_at_eos", "messages" };
+static const char *FIELDS[] = { "id",          "prompt",   "prompt_ids",  "max_tokens",
+                                "stop_at_eos", "messages", "temperature", "top_k",
+                                "top_p",       "min_p",    "seed" };
 #define N_FIELDS (int)(sizeof FIELDS / sizeof FIELDS[0])
 
 /* rc 1: a fault of the request; -1: memory ran out (no fault of the request:
@@ -110,6 +113,64 @@ static int chat(const json_doc *d, uint32_t v, const cis2_tokenizer *t,
     return 0;
 }
 
+uint64_t cis2_request_derived_seed(const char *id, size_t id_len)
+{
+    cis2_sha256 h;
+    uint8_t dg[32];
+    cis2_sha256_init(&h);
+    cis2_sha256_update(&h, "CIS-2-BATCH-SEED", 16);
+    cis2_sha256_update(&h, id, id_len);
+    cis2_sha256_final(&h, dg);
+    uint64_t s = 0;
+    for (int i = 7; i >= 0; i--) s = s << 8 | dg[i];
+    return s;
+}
+
+/* A JSON number's own text, read by the sampler's rule (docs/sampling.md §1:
+ * the binary32 nearest the decimal, as `cis2 run --temperature` reads it). */
+static int num_text(const json_doc *d, uint32_t v, char *buf, size_t cap)
+{
+    if (d->nodes[v].type != JSON_NUMBER || d->nodes[v].len >= cap) return 1;
+    memcpy(buf, d->src + d->nodes[v].start, d->nodes[v].len);
+    buf[d->nodes[v].len] = 0;
+    return 0;
+}
+
+/* "temperature", "top_k", "top_p", "min_p", "seed" (f[6] .. f[10]) into
+ * rq->smp, with `cis2 run`'s rules: temperature 0 or absent is greedy, and
+ * the other four are refused then rather than ignored. */
+static int sampling(const json_doc *d, const uint32_t *f, cis2_request *rq, char *err)
+{
+    cis2_sampler *s = &rq->smp;
+    char t[64], e[CIS2_ERR_LEN];
+    memset(s, 0, sizeof *s);
+    if (f[6] != JSON_NONE && (num_text(d, f[6], t, sizeof t) || smp_parse_num(t, &s->temperature) ||
+                              cis2_sampler_check(s, e)))
+        FAIL("field \"temperature\" must be 0 or a normal number above 0 (a binary32)");
+    s->top_p = 1.0f;
+    for (int k = 7; k <= 10; k++)
+        if (f[k] != JSON_NONE && s->temperature == 0.0f)
+            FAIL("field \"%s\" needs \"temperature\" above 0 (temperature 0 is the greedy "
+                 "argmax, which has no %s)",
+                 FIELDS[k], FIELDS[k]);
+    if (s->temperature == 0.0f) {
+        s->top_p = 0.0f; /* greedy: the all-zero sampler, as a parsed v1 receipt gives */
+        return 0;
+    }
+    if (f[7] != JSON_NONE && get_int(d, f[7], "top_k", 0, 2147483647, &s->top_k, err)) return 1;
+    float *pm[2] = { &s->top_p, &s->min_p };
+    for (int k = 8; k <= 9; k++)
+        if (f[k] != JSON_NONE &&
+            (num_text(d, f[k], t, sizeof t) || smp_parse_num(t, pm[k - 8]) || *pm[k - 8] > 1.0f ||
+             (*pm[k - 8] != 0.0f && (cis2_f2u(*pm[k - 8]) & 0x7F800000u) == 0)))
+            FAIL("field \"%s\" must be a number in [0, 1] (0 or a normal binary32)", FIELDS[k]);
+    if (f[10] != JSON_NONE && (num_text(d, f[10], t, sizeof t) || smp_parse_seed(t, &s->seed)))
+        FAIL("field \"seed\" must be an integer from 0 to 18446744073709551615");
+    if (f[10] == JSON_NONE) s->seed = cis2_request_derived_seed(rq->id, rq->id_len);
+    if (cis2_sampler_check(s, e)) FAIL("%s", e);
+    return 0;
+}
+
 int cis2_request_from_json(const json_doc *d, uint32_t obj, const cis2_model *m,
                            const cis2_request_defaults *df, cis2_request *rq, char *err)
 {
@@ -143,7 +204,7 @@ int cis2_request_from_json(const json_doc *d, uint32_t obj, const cis2_model *m,
             }
             snprintf(err, CIS2_ERR_LEN,
                      "unknown field %.*s (expected id, prompt, prompt_ids or messages, "
-                     "max_tokens, stop_at_eos)",
+                     "max_tokens, stop_at_eos, temperature, top_k, top_p, min_p, seed)",
                      cut, sb.b ? sb.b : "?");
             cis2_sb_free(&sb);
             return 1;
@@ -167,6 +228,7 @@ int cis2_request_from_json(const json_doc *d, uint32_t obj, const cis2_model *m,
         if (t != JSON_TRUE && t != JSON_FALSE) FAIL("field \"stop_at_eos\" must be true or false");
         rq->stop_at_eos = t == JSON_TRUE;
     }
+    if (sampling(d, f, rq, err)) return 1;
     const cis2_config *c = cis2_model_config(m);
     int rc;
     const char *field = FIELDS[f[1] != JSON_NONE ? 1 : f[2] != JSON_NONE ? 2 : 5];

@@ -4,6 +4,7 @@
  * sharding, batch size, resume or CPU is byte-identical. Also reads back the
  * fields that order and identify a line (resume, merge, verify-batch). */
 #include "cli/batch.h"
+#include "engine/sample.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +30,8 @@ static void hex(cis2_sb *sb, const char *key, const uint8_t d[32])
 }
 
 char *cis2_result_line(const cis2_model *m, int line, int lines, const char *id, size_t id_len,
-                       const cis2_result *r, const uint8_t *prompt, size_t prompt_len, size_t *len)
+                       const cis2_result *r, const uint8_t *prompt, size_t prompt_len,
+                       const cis2_sampler *s, size_t *len)
 {
     cis2_sb sb = { 0 };
     head(&sb, line, lines, id, id_len);
@@ -53,11 +55,23 @@ char *cis2_result_line(const cis2_model *m, int line, int lines, const char *id,
     hex(&sb, "inv_freq_table_digest", dg->inv_freq_digest);
     hex(&sb, "argmax_digest", r->argmax);
     hex(&sb, "cis2_ref", r->witness);
+    /* a sampled run: its sampler as the input names it, each number in the
+     * receipt's shortest form (docs/sampling.md §6), the seed (derived or
+     * given) in full; a greedy line has none of these keys */
+    if (s && s->temperature > 0.0f) {
+        char tv[32], p[32], mp[32];
+        smp_format_num(s->temperature, tv, sizeof tv);
+        smp_format_num(s->top_p, p, sizeof p);
+        smp_format_num(s->min_p, mp, sizeof mp);
+        cis2_sb_printf(&sb,
+                       ",\"temperature\":%s,\"top_k\":%d,\"top_p\":%s,\"min_p\":%s,\"seed\":%llu",
+                       tv, s->top_k, p, mp, (unsigned long long)s->seed);
+    }
     cis2_receipt rc;
     cis2_receipt_from_run(&rc, m, r, prompt, prompt_len);
     char *rt = NULL;
     size_t rl = 0;
-    if (cis2_receipt_format(&rc, &rt, &rl)) sb.oom = 1;
+    if (cis2_receipt_format_sampled(&rc, s, &rt, &rl)) sb.oom = 1;
     cis2_sb_str(&sb, ",\"receipt\":");
     if (rt) cis2_sb_json_str(&sb, rt, rl);
     free(rt);

@@ -76,7 +76,8 @@ int cis2_pipe_run(cis2_engine *e, int batch, cis2_pipe_next_fn next, cis2_pipe_d
             if (x->job.n_ids == 0) continue;
             x->job.g.on_step = count_token;
             x->job.g.ctx = st;
-            if (cis2_seq_submit(e, x->job.ids, x->job.n_ids, &x->job.g, &x->seq, err)) {
+            if (cis2_seq_submit_sampled(e, x->job.ids, x->job.n_ids, &x->job.g, &x->job.smp,
+                                        &x->seq, err)) {
                 rc = cis2_cli_usage_error(st->cmd, "%s", err) != 0;
                 x->state = WAITING;
                 break;

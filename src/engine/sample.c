@@ -147,7 +147,7 @@ void smp_record(const cis2_sampler *s, uint8_t out[40])
 }
 
 /* The shortest "%.Ng" that reads back (strtof) to v's bits. */
-static void fmt_num(float v, char *out, size_t cap)
+void smp_format_num(float v, char *out, size_t cap)
 {
     for (int p = 1; p <= 9; p++) {
         snprintf(out, cap, "%.*g", p, (double)v);
@@ -158,9 +158,9 @@ static void fmt_num(float v, char *out, size_t cap)
 void smp_format(const cis2_sampler *s, char *out, size_t cap)
 {
     char t[32], p[32], m[32];
-    fmt_num(s->temperature, t, sizeof t);
-    fmt_num(s->top_p, p, sizeof p);
-    fmt_num(s->min_p, m, sizeof m);
+    smp_format_num(s->temperature, t, sizeof t);
+    smp_format_num(s->top_p, p, sizeof p);
+    smp_format_num(s->min_p, m, sizeof m);
     snprintf(out, cap, "temperature=%s top-k=%d top-p=%s min-p=%s", t, s->top_k, p, m);
 }
 

@@ -21,6 +21,8 @@ void smp_record(const cis2_sampler *s, uint8_t out[40]);
 /* A sampler's text form, "temperature=T top-k=K top-p=P min-p=M" (shortest
  * decimal that reads back to the same binary32, docs/sampling.md §6). */
 void smp_format(const cis2_sampler *s, char *out, size_t cap);
+/* One of its numbers: the shortest "%.Ng" (N = 1 .. 9) that reads back to v. */
+void smp_format_num(float v, char *out, size_t cap);
 /* A docs/sampling.md §6 number ("0.7", "1", "1e-3") into *v; 0 or 1. */
 int smp_parse_num(const char *txt, float *v);
 /* A decimal uint64 without sign or leading zeros; 0 or 1. */
