@@ -89,3 +89,25 @@ has_torch() {
     "$1" -c 'import importlib.util as u, sys
 sys.exit(not (u.find_spec("torch") and u.find_spec("numpy")))' 2>/dev/null
 }
+# host_isas: the --isa values this host runs (uname -m answers aarch64 under the aarch64 leg).
+host_isas() {
+    local isas="scalar sse2"
+    grep -qw avx2 /proc/cpuinfo 2>/dev/null && isas="$isas avx2"
+    grep -qw avx512f /proc/cpuinfo 2>/dev/null && isas="$isas avx512"
+    [ "$(uname -m)" = aarch64 ] && isas="scalar neon"
+    echo "$isas"
+}
+# make_nan_logit_model DIR: a one-layer f32 model whose logit 7 is NaN at every step (final
+# norm weight 0 at index 0, so h[0] = 0, and +inf at lm_head[7][0]: inf * 0 = NaN; the loader
+# refuses NaN/Inf in norms only). Non-zero when it could not be made.
+make_nan_logit_model() {
+    python3 tools/make_model.py "$1" --layers 1 --untied --dtype f32 >/dev/null || return 1
+    python3 - "$1/model.safetensors" <<'PY'
+import sys, struct, json
+p = sys.argv[1]; d = bytearray(open(p, 'rb').read()); n = struct.unpack('<Q', d[:8])[0]
+h = json.loads(d[8:8 + n]); base = 8 + n
+a = h['model.norm.weight']['data_offsets'][0]; d[base + a:base + a + 4] = struct.pack('<f', 0.0)
+hid = h['lm_head.weight']['shape'][1]; a = h['lm_head.weight']['data_offsets'][0] + 7 * hid * 4
+d[base + a:base + a + 4] = struct.pack('<I', 0x7F800000); open(p, 'wb').write(d)
+PY
+}

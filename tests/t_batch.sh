@@ -78,10 +78,7 @@ done
 "$CIS2" "${B[@]}" --out "$T/fast.jsonl" --batch 5 --backend fast --threads 2 2>/dev/null
 cmp -s "$T/fast.jsonl" "$T/ref.jsonl" && pass batch.identical-fast-backend-2-threads || fail batch.identical-fast-backend-2-threads "$(cmp "$T/fast.jsonl" "$T/ref.jsonl")"
 # every ISA this machine runs, 1 and 2 threads, B = 16 and 7 (batched decode rows)
-isas="scalar sse2"
-grep -qw avx2 /proc/cpuinfo 2>/dev/null && isas="$isas avx2"
-grep -qw avx512f /proc/cpuinfo 2>/dev/null && isas="$isas avx512"
-[ "$(uname -m)" = aarch64 ] && isas="scalar neon"
+isas=$(host_isas)
 bad=""
 for isa in $isas; do for th in 1 2; do for b in 16 7; do
     "$CIS2" "${B[@]}" --out "$T/f.$isa.$th.$b.jsonl" --batch $b --backend fast --isa $isa --threads $th 2>/dev/null
@@ -740,17 +737,9 @@ row vbatch-in-utf16 "verify-batch --in a UTF-16 file" "t_batch.sh" "$CIS2" verif
 
 # ---- NaN logits: batch (and verify-batch) say so per result, in cis2 run's
 # words (docs/conformance.md), naming the input line and id; past ten, one
-# count. Fixture as t_engine.sh's: final norm weight 0 at index 0 and +inf at
-# lm_head[7][0], so logit 7 is NaN at every step (before: batch said nothing).
-python3 tools/make_model.py "$T/nanlogit" --layers 1 --untied --dtype f32 >/dev/null
-python3 - "$T/nanlogit/model.safetensors" <<'PY'
-import sys, struct, json
-p = sys.argv[1]; d = bytearray(open(p, 'rb').read()); n = struct.unpack('<Q', d[:8])[0]
-h = json.loads(d[8:8 + n]); base = 8 + n
-a = h['model.norm.weight']['data_offsets'][0]; d[base + a:base + a + 4] = struct.pack('<f', 0.0)
-hid = h['lm_head.weight']['shape'][1]; a = h['lm_head.weight']['data_offsets'][0] + 7 * hid * 4
-d[base + a:base + a + 4] = struct.pack('<I', 0x7F800000); open(p, 'wb').write(d)
-PY
+# count. Fixture: make_nan_logit_model (tests/lib.sh), logit 7 NaN at every step
+# (before: batch said nothing).
+make_nan_logit_model "$T/nanlogit"
 NAN_NOTE="the logits of step 0 hold a NaN (first at index 7): NaN bit patterns differ by ISA, so this witness is not portable (docs/conformance.md)"
 printf '{"id":"a","prompt_ids":[5,17]}\n{"id":"b","prompt":"x"}\n' > "$T/nan2.jsonl"
 rm -f "$T/nan2.out"

@@ -279,17 +279,8 @@ sed 's/^cis2_ref=.*/cis2_ref=D82743059D1DB929E710236FE4EC37F89E6F932524801345A00
 expect_err conform.vector-hash-must-be-lowercase-hex "cis2_ref must be 64 lowercase hex digits" "$CIS2" conform --model "$M" --vector "$T/upper.vector"
 
 # --- NaN logits: the witness is not portable, and run/verify/conform say so in one line.
-# Fixture: final norm weight 0 at index 0 (so h[0] = 0) and +inf at lm_head[7][0]:
-# logit 7 = inf * 0 + ... = NaN at every step (the loader refuses NaN/Inf in norms only).
-$MK "$T/nanlogit" --layers 1 --untied --dtype f32 >/dev/null
-python3 - "$T/nanlogit/model.safetensors" <<'PY'
-import sys, struct, json
-p = sys.argv[1]; d = bytearray(open(p, 'rb').read()); n = struct.unpack('<Q', d[:8])[0]
-h = json.loads(d[8:8 + n]); base = 8 + n
-a = h['model.norm.weight']['data_offsets'][0]; d[base + a:base + a + 4] = struct.pack('<f', 0.0)
-hid = h['lm_head.weight']['shape'][1]; a = h['lm_head.weight']['data_offsets'][0] + 7 * hid * 4
-d[base + a:base + a + 4] = struct.pack('<I', 0x7F800000); open(p, 'wb').write(d)
-PY
+# Fixture: make_nan_logit_model (tests/lib.sh), logit 7 NaN at every step.
+make_nan_logit_model "$T/nanlogit"
 NAN_NOTE="the logits of step 0 hold a NaN (first at index 7): NaN bit patterns differ by ISA, so this witness is not portable"
 out=$("$CIS2" run --model "$T/nanlogit" --prompt-ids 5,17 -n 3 --receipt "$T/nan.txt" 2>"$T/nan.err"); rc=$?
 [ $rc -eq 0 ] && [ "$(cat "$T/nan.err")" == "cis2 run: note: $NAN_NOTE (docs/conformance.md)" ] && echo "$out" | grep -q '^CIS2_REF' \

@@ -8,10 +8,7 @@ T="$TESTTMP/fast"
 rm -rf "$T"; mkdir -p "$T"
 case "$CIS2" in /*) C="$CIS2";; *) C="$PWD/$CIS2";; esac
 
-isas="scalar sse2"
-grep -qw avx2 /proc/cpuinfo 2>/dev/null && isas="$isas avx2"
-grep -qw avx512f /proc/cpuinfo 2>/dev/null && isas="$isas avx512"
-[ "$(uname -m)" = aarch64 ] && isas="scalar neon"
+isas=$(host_isas)
 
 ids() { python3 -c "import sys; n,v=int(sys.argv[1]),int(sys.argv[2]); print(','.join(str((i*7919+13)%v) for i in range(n)))" "$1" "$2"; }
 strip() { grep -vE '^(backend|isa)=' "$1"; }

@@ -25,10 +25,7 @@ meta() { # meta FILE KEY: a trace's metadata value
 import json,struct,sys; b=open(sys.argv[1],'rb').read(); n=struct.unpack('<Q',b[:8])[0]
 print(json.loads(b[8:8+n])['__metadata__'].get(sys.argv[2]))" "$1" "$2"
 }
-isas="scalar sse2"
-grep -qw avx2 /proc/cpuinfo 2>/dev/null && isas="$isas avx2"
-grep -qw avx512f /proc/cpuinfo 2>/dev/null && isas="$isas avx512"
-[ "$(uname -m)" = aarch64 ] && isas="scalar neon"
+isas=$(host_isas)
 strip() { grep -vE '^(backend|isa|threads|load_ms|model_load_ms|hash_ms|.*_ms=|.*tok_s=)'; }
 
 NAMES=""

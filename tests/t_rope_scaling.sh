@@ -15,10 +15,7 @@ T="$TESTTMP/rope_scaling"
 rm -rf "$T"; mkdir -p "$T"
 case "$CIS2" in /*) C="$CIS2";; *) C="$PWD/$CIS2";; esac
 
-isas="scalar sse2"
-grep -qw avx2 /proc/cpuinfo 2>/dev/null && isas="$isas avx2"
-grep -qw avx512f /proc/cpuinfo 2>/dev/null && isas="$isas avx512"
-[ "$(uname -m)" = aarch64 ] && isas="scalar neon"
+isas=$(host_isas)
 
 # head_dim 16, theta 10000: wavelengths 6.3 .. 19869, so llama3 with original 64,
 # low 1, high 4 (bounds 64 and 16) leaves entry 0, smooths 1-2 and divides 3-7.

@@ -67,10 +67,7 @@ else fail "sampling.chosen-seed-printed-and-reproduces" "seed '$s1'"; fi
 
 # --- the same bits on ref and fast, every ISA, 1/2/3 threads (sampling runs
 # on the final logits, after every backend-specific kernel)
-isas="scalar sse2"
-grep -qw avx2 /proc/cpuinfo 2>/dev/null && isas="$isas avx2"
-grep -qw avx512f /proc/cpuinfo 2>/dev/null && isas="$isas avx512"
-[ "$(uname -m)" = aarch64 ] && isas="scalar neon"
+isas=$(host_isas)
 SARGS=(-n $L --temperature 0.9 --top-k 50 --top-p 0.9 --min-p 0.01 --seed 77)
 run "${SARGS[@]}" --receipt "$T/ref.rcpt" >"$T/ref.out" 2>"$T/ref.err" ||
     fail "sampling.ref-run" "$(head -n1 "$T/ref.err")"

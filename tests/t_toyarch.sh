@@ -15,10 +15,7 @@ rm -rf "$T"; mkdir -p "$T"
 case "$CIS2" in /*) C="$CIS2";; *) C="$PWD/$CIS2";; esac
 PY=/usr/bin/python3
 
-isas="scalar sse2"
-grep -qw avx2 /proc/cpuinfo 2>/dev/null && isas="$isas avx2"
-grep -qw avx512f /proc/cpuinfo 2>/dev/null && isas="$isas avx512"
-[ "$(uname -m)" = aarch64 ] && isas="scalar neon"
+isas=$(host_isas)
 
 A="--layers 2 --hidden 64 --inter 96 --heads 4 --kv-heads 2 --vocab 300 --seed 7"
 python3 tools/make_model.py "$T/toy" --arch cis2-toy $A >/dev/null
