@@ -7,8 +7,8 @@
  * null or NFC; a pre-tokenizer of Digits(individual_digits=true), Split
  * steps whose regex has a hand-written matcher (GPT-2's, Qwen2's, Llama-3's;
  * behavior Isolated) and a final ByteLevel(add_prefix_space=false); a plain
- * BPE model. Anything else is refused with an error naming the field, never
- * approximated. Where the spec is silent, HF `tokenizers` v0.23.1 is the
+ * BPE model, ignore_merges false or true. Anything else is refused with an
+ * error naming the field, never approximated. Where the spec is silent, HF `tokenizers` v0.23.1 is the
  * tie-breaker (§3.1.2).
  */
 #include "model/tokenizer.h"
@@ -413,7 +413,7 @@ static int check_pipeline(cis2_tokenizer *t, const json_doc *d, const char *path
         want_null_or_empty(d, m, "end_of_word_suffix", "model", path, err) ||
         want_bool(d, m, "fuse_unk", 0, 0, "model", path, err) ||
         want_bool(d, m, "byte_fallback", 0, 0, "model", path, err) ||
-        want_bool(d, m, "ignore_merges", 0, 0, "model", path, err))
+        get_bool(d, m, "ignore_merges", 0, &t->ignore_merges, "model", path, err))
         return 1;
     /* unk_token is moot: a byte without a vocab symbol is refused at encode. */
     uint32_t unk = json_get(d, m, "unk_token", NULL);
@@ -844,6 +844,49 @@ static int build_decode(cis2_tokenizer *t, const vocab_tmp *v, const char *path,
     return 0;
 }
 
+/* ignore_merges: each vocab token's bytes (the inverse byte map of its
+ * string, whatever added tokens share its id), hashed, for bpe_word's
+ * whole-word lookup. Strings are distinct and the map is a bijection, so the
+ * byte strings are distinct too. */
+static int build_whole(cis2_tokenizer *t, const vocab_tmp *v, const char *path, char *err)
+{
+    if (!t->ignore_merges) return 0;
+    uint32_t b2u[256];
+    int16_t u2b[324];
+    byte_map(b2u, u2b);
+    size_t total = 0;
+    uint32_t cap = 1;
+    for (int i = 0; i < t->n_vocab; i++) total += v->len[i];
+    while (cap < 2 * (uint32_t)t->n_vocab) cap <<= 1;
+    t->whole_bytes = malloc(total + 1);
+    t->whole_off = calloc((size_t)t->n_vocab + 1, sizeof *t->whole_off);
+    t->whole_slot = calloc(cap, sizeof *t->whole_slot);
+    if (!t->whole_bytes || !t->whole_off || !t->whole_slot) return ferr(err, path, "out of memory");
+    t->whole_mask = cap - 1;
+    size_t o = 0;
+    for (int id = 0; id < t->n_vocab; id++) {
+        const uint8_t *s = (const uint8_t *)v->arena + v->off[id];
+        size_t n = v->len[id], i = 0, o0 = o;
+        t->whole_off[id] = (uint32_t)o;
+        while (i < n) {
+            uint32_t cp;
+            size_t l = cis2_utf8_dec(s + i, n - i, &cp);
+            if (!l || cp >= 324 || u2b[cp] < 0) break;
+            t->whole_bytes[o++] = (uint8_t)u2b[cp];
+            i += l;
+        }
+        if (i < n) { /* no word's symbols spell it */
+            o = o0;
+            continue;
+        }
+        uint32_t k = (uint32_t)tok_fnv1a(t->whole_bytes + o0, o - o0) & t->whole_mask;
+        while (t->whole_slot[k]) k = (k + 1) & t->whole_mask;
+        t->whole_slot[k] = id + 1;
+    }
+    t->whole_off[t->n_vocab] = (uint32_t)o;
+    return 0;
+}
+
 int cis2_tokenizer_parse_impl(cis2_tokenizer **out, const char *json, size_t len, const char *path,
                               char *err)
 {
@@ -863,7 +906,8 @@ int cis2_tokenizer_parse_impl(cis2_tokenizer **out, const char *json, size_t len
     if (check_pipeline(t, &d, path, err)) goto out;
     uint32_t m = json_get(&d, 0, "model", NULL);
     if (load_vocab(t, &d, m, &v, path, err) || load_merges(t, &d, m, &v, path, err) ||
-        load_added(t, &d, &v, path, err) || build_decode(t, &v, path, err))
+        load_added(t, &d, &v, path, err) || build_decode(t, &v, path, err) ||
+        build_whole(t, &v, path, err))
         goto out;
     rc = 0;
 out:
@@ -899,5 +943,8 @@ void cis2_tokenizer_free(cis2_tokenizer *t)
         free(t->pat_len[p]);
     }
     free(t->pat_text);
+    free(t->whole_bytes);
+    free(t->whole_off);
+    free(t->whole_slot);
     free(t);
 }
