@@ -279,6 +279,29 @@ static void test_synthetic(void)
     }
     free(jz);
 
+    /* ignore_merges (tokenizers' BPE::tokenize_with_cache): a word that is a
+     * vocab token is that token, merges unapplied; "baba" (267) and "abcabc"
+     * (266) are in the vocab, but the merges make b+ab+a and a+bc+a+bc. */
+    char *ji = subst(js, "\"ignore_merges\": false", "\"ignore_merges\": true");
+    rc = cis2_tokenizer_parse(&t, js, strlen(js), "synth.json", err);
+    if (!rc) {
+        check_enc("ignore_merges false: baba by merges", t, "baba", 4, "98,258,97");
+        check_enc("ignore_merges false: abcabc by merges", t, "abcabc", 6, "97,257,97,257");
+        cis2_tokenizer_free(t);
+    }
+    rc = cis2_tokenizer_parse(&t, ji, strlen(ji), "im.json", err);
+    CHECK("ignore_merges true loads", rc == 0, "%s", err);
+    if (!rc) {
+        check_enc("ignore_merges: a vocab word is its own token (baba)", t, "baba", 4, "267");
+        check_enc("ignore_merges: a vocab word is its own token (abcabc)", t, "abcabc", 6, "266");
+        check_enc("ignore_merges: other words merge as before (babab)", t, "babab", 5,
+                  "98,258,258");
+        check_enc("ignore_merges: one byte, added tokens unchanged", t, "a<|end|>aaaa", 12,
+                  "97,268,262");
+        cis2_tokenizer_free(t);
+    }
+    free(ji);
+
     /* ---- malformed files: each a clear one-line error naming the problem */
     static const char *const bad_cases[][4] = {
         /* name, from, to, expected error substring */
@@ -346,8 +369,8 @@ static void test_synthetic(void)
         { "fuse_unk true", "\"fuse_unk\": false", "\"fuse_unk\": true", "model.fuse_unk = true" },
         { "byte_fallback true", "\"byte_fallback\": false", "\"byte_fallback\": true",
           "model.byte_fallback = true" },
-        { "ignore_merges true", "\"ignore_merges\": false", "\"ignore_merges\": true",
-          "model.ignore_merges = true" },
+        { "(legal) ignore_merges true (Llama 3)", "\"ignore_merges\": false",
+          "\"ignore_merges\": true", NULL },
         { "ignore_merges wrong type", "\"ignore_merges\": false", "\"ignore_merges\": 0",
           "model.ignore_merges: expected true or false" },
         { "unknown model key", "\"dropout\": null", "\"dropout\": null, \"cache_capacity\": 10",
