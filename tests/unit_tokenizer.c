@@ -103,6 +103,19 @@ static char *subst_span(const char *s, const char *from, const char *upto, const
     return o;
 }
 
+/* Llama 3.1's post_processor (meta-llama's tokenizer.json), with <|end|> for
+ * <|begin_of_text|>: it adds the token only with add_special_tokens=true. */
+#define LLAMA3_POST                                                                                \
+    "\"post_processor\": {\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\", "     \
+    "\"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true}, {\"type\": "       \
+    "\"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<|end|>\", \"type_id\": "  \
+    "0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [{\"SpecialToken\": "        \
+    "{\"id\": "                                                                                    \
+    "\"<|end|>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, "             \
+    "{\"SpecialToken\": {\"id\": \"<|end|>\", \"type_id\": 1}}, {\"Sequence\": {\"id\": \"B\", "   \
+    "\"type_id\": 1}}], \"special_tokens\": {\"<|end|>\": {\"id\": \"<|end|>\", \"ids\": [268], "  \
+    "\"tokens\": [\"<|end|>\"]}}}]}"
+
 /* merges over {a,b,c}, in rank order; each result joins the vocab. */
 static const char *const MERGES[][2] = {
     { "a", "a" },   { "b", "c" }, { "a", "b" },    { "aa", "a" }, { "c", "c" },     { "ab", "c" },
@@ -378,8 +391,21 @@ static void test_synthetic(void)
         { "truncation set", "\"truncation\": null", "\"truncation\": {\"max_length\": 8}",
           "truncation: unsupported" },
         { "padding set", "\"padding\": null", "\"padding\": {}", "padding: unsupported" },
-        { "TemplateProcessing post_processor", "\"post_processor\": null",
-          "\"post_processor\": {\"type\": \"TemplateProcessing\"}", "post_processor: unsupported" },
+        { "TemplateProcessing post_processor without its fields", "\"post_processor\": null",
+          "\"post_processor\": {\"type\": \"TemplateProcessing\"}",
+          "post_processor: TemplateProcessing needs arrays single and pair" },
+        { "(legal) Llama 3.1's post_processor: Sequence[ByteLevel, TemplateProcessing]",
+          "\"post_processor\": null", LLAMA3_POST, NULL },
+        { "post_processor Sequence with a BertProcessing", "\"post_processor\": null",
+          "\"post_processor\": {\"type\": \"Sequence\", \"processors\": [{\"type\": "
+          "\"BertProcessing\"}]}",
+          "post_processor.processors[0]: unsupported type \"BertProcessing\"" },
+        { "post_processor Sequence empty", "\"post_processor\": null",
+          "\"post_processor\": {\"type\": \"Sequence\", \"processors\": []}",
+          "post_processor.processors: unsupported (an array of 1 to 4 steps)" },
+        { "post_processor RobertaProcessing", "\"post_processor\": null",
+          "\"post_processor\": {\"type\": \"RobertaProcessing\"}",
+          "post_processor: unsupported type \"RobertaProcessing\"" },
         { "no decoder", DECODER, "\"decoder\": null", "decoder: null is unsupported" },
         { "Metaspace decoder", "\"decoder\": {\"type\": \"ByteLevel\"",
           "\"decoder\": {\"type\": \"Metaspace\"", "decoder: unsupported type \"Metaspace\"" },

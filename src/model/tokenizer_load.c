@@ -342,6 +342,67 @@ static int load_pretok(cis2_tokenizer *t, const json_doc *d, const char *path, c
     return 0;
 }
 
+/* One post-processor step. Neither kind changes the ids encode gives: the
+ * ByteLevel one only adjusts offsets, and TemplateProcessing (Llama 3's,
+ * adding <|begin_of_text|>) acts only when special tokens are added, which
+ * encode never does (add_special_tokens=false, §3.3). */
+static int check_post_step(const json_doc *d, uint32_t st, const char *where, const char *path,
+                           char *err)
+{
+    static const char *const bl_keys[] = { "type", "add_prefix_space", "trim_offsets", "use_regex",
+                                           NULL };
+    static const char *const tp_keys[] = { "type", "single", "pair", "special_tokens", NULL };
+    char buf[200];
+    if (d->nodes[st].type != JSON_OBJECT) return ferr(err, path, "%s: expected an object", where);
+    uint32_t ty = json_get(d, st, "type", NULL);
+    if (ty == JSON_NONE || d->nodes[ty].type != JSON_STRING)
+        return ferr(err, path, "%s.type: missing or not a string", where);
+    if (json_str_eq(d, ty, "ByteLevel")) return check_keys(d, st, bl_keys, where, path, err);
+    if (json_str_eq(d, ty, "TemplateProcessing")) {
+        uint32_t v[4];
+        if (members(d, st, tp_keys, v, where, path, err)) return 1;
+        if (v[1] == JSON_NONE || d->nodes[v[1]].type != JSON_ARRAY || v[2] == JSON_NONE ||
+            d->nodes[v[2]].type != JSON_ARRAY || v[3] == JSON_NONE ||
+            d->nodes[v[3]].type != JSON_OBJECT)
+            return ferr(err, path,
+                        "%s: TemplateProcessing needs arrays single and pair and an object "
+                        "special_tokens",
+                        where);
+        return 0;
+    }
+    size_t l;
+    char *s = json_str_dup(d, ty, &l);
+    if (!s) return ferr(err, path, "out of memory");
+    ferr(err, path,
+         "%s: unsupported type %s (only ByteLevel, TemplateProcessing and a Sequence of them are "
+         "implemented)",
+         where, show(s, l, buf));
+    free(s);
+    return 1;
+}
+
+/* post_processor: one step, or a Sequence of 1-4 (Llama 3.1: ByteLevel, then
+ * TemplateProcessing). */
+static int check_post(const json_doc *d, uint32_t pp, const char *path, char *err)
+{
+    static const char *const seq_keys[] = { "type", "processors", NULL };
+    uint32_t ty = d->nodes[pp].type == JSON_OBJECT ? json_get(d, pp, "type", NULL) : JSON_NONE;
+    if (ty == JSON_NONE || d->nodes[ty].type != JSON_STRING || !json_str_eq(d, ty, "Sequence"))
+        return check_post_step(d, pp, "post_processor", path, err);
+    uint32_t v[2];
+    if (members(d, pp, seq_keys, v, "post_processor", path, err)) return 1;
+    if (v[1] == JSON_NONE || d->nodes[v[1]].type != JSON_ARRAY || d->nodes[v[1]].count < 1 ||
+        d->nodes[v[1]].count > 4)
+        return ferr(err, path, "post_processor.processors: unsupported (an array of 1 to 4 steps)");
+    uint32_t i = 0;
+    for (uint32_t k = d->nodes[v[1]].first; k != JSON_NONE; k = d->nodes[k].next, i++) {
+        char where[64];
+        snprintf(where, sizeof where, "post_processor.processors[%u]", i);
+        if (check_post_step(d, k, where, path, err)) return 1;
+    }
+    return 0;
+}
+
 /* §3.1.3: the pipeline around the pre-tokenizer and the BPE model's options. */
 static int check_pipeline(cis2_tokenizer *t, const json_doc *d, const char *path, char *err)
 {
@@ -377,13 +438,10 @@ static int check_pipeline(cis2_tokenizer *t, const json_doc *d, const char *path
     }
     if (load_pretok(t, d, path, err)) return 1;
 
-    /* The ByteLevel post-processor only adjusts offsets: it changes no ids. */
     static const char *const bl_keys[] = { "type", "add_prefix_space", "trim_offsets", "use_regex",
                                            NULL };
     uint32_t pp = json_get(d, 0, "post_processor", NULL);
-    if (!is_null(d, pp) && (want_type(d, pp, "ByteLevel", "post_processor", path, err) ||
-                            check_keys(d, pp, bl_keys, "post_processor", path, err)))
-        return 1;
+    if (!is_null(d, pp) && check_post(d, pp, path, err)) return 1;
 
     /* decode (§3.1.5.a inverse map) is what the ByteLevel decoder does; its
      * options play no part in decoding. */
