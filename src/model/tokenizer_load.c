@@ -7,9 +7,10 @@
  * null or NFC; a pre-tokenizer of Digits(individual_digits=true), Split
  * steps whose regex has a hand-written matcher (GPT-2's, Qwen2's, Llama-3's;
  * behavior Isolated) and a final ByteLevel(add_prefix_space=false); a plain
- * BPE model, ignore_merges false or true. Anything else is refused with an
- * error naming the field, never approximated. Where the spec is silent, HF `tokenizers` v0.23.1 is the
- * tie-breaker (§3.1.2).
+ * BPE model, ignore_merges false or true; a post-processor of ByteLevel and
+ * TemplateProcessing steps (no ids change). Anything else is refused with an
+ * error naming the field, never approximated. Where the spec is silent, HF
+ * `tokenizers` v0.23.1 is the tie-breaker (§3.1.2).
  */
 #include "model/tokenizer.h"
 #include "core/json.h"
