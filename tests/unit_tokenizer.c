@@ -103,6 +103,19 @@ static char *subst_span(const char *s, const char *from, const char *upto, const
     return o;
 }
 
+/* Llama 3.1's post_processor (meta-llama's tokenizer.json), with <|end|> for
+ * <|begin_of_text|>: it adds the token only with add_special_tokens=true. */
+#define LLAMA3_POST                                                                                \
+    "\"post_processor\": {\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\", "     \
+    "\"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true}, {\"type\": "       \
+    "\"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<|end|>\", \"type_id\": "  \
+    "0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [{\"SpecialToken\": "        \
+    "{\"id\": "                                                                                    \
+    "\"<|end|>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, "             \
+    "{\"SpecialToken\": {\"id\": \"<|end|>\", \"type_id\": 1}}, {\"Sequence\": {\"id\": \"B\", "   \
+    "\"type_id\": 1}}], \"special_tokens\": {\"<|end|>\": {\"id\": \"<|end|>\", \"ids\": [268], "  \
+    "\"tokens\": [\"<|end|>\"]}}}]}"
+
 /* merges over {a,b,c}, in rank order; each result joins the vocab. */
 static const char *const MERGES[][2] = {
     { "a", "a" },   { "b", "c" }, { "a", "b" },    { "aa", "a" }, { "c", "c" },     { "ab", "c" },
@@ -279,6 +292,29 @@ static void test_synthetic(void)
     }
     free(jz);
 
+    /* ignore_merges (tokenizers' BPE::tokenize_with_cache): a word that is a
+     * vocab token is that token, merges unapplied; "baba" (267) and "abcabc"
+     * (266) are in the vocab, but the merges make b+ab+a and a+bc+a+bc. */
+    char *ji = subst(js, "\"ignore_merges\": false", "\"ignore_merges\": true");
+    rc = cis2_tokenizer_parse(&t, js, strlen(js), "synth.json", err);
+    if (!rc) {
+        check_enc("ignore_merges false: baba by merges", t, "baba", 4, "98,258,97");
+        check_enc("ignore_merges false: abcabc by merges", t, "abcabc", 6, "97,257,97,257");
+        cis2_tokenizer_free(t);
+    }
+    rc = cis2_tokenizer_parse(&t, ji, strlen(ji), "im.json", err);
+    CHECK("ignore_merges true loads", rc == 0, "%s", err);
+    if (!rc) {
+        check_enc("ignore_merges: a vocab word is its own token (baba)", t, "baba", 4, "267");
+        check_enc("ignore_merges: a vocab word is its own token (abcabc)", t, "abcabc", 6, "266");
+        check_enc("ignore_merges: other words merge as before (babab)", t, "babab", 5,
+                  "98,258,258");
+        check_enc("ignore_merges: one byte, added tokens unchanged", t, "a<|end|>aaaa", 12,
+                  "97,268,262");
+        cis2_tokenizer_free(t);
+    }
+    free(ji);
+
     /* ---- malformed files: each a clear one-line error naming the problem */
     static const char *const bad_cases[][4] = {
         /* name, from, to, expected error substring */
@@ -346,8 +382,8 @@ static void test_synthetic(void)
         { "fuse_unk true", "\"fuse_unk\": false", "\"fuse_unk\": true", "model.fuse_unk = true" },
         { "byte_fallback true", "\"byte_fallback\": false", "\"byte_fallback\": true",
           "model.byte_fallback = true" },
-        { "ignore_merges true", "\"ignore_merges\": false", "\"ignore_merges\": true",
-          "model.ignore_merges = true" },
+        { "(legal) ignore_merges true (Llama 3)", "\"ignore_merges\": false",
+          "\"ignore_merges\": true", NULL },
         { "ignore_merges wrong type", "\"ignore_merges\": false", "\"ignore_merges\": 0",
           "model.ignore_merges: expected true or false" },
         { "unknown model key", "\"dropout\": null", "\"dropout\": null, \"cache_capacity\": 10",
@@ -355,8 +391,21 @@ static void test_synthetic(void)
         { "truncation set", "\"truncation\": null", "\"truncation\": {\"max_length\": 8}",
           "truncation: unsupported" },
         { "padding set", "\"padding\": null", "\"padding\": {}", "padding: unsupported" },
-        { "TemplateProcessing post_processor", "\"post_processor\": null",
-          "\"post_processor\": {\"type\": \"TemplateProcessing\"}", "post_processor: unsupported" },
+        { "TemplateProcessing post_processor without its fields", "\"post_processor\": null",
+          "\"post_processor\": {\"type\": \"TemplateProcessing\"}",
+          "post_processor: TemplateProcessing needs arrays single and pair" },
+        { "(legal) Llama 3.1's post_processor: Sequence[ByteLevel, TemplateProcessing]",
+          "\"post_processor\": null", LLAMA3_POST, NULL },
+        { "post_processor Sequence with a BertProcessing", "\"post_processor\": null",
+          "\"post_processor\": {\"type\": \"Sequence\", \"processors\": [{\"type\": "
+          "\"BertProcessing\"}]}",
+          "post_processor.processors[0]: unsupported type \"BertProcessing\"" },
+        { "post_processor Sequence empty", "\"post_processor\": null",
+          "\"post_processor\": {\"type\": \"Sequence\", \"processors\": []}",
+          "post_processor.processors: unsupported (an array of 1 to 4 steps)" },
+        { "post_processor RobertaProcessing", "\"post_processor\": null",
+          "\"post_processor\": {\"type\": \"RobertaProcessing\"}",
+          "post_processor: unsupported type \"RobertaProcessing\"" },
         { "no decoder", DECODER, "\"decoder\": null", "decoder: null is unsupported" },
         { "Metaspace decoder", "\"decoder\": {\"type\": \"ByteLevel\"",
           "\"decoder\": {\"type\": \"Metaspace\"", "decoder: unsupported type \"Metaspace\"" },

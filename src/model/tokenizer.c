@@ -36,6 +36,24 @@ static const merge_slot *merge_find(const cis2_tokenizer *t, int32_t a, int32_t 
     }
 }
 
+uint64_t tok_fnv1a(const uint8_t *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* ignore_merges: the vocab id whose symbols spell exactly the word w, or -1. */
+static int32_t whole_find(const cis2_tokenizer *t, const uint8_t *w, size_t n)
+{
+    uint32_t i = (uint32_t)tok_fnv1a(w, n) & t->whole_mask;
+    for (int32_t s; (s = t->whole_slot[i]) != 0; i = (i + 1) & t->whole_mask) {
+        uint32_t a = t->whole_off[s - 1], b = t->whole_off[s];
+        if (b - a == n && !memcmp(t->whole_bytes + a, w, n)) return s - 1;
+    }
+    return -1;
+}
+
 int cis2_tokenizer_vocab_size(const cis2_tokenizer *t) { return t->n_ids; }
 
 int cis2_tokenizer_scan_added(const cis2_tokenizer *t, const char *text, size_t n, cis2_added_fn fn,
@@ -207,6 +225,13 @@ static int bpe_word(void *ctx, const uint8_t *w, size_t n)
 {
     enc *e = ctx;
     const cis2_tokenizer *t = e->t;
+    /* ignore_merges: tokenizers looks the word's symbols up in the vocab
+     * before anything else (BPE::tokenize_with_cache), so a vocab word is its
+     * own token even where merges would split it. */
+    if (t->ignore_merges) {
+        int32_t id = whole_find(t, w, n);
+        if (id >= 0) return emit_id(e, id);
+    }
     for (size_t i = 0; i < n; i++)
         if (t->byte_id[w[i]] < 0) {
             size_t at = i;

@@ -41,11 +41,24 @@ struct cis2_tokenizer {
     int32_t *pat_tok[2];
     uint32_t *pat_len[2];
     char *pat_text; /* NFC of normalized=true contents */
+    /* model.ignore_merges (tokenizers' BPE::tokenize_with_cache): a word
+     * whose byte-level symbols spell a vocab token is that one token, merges
+     * unapplied. By vocab id, the bytes its symbols stand for (whole_off[i]
+     * .. whole_off[i+1]; empty: a character outside the byte map, so no word
+     * spells it); whole_slot: id + 1 by FNV-1a of those bytes, 0 = empty. */
+    int ignore_merges;
+    uint8_t *whole_bytes;
+    uint32_t *whole_off;
+    int32_t *whole_slot;
+    uint32_t whole_mask;
 };
 
 /* tokenizer.c: the merge table's slot for key a<<32 | b in a table of
  * 2^bits slots (open addressing, linear probing from there). */
 uint32_t tok_merge_hash(uint64_t k, int bits);
+
+/* tokenizer.c: FNV-1a of n bytes, the hash of whole_slot. */
+uint64_t tok_fnv1a(const uint8_t *s, size_t n);
 
 /* tokenizer_load.c: cis2_tokenizer_parse and cis2_tokenizer_load before
  * their message is made one line. */

@@ -7,9 +7,10 @@
  * null or NFC; a pre-tokenizer of Digits(individual_digits=true), Split
  * steps whose regex has a hand-written matcher (GPT-2's, Qwen2's, Llama-3's;
  * behavior Isolated) and a final ByteLevel(add_prefix_space=false); a plain
- * BPE model. Anything else is refused with an error naming the field, never
- * approximated. Where the spec is silent, HF `tokenizers` v0.23.1 is the
- * tie-breaker (§3.1.2).
+ * BPE model, ignore_merges false or true; a post-processor of ByteLevel and
+ * TemplateProcessing steps (no ids change). Anything else is refused with an
+ * error naming the field, never approximated. Where the spec is silent, HF
+ * `tokenizers` v0.23.1 is the tie-breaker (§3.1.2).
  */
 #include "model/tokenizer.h"
 #include "core/json.h"
@@ -342,6 +343,67 @@ static int load_pretok(cis2_tokenizer *t, const json_doc *d, const char *path, c
     return 0;
 }
 
+/* One post-processor step. Neither kind changes the ids encode gives: the
+ * ByteLevel one only adjusts offsets, and TemplateProcessing (Llama 3's,
+ * adding <|begin_of_text|>) acts only when special tokens are added, which
+ * encode never does (add_special_tokens=false, §3.3). */
+static int check_post_step(const json_doc *d, uint32_t st, const char *where, const char *path,
+                           char *err)
+{
+    static const char *const bl_keys[] = { "type", "add_prefix_space", "trim_offsets", "use_regex",
+                                           NULL };
+    static const char *const tp_keys[] = { "type", "single", "pair", "special_tokens", NULL };
+    char buf[200];
+    if (d->nodes[st].type != JSON_OBJECT) return ferr(err, path, "%s: expected an object", where);
+    uint32_t ty = json_get(d, st, "type", NULL);
+    if (ty == JSON_NONE || d->nodes[ty].type != JSON_STRING)
+        return ferr(err, path, "%s.type: missing or not a string", where);
+    if (json_str_eq(d, ty, "ByteLevel")) return check_keys(d, st, bl_keys, where, path, err);
+    if (json_str_eq(d, ty, "TemplateProcessing")) {
+        uint32_t v[4];
+        if (members(d, st, tp_keys, v, where, path, err)) return 1;
+        if (v[1] == JSON_NONE || d->nodes[v[1]].type != JSON_ARRAY || v[2] == JSON_NONE ||
+            d->nodes[v[2]].type != JSON_ARRAY || v[3] == JSON_NONE ||
+            d->nodes[v[3]].type != JSON_OBJECT)
+            return ferr(err, path,
+                        "%s: TemplateProcessing needs arrays single and pair and an object "
+                        "special_tokens",
+                        where);
+        return 0;
+    }
+    size_t l;
+    char *s = json_str_dup(d, ty, &l);
+    if (!s) return ferr(err, path, "out of memory");
+    ferr(err, path,
+         "%s: unsupported type %s (only ByteLevel, TemplateProcessing and a Sequence of them are "
+         "implemented)",
+         where, show(s, l, buf));
+    free(s);
+    return 1;
+}
+
+/* post_processor: one step, or a Sequence of 1-4 (Llama 3.1: ByteLevel, then
+ * TemplateProcessing). */
+static int check_post(const json_doc *d, uint32_t pp, const char *path, char *err)
+{
+    static const char *const seq_keys[] = { "type", "processors", NULL };
+    uint32_t ty = d->nodes[pp].type == JSON_OBJECT ? json_get(d, pp, "type", NULL) : JSON_NONE;
+    if (ty == JSON_NONE || d->nodes[ty].type != JSON_STRING || !json_str_eq(d, ty, "Sequence"))
+        return check_post_step(d, pp, "post_processor", path, err);
+    uint32_t v[2];
+    if (members(d, pp, seq_keys, v, "post_processor", path, err)) return 1;
+    if (v[1] == JSON_NONE || d->nodes[v[1]].type != JSON_ARRAY || d->nodes[v[1]].count < 1 ||
+        d->nodes[v[1]].count > 4)
+        return ferr(err, path, "post_processor.processors: unsupported (an array of 1 to 4 steps)");
+    uint32_t i = 0;
+    for (uint32_t k = d->nodes[v[1]].first; k != JSON_NONE; k = d->nodes[k].next, i++) {
+        char where[64];
+        snprintf(where, sizeof where, "post_processor.processors[%u]", i);
+        if (check_post_step(d, k, where, path, err)) return 1;
+    }
+    return 0;
+}
+
 /* §3.1.3: the pipeline around the pre-tokenizer and the BPE model's options. */
 static int check_pipeline(cis2_tokenizer *t, const json_doc *d, const char *path, char *err)
 {
@@ -377,13 +439,10 @@ static int check_pipeline(cis2_tokenizer *t, const json_doc *d, const char *path
     }
     if (load_pretok(t, d, path, err)) return 1;
 
-    /* The ByteLevel post-processor only adjusts offsets: it changes no ids. */
     static const char *const bl_keys[] = { "type", "add_prefix_space", "trim_offsets", "use_regex",
                                            NULL };
     uint32_t pp = json_get(d, 0, "post_processor", NULL);
-    if (!is_null(d, pp) && (want_type(d, pp, "ByteLevel", "post_processor", path, err) ||
-                            check_keys(d, pp, bl_keys, "post_processor", path, err)))
-        return 1;
+    if (!is_null(d, pp) && check_post(d, pp, path, err)) return 1;
 
     /* decode (§3.1.5.a inverse map) is what the ByteLevel decoder does; its
      * options play no part in decoding. */
@@ -413,7 +472,7 @@ static int check_pipeline(cis2_tokenizer *t, const json_doc *d, const char *path
         want_null_or_empty(d, m, "end_of_word_suffix", "model", path, err) ||
         want_bool(d, m, "fuse_unk", 0, 0, "model", path, err) ||
         want_bool(d, m, "byte_fallback", 0, 0, "model", path, err) ||
-        want_bool(d, m, "ignore_merges", 0, 0, "model", path, err))
+        get_bool(d, m, "ignore_merges", 0, &t->ignore_merges, "model", path, err))
         return 1;
     /* unk_token is moot: a byte without a vocab symbol is refused at encode. */
     uint32_t unk = json_get(d, m, "unk_token", NULL);
@@ -844,6 +903,49 @@ static int build_decode(cis2_tokenizer *t, const vocab_tmp *v, const char *path,
     return 0;
 }
 
+/* ignore_merges: each vocab token's bytes (the inverse byte map of its
+ * string, whatever added tokens share its id), hashed, for bpe_word's
+ * whole-word lookup. Strings are distinct and the map is a bijection, so the
+ * byte strings are distinct too. */
+static int build_whole(cis2_tokenizer *t, const vocab_tmp *v, const char *path, char *err)
+{
+    if (!t->ignore_merges) return 0;
+    uint32_t b2u[256];
+    int16_t u2b[324];
+    byte_map(b2u, u2b);
+    size_t total = 0;
+    uint32_t cap = 1;
+    for (int i = 0; i < t->n_vocab; i++) total += v->len[i];
+    while (cap < 2 * (uint32_t)t->n_vocab) cap <<= 1;
+    t->whole_bytes = malloc(total + 1);
+    t->whole_off = calloc((size_t)t->n_vocab + 1, sizeof *t->whole_off);
+    t->whole_slot = calloc(cap, sizeof *t->whole_slot);
+    if (!t->whole_bytes || !t->whole_off || !t->whole_slot) return ferr(err, path, "out of memory");
+    t->whole_mask = cap - 1;
+    size_t o = 0;
+    for (int id = 0; id < t->n_vocab; id++) {
+        const uint8_t *s = (const uint8_t *)v->arena + v->off[id];
+        size_t n = v->len[id], i = 0, o0 = o;
+        t->whole_off[id] = (uint32_t)o;
+        while (i < n) {
+            uint32_t cp;
+            size_t l = cis2_utf8_dec(s + i, n - i, &cp);
+            if (!l || cp >= 324 || u2b[cp] < 0) break;
+            t->whole_bytes[o++] = (uint8_t)u2b[cp];
+            i += l;
+        }
+        if (i < n) { /* no word's symbols spell it */
+            o = o0;
+            continue;
+        }
+        uint32_t k = (uint32_t)tok_fnv1a(t->whole_bytes + o0, o - o0) & t->whole_mask;
+        while (t->whole_slot[k]) k = (k + 1) & t->whole_mask;
+        t->whole_slot[k] = id + 1;
+    }
+    t->whole_off[t->n_vocab] = (uint32_t)o;
+    return 0;
+}
+
 int cis2_tokenizer_parse_impl(cis2_tokenizer **out, const char *json, size_t len, const char *path,
                               char *err)
 {
@@ -863,7 +965,8 @@ int cis2_tokenizer_parse_impl(cis2_tokenizer **out, const char *json, size_t len
     if (check_pipeline(t, &d, path, err)) goto out;
     uint32_t m = json_get(&d, 0, "model", NULL);
     if (load_vocab(t, &d, m, &v, path, err) || load_merges(t, &d, m, &v, path, err) ||
-        load_added(t, &d, &v, path, err) || build_decode(t, &v, path, err))
+        load_added(t, &d, &v, path, err) || build_decode(t, &v, path, err) ||
+        build_whole(t, &v, path, err))
         goto out;
     rc = 0;
 out:
@@ -899,5 +1002,8 @@ void cis2_tokenizer_free(cis2_tokenizer *t)
         free(t->pat_len[p]);
     }
     free(t->pat_text);
+    free(t->whole_bytes);
+    free(t->whole_off);
+    free(t->whole_slot);
     free(t);
 }
