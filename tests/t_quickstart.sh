@@ -11,7 +11,7 @@ block=$(sed -n '/^<!-- quickstart/,/^<!-- end quickstart/p' docs/README.md | sed
 [ -n "$block" ] || { fail quickstart.block "docs/README.md has no quickstart block"; exit 0; }
 example=$(sed -n 's/^`prompts.jsonl` holds one request a line, e.g. `\({.*}\)`.*/\1/p' docs/README.md)
 [ -n "$example" ] || { fail quickstart.example "docs/README.md gives no example prompts.jsonl line"; exit 0; }
-ln -s "$root/${CIS2#./}" "$T/cis2"
+case "$CIS2" in /*) ln -s "$CIS2" "$T/cis2" ;; *) ln -s "$root/${CIS2#./}" "$T/cis2" ;; esac
 printf '%s\n' "$example" > "$T/prompts.jsonl"
 n=0; script="set -e"
 while IFS= read -r line; do
