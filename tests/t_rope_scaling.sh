@@ -137,6 +137,18 @@ else
     else pass rope.arm-b-sees-the-scaling; fi
 fi
 
+# --- Python: Model.config.rope_scaling as config.json gives it, None without scaling
+if [ "${BUILD:-build}" = build ] && PYTHONPATH=python python3 -c 'import cis2' >/dev/null 2>&1; then
+    out=$(PYTHONPATH=python python3 -c '
+import sys, cis2
+for d in sys.argv[1:]:
+    with cis2.Model(d, threads=1) as m:
+        print(m.config.rope_scaling)' "$T/scaled" "$T/l32" "$T/plain" 2>&1)
+    expect_eq rope.python-config "$out" "{'rope_type': 'llama3', 'factor': 8.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 64}
+{'rope_type': 'llama3', 'factor': 32.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192}
+None"
+else skip rope.python-config "the Python package runs against build/'s library only (BUILD=${BUILD:-build})"; fi
+
 # --- refusals: one line each (docs/errors.md)
 ERRORS_DIR="$T"
 bad() { # ID WHAT PYTHON-ON-rs

@@ -29,7 +29,7 @@ import struct
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 __version__ = "0.5.0"
 
@@ -224,6 +224,16 @@ MAX_SEQS = 4096  # cis2_engine_opts.max_seqs
 
 def _ids_out(p, n):
     return [p[i] for i in range(n)]
+
+
+def _rope_scaling(c):
+    """cis2_config's rope_scaling fields as config.json names them (None when unscaled)."""
+    if c.rope_scaling == 0:
+        return None
+    return {"rope_type": "llama3", "factor": c.rope_factor,
+            "low_freq_factor": c.rope_low_freq_factor,
+            "high_freq_factor": c.rope_high_freq_factor,
+            "original_max_position_embeddings": c.rope_original_max_pos}
 
 
 def _hex(d):
@@ -524,6 +534,10 @@ class Config:
     qk_norm: bool
     bos_id: Optional[int]
     eos_ids: Tuple[int, ...]
+    # None without scaling; else config.json's rope_scaling as the engine reads it
+    # (docs/rope_scaling.md): {"rope_type": "llama3", "factor", "low_freq_factor",
+    # "high_freq_factor", "original_max_position_embeddings"}.
+    rope_scaling: Optional[Dict[str, Any]] = None
 
 
 @dataclass(frozen=True)
@@ -1116,7 +1130,7 @@ class Model(_Closing):
             head_dim=c.head_dim, vocab=c.vocab, max_pos=c.max_pos, eps=c.eps,
             rope_theta=c.rope_theta, tied=bool(c.tied), qkv_bias=bool(c.qkv_bias),
             qk_norm=bool(c.qk_norm), bos_id=None if c.bos_id < 0 else c.bos_id,
-            eos_ids=tuple(c.eos_ids[:c.n_eos]))
+            eos_ids=tuple(c.eos_ids[:c.n_eos]), rope_scaling=_rope_scaling(c))
         d = _c.cis2_model_digests(self._h).contents
         # Keyed as in the receipt (§12.1, §6.6, §7.2).
         self.digests = {"weights-sha256": _hex(d.weights_sha256),
