@@ -27,10 +27,13 @@ for t in tests/t_*.sh; do
     [ -n "$only" ] && [[ "$t" != *"$only"* ]] && continue
     items+=("$t")
 done
-# Longest first, by the durations the last run logged ("== ITEM took N s"); new ones first.
-if [ -f "$log" ] && [ "$jobs_max" -gt 1 ]; then
+# Longest first, by the durations the last run logged ("== ITEM took N s"), else by
+# tests/durations.txt (a clean clone's first run); new ones first.
+if [ "$jobs_max" -gt 1 ]; then
     mapfile -t items < <(for i in "${items[@]}"; do
-        s=$(grep -F "== $i took " "$log" | tail -1 | sed 's/.* took \([0-9]*\) s$/\1/')
+        s=""
+        [ -f "$log" ] && s=$(grep -F "== $i took " "$log" | tail -1 | sed 's/.* took \([0-9]*\) s$/\1/')
+        [ -n "$s" ] || s=$(awk -v n="$(basename "$i")" '$2 == n { print $1; exit }' tests/durations.txt 2>/dev/null)
         printf '%s\t%s\n' "${s:-999999}" "$i"
     done | sort -t$'\t' -k1,1nr -s | cut -f2)
 fi

@@ -190,37 +190,39 @@ bg_wait() { wait; }
 # bg_result NAME: sets out and rc from a finished item.
 bg_result() { out=$(cat "$T/par/$1.out" 2>/dev/null); rc=$(cat "$T/par/$1.rc" 2>/dev/null || echo 127); }
 
-# ---- 5. the unit binaries under qemu
-for u in "$ARM_BUILD"/unit_*; do
-    [ -x "$u" ] && bg_start "$(basename "$u")" qrun "$u"
+# ---- 5 and 6. the unit binaries under qemu, and the shell suites with the aarch64 binary as
+# CIS2 (the FMA gate ran above on the real binary): one pool, the longest first by
+# tests/durations.txt, so neither core waits for the other between the two kinds.
+units=(); suites=()
+for u in "$ARM_BUILD"/unit_*; do [ -x "$u" ] && units+=("$u"); done
+if [ "$SUBSET" = full ]; then
+    for t in tests/t_*.sh; do [ "$(basename "$t")" = t_fma_gate.sh ] || suites+=("$t"); done
+fi
+mapfile -t order < <(for i in "${units[@]}" "${suites[@]}"; do
+    s=$(awk -v n="$(basename "$i")" '$2 == n { print $1; exit }' tests/durations.txt 2>/dev/null)
+    printf '%s\t%s\n' "${s:-999999}" "$i"
+done | sort -t$'\t' -k1,1nr -s | cut -f2)
+for i in "${order[@]}"; do
+    case "$i" in
+        *.sh) bg_start "$(basename "$i" .sh)" env PATH="$T/bin:$PATH" CIS2="$A" BUILD="$ARM_BUILD" \
+                  TESTTMP="$T/suite" bash "$i" ;;
+        *) bg_start "$(basename "$i")" qrun "$i" ;;
+    esac
 done
 bg_wait
-for u in "$ARM_BUILD"/unit_*; do
-    [ -x "$u" ] || continue
+for u in "${units[@]}"; do
     bg_result "$(basename "$u")"
     printf '%s\n' "$out" | grep -E '^(PASS|FAIL|SKIP) ' | sed "s/^\(PASS\|FAIL\|SKIP\) /\1 aarch64.$(basename "$u"):/" >> "$log"
     printf '%s\n' "$out" | grep -E '^(FAIL|SKIP) ' | sed "s/^/  $(basename "$u"): /"
     if [ $rc -ne 0 ] && ! printf '%s\n' "$out" | grep -q '^FAIL'; then fail "$(basename "$u")" "exited $rc without reporting a failure: $(echo "$out" | tail -2)"; fi
 done
-
-# ---- 6. the shell suites, the aarch64 binary as CIS2 (the FMA gate ran above on the real binary)
-if [ "$SUBSET" = full ]; then
-    for t in tests/t_*.sh; do
-        [ "$(basename "$t")" = t_fma_gate.sh ] && continue
-        bg_start "$(basename "$t" .sh)" env PATH="$T/bin:$PATH" CIS2="$A" BUILD="$ARM_BUILD" \
-            TESTTMP="$T/suite" bash "$t"
-    done
-    bg_wait
-    for t in tests/t_*.sh; do
-        [ "$(basename "$t")" = t_fma_gate.sh ] && continue
-        tn=$(basename "$t" .sh)
-        bg_result "$tn"
-        printf '%s\n' "$out" | grep -E '^(PASS|FAIL|SKIP) ' | sed "s/^\(PASS\|FAIL\|SKIP\) /\1 aarch64.$tn:/" >> "$log"
-        printf '%s\n' "$out" | grep -E '^(FAIL|SKIP) ' | sed "s/^/  $tn: /"
-        if [ $rc -ne 0 ] && ! printf '%s\n' "$out" | grep -q '^FAIL'; then fail "$tn" "exited $rc without reporting a failure"; fi
-    done
-else
-    skip shell-suites "AARCH64_SUBSET=$SUBSET"
-fi
+for t in "${suites[@]}"; do
+    tn=$(basename "$t" .sh)
+    bg_result "$tn"
+    printf '%s\n' "$out" | grep -E '^(PASS|FAIL|SKIP) ' | sed "s/^\(PASS\|FAIL\|SKIP\) /\1 aarch64.$tn:/" >> "$log"
+    printf '%s\n' "$out" | grep -E '^(FAIL|SKIP) ' | sed "s/^/  $tn: /"
+    if [ $rc -ne 0 ] && ! printf '%s\n' "$out" | grep -q '^FAIL'; then fail "$tn" "exited $rc without reporting a failure"; fi
+done
+[ "$SUBSET" = full ] || skip shell-suites "AARCH64_SUBSET=$SUBSET"
 grep '^FAIL' "$log" | head -20
 finish
