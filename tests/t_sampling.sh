@@ -148,11 +148,7 @@ errors_row run-seed-greedy "run --seed without --temperature above 0" "" "${R[@]
 errors_row run-top-p-greedy "run --top-p with --temperature 0" "" "${R[@]}" --temperature 0 --top-p 0.9
 
 # --- an independent reading: tools/sample_reference.py on cis2 trace's logits
-PY=""
-for c in ${CIS2_PYTHON:-} /usr/bin/python3 python3; do
-    p=$(command -v "$c" 2>/dev/null) || continue
-    "$p" -c 'import numpy' 2>/dev/null && { PY="$p"; break; }
-done
+PY=$(numpy_python)
 if [ -z "$PY" ]; then skip "sampling.reference" "no python3 with numpy"; exit 0; fi
 i=0
 for a in "1.0 0 1 0 1" "0.7 0 0.9 0 2" "1.3 5 1 0 3" "2.0 0 1 0.05 4" "0.5 20 0.8 0.02 18446744073709551615" "3.0 0 0.95 0 99"; do
