@@ -230,6 +230,11 @@ if [ -f "$d/model.safetensors" ]; then
                 pass "wasm-sampling-reference-$i (T=$1 K=$2 P=$3 M=$4 S=$5: reference on wasm32 logits = wasm32 = native)"
             else fail "wasm-sampling-reference-$i" "reference '$ref', wasm32 '$wids', native '$nids'"; fi
         done
+        # and, as a peer verifier on wasm32's logits, the native sampled receipt (the first
+        # set's): ids, argmax-digest and witness-digest (§12.1 with the sampler record) recomputed
+        o=$("$PY" tools/sample_reference.py "$d.s.trace1.st" --receipt "$d.s.native.receipt" 2>&1); rc=$?
+        expect_eq wasm-sampling-reference-verifies-receipt "$rc: $(printf '%s' "$o" | tr '\n' ' ')" \
+            "0: MATCH generated-token-ids MATCH argmax-digest MATCH witness-digest"
     fi
 fi
 

@@ -192,6 +192,10 @@ else
     [ "$ref" = "$sids" ] && [ "$sids" = "$(sed -n 's/^generated_token_ids=//p' "$T/sampled.host.out")" ] &&
         pass "sampling.reference-on-aarch64-logits-equals-aarch64-and-host ($sids)" ||
         fail sampling.reference-on-aarch64-logits-equals-aarch64-and-host "reference '$ref', aarch64 '$sids', host $(grep generated "$T/sampled.host.out")"
+    # the host's receipt verified by the reference as a peer would, on aarch64's logits
+    o=$("$PY" tools/sample_reference.py "$T/sampled.st" --receipt "$T/sampled.host.receipt" 2>&1); rc=$?
+    [ $rc -eq 0 ] && [ "$(echo "$o" | grep -c '^MATCH')" -eq 3 ] && pass sampling.reference-verifies-host-receipt-on-aarch64-logits ||
+        fail sampling.reference-verifies-host-receipt-on-aarch64-logits "rc=$rc $(echo "$o" | tr '\n' ' ')"
 fi
 # tokenizer round trip on the fixture tokenizer
 for s in "Hello, world!" "  multiple   spaces\tand\nnewlines" "ünïcödé ✓ 日本語 🙂"; do
