@@ -209,6 +209,8 @@ if [ -f "$d/model.safetensors" ]; then
     o=$(CIS2_WASM_SAMPLER="1 0 1.5 0 3" $NC run "$d" "$ids" 2 2>&1); rc=$?
     if [ $rc -ne 0 ] && [ "$(printf '%s\n' "$o" | grep -c .)" -eq 1 ] && printf '%s\n' "$o" | grep -qxF 'ERROR top-p must be in [0, 1] (1 = off)'; then pass wasm-run-sampler-refused
     else fail wasm-run-sampler-refused "rc=$rc: $o"; fi
+    o=$(CIS2_WASM_SAMPLER="1 0 1 0 18446744073709551616" $NC run "$d" "$ids" 2 2>&1); rc=$?
+    expect_eq wasm-run-sampler-seed-refused "$rc: $o" "1: ERROR seed: expected an integer from 0 to 18446744073709551615, got '18446744073709551616'"
     PY=$(numpy_python)
     if [ -z "$PY" ]; then skip wasm-sampling-reference "no python3 with numpy"
     else

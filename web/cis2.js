@@ -465,10 +465,13 @@ function samplerText({ temperature, topK = 0, topP = 1, minP = 0, seed = null })
     crypto.getRandomValues(w);
     seed = ((BigInt(w[0]) << 32n) | BigInt(w[1])).toString();
   }
-  // A space inside a value would shift the fields: such a value is no number of §1's form.
+  // A space inside a value would shift the fields: such a value is no number of §1's form
+  // (said in `cis2 run`'s words, as web/wasm_api.c parse_sampler says the rest).
   const f = [temperature, topK, topP, minP, seed].map((v) => String(v).trim());
+  const want = ['a number like 0.7', 'an integer from 0 to 2147483647', 'a number in [0, 1] (1 = off)',
+    'a number in [0, 1] (0 = off)', 'an integer from 0 to 18446744073709551615'];
   for (const [i, name] of ['temperature', 'top-k', 'top-p', 'min-p', 'seed'].entries())
-    if (f[i] === '' || /\s/.test(f[i])) throw new Error(`${name} '${f[i]}': not a number of docs/sampling.md's form`);
+    if (f[i] === '' || /\s/.test(f[i])) throw new Error(`${name}: expected ${want[i]}, got '${f[i]}'`);
   return f.join(' ');
 }
 const digestKey = (name) => (name === 'model.safetensors' ? 'weights_sha256' : 'tokenizer_sha256');

@@ -415,7 +415,12 @@ static int pend_decode(const int32_t *prompt, int n_prompt, cis2_gen_opts *g)
  * parameter. */
 static int parse_sampler(const char *txt, cis2_sampler *s)
 {
+    /* `cis2 run`'s words for the same flags (docs/errors.md, run-*-bad) */
     static const char *const name[5] = { "temperature", "top-k", "top-p", "min-p", "seed" };
+    static const char *const want[5] = { "a number like 0.7", "an integer from 0 to 2147483647",
+                                         "a number in [0, 1] (1 = off)",
+                                         "a number in [0, 1] (0 = off)",
+                                         "an integer from 0 to 18446744073709551615" };
     memset(s, 0, sizeof *s);
     s->top_p = 1.0f;
     if (!txt || !*txt) return 0;
@@ -443,8 +448,7 @@ static int parse_sampler(const char *txt, cis2_sampler *s)
     if (bad >= 0) {
         char esc[160];
         cis2_escape(f[bad], strlen(f[bad]), esc, sizeof esc, CIS2_ESC_TEXT);
-        snprintf(g_err, CIS2_ERR_LEN, "%s '%s': not a number of docs/sampling.md's form", name[bad],
-                 esc);
+        snprintf(g_err, CIS2_ERR_LEN, "%s: expected %s, got '%s'", name[bad], want[bad], esc);
         return 1;
     }
     s->top_k = (int)u;
