@@ -287,6 +287,12 @@ int32_t cis2_sample(const cis2_sampler *s, uint64_t step, const float *logits, i
  * (docs/sampling.md §5); its argmax digest is §12.2's over the chosen ids. */
 int cis2_generate_sampled(cis2_engine *e, const int32_t *prompt, int n_prompt,
                           const cis2_gen_opts *g, const cis2_sampler *s, cis2_result *r, char *err);
+/* cis2_witness_replay of a run made with sampler s: its stream also holds
+ * the sampler record (docs/sampling.md §5). s NULL or temperature 0: exactly
+ * cis2_witness_replay. */
+void cis2_witness_replay_sampled(const cis2_digests *d, const cis2_sampler *s,
+                                 const int32_t *prompt, int n_prompt, const float *rows,
+                                 const int32_t *ids, int n_steps, int vocab, uint8_t out[32]);
 
 /* Several independent sequences in one engine (continuous batching): every
  * step reads each weight once for all active sequences, and each sequence's

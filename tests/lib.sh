@@ -84,6 +84,16 @@ start() {
 }
 C() { curl -sS --max-time 120 "$@"; }
 jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); v=eval(sys.argv[2]); print(v if not isinstance(v,(dict,list,bool)) else json.dumps(v))' "$@"; }
+# numpy_python: the first of $CIS2_PYTHON, /usr/bin/python3, python3 that imports numpy
+# (tools/sample_reference.py needs it); prints nothing when none does.
+numpy_python() {
+    local c p
+    for c in ${CIS2_PYTHON:-} /usr/bin/python3 python3; do
+        p=$(command -v "$c" 2>/dev/null) || continue
+        "$p" -c 'import numpy' 2>/dev/null && { printf '%s\n' "$p"; return 0; }
+    done
+    return 1
+}
 # has_torch PY: PY can import torch and numpy (found, not imported: an import takes seconds).
 has_torch() {
     "$1" -c 'import importlib.util as u, sys

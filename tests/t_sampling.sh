@@ -148,11 +148,7 @@ errors_row run-seed-greedy "run --seed without --temperature above 0" "" "${R[@]
 errors_row run-top-p-greedy "run --top-p with --temperature 0" "" "${R[@]}" --temperature 0 --top-p 0.9
 
 # --- an independent reading: tools/sample_reference.py on cis2 trace's logits
-PY=""
-for c in ${CIS2_PYTHON:-} /usr/bin/python3 python3; do
-    p=$(command -v "$c" 2>/dev/null) || continue
-    "$p" -c 'import numpy' 2>/dev/null && { PY="$p"; break; }
-done
+PY=$(numpy_python)
 if [ -z "$PY" ]; then skip "sampling.reference" "no python3 with numpy"; exit 0; fi
 i=0
 for a in "1.0 0 1 0 1" "0.7 0 0.9 0 2" "1.3 5 1 0 3" "2.0 0 1 0.05 4" "0.5 20 0.8 0.02 18446744073709551615" "3.0 0 0.95 0 99"; do
@@ -169,3 +165,26 @@ for a in "1.0 0 1 0 1" "0.7 0 0.9 0 2" "1.3 5 1 0 3" "2.0 0 1 0.05 4" "0.5 20 0.
         --top-k "$2" --top-p "$3" --min-p "$4" --seed "$5" 2>&1)
     expect_eq "sampling.reference-$i (T=$1 K=$2 P=$3 M=$4 S=$5)" "$ref" "$ids"
 done
+
+# --- an independent verifier of sampled receipts: sample_reference.py --receipt takes the
+# prompt, sampler and seed from the receipt, re-picks the ids from cis2 trace's logits and
+# recomputes argmax-digest (§12.2) and witness-digest (§12.1 with docs/sampling.md §5's
+# sampler record) itself. An edited seed or top-k is a MISMATCH of the witness at least (here
+# both keep the ids: at T = 0.9 this model's steps are nearly certain).
+gids=$(sed -n 's/^generated-token-ids //p' "$T/ref.rcpt")
+if ! "$C" trace --model "$D" --prompt-ids "$P" --teacher-force "$(printf '%s' "$gids" | cut -d, -f1-$((L - 1)))" \
+    --nodes logits -o "$T/rv.st" >/dev/null 2>"$T/rv.err"; then
+    fail "sampling.reference-verifies-receipt" "trace: $(head -n1 "$T/rv.err")"
+else
+    o=$("$PY" tools/sample_reference.py "$T/rv.st" --receipt "$T/ref.rcpt" 2>&1); rc=$?
+    expect_eq "sampling.reference-verifies-receipt" "$rc: $(printf '%s' "$o" | tr '\n' ' ')" \
+        "0: MATCH generated-token-ids MATCH argmax-digest MATCH witness-digest"
+    for tk in "seed:s/^seed 77$/seed 78/" "top-k:s/top-k=50 /top-k=51 /"; do
+        IFS=: read -r nm ex <<<"$tk"
+        sed "$ex" "$T/ref.rcpt" >"$T/rv.$nm.rcpt"
+        o=$("$PY" tools/sample_reference.py "$T/rv.st" --receipt "$T/rv.$nm.rcpt" 2>&1); rc=$?
+        if [ $rc = 1 ] && ! cmp -s "$T/ref.rcpt" "$T/rv.$nm.rcpt" && printf '%s\n' "$o" | grep -q '^MISMATCH witness-digest: '; then
+            pass "sampling.reference-tampered-$nm"
+        else fail "sampling.reference-tampered-$nm" "rc $rc: $(printf '%s' "$o" | tr '\n' ' ')"; fi
+    done
+fi

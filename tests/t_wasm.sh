@@ -166,6 +166,80 @@ if [ -f "$d.native.receipt" ]; then
     fi
 fi
 
+# Sampling (docs/sampling.md) in wasm32: the same C sampler, on the logits wasm computes. A
+# sampled run's receipt is byte for byte native's, also with the digests held during the decode
+# (the replay then covers the sampler record, docs/sampling.md §5); a native sampled receipt
+# verifies (sampler and seed MATCH); an edited seed or temperature is a MISMATCH naming both;
+# and tools/sample_reference.py on the logits of a wasm32 trace picks the wasm run's ids, which
+# are native's: the same bits on a third architecture (t_sampling checks x86-64 and, in the
+# aarch64 leg, aarch64).
+V=tests/fixtures/llama.vector; d="$W/llama"
+if [ -f "$d/model.safetensors" ]; then
+    ids=$(grep '^prompt_token_ids=' "$V" | cut -d= -f2)
+    SP=(--temperature 1.5 --top-k 0 --top-p 0.95 --min-p 0.01 --seed 3)
+    "$CIS2" run --model "$d" --prompt-ids "$ids" -n 8 "${SP[@]}" --receipt "$d.s.native.receipt" >"$d.s.native.out" 2>&1 ||
+        fail wasm-sampled-setup "native cis2 run: $(tail -n1 "$d.s.native.out")"
+    export CIS2_WASM_SAMPLER="1.5 0 0.95 0.01 3"
+    for held in 0 1; do
+        nm=wasm-sampled-receipt-identical-native; [ $held = 1 ] && nm=wasm-sampled-run-digests-held-during-decode
+        hv=""; [ $held = 1 ] && hv=1
+        o=$(CIS2_WASM_HOLD_DIGESTS=$hv CIS2_RECEIPT_OUT="$d.s.wasm$held.receipt" $NC run "$d" "$ids" 8 2>&1)
+        if cmp -s "$d.s.native.receipt" "$d.s.wasm$held.receipt" && { [ $held = 0 ] || printf '%s\n' "$o" | grep -qx 'digests_held_during_decode=1'; } &&
+            printf '%s\n' "$o" | grep -qx 'sampler=temperature=1.5 top-k=0 top-p=0.95 min-p=0.01' && printf '%s\n' "$o" | grep -qx 'seed=3'; then
+            pass "$nm"
+        else fail "$nm" "$(printf '%s\n' "$o" | grep -v '^[a-z_0-9]*sha256=' | tr '\n' ' ') $(diff "$d.s.native.receipt" "$d.s.wasm$held.receipt" 2>&1 | head -4 | tr '\n' ' ')"; fi
+    done
+    unset CIS2_WASM_SAMPLER
+    for held in "" 1; do
+        o=$(CIS2_WASM_HOLD_DIGESTS=$held $NC verify "$d" "$d.s.native.receipt" 2>&1); rc=$?
+        if [ $rc -eq 0 ] && [ "$(printf '%s\n' "$o" | grep -c '^MATCH')" -eq 12 ] && printf '%s\n' "$o" | grep -qx 'MATCH sampler' &&
+            printf '%s\n' "$o" | grep -qx 'MATCH seed'; then pass "wasm-verifies-sampled-receipt${held:+-digests-held}"
+        else fail "wasm-verifies-sampled-receipt${held:+-digests-held}" "rc=$rc: $(printf '%s\n' "$o" | tr '\n' ' ')"; fi
+    done
+    for t in "seed s/^seed 3\$/seed 4/" "temperature s/temperature=1.5 /temperature=1.25 /" "top-p s/top-p=0.95 /top-p=0.9 /"; do
+        tn=${t%% *}
+        sed "${t#* }" "$d.s.native.receipt" > "$d.s.$tn.receipt"
+        o=$(CIS2_WASM_HOLD_DIGESTS=1 $NC verify "$d" "$d.s.$tn.receipt" 2>&1); rc=$?
+        if ! cmp -s "$d.s.native.receipt" "$d.s.$tn.receipt" && [ $rc -eq 1 ] &&
+            printf '%s\n' "$o" | grep -q '^MISMATCH sampler: receipt temperature=' && printf '%s\n' "$o" | grep -q '^MISMATCH seed: receipt ' &&
+            printf '%s\n' "$o" | grep -q '^MISMATCH witness-digest'; then pass "wasm-sampled-tampered-$tn-mismatch"
+        else fail "wasm-sampled-tampered-$tn-mismatch" "rc=$rc: $(printf '%s\n' "$o" | grep -v '^MATCH' | tr '\n' ' ')"; fi
+    done
+    # The glue's sampler text is read as `cis2 run` reads its flags: a bad one is one line naming it.
+    o=$(CIS2_WASM_SAMPLER="1 0 1.5 0 3" $NC run "$d" "$ids" 2 2>&1); rc=$?
+    if [ $rc -ne 0 ] && [ "$(printf '%s\n' "$o" | grep -c .)" -eq 1 ] && printf '%s\n' "$o" | grep -qxF 'ERROR top-p must be in [0, 1] (1 = off)'; then pass wasm-run-sampler-refused
+    else fail wasm-run-sampler-refused "rc=$rc: $o"; fi
+    o=$(CIS2_WASM_SAMPLER="1 0 1 0 18446744073709551616" $NC run "$d" "$ids" 2 2>&1); rc=$?
+    expect_eq wasm-run-sampler-seed-refused "$rc: $o" "1: ERROR seed: expected an integer from 0 to 18446744073709551615, got '18446744073709551616'"
+    PY=$(numpy_python)
+    if [ -z "$PY" ]; then skip wasm-sampling-reference "no python3 with numpy"
+    else
+        n_p=$(printf '%s' "$ids" | tr ',' '\n' | grep -c .)
+        i=0
+        for a in "1.5 0 0.95 0.01 3" "2.0 5 1 0 18446744073709551615"; do
+            set -- $a; i=$((i + 1))
+            wids=$(CIS2_WASM_SAMPLER="$a" $NC run "$d" "$ids" 8 2>&1 | sed -n 's/^generated_token_ids=//p')
+            nids=$("$CIS2" run --model "$d" --prompt-ids "$ids" -n 8 --temperature "$1" --top-k "$2" --top-p "$3" \
+                --min-p "$4" --seed "$5" 2>&1 | sed -n 's/^generated_token_ids=//p')
+            tr="$d.s.trace$i.st"
+            if ! to=$(node web/test/wasm_trace.mjs --wasm "$CIS2_WASM" --model "$d" --prompt-ids "$ids" \
+                --teacher-force "$(printf '%s' "$wids" | cut -d, -f1-7)" --out "$tr" 2>&1); then
+                fail "wasm-sampling-reference-$i" "wasm_trace: $to"; continue
+            fi
+            ref=$("$PY" tools/sample_reference.py "$tr" --n-prompt "$n_p" --temperature "$1" --top-k "$2" \
+                --top-p "$3" --min-p "$4" --seed "$5" 2>&1)
+            if [ -n "$wids" ] && [ "$ref" = "$wids" ] && [ "$wids" = "$nids" ]; then
+                pass "wasm-sampling-reference-$i (T=$1 K=$2 P=$3 M=$4 S=$5: reference on wasm32 logits = wasm32 = native)"
+            else fail "wasm-sampling-reference-$i" "reference '$ref', wasm32 '$wids', native '$nids'"; fi
+        done
+        # and, as a peer verifier on wasm32's logits, the native sampled receipt (the first
+        # set's): ids, argmax-digest and witness-digest (§12.1 with the sampler record) recomputed
+        o=$("$PY" tools/sample_reference.py "$d.s.trace1.st" --receipt "$d.s.native.receipt" 2>&1); rc=$?
+        expect_eq wasm-sampling-reference-verifies-receipt "$rc: $(printf '%s' "$o" | tr '\n' ' ')" \
+            "0: MATCH generated-token-ids MATCH argmax-digest MATCH witness-digest"
+    fi
+fi
+
 # The software FTZ/DAZ against this machine's hardware pin, operation by operation.
 if [ -f web/test/ftz_diff.sh ]; then bash web/test/ftz_diff.sh "$W"; fi
 exit 0

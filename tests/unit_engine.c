@@ -696,8 +696,10 @@ static void check_cancel_in_on_step(void)
  * need none); cis2_model_tokenizer then returns NULL with the reason in err,
  * or leaves err alone when the caller passes NULL for it (cis2.h). */
 /* cis2_witness_replay over a run recorded from on_step gives the run's
- * witness under the digests it ran with, greedy or with forced ids; under
- * another weights digest it gives another. */
+ * witness under the digests it ran with, greedy or with forced ids, and
+ * cis2_witness_replay_sampled a sampled run's (its stream holds the sampler
+ * record, docs/sampling.md §5); under another weights digest, or a sampled
+ * run replayed as a greedy one, it gives another. */
 typedef struct {
     float *rows;
     int32_t ids[16];
@@ -731,26 +733,35 @@ static void check_witness_replay(void)
     }
     const cis2_config *c = cis2_model_config(m);
     int32_t prompt[4] = { 7, 8, 9, 10 }, force[3] = { 1, 2, 3 };
-    for (int k = 0; k < 2; k++) {
+    static const char *const name[3] = { "", "forced-ids-", "sampled-" };
+    for (int k = 0; k < 3; k++) {
         rec_ctx rc = { malloc((size_t)16 * (size_t)c->vocab * sizeof(float)), { 0 }, 0, c->vocab };
-        cis2_gen_opts g = { 9, 0, rec_on_step, &rc, k ? force : NULL, k ? 3 : 0 };
+        cis2_gen_opts g = { 9, 0, rec_on_step, &rc, k == 1 ? force : NULL, k == 1 ? 3 : 0 };
+        const cis2_sampler smp = { 1.5f, 0, 0.95f, 0.0f, 3 }, *sp = k == 2 ? &smp : NULL;
         cis2_result r;
-        if (!rc.rows || cis2_generate(e, prompt, 4, &g, &r, err)) {
+        if (!rc.rows || cis2_generate_sampled(e, prompt, 4, &g, sp, &r, err)) {
             CHECK("witness-replay.generate", 0, "%s", err);
             free(rc.rows);
             break;
         }
-        uint8_t w[32], w2[32];
+        uint8_t w[32], w2[32], w3[32];
         cis2_digests d = *cis2_model_digests(m);
-        cis2_witness_replay(&d, prompt, 4, rc.rows, rc.ids, rc.n, c->vocab, w);
+        cis2_witness_replay_sampled(&d, sp, prompt, 4, rc.rows, rc.ids, rc.n, c->vocab, w);
+        cis2_witness_replay(&d, prompt, 4, rc.rows, rc.ids, rc.n, c->vocab, w3);
         d.weights_sha256[0] ^= 1;
-        cis2_witness_replay(&d, prompt, 4, rc.rows, rc.ids, rc.n, c->vocab, w2);
-        CHECK(k ? "witness-replay.forced-ids-equals-run" : "witness-replay.equals-run",
-              rc.n == r.n_gen && !memcmp(w, r.witness, 32), "%d of %d steps recorded", rc.n,
+        cis2_witness_replay_sampled(&d, sp, prompt, 4, rc.rows, rc.ids, rc.n, c->vocab, w2);
+        char nm[96];
+        snprintf(nm, sizeof nm, "witness-replay.%sequals-run", name[k]);
+        CHECK(nm, rc.n == r.n_gen && !memcmp(w, r.witness, 32), "%d of %d steps recorded", rc.n,
               r.n_gen);
-        CHECK(k ? "witness-replay.forced-ids-other-weights-digest-differs"
-                : "witness-replay.other-weights-digest-differs",
-              memcmp(w2, r.witness, 32) != 0, "the same witness");
+        snprintf(nm, sizeof nm, "witness-replay.%sother-weights-digest-differs", name[k]);
+        CHECK(nm, memcmp(w2, r.witness, 32) != 0, "the same witness");
+        /* greedy: the sampled replay without a sampler is the plain one; sampled:
+         * the plain replay (no sampler record) is not the run's witness */
+        snprintf(nm, sizeof nm, "witness-replay.%s%s", name[k],
+                 k == 2 ? "without-sampler-differs" : "no-sampler-is-plain-replay");
+        CHECK(nm, (memcmp(w3, r.witness, 32) != 0) == (k == 2), "plain replay %s the run's",
+              k == 2 ? "gives" : "does not give");
         cis2_result_free(&r);
         free(rc.rows);
     }

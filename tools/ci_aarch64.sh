@@ -162,6 +162,41 @@ for be in ref fast; do
         [ -n "$h" ] && [ "$h" == "$a" ] && pass "run.llama.$be.${p%% *}-equal-host" || fail "run.llama.$be.${p%% *}-equal-host" "$(diff <(echo "$h") <(echo "$a") | head -4 | tr '\n' ' ')"
     done
 done
+# sampling (docs/sampling.md): one seed gives the host's output and receipt on both backends,
+# the host's sampled receipt verifies here, and tools/sample_reference.py (docs/sampling.md
+# read independently, numpy) on the logits of an aarch64 trace picks those ids: the sampler's
+# bits on aarch64, from aarch64's own logits (t_sampling.sh, which this leg also runs, checks
+# more parameters; t_wasm.sh does the same for wasm32).
+SP=(--temperature 1.5 --top-k 0 --top-p 0.95 --min-p 0.01 --seed 3)
+"$HOST" run --model "$M" --prompt-ids 5,17,42,7,99 -n 8 "${SP[@]}" --receipt "$T/sampled.host.receipt" 2>&1 | strip > "$T/sampled.host.out"
+for be in ref fast; do
+    o=$("$A" run --model "$M" --prompt-ids 5,17,42,7,99 -n 8 "${SP[@]}" --backend $be --threads 2 --receipt "$T/sampled.$be.receipt" 2>&1); rc=$?
+    echo "$o" | strip > "$T/sampled.$be.out"
+    if [ $rc -eq 0 ] && grep -q '^seed=3$' "$T/sampled.$be.out" && cmp -s "$T/sampled.$be.out" "$T/sampled.host.out" &&
+        cmp -s "$T/sampled.$be.receipt" "$T/sampled.host.receipt"; then pass "run.sampled.$be-output-and-receipt-equal-host"
+    else fail "run.sampled.$be-output-and-receipt-equal-host" "rc=$rc $(diff "$T/sampled.host.out" "$T/sampled.$be.out" | head -4 | tr '\n' ' ')"; fi
+done
+o=$("$A" verify "$T/sampled.host.receipt" --model "$M" 2>&1); rc=$?
+[ $rc -eq 0 ] && echo "$o" | grep -qx 'MATCH seed' && pass "verify.sampled.host-receipt-on-aarch64" ||
+    fail "verify.sampled.host-receipt-on-aarch64" "rc=$rc $(echo "$o" | grep -m3 MISMATCH | tr '\n' ' ')"
+PY=""
+for c in /usr/bin/python3 python3; do command -v "$c" >/dev/null && "$c" -c 'import numpy' 2>/dev/null && { PY=$c; break; }; done
+sids=$(sed -n 's/^generated_token_ids=//p' "$T/sampled.fast.out")
+if [ -z "$PY" ]; then skip sampling.reference "no python3 with numpy"
+elif [ -z "$sids" ] || ! "$A" trace --model "$M" --prompt-ids 5,17,42,7,99 --teacher-force "$(echo "$sids" | cut -d, -f1-7)" \
+    --nodes logits -o "$T/sampled.st" >/dev/null 2>"$T/sampled.trace.err"; then
+    fail sampling.reference "no aarch64 trace: $(head -n1 "$T/sampled.trace.err" 2>/dev/null)"
+else
+    ref=$("$PY" tools/sample_reference.py "$T/sampled.st" --n-prompt 5 --temperature 1.5 --top-k 0 --top-p 0.95 \
+        --min-p 0.01 --seed 3 2>&1)
+    [ "$ref" = "$sids" ] && [ "$sids" = "$(sed -n 's/^generated_token_ids=//p' "$T/sampled.host.out")" ] &&
+        pass "sampling.reference-on-aarch64-logits-equals-aarch64-and-host ($sids)" ||
+        fail sampling.reference-on-aarch64-logits-equals-aarch64-and-host "reference '$ref', aarch64 '$sids', host $(grep generated "$T/sampled.host.out")"
+    # the host's receipt verified by the reference as a peer would, on aarch64's logits
+    o=$("$PY" tools/sample_reference.py "$T/sampled.st" --receipt "$T/sampled.host.receipt" 2>&1); rc=$?
+    [ $rc -eq 0 ] && [ "$(echo "$o" | grep -c '^MATCH')" -eq 3 ] && pass sampling.reference-verifies-host-receipt-on-aarch64-logits ||
+        fail sampling.reference-verifies-host-receipt-on-aarch64-logits "rc=$rc $(echo "$o" | tr '\n' ' ')"
+fi
 # tokenizer round trip on the fixture tokenizer
 for s in "Hello, world!" "  multiple   spaces\tand\nnewlines" "ünïcödé ✓ 日本語 🙂"; do
     h=$("$HOST" tokenize --model "$M" "$s" 2>&1); a=$("$A" tokenize --model "$M" "$s" 2>&1)

@@ -11,9 +11,20 @@ separated, as `cis2 run` prints generated_token_ids=.
     python3 tools/sample_reference.py TRACE --n-prompt N --temperature T
         [--top-k K] [--top-p P] [--min-p M] --seed S [--steps N]
 
+With --receipt R (a CIS-2-RECEIPT v1+sampling file) it verifies R instead, as a peer would:
+the prompt ids, sampler and seed come from R, TRACE must be R's run (its prompt ids, then R's
+generated ids but the last teacher-forced), and it prints MATCH/MISMATCH for
+generated-token-ids (the ids this sampler picks), argmax-digest (spec §12.2) and
+witness-digest (§12.1 with docs/sampling.md §5's sampler record), exit 0 when all match.
+The five artifact digests are taken from R as they are: that they are the model's files'
+is sha256sum's to check.
+
+    python3 tools/sample_reference.py TRACE --receipt R
+
 tests/t_sampling.sh runs it against cis2 for several seeds and parameters.
 """
 import argparse
+import hashlib
 import json
 import struct
 import sys
@@ -167,28 +178,112 @@ def read_trace(path):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("trace")
-    ap.add_argument("--n-prompt", type=int, required=True)
-    ap.add_argument("--temperature", type=float, required=True)
-    ap.add_argument("--top-k", type=int, default=0)
-    ap.add_argument("--top-p", type=float, default=1.0)
-    ap.add_argument("--min-p", type=float, default=0.0)
-    ap.add_argument("--seed", type=int, required=True)
-    ap.add_argument("--steps", type=int, default=0, help="0: every logits tensor from the prompt's last")
-    a = ap.parse_args()
-    t = read_trace(a.trace)
+def sample_ids(t, n_prompt, T, K, P, M, seed, steps, path):
     ids = []
     step = 0
     while True:
-        name = "p%d.logits" % (a.n_prompt - 1 + step)
-        if name not in t or (a.steps and step >= a.steps):
+        name = "p%d.logits" % (n_prompt - 1 + step)
+        if name not in t or (steps and step >= steps):
             break
-        ids.append(pick(t[name], a.temperature, a.top_k, a.top_p, a.min_p, a.seed, step))
+        ids.append(pick(t[name], T, K, P, M, seed, step))
         step += 1
     if not ids:
-        sys.exit("sample_reference.py: %s holds no p%d.logits" % (a.trace, a.n_prompt - 1))
+        sys.exit("sample_reference.py: %s holds no p%d.logits" % (path, n_prompt - 1))
+    return ids
+
+
+RECEIPT_KEYS = [
+    "spec-version", "weights-sha256", "config-sha256", "tokenizer-sha256", "prompt-hex",
+    "prompt-token-ids", "gen-toks", "dtype", "table-digest", "inv-freq-table-digest",
+    "generated-token-ids", "argmax-digest", "witness-digest", "sampler", "seed",
+]
+
+
+def read_receipt(path):
+    """docs/sampling.md §6: the v1+sampling form only (a v1 receipt is greedy: no sampler)."""
+    try:
+        lines = open(path, "rb").read().decode("ascii").split("\n")
+    except (OSError, UnicodeDecodeError) as e:
+        sys.exit("sample_reference.py: %s: cannot read: %s" % (path, e))
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines or lines[0] != "CIS-2-RECEIPT v1+sampling":
+        sys.exit('sample_reference.py: %s: line 1: not "CIS-2-RECEIPT v1+sampling"' % path)
+    if len(lines) != 1 + len(RECEIPT_KEYS):
+        sys.exit("sample_reference.py: %s: %d lines, expected %d" % (path, len(lines), 1 + len(RECEIPT_KEYS)))
+    r = {}
+    for i, (k, line) in enumerate(zip(RECEIPT_KEYS, lines[1:])):
+        key, _, val = line.partition(" ")
+        if key != k:
+            sys.exit('sample_reference.py: %s: line %d: expected "%s"' % (path, i + 2, k))
+        r[k] = val
+    smp = dict(kv.split("=", 1) for kv in r["sampler"].split(" "))
+    ids = lambda v: [int(x) for x in v.split(",")]
+    try:
+        return {
+            "digests": b"".join(bytes.fromhex(r[k]) for k in (
+                "weights-sha256", "tokenizer-sha256", "config-sha256", "table-digest",
+                "inv-freq-table-digest")),
+            "prompt": ids(r["prompt-token-ids"]), "gen": ids(r["generated-token-ids"]),
+            "argmax": r["argmax-digest"], "witness": r["witness-digest"],
+            # §1: each number read as the nearest binary32 (Python's float, then float32)
+            "T": F(float(smp["temperature"])), "K": int(smp["top-k"]),
+            "P": F(float(smp["top-p"])), "M": F(float(smp["min-p"])), "S": int(r["seed"]),
+        }
+    except (KeyError, ValueError) as e:
+        sys.exit("sample_reference.py: %s: malformed value: %s" % (path, e))
+
+
+def u32(v):
+    return struct.pack("<I", v & 0xFFFFFFFF)
+
+
+def verify_receipt(trace_path, rpath):
+    r = read_receipt(rpath)
+    t = read_trace(trace_path)
+    n_p, n = len(r["prompt"]), len(r["gen"])
+    got = sample_ids(t, n_p, r["T"], r["K"], r["P"], r["M"], r["S"], n, trace_path)
+    # §12.2: SHA-256 over the prompt ids and the generated ids, u32 little-endian
+    am = hashlib.sha256(b"".join(u32(i) for i in r["prompt"] + got)).hexdigest()
+    # §12.1 with docs/sampling.md §5: the artifact digests, the prompt ids, the 40-byte sampler
+    # record, then each step's logits row (binary32 little-endian) and its id
+    w = hashlib.sha256(r["digests"])
+    w.update(b"".join(u32(i) for i in r["prompt"]))
+    w.update(b"CIS-2-SAMPLER-v1" + struct.pack("<fIffQ", r["T"], r["K"], r["P"], r["M"], r["S"]))
+    for step, i in enumerate(got):
+        w.update(t["p%d.logits" % (n_p - 1 + step)].astype("<f4").tobytes())
+        w.update(u32(i))
+    rows = [("generated-token-ids", ",".join(map(str, r["gen"])), ",".join(map(str, got))),
+            ("argmax-digest", r["argmax"], am), ("witness-digest", r["witness"], w.hexdigest())]
+    bad = 0
+    for k, want, have in rows:
+        if want == have:
+            print("MATCH " + k)
+        else:
+            bad += 1
+            print("MISMATCH %s: receipt %s, recomputed %s" % (k, want, have))
+    sys.exit(1 if bad else 0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("trace")
+    ap.add_argument("--receipt", help="verify this v1+sampling receipt against TRACE's logits")
+    ap.add_argument("--n-prompt", type=int)
+    ap.add_argument("--temperature", type=float)
+    ap.add_argument("--top-k", type=int, default=0)
+    ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--min-p", type=float, default=0.0)
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--steps", type=int, default=0, help="0: every logits tensor from the prompt's last")
+    a = ap.parse_args()
+    if a.receipt:
+        verify_receipt(a.trace, a.receipt)
+    for k in ("n_prompt", "temperature", "seed"):
+        if getattr(a, k) is None:
+            ap.error("--%s is required (or --receipt)" % k.replace("_", "-"))
+    t = read_trace(a.trace)
+    ids = sample_ids(t, a.n_prompt, a.temperature, a.top_k, a.top_p, a.min_p, a.seed, a.steps, a.trace)
     print(",".join(str(i) for i in ids))
 
 

@@ -4,6 +4,8 @@
 # load a fixture model, verify a good receipt made by the native
 # `cis2 run --receipt` (PASS), verify a doctored one (shows which field
 # fails), run a prompt and check its downloaded receipt equals native's,
+# the same for a sampled receipt (v1+sampling: verifies; a changed seed fails,
+# naming sampler and seed) and a sampled run,
 # check the engine-worker SHA-256 (?hash=wasm) gives the hash worker's hashes,
 # and take screenshots into $TESTTMP (default tests/tmp/). Prints PASS/FAIL
 # lines, then "N passed, N failed"; exit status 0 only when all pass.
@@ -51,6 +53,11 @@ n=$(grep '^gen_toks=' tests/fixtures/llama.vector | cut -d= -f2)
 awk '/^witness-digest /{ c=substr($2,1,1); $2=(c=="0"?"1":"0") substr($2,2) } { print }' "$T/good.receipt" > "$T/doctored.receipt"
 PROMPT="Once upon a time"
 "$CIS2" run --model "$M" --prompt "$PROMPT" -n 5 --receipt "$T/run.receipt" >> "$log" 2>&1 || need_fail "native cis2 run --prompt failed"
+# Sampled receipts (docs/sampling.md): one to verify (and tamper with), one the page's run must give.
+"$CIS2" run --model "$M" --prompt-ids "$ids" -n "$n" --temperature 1.5 --top-p 0.95 --min-p 0.01 --seed 3 \
+    --receipt "$T/sampled.receipt" >> "$log" 2>&1 || need_fail "native sampled cis2 run failed"
+"$CIS2" run --model "$M" --prompt "$PROMPT" -n 5 --temperature 0.8 --top-k 40 --seed 18446744073709551615 \
+    --receipt "$T/sampled-run.receipt" >> "$log" 2>&1 || need_fail "native sampled cis2 run --prompt failed"
 
 # A model whose tokenizer.json the library cannot load (config.json's bytes): prompt-hex cannot
 # be checked there, natively or in the page. Its receipt is put together from `cis2 run`'s
@@ -88,7 +95,7 @@ if [ -n "${CIS2_WEB_BIG_MODEL:-}" ]; then
     "$CIS2" run --model "$CIS2_WEB_BIG_MODEL" --prompt "$PROMPT" -n 16 --receipt "$T/big.receipt" >> "$log" 2>&1 || need_fail "native run on $CIS2_WEB_BIG_MODEL failed"
     BIG_ENV=(BIG_MODEL_DIR="$CIS2_WEB_BIG_MODEL" BIG_RECEIPT="$T/big.receipt")
 fi
-env "${BIG_ENV[@]}" NOTOK_DIR="$NT" NOTOK_RECEIPT="$T/notok.receipt" CHROMIUM="$CHROMIUM" timeout 1200 node web/test/page_test.mjs "http://127.0.0.1:$port/index.html" "$M" \
+env "${BIG_ENV[@]}" SAMPLED_RECEIPT="$T/sampled.receipt" SAMPLED_RUN_RECEIPT="$T/sampled-run.receipt" NOTOK_DIR="$NT" NOTOK_RECEIPT="$T/notok.receipt" CHROMIUM="$CHROMIUM" timeout 1200 node web/test/page_test.mjs "http://127.0.0.1:$port/index.html" "$M" \
     "$T/good.receipt" "$T/doctored.receipt" "$PROMPT" 5 "$T/run.receipt" "$T" 2>&1 | tee -a "$log"
 prc=${PIPESTATUS[0]}
 # A page test that dies before its checks (a syntax error, a timeout) has printed no FAIL line.

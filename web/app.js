@@ -86,7 +86,7 @@ function showError(e) { $('error').textContent = e ? String(e.message || e) : ''
 // A verdict is about one receipt and the model loaded for it: it goes when either changes, so a
 // PASS never stands next to a receipt or files it was not given for.
 function clearVerdict() {
-  $('verdict').className = ''; $('verdict').textContent = '';
+  $('verdict').className = ''; $('verdict').textContent = ''; $('verify-sampler').textContent = '';
   $('fields').querySelector('tbody').innerHTML = ''; $('verify-gen').innerHTML = '';
 }
 const RECEIPT_MAX = 64 << 20;   // `cis2 verify`'s limit (CIS2_RECEIPT_MAX, src/verify/verify.h)
@@ -259,6 +259,9 @@ $('verify-btn').onclick = () => withBusy(async () => {
     tr.innerHTML = '<td>prompt-hex</td><td class="st">skipped</td><td>(empty in the receipt)</td><td></td>';
     tbody.appendChild(tr);
   }
+  // A sampled receipt (docs/sampling.md §6) was re-run under the sampler and seed it states;
+  // its verdict has the rows sampler and seed.
+  if (r.sampler) $('verify-sampler').textContent = `sampled: ${r.sampler}, seed ${r.seed}`;
   const bad = r.fields.filter((f) => !f.ok).map((f) => f.field);
   if (bad.length === 0) {
     v.className = 'pass';
@@ -282,14 +285,31 @@ $('run-btn').onclick = () => withBusy(async () => {
   await ensureLoaded();
   const n = parseInt($('n').value, 10);
   if (!(n >= 1)) throw new Error('tokens must be at least 1');
+  const sampling = samplingOpts();
   setProgress(0, 'decoding…');
-  const r = await call('run', { opts: { prompt: $('prompt').value, n, stopAtEos: $('stop-eos').checked } });
+  const r = await call('run', { opts: { prompt: $('prompt').value, n, stopAtEos: $('stop-eos').checked, sampling } });
   await hashed;
   $('run-out').innerHTML = genBlock(r).replace('id="gen-text"', 'id="run-text"').replace('id="speed"', 'id="run-speed"') +
-    `<div class="mono">argmax-digest ${r.argmax_digest}<br>CIS2_REF ${r.cis2_ref}</div>`;
+    `<div class="mono">argmax-digest ${r.argmax_digest}<br>CIS2_REF ${r.cis2_ref}` +
+    (r.sampler ? `<br><span id="run-sampler">sampler ${escapeHtml(r.sampler)}<br>seed ${escapeHtml(r.seed)}</span>` : '') + '</div>';
   $('run-receipt').value = r.receipt;
   for (const id of ['run-receipt', 'download-btn', 'use-btn']) $(id).hidden = false;
 });
+
+// The run's sampler, as `cis2 run --temperature T --top-k K --top-p P --min-p M --seed S`
+// takes it (the engine reads each value and names one it refuses): null for greedy. As the
+// CLI, a temperature of 0 with another sampling value set is refused, not ignored.
+function samplingOpts() {
+  const v = (id) => $(id).value.trim();
+  const o = { temperature: v('s-temperature'), topK: v('s-top-k'), topP: v('s-top-p'), minP: v('s-min-p'), seed: v('s-seed') };
+  if (/^0*(\.0+)?$/.test(o.temperature)) {   // 0, 0.0, or left empty: greedy
+    const set = [['top-k', o.topK, '0'], ['top-p', o.topP, '1'], ['min-p', o.minP, '0'], ['seed', o.seed, '']]
+      .find(([, x, d]) => x !== d);
+    if (set) throw new Error(`${set[0]} needs a temperature above 0 (temperature 0 is the greedy argmax, which has no ${set[0]})`);
+    return null;
+  }
+  return o;
+}
 
 $('download-btn').onclick = () => {
   const url = URL.createObjectURL(new Blob([$('run-receipt').value], { type: 'text/plain' }));

@@ -370,13 +370,17 @@ export class Cis2 {
     return this.digestInfo;
   }
 
-  // { prompt } (text) or { promptIds: '1,2,3' }; n; stopAtEos. run and verify decode at once
+  // { prompt } (text) or { promptIds: '1,2,3' }; n; stopAtEos; sampling (null: greedy) as
+  // { temperature, topK, topP, minP, seed }, each a number or its text as `cis2 run`'s flags
+  // take it (docs/sampling.md §1; the seed a decimal string up to 2^64 - 1, or left out: one
+  // from crypto.getRandomValues, returned as the result's seed). run and verify decode at once
   // and report when both artifact digests are in: after load(.., { early: true }) the hash
   // worker may still be hashing the file's last chunks while they decode.
-  async run({ prompt = null, promptIds = null, n = 16, stopAtEos = false }) {
+  async run({ prompt = null, promptIds = null, n = 16, stopAtEos = false, sampling = null }) {
+    const smp = sampling ? samplerText(sampling) : null;
     return this._serial(async () => {
-      const decode = () => this._withStr(promptIds, (ip) =>
-        this._withStr(promptIds ? null : prompt, (pp, pl) => this.x.cis2w_run(pp, pl, ip, n, stopAtEos ? 1 : 0)));
+      const decode = () => this._withStr(promptIds, (ip) => this._withStr(smp, (sp) =>
+        this._withStr(promptIds ? null : prompt, (pp, pl) => this.x.cis2w_run(pp, pl, ip, n, stopAtEos ? 1 : 0, sp))));
       const waited = await this._decoded(decode), r = this._json(this.x.cis2w_run_report());
       r.hash_wait_ms = waited;
       return r;
@@ -451,6 +455,25 @@ export class Cis2 {
 }
 
 const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
+
+// run()'s sampling as cis2w_run takes it: "T K P M S" (web/wasm_api.c parse_sampler reads
+// each as `cis2 run` reads its flag and names the one it refuses). A seed left out is drawn
+// here, 64 bits from the platform's randomness, as `cis2 run` draws one.
+function samplerText({ temperature, topK = 0, topP = 1, minP = 0, seed = null }) {
+  if (seed === null || seed === undefined || String(seed).trim() === '') {
+    const w = new Uint32Array(2);
+    crypto.getRandomValues(w);
+    seed = ((BigInt(w[0]) << 32n) | BigInt(w[1])).toString();
+  }
+  // A space inside a value would shift the fields: such a value is no number of §1's form
+  // (said in `cis2 run`'s words, as web/wasm_api.c parse_sampler says the rest).
+  const f = [temperature, topK, topP, minP, seed].map((v) => String(v).trim());
+  const want = ['a number like 0.7', 'an integer from 0 to 2147483647', 'a number in [0, 1] (1 = off)',
+    'a number in [0, 1] (0 = off)', 'an integer from 0 to 18446744073709551615'];
+  for (const [i, name] of ['temperature', 'top-k', 'top-p', 'min-p', 'seed'].entries())
+    if (f[i] === '' || /\s/.test(f[i])) throw new Error(`${name}: expected ${want[i]}, got '${f[i]}'`);
+  return f.join(' ');
+}
 const digestKey = (name) => (name === 'model.safetensors' ? 'weights_sha256' : 'tokenizer_sha256');
 
 // safetensors: the length of the file's head that holds its header (8 bytes of length, then

@@ -16,6 +16,7 @@
  * file; errors as a NULL/nonzero return and cis2w_error(). */
 #include "verify/trace.h"
 #include "core/fparith.h"
+#include "engine/sample.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -294,11 +295,15 @@ static void on_step(void *ctx, int step, const float *logits, int vocab, int32_t
     cis2js_progress(step + 1, *(const int *)ctx);
 }
 
+/* The sampler of the decode held (all zero: greedy); a sampled run's
+ * stream also holds its record (docs/sampling.md §5). */
+static cis2_sampler g_smp;
+
 /* The recorded run's witness under the model's digests as they are now. */
 static void rec_replay(const cis2_result *r, uint8_t out[32])
 {
-    cis2_witness_replay(&g_m.dg, r->prompt, r->n_prompt, g_rec.rows, g_rec.ids, g_rec.n,
-                        g_m.cfg.vocab, out);
+    cis2_witness_replay_sampled(&g_m.dg, &g_smp, r->prompt, r->n_prompt, g_rec.rows, g_rec.ids,
+                                g_rec.n, g_m.cfg.vocab, out);
 }
 
 /* After a decode that recorded: the recording must give the witness the
@@ -369,16 +374,17 @@ static struct {
 static void pend_drop(void)
 {
     rec_drop();
+    memset(&g_smp, 0, sizeof g_smp);
     if (g_pend.have_r) cis2_result_free(&g_pend.r);
     free(g_pend.bytes);
     if (g_pend.kind == 2 && !g_pend.perr[0]) cis2_receipt_free(&g_pend.rc);
     memset(&g_pend, 0, sizeof g_pend);
 }
 
-/* The held decode of run and verify: recorded while a digest is pending
- * (rec_needed) and then checked against the engine's own witness
- * (rec_check). Returns 0, 2 (too long to record: nothing decoded), or 1 with
- * g_err; all but 0 drop what is held. */
+/* The held decode of run and verify, with g_smp's sampler (greedy when all
+ * zero): recorded while a digest is pending (rec_needed) and then checked
+ * against the engine's own witness (rec_check). Returns 0, 2 (too long to
+ * record: nothing decoded), or 1 with g_err; all but 0 drop what is held. */
 static int pend_decode(const int32_t *prompt, int n_prompt, cis2_gen_opts *g)
 {
     int rec = rec_needed(g->n_gen);
@@ -390,7 +396,7 @@ static int pend_decode(const int32_t *prompt, int n_prompt, cis2_gen_opts *g)
     int total = g->n_gen;
     g->on_step = on_step;
     g->ctx = &total;
-    if (cis2_generate(g_e, prompt, n_prompt, g, &g_pend.r, g_err)) {
+    if (cis2_generate_sampled(g_e, prompt, n_prompt, g, &g_smp, &g_pend.r, g_err)) {
         pend_drop();
         return 1;
     }
@@ -402,18 +408,74 @@ static int pend_decode(const int32_t *prompt, int n_prompt, cis2_gen_opts *g)
     return 0;
 }
 
+/* A sampler as the glue passes it: "T K P M S", the temperature, top-k,
+ * top-p, min-p and seed in the forms `cis2 run --temperature ...` reads
+ * (docs/sampling.md §1: each number read as the nearest binary32; the seed a
+ * decimal u64). NULL or "" is greedy. Returns 0, or 1 with g_err naming the
+ * parameter. */
+static int parse_sampler(const char *txt, cis2_sampler *s)
+{
+    /* `cis2 run`'s words for the same flags (docs/errors.md, run-*-bad) */
+    static const char *const name[5] = { "temperature", "top-k", "top-p", "min-p", "seed" };
+    static const char *const want[5] = { "a number like 0.7", "an integer from 0 to 2147483647",
+                                         "a number in [0, 1] (1 = off)",
+                                         "a number in [0, 1] (0 = off)",
+                                         "an integer from 0 to 18446744073709551615" };
+    memset(s, 0, sizeof *s);
+    s->top_p = 1.0f;
+    if (!txt || !*txt) return 0;
+    char f[5][72];
+    const char *p = txt;
+    for (int k = 0; k < 5; k++) {
+        const char *e = strchr(p, ' ');
+        size_t n = e && k < 4 ? (size_t)(e - p) : strlen(p);
+        if (k < 4 && !e) {
+            snprintf(g_err, CIS2_ERR_LEN, "sampler: expected 'T K P M S', got %d field(s)", k + 1);
+            return 1;
+        }
+        if (n >= sizeof f[k]) n = sizeof f[k] - 1; /* too long: refused by its parser below */
+        memcpy(f[k], p, n);
+        f[k][n] = 0;
+        p += n + 1;
+    }
+    uint64_t u = 0;
+    int bad = -1;
+    if (smp_parse_num(f[0], &s->temperature)) bad = 0;
+    else if (smp_parse_seed(f[1], &u) || u > 0x7FFFFFFF) bad = 1;
+    else if (smp_parse_num(f[2], &s->top_p)) bad = 2;
+    else if (smp_parse_num(f[3], &s->min_p)) bad = 3;
+    else if (smp_parse_seed(f[4], &s->seed)) bad = 4;
+    if (bad >= 0) {
+        char esc[160];
+        cis2_escape(f[bad], strlen(f[bad]), esc, sizeof esc, CIS2_ESC_TEXT);
+        snprintf(g_err, CIS2_ERR_LEN, "%s: expected %s, got '%s'", name[bad], want[bad], esc);
+        return 1;
+    }
+    s->top_k = (int)u;
+    if (cis2_sampler_check(s, g_err)) return 1;
+    if (s->temperature == 0.0f) {
+        snprintf(g_err, CIS2_ERR_LEN, "sampler: temperature 0 is greedy; pass no sampler");
+        return 1;
+    }
+    return 0;
+}
+
 /* `cis2 run`, its decode: a text prompt (prompt != NULL) or comma-separated
- * ids. Returns 0 (cis2w_run_report gives the result), 2 when the run is too
- * long to record before the digests are in (call again once they are), or 1
- * with cis2w_error(). */
+ * ids; sampler NULL (greedy) or parse_sampler's text. Returns 0
+ * (cis2w_run_report gives the result), 2 when the run is too long to record
+ * before the digests are in (call again once they are), or 1 with
+ * cis2w_error(). */
 EXPORT("cis2w_run")
-int w_run(const char *prompt, size_t plen, const char *ids_csv, int n_gen, int stop_at_eos)
+int w_run(const char *prompt, size_t plen, const char *ids_csv, int n_gen, int stop_at_eos,
+          const char *sampler)
 {
     pend_drop();
     if (!g_e) {
         snprintf(g_err, CIS2_ERR_LEN, "no model loaded");
         return 1;
     }
+    cis2_sampler smp;
+    if (parse_sampler(sampler, &smp)) return 1;
     int32_t *ids = NULL;
     int n = 0;
     char *bytes = NULL;
@@ -451,6 +513,7 @@ int w_run(const char *prompt, size_t plen, const char *ids_csv, int n_gen, int s
     g_pend.kind = 1;
     g_pend.bytes = bytes;
     g_pend.blen = blen;
+    g_smp = smp;
     cis2_gen_opts g = { n_gen, stop_at_eos, NULL, NULL, NULL, 0 };
     int rc = pend_decode(ids, n, &g); /* the result copies the prompt ids */
     free(ids);
@@ -490,7 +553,15 @@ EXPORT("cis2w_run_report") const char *w_run_report(void)
         ",\"n_prompt\":%d,\"n_gen\":%d,\"stopped_at_eos\":%d,\"prefill_ms\":%.3f,\"decode_"
         "ms\":%.3f",
         r->n_prompt, r->n_gen, r->stopped_at_eos, r->prefill_ms, r->decode_ms);
-    if (cis2_receipt_format(&rc, &rtext, &rlen) == 0) {
+    const int sampled = g_smp.temperature > 0.0f;
+    if (sampled) { /* docs/sampling.md §6: the receipt's two lines, as `cis2 run` prints them */
+        char sl[160];
+        smp_format(&g_smp, sl, sizeof sl);
+        cis2_sb_put(&s, ",\"sampler\":", 11);
+        sb_cstr(&s, sl);
+        cis2_sb_printf(&s, ",\"seed\":\"%llu\"", (unsigned long long)g_smp.seed);
+    }
+    if (cis2_receipt_format_sampled(&rc, sampled ? &g_smp : NULL, &rtext, &rlen) == 0) {
         cis2_sb_put(&s, ",\"receipt\":", 11);
         cis2_sb_json_str(&s, rtext, rlen);
     } else {
@@ -502,8 +573,9 @@ EXPORT("cis2w_run_report") const char *w_run_report(void)
     return sb_finish(&s);
 }
 
-/* `cis2 verify`, its decode: the receipt parsed and its prompt re-run as
- * cis2_receipt_verify does (the same refusals, in the same order). Returns
+/* `cis2 verify`, its decode: the receipt parsed (v1, or v1+sampling with
+ * its sampler and seed, docs/sampling.md §6) and its prompt re-run as
+ * cis2_receipt_verify_sampled does (the same refusals, in the same order). Returns
  * 0 (a receipt that does not parse included: its report says so; the verdict
  * is cis2w_verify_report's), 2 as cis2w_run, or 1 with cis2w_error(). */
 EXPORT("cis2w_verify") int w_verify(const char *text, size_t len)
@@ -514,7 +586,7 @@ EXPORT("cis2w_verify") int w_verify(const char *text, size_t len)
         return 1;
     }
     g_pend.kind = 2;
-    if (cis2_receipt_parse(text, len, "receipt", &g_pend.rc, g_pend.perr)) {
+    if (cis2_receipt_parse_sampled(text, len, "receipt", &g_pend.rc, &g_smp, g_pend.perr)) {
         if (!g_pend.perr[0]) snprintf(g_pend.perr, CIS2_ERR_LEN, "the receipt does not parse");
         return 0;
     }
@@ -522,6 +594,10 @@ EXPORT("cis2w_verify") int w_verify(const char *text, size_t len)
      * digests. With one pending its hash field may differ for now, so a
      * receipt too long for the model (2, or *run 0) is decided at the
      * report, which runs _begin again. */
+    if (cis2_sampler_check(&g_smp, g_err)) { /* as cis2_receipt_verify_sampled */
+        pend_drop();
+        return 1;
+    }
     cis2_verdict v;
     cis2_gen_opts g;
     int run, b = cis2_receipt_verify_begin(&g_m, &g_pend.rc, &v, &g, &run, g_err);
@@ -562,7 +638,7 @@ EXPORT("cis2w_verify_report") const char *w_verify_report(void)
     if (g_pend.have_r) {
         rec_bind(&g_pend.r);
         g_pend.have_r = 0; /* _finish takes the result over */
-        if (cis2_receipt_verify_finish(&g_pend.rc, &g_pend.r, &v, g_err)) {
+        if (cis2_receipt_verify_finish_sampled(&g_pend.rc, &g_smp, &g_pend.r, &v, g_err)) {
             pend_drop();
             return NULL;
         }
@@ -593,6 +669,13 @@ EXPORT("cis2w_verify_report") const char *w_verify_report(void)
         v.mismatches, skipped_prompt, r->n_prompt, r->n_gen, r->prefill_ms, r->decode_ms);
     sb_ids(&s, "generated_token_ids", r->gen, r->n_gen);
     sb_text(&s, r->gen, r->n_gen);
+    if (g_smp.temperature > 0.0f) { /* the receipt's sampler and seed, as it states them */
+        char sl[160];
+        smp_format(&g_smp, sl, sizeof sl);
+        cis2_sb_put(&s, ",\"sampler\":", 11);
+        sb_cstr(&s, sl);
+        cis2_sb_printf(&s, ",\"seed\":\"%llu\"", (unsigned long long)g_smp.seed);
+    }
     cis2_sb_put(&s, "}", 1);
     cis2_verdict_free(&v);
     pend_drop();

@@ -2,6 +2,7 @@
  * step's logits row and pick, one SHA-256), its replay, the side job that
  * hashes a lone sequence's step beside the next one, and §11.2's argmax. */
 #include "engine/engine.h"
+#include "engine/sample.h"
 
 int32_t cis2_argmax(const float *logits, int n)
 {
@@ -39,8 +40,23 @@ void cis2_witness_replay(const cis2_digests *d, const int32_t *prompt, int n_pro
                          const float *rows, const int32_t *ids, int n_steps, int vocab,
                          uint8_t out[32])
 {
+    cis2_witness_replay_sampled(d, NULL, prompt, n_prompt, rows, ids, n_steps, vocab, out);
+}
+
+/* docs/sampling.md §5: a sampled run's stream holds the 40-byte sampler
+ * record between the prompt ids and the steps, as seq_submit feeds it; a
+ * greedy one (no sampler, or temperature 0) has none. */
+void cis2_witness_replay_sampled(const cis2_digests *d, const cis2_sampler *s,
+                                 const int32_t *prompt, int n_prompt, const float *rows,
+                                 const int32_t *ids, int n_steps, int vocab, uint8_t out[32])
+{
     cis2_sha256 w;
     witness_begin(&w, d, prompt, n_prompt);
+    if (s && s->temperature > 0.0f) {
+        uint8_t rec[40];
+        smp_record(s, rec);
+        cis2_sha256_update(&w, rec, sizeof rec);
+    }
     for (int i = 0; i < n_steps; i++) {
         cis2_sha256_update(&w, rows + (size_t)i * (size_t)vocab,
                            (size_t)vocab * sizeof(float)); /* LE bit patterns */

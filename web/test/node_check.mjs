@@ -63,7 +63,13 @@ if (cmd === 'selftest') {
 } else if (cmd === 'run') {
   const [dir, ids, n] = args;
   let info = await load(dir);
-  const r = await c.run({ promptIds: ids, n: Number(n) });
+  // CIS2_WASM_SAMPLER="T K P M S": sample (docs/sampling.md) with that temperature, top-k,
+  // top-p, min-p and seed; prints sampler= and seed= as `cis2 run` does.
+  const sv = process.env.CIS2_WASM_SAMPLER;
+  const sampling = sv ? Object.fromEntries(['temperature', 'topK', 'topP', 'minP', 'seed'].map((k, i) => [k, sv.split(' ')[i]])) : null;
+  const r = await c.run({ promptIds: ids, n: Number(n), sampling })
+    .catch((e) => { console.log(`ERROR ${e.message}`); process.exit(1); });
+  if (r.sampler) console.log(`sampler=${r.sampler}\nseed=${r.seed}`);
   if (hold) { info = await c.digests(); console.log(`digests_held_during_decode=${heldDuringDecode ? 1 : 0}`); }
   console.log(`weights_sha256=${info.weights_sha256}\nconfig_sha256=${info.config_sha256}\ntokenizer_sha256=${info.tokenizer_sha256}`);
   console.log(`prompt_token_ids=${r.prompt_token_ids}\ngen_toks=${r.n_gen}\ngenerated_token_ids=${r.generated_token_ids}`);

@@ -95,6 +95,52 @@ try {
   const lastRun = await page.evaluate(() => ({ dl: !document.getElementById('download-btn').hidden, out: document.getElementById('run-out').textContent }));
   check('page-failed-run-clears-last-receipt', /max_position_embeddings/.test(runErr) && !lastRun.dl && lastRun.out === '',
         `error '${runErr}', download shown ${lastRun.dl}, output '${lastRun.out}'`);
+  // Sampling (docs/sampling.md): a native sampled receipt (v1+sampling) verifies, its sampler
+  // and seed shown and each a MATCH row; with its seed edited it is a FAIL naming sampler, seed
+  // and witness-digest; a sampled run in the page gives native's receipt byte for byte; a seed
+  // at temperature 0 is refused, as `cis2 run --seed` without --temperature is.
+  if (process.env.SAMPLED_RECEIPT) {
+    const sr = readFileSync(process.env.SAMPLED_RECEIPT, 'utf8');
+    const verifyText = async (text) => {
+      await page.fill('#receipt-text', text);
+      await page.click('#verify-btn');
+      await page.waitForFunction(() => document.getElementById('verdict').textContent !== '' || document.getElementById('error').textContent !== '');
+      const rows = await page.$$eval('#fields tr', (trs) => trs.map((r) => `${r.dataset.field}:${r.className}`));
+      return { v: await page.textContent('#verdict'), e: await page.textContent('#error'), rows, s: await page.textContent('#verify-sampler') };
+    };
+    const want = `sampled: ${sr.match(/^sampler (.*)$/m)[1]}, seed ${sr.match(/^seed (.*)$/m)[1]}`;
+    let r = await verifyText(sr);
+    check('page-verify-sampled-receipt', r.v.startsWith('PASS') && r.rows.includes('sampler:match') && r.rows.includes('seed:match') &&
+          !r.rows.some((x) => x.endsWith(':mismatch')) && r.s === want,
+          `verdict '${r.v}', error '${r.e}', rows [${r.rows}], sampler line '${r.s}' (want '${want}')`);
+    const tampered = sr.replace(/^seed (\d+)$/m, (m, d) => `seed ${BigInt(d) + 1n}`);
+    r = await verifyText(tampered);
+    const bad = r.rows.filter((x) => x.endsWith(':mismatch')).map((x) => x.split(':')[0]);
+    check('page-verify-sampled-tampered-seed', tampered !== sr && r.v.startsWith('FAIL') &&
+          ['sampler', 'seed', 'witness-digest'].every((f) => bad.includes(f) && r.v.includes(f)),
+          `verdict '${r.v}', error '${r.e}', mismatched rows [${bad}]`);
+    await page.screenshot({ path: path.join(outDir, 'web-verify-sampled-fail.png'), fullPage: true });
+    const rr = readFileSync(process.env.SAMPLED_RUN_RECEIPT, 'utf8');
+    const [t, k, p, m] = rr.match(/^sampler temperature=(\S+) top-k=(\S+) top-p=(\S+) min-p=(\S+)$/m).slice(1);
+    await page.evaluate(() => { document.getElementById('sampling').open = true; });
+    for (const [id, v] of [['s-temperature', t], ['s-top-k', k], ['s-top-p', p], ['s-min-p', m], ['s-seed', rr.match(/^seed (\d+)$/m)[1]]]) await page.fill(`#${id}`, v);
+    await page.fill('#prompt', prompt);
+    await page.fill('#n', String(n));
+    await page.click('#run-btn');
+    await page.waitForSelector('#download-btn:not([hidden])');
+    const [sdl] = await Promise.all([page.waitForEvent('download'), page.click('#download-btn')]);
+    const sdlPath = path.join(outDir, 'web-run-sampled-receipt.txt');
+    await sdl.saveAs(sdlPath);
+    const sgot = readFileSync(sdlPath, 'utf8'), shown = await page.textContent('#run-sampler');
+    check('page-run-sampled-receipt-equals-native', sgot === rr && shown.includes(`seed ${rr.match(/^seed (\d+)$/m)[1]}`),
+          `downloaded:\n${sgot}\nnative:\n${rr}\nshown '${shown}'`);
+    for (const [id, v] of [['s-temperature', '0'], ['s-top-k', '0'], ['s-top-p', '1'], ['s-min-p', '0']]) await page.fill(`#${id}`, v);
+    await page.click('#run-btn');
+    await page.waitForFunction(() => !document.getElementById('run-btn').disabled);
+    const t0err = await page.textContent('#error');
+    check('page-run-seed-at-temperature-0-refused', /^seed needs a temperature above 0/.test(t0err), `error '${t0err}'`);
+    await page.fill('#s-seed', '');
+  }
   // The engine's SHA-256 on the engine's own worker (?hash=wasm) gives the same artifact hashes
   // as the hash worker fed the chunks, and both equal native's: the same receipt verifies.
   await page.goto(`${url}?hash=wasm`);
