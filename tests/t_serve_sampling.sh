@@ -181,6 +181,20 @@ print('ok')
 EOF
 expect_eq serve_sampling.logprobs-stream "$(tail -1 "$T/lps.check")" ok
 
+# The same bits on every backend, ISA and thread count: the sampled ids, receipt and
+# log-probabilities of the request above from a ref server and from each ISA's fast one.
+LPB='{"model":"fx","prompt":"'"$P"'","max_tokens":6,"temperature":1.5,"seed":7,"logprobs":3}'
+for cfg in ref $(host_isas); do
+    if [ "$cfg" = ref ]; then start "be-$cfg" --model "$T/fx" --backend ref || continue
+    else start "be-$cfg" --model "$T/fx" --backend fast --isa "$cfg" --threads 3 || continue; fi
+    C "http://127.0.0.1:$PORT/v1/completions" -d "$LPB" > "$T/be-$cfg.json"
+    kill "$SPID"; wait "$SPID" 2>/dev/null
+    a=$(jget "$T/be-$cfg.json" '[d["choices"][0]["logprobs"]["token_logprobs"], d["cis2"]["receipt"]]')
+    b=$(jget "$T/lp.json" '[d["choices"][0]["logprobs"], d["cis2"]["receipt"]]')
+    [ -n "$a" ] && [ "$(jget "$T/be-$cfg.json" '[d["choices"][0]["logprobs"], d["cis2"]["receipt"]]')" = "$b" ] \
+        && pass "serve_sampling.same-bits.$cfg" || fail "serve_sampling.same-bits.$cfg" "$(head -c 300 "$T/be-$cfg.json")"
+done
+
 # Malformed: 400s naming the parameter.
 bad() { # bad NAME PARAM BODY
     local code; code=$(C -o "$T/bad.json" -w '%{http_code}' "$U/v1/completions" --data-binary "$3")

@@ -12,6 +12,12 @@ separated, as `cis2 run` prints generated_token_ids=.
         [--top-k K] [--top-p P] [--min-p M] --seed S [--steps N]
 
 tests/t_sampling.sh runs it against cis2 for several seeds and parameters.
+
+    python3 tools/sample_reference.py TRACE --n-prompt N --logprobs K --ids ID,ID,...
+
+prints docs/sampling.md §9's log-probabilities instead (spec §6.5's pinned ln
+written out too): per step, the chosen id's and the top K ids' values as
+binary32 bit patterns (tests/t_serve_sampling.sh, tests/t_python.py).
 """
 import argparse
 import json
