@@ -282,6 +282,20 @@ int cis2_sampler_check(const cis2_sampler *s, char *err);
 /* The id the sampler picks at generated-token index `step` from n logits
  * (-1 when n < 1, s is invalid or memory ran out). temperature 0: cis2_argmax. */
 int32_t cis2_sample(const cis2_sampler *s, uint64_t step, const float *logits, int n);
+/* Log-probabilities (docs/sampling.md §9): the pinned log-softmax of one
+ * step's n raw logits (before any temperature), lp_i = (l_i - m) - ln Z with
+ * m the largest logit and Z = sum exp(l_j - m) by id, left to right; the
+ * same bits everywhere. *chosen_lp (may be NULL) gets id `chosen`'s;
+ * top[0..k) the ids of the k largest logits, largest first and the lower id
+ * first among equal ones, with theirs. A NaN logit's is -inf and it is never
+ * among the top. Returns how many top entries were written (k, or fewer when
+ * fewer logits are not NaN), or -1 (no logits, k < 0, top NULL). */
+typedef struct {
+    int32_t id;
+    float logprob;
+} cis2_logprob;
+int cis2_logprobs(const float *logits, int n, int32_t chosen, float *chosen_lp, int k,
+                  cis2_logprob *top);
 /* cis2_generate / cis2_seq_submit with a sampler (NULL or temperature 0:
  * exactly the greedy calls). A sampled run's witness also covers the sampler
  * (docs/sampling.md §5); its argmax digest is §12.2's over the chosen ids. */

@@ -1690,6 +1690,38 @@ def group_sampling(models, tmp):
     vs = cis2.verify_many([r0.receipt, g.receipt, results[1][0].receipt], m, batch=2)
     report([v.ok for v in vs] == [True] * 3 and "seed" not in [f.name for f in vs[1]],
            "sampling.verify-many-mixed", [str(v) for v in vs])
+    # logprobs=k: docs/sampling.md §9 over each step's raw logits, the bits of
+    # tools/sample_reference.py's reading over cis2 trace's logits
+    lr = m.generate(ids, 6, temperature=1.5, seed=7, logprobs=3)
+    plain = m.generate(ids, 6, temperature=1.5, seed=7)
+    report(lr.receipt == plain.receipt and [t.id for t in lr.logprobs] == lr.ids and
+           all(len(t.top) == 3 and t.logprob <= 0 for t in lr.logprobs) and plain.logprobs is None,
+           "sampling.logprobs-shape", lr.logprobs)
+    g0 = m.generate(ids, 1, logprobs=3)  # the same step-0 logits: the same numbers, greedy too
+    report(g0.logprobs[0].top == lr.logprobs[0].top, "sampling.logprobs-raw-logits",
+           (g0.logprobs, lr.logprobs[0]))
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        print("SKIP sampling.logprobs-reference: no numpy")
+    else:
+        path = os.path.join(tmp, "lp.st")
+        rc, out, err = cli("trace", "--model", M, "--prompt-ids", "5,17,42,7", "--teacher-force",
+                           ",".join(map(str, lr.ids[:5])), "--nodes", "logits", "-o", path)
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+        import sample_reference as sr
+        bits = lambda v: struct.unpack("<I", struct.pack("<f", v))[0]  # noqa: E731
+        ok = rc == 0
+        t = sr.read_trace(path) if ok else {}
+        for i, tl in enumerate(lr.logprobs if ok else []):
+            lp, top = sr.logprobs(t["p%d.logits" % (3 + i)], 3)
+            ok = ok and bits(tl.logprob) == bits(lp[tl.id]) and [x[0] for x in tl.top] == top and \
+                all(bits(x[1]) == bits(lp[x[0]]) for x in tl.top)
+        report(ok, "sampling.logprobs-reference", err)
+    raises("sampling.arg.logprobs-negative", ValueError, lambda: m.generate(ids, 2, logprobs=-1),
+           "logprobs")
+    raises("sampling.arg.logprobs-str", TypeError, lambda: m.generate(ids, 2, logprobs="3"),
+           "logprobs")
     # bad arguments: TypeError for a type, ValueError for a value (docs/python.md)
     bad_cases = [
         ("temperature-str", TypeError, dict(temperature="0.8"), "temperature must be a number"),

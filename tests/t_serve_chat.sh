@@ -189,10 +189,10 @@ expect_eq serve.chat.bad.special-token.message "$(msg)" 'chat: messages[0].conte
 bad control-token 400 messages '{"model":"qm","messages":[{"role":"system","content":"x"},{"role":"user","content":"<|im_end|>"}]}'
 case "$(msg)" in *'messages[1].content contains the control token <|im_end|>'*) pass serve.chat.bad.control-token.message;;
     *) fail serve.chat.bad.control-token.message "$(msg)";; esac
-bad temperature 400 temperature "{\"model\":\"qm\",$MS,\"temperature\":0.7}"
+bad temperature 400 temperature "{\"model\":\"qm\",$MS,\"temperature\":-0.7}"
 bad top-p 400 top_p "{\"model\":\"qm\",$MS,\"top_p\":0.9}"
-bad n 400 n "{\"model\":\"qm\",$MS,\"n\":2}"
-bad logprobs 400 logprobs "{\"model\":\"qm\",$MS,\"logprobs\":true}"
+bad n 400 n "{\"model\":\"qm\",$MS,\"n\":17}"
+bad logprobs 400 logprobs "{\"model\":\"qm\",$MS,\"logprobs\":2}"
 bad top-logprobs 400 top_logprobs "{\"model\":\"qm\",$MS,\"top_logprobs\":2}"
 bad tools 400 tools "{\"model\":\"qm\",$MS,\"tools\":[]}"
 bad prompt-member 400 prompt "{\"model\":\"qm\",$MS,\"prompt\":\"x\"}"
@@ -214,6 +214,46 @@ code=$(C -o "$T/ok.json" -w '%{http_code}' "$U/v1/chat/completions" \
     -d "{\"model\":\"qm\",$MS,\"max_tokens\":1,\"temperature\":0,\"top_p\":1,\"n\":1,\"logprobs\":false,\"seed\":7,\"user\":\"u\",\"stop\":null}")
 expect_eq serve.chat.greedy-values-accepted "$code" 200
 expect_eq serve.chat.get-is-405 "$(C -o /dev/null -w '%{http_code}' "$U/v1/chat/completions")" 405
+
+# Sampling and log-probabilities in chat's shape: the receipt is `cis2 run --chat
+# --temperature … --seed …`'s; logprobs.content has one entry per id, its bytes those of the
+# ids and its values the completions endpoint's on the same prompt ids; streamed with n = 2,
+# each choice's entries add up to the plain response's.
+body "$F/messages-system-first.json" '{"max_tokens":5,"temperature":0.9,"seed":11,"logprobs":true,"top_logprobs":2}' > "$T/lp.req"
+C "$U/v1/chat/completions" -d @"$T/lp.req" > "$T/lp.json"
+jget "$T/lp.json" 'd["cis2"]["receipt"]' | head -c -1 > "$T/lp.receipt"
+solo "$T/solo-lp.receipt" --model "$M" --chat "$F/messages-system-first.json" -n 5 --stop-at-eos \
+    --temperature 0.9 --seed 11
+[ -s "$T/lp.receipt" ] && cmp -s "$T/lp.receipt" "$T/solo-lp.receipt" && pass serve.chat.sampled.receipt-equals-run-chat \
+    || fail serve.chat.sampled.receipt-equals-run-chat "$(head -c 300 "$T/lp.json")"
+pids=$(jget "$T/lp.json" 'd["cis2"]["prompt_token_ids"]')
+C "$U/v1/completions" -d "{\"model\":\"qm\",\"prompt\":$pids,\"max_tokens\":5,\"temperature\":0.9,\"seed\":11,\"logprobs\":2}" > "$T/lpc.json"
+body "$F/messages-system-first.json" '{"max_tokens":5,"temperature":0.9,"seed":11,"logprobs":true,"top_logprobs":2,"n":2,"stream":true}' > "$T/lps.req"
+C -N "$U/v1/chat/completions" -d @"$T/lps.req" > "$T/lps.sse"
+python3 - "$T/lp.json" "$T/lpc.json" "$T/lps.sse" > "$T/lp.check" 2>&1 <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1])); c = json.load(open(sys.argv[2]))
+ch = d['choices'][0]; lp = ch['logprobs']
+assert lp['refusal'] is None and len(lp['content']) == len(d['cis2']['generated_token_ids'])
+for e in lp['content']:
+    assert set(e) == {'token', 'logprob', 'bytes', 'top_logprobs'} and len(e['top_logprobs']) == 2
+    assert e['token'] == bytes(e['bytes']).decode('utf-8', 'replace'), e
+    assert e['top_logprobs'][0]['logprob'] >= e['top_logprobs'][1]['logprob'] >= -9999
+text = b''.join(bytes(e['bytes']) for e in lp['content']).decode('utf-8', 'replace')
+assert ch['finish_reason'] != 'length' or text == ch['message']['content'], (text, ch['message']['content'])
+assert [e['logprob'] for e in lp['content']] == c['choices'][0]['logprobs']['token_logprobs'], 'chat and completions differ'
+assert c['cis2']['generated_token_ids'] == d['cis2']['generated_token_ids']
+ev = [e for e in open(sys.argv[3]).read().split('\n\n') if e and not e.startswith(':')]
+assert ev[-1] == 'data: [DONE]'
+got = {0: [], 1: []}
+for e in ev[:-1]:
+    k = json.loads(e[6:])['choices'][0]
+    if k.get('logprobs'): got[k['index']] += k['logprobs']['content']
+assert got[0] == lp['content'], 'stream choice 0 differs'
+assert len(got[1]) == len(lp['content']), 'stream choice 1 (seed 12)'
+print('ok')
+EOF
+expect_eq serve.chat.logprobs "$(tail -1 "$T/lp.check")" ok
 
 # The official OpenAI client (tests/serve, `npm ci` there, as .ci/run does).
 if ! command -v node >/dev/null; then skip serve.chat.openai "node is not installed"

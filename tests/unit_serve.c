@@ -69,12 +69,27 @@ static void check_parser(void)
           "logprobs: expected an integer, got 1.5" },
         { "context", "{\"model\":\"fx\",\"prompt\":[1,2,3],\"max_tokens\":63}", 400, "max_tokens",
           "context" },
-        { "temperature", "{\"model\":\"fx\",\"prompt\":\"a\",\"temperature\":0.7}", 400,
-          "temperature", "greedily" },
+        { "temperature", "{\"model\":\"fx\",\"prompt\":\"a\",\"temperature\":-0.7}", 400,
+          "temperature", "temperature: -0.7 is not 0 or a normal binary32 number above 0" },
+        { "temperature-subnormal", "{\"model\":\"fx\",\"prompt\":\"a\",\"temperature\":1e-40}", 400,
+          "temperature", "is not 0 or a normal" },
+        { "top-p-range", "{\"model\":\"fx\",\"prompt\":\"a\",\"temperature\":1,\"top_p\":1.5}", 400,
+          "top_p", "top_p: 1.5 is outside [0, 1]" },
+        { "min-p-greedy", "{\"model\":\"fx\",\"prompt\":\"a\",\"min_p\":0.1}", 400, "min_p",
+          "needs temperature above 0" },
+        { "top-k-greedy", "{\"model\":\"fx\",\"prompt\":\"a\",\"top_k\":5}", 400, "top_k",
+          "needs temperature above 0" },
+        { "top-k-range", "{\"model\":\"fx\",\"prompt\":\"a\",\"temperature\":1,\"top_k\":-2}", 400,
+          "top_k", "outside [-1, 2147483647]" },
+        { "seed-negative-sampled",
+          "{\"model\":\"fx\",\"prompt\":\"a\",\"temperature\":1,\"seed\":-1}", 400, "seed",
+          "seed: -1 is outside [0, 18446744073709551615]" },
+        { "n-17", "{\"model\":\"fx\",\"prompt\":\"a\",\"n\":17}", 400, "n",
+          "n: 17 is outside [1, 16]" },
         { "temperature-str", "{\"model\":\"fx\",\"prompt\":\"a\",\"temperature\":\"0\"}", 400,
           "temperature", "expected a number" },
-        { "top-p", "{\"model\":\"fx\",\"prompt\":\"a\",\"top_p\":0.9}", 400, "top_p", "only 1" },
-        { "n", "{\"model\":\"fx\",\"prompt\":\"a\",\"n\":2}", 400, "n", "only 1" },
+        { "top-p", "{\"model\":\"fx\",\"prompt\":\"a\",\"top_p\":0.9}", 400, "top_p",
+          "top_p: 0.9 needs temperature above 0" },
         { "best-of", "{\"model\":\"fx\",\"prompt\":\"a\",\"best_of\":3}", 400, "best_of", "" },
         { "penalty", "{\"model\":\"fx\",\"prompt\":\"a\",\"presence_penalty\":1}", 400,
           "presence_penalty", "" },
@@ -82,7 +97,8 @@ static void check_parser(void)
         { "echo-type", "{\"model\":\"fx\",\"prompt\":\"a\",\"echo\":1}", 400, "echo", "boolean" },
         { "stream-type", "{\"model\":\"fx\",\"prompt\":\"a\",\"stream\":\"yes\"}", 400, "stream",
           "boolean" },
-        { "logprobs", "{\"model\":\"fx\",\"prompt\":\"a\",\"logprobs\":2}", 400, "logprobs", "" },
+        { "logprobs", "{\"model\":\"fx\",\"prompt\":\"a\",\"logprobs\":21}", 400, "logprobs",
+          "logprobs: 21 is outside [0, 20]" },
         { "logit-bias", "{\"model\":\"fx\",\"prompt\":\"a\",\"logit_bias\":{\"5\":1}}", 400,
           "logit_bias", "" },
         { "suffix", "{\"model\":\"fx\",\"prompt\":\"a\",\"suffix\":\"x\"}", 400, "suffix", "" },
@@ -229,6 +245,40 @@ static void check_parser(void)
     rc = serve_parse_completion(seed_big, strlen(seed_big), &LIM, &r, &e);
     CHECK("serve.parse.seed-uint64-max-exp", rc == 0, "%s", e.message);
     if (rc == 0) serve_completion_req_free(&r);
+    /* Sampling: the numbers as `cis2 run --temperature` reads them (the binary32
+     * nearest the decimal), top_k -1 as off, a 64-bit seed, n and logprobs. */
+    const char *smp = "{\"model\":\"fx\",\"prompt\":\"a\",\"temperature\":0.7,\"top_p\":0.95,"
+                      "\"min_p\":0.05,\"top_k\":-1,\"seed\":18446744073709551615,\"n\":3,"
+                      "\"logprobs\":5}";
+    rc = serve_parse_completion(smp, strlen(smp), &LIM, &r, &e);
+    CHECK("serve.parse.sampling",
+          rc == 0 && r.smp.temperature == 0.7f && r.smp.top_p == 0.95f && r.smp.min_p == 0.05f &&
+              r.smp.top_k == 0 && r.smp.seed == UINT64_MAX && r.seed_given && r.n == 3 &&
+              r.logprobs && r.top_logprobs == 5,
+          "rc %d %s", rc, rc ? e.message : "");
+    if (rc == 0) serve_completion_req_free(&r);
+    /* no seed: the server's, below 2^53 (exact as a JSON number anywhere), a new one each time */
+    const char *noseed = "{\"model\":\"fx\",\"prompt\":\"a\",\"temperature\":1.0}";
+    uint64_t s1 = 0, s2 = 0;
+    int ok2 = 1;
+    for (int i = 0; i < 2; i++) {
+        rc = serve_parse_completion(noseed, strlen(noseed), &LIM, &r, &e);
+        ok2 &= rc == 0 && !r.seed_given && r.smp.seed < (1ull << 53);
+        if (rc == 0) {
+            (i ? &s2 : &s1)[0] = r.smp.seed;
+            serve_completion_req_free(&r);
+        }
+    }
+    CHECK("serve.parse.server-seed", ok2 && s1 != s2, "%llu %llu", (unsigned long long)s1,
+          (unsigned long long)s2);
+    /* greedy: seed accepted and not read; n above 1 taken (n equal choices) */
+    const char *gseed = "{\"model\":\"fx\",\"prompt\":\"a\",\"seed\":-5,\"n\":2,\"top_k\":0,"
+                        "\"min_p\":0,\"top_p\":1}";
+    rc = serve_parse_completion(gseed, strlen(gseed), &LIM, &r, &e);
+    CHECK("serve.parse.greedy-seed-and-n",
+          rc == 0 && r.smp.temperature == 0.0f && r.smp.seed == 0 && r.n == 2, "rc %d %s", rc,
+          rc ? e.message : "");
+    if (rc == 0) serve_completion_req_free(&r);
     /* The edge of the context: P + N - 1 positions, exactly as the engine counts (§3.4). */
     const char *edge = "{\"model\":\"fx\",\"prompt\":[1,2,3],\"max_tokens\":62}";
     rc = serve_parse_completion(edge, strlen(edge), &LIM, &r, &e);
@@ -275,10 +325,13 @@ static void check_chat_parser(void)
           400, "messages", "unsupported key \"name\"" },
         { "prompt", "{\"model\":\"fx\"," U ",\"prompt\":\"a\"}", 400, "prompt", "Unrecognized" },
         { "echo", "{\"model\":\"fx\"," U ",\"echo\":false}", 400, "echo", "Unrecognized" },
-        { "temperature", "{\"model\":\"fx\"," U ",\"temperature\":1}", 400, "temperature",
-          "greedily" },
-        { "logprobs", "{\"model\":\"fx\"," U ",\"logprobs\":true}", 400, "logprobs", "false" },
-        { "top-logprobs", "{\"model\":\"fx\"," U ",\"top_logprobs\":1}", 400, "top_logprobs", "" },
+        { "temperature", "{\"model\":\"fx\"," U ",\"temperature\":\"1\"}", 400, "temperature",
+          "expected a number" },
+        { "logprobs", "{\"model\":\"fx\"," U ",\"logprobs\":1}", 400, "logprobs", "boolean" },
+        { "top-logprobs", "{\"model\":\"fx\"," U ",\"top_logprobs\":1}", 400, "top_logprobs",
+          "needs \"logprobs\": true" },
+        { "top-logprobs-21", "{\"model\":\"fx\"," U ",\"logprobs\":true,\"top_logprobs\":21}", 400,
+          "top_logprobs", "outside [0, 20]" },
         { "max-both", "{\"model\":\"fx\"," U ",\"max_tokens\":2,\"max_completion_tokens\":3}", 400,
           "max_completion_tokens", "give one" },
         { "mct-0", "{\"model\":\"fx\"," U ",\"max_completion_tokens\":0}", 400,
@@ -651,7 +704,7 @@ static void check_sched(cis2_engine *e, const cis2_tokenizer *t)
     }
     serve_job *j[4] = { 0 };
     for (int i = 0; i < 4; i++) {
-        serve_gen_params p = { pr[i], np[i], "", 0, ng[i], 0, { NULL, NULL, 0 } };
+        serve_gen_params p = { pr[i], np[i], "", 0, ng[i], 0, { NULL, NULL, 0 }, NULL, 0, 0 };
         if (serve_sched_submit(s, &p, &j[i], err)) CHECK("serve.sched.submit", 0, "%s", err);
     }
     int all_same = 1, texts_ok = 1;
@@ -684,7 +737,7 @@ static void check_sched(cis2_engine *e, const cis2_tokenizer *t)
         char stop[3] = { full[at], full[at + 1], 0 };
         const char *sp[1] = { stop };
         size_t sl[1] = { 2 };
-        serve_gen_params p = { pr[2], np[2], "", 0, ng[2], 0, { sp, sl, 1 } };
+        serve_gen_params p = { pr[2], np[2], "", 0, ng[2], 0, { sp, sl, 1 }, NULL, 0, 0 };
         serve_job *js;
         if (serve_sched_submit(s, &p, &js, err) == 0) {
             while (!serve_job_wait(s, js, 1000, NULL)) {}
@@ -721,7 +774,7 @@ static void check_sched(cis2_engine *e, const cis2_tokenizer *t)
     serve_job *lj[6] = { 0 };
     int accepted = 0;
     for (int i = 0; i < 5; i++) {
-        serve_gen_params p = { pr[0], np[0], "", 0, 8000, 0, { NULL, NULL, 0 } };
+        serve_gen_params p = { pr[0], np[0], "", 0, 8000, 0, { NULL, NULL, 0 }, NULL, 0, 0 };
         accepted += serve_sched_submit(s, &p, &lj[i], err) == 0;
     }
     serve_stats st5 = { 0 };
@@ -730,7 +783,7 @@ static void check_sched(cis2_engine *e, const cis2_tokenizer *t)
         if (st5.running == 3 && st5.queued == 2) break;
         usleep(10000);
     }
-    serve_gen_params p6 = { pr[0], np[0], "", 0, 8000, 0, { NULL, NULL, 0 } };
+    serve_gen_params p6 = { pr[0], np[0], "", 0, 8000, 0, { NULL, NULL, 0 }, NULL, 0, 0 };
     int rc6 = serve_sched_submit(s, &p6, &lj[5], err);
     CHECK("serve.sched.busy-beyond-queue",
           accepted == 5 && st5.running == 3 && st5.queued == 2 && rc6 == SERVE_BUSY && !lj[5],
@@ -761,7 +814,7 @@ static void check_sched(cis2_engine *e, const cis2_tokenizer *t)
         int prc = cis2_receipt_parse(txt, tl, "unit", &rc, err);
         free(txt);
         serve_job *jv = NULL;
-        if (prc || serve_sched_verify(s, &rc, &jv, err)) {
+        if (prc || serve_sched_verify(s, &rc, NULL, &jv, err)) {
             CHECK("serve.sched.verify", 0, "%s", err);
             continue;
         }
@@ -777,7 +830,7 @@ static void check_sched(cis2_engine *e, const cis2_tokenizer *t)
      * why (the code a submit refused for the same reason gets), not a null one. */
     serve_job *sj[4] = { 0 };
     for (int i = 0; i < 4; i++) {
-        serve_gen_params p = { pr[0], np[0], "", 0, 8000, 0, { NULL, NULL, 0 } };
+        serve_gen_params p = { pr[0], np[0], "", 0, 8000, 0, { NULL, NULL, 0 }, NULL, 0, 0 };
         if (serve_sched_submit(s, &p, &sj[i], err))
             CHECK("serve.sched.shutdown-submit", 0, "%s", err);
     }

@@ -22,6 +22,12 @@ is sha256sum's to check.
     python3 tools/sample_reference.py TRACE --receipt R
 
 tests/t_sampling.sh runs it against cis2 for several seeds and parameters.
+
+    python3 tools/sample_reference.py TRACE --n-prompt N --logprobs K --ids ID,ID,...
+
+prints docs/sampling.md §9's log-probabilities instead (spec §6.5's pinned ln
+written out too): per step, the chosen id's and the top K ids' values as
+binary32 bit patterns (tests/t_serve_sampling.sh, tests/t_python.py).
 """
 import argparse
 import hashlib
@@ -107,6 +113,56 @@ def exp_pinned(x):
     m1 = mul(poly, r2)
     result = add(add(m1, r), F(1.0))
     return ldexp_exact(result, int(k))
+
+
+LOG_SQRTHF = f32(0x3F3504F3)
+LOG_Q1 = f32(0xB95E8083)
+LOG_Q2 = f32(0x3F318000)
+LOG_P = [f32(b) for b in (0x3D9021BB, 0xBDEBD1B8, 0x3DEF251B, 0xBDFE5D4F, 0x3E11E9BF,
+                          0xBE2AAE50, 0x3E4CCEAD, 0xBE7FFFFC, 0x3EAAAAAA)]
+
+
+def ln_pinned(x):
+    """spec §6.5 for a finite x >= 1 (what §9 needs: Z >= 1, or a count)."""
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    e = ((bits >> 23) & 0xFF) - 126
+    m = f32((bits & 0x807FFFFF) | (126 << 23))  # frexp: m in [0.5, 1)
+    if m < LOG_SQRTHF:
+        e -= 1
+        m = sub(add(m, m), F(1.0))
+    else:
+        m = sub(m, F(1.0))
+    z = mul(m, m)
+    poly = LOG_P[0]
+    for i in range(1, 9):
+        poly = add(mul(poly, m), LOG_P[i])
+    y = mul(mul(poly, m), z)
+    fe = F(e)
+    y = add(y, mul(fe, LOG_Q1))
+    y = sub(y, mul(F(0.5), z))
+    return add(add(m, y), mul(fe, LOG_Q2))
+
+
+def logprobs(logits, k):
+    """docs/sampling.md §9: every id's log-probability and the top k ids."""
+    lg = [ftz(v) for v in logits]
+    ok = [i for i, v in enumerate(lg) if not np.isnan(v)]
+    lp = [F(-np.inf)] * len(lg)
+    if ok:
+        m = max(lg[i] for i in ok)
+        if np.isinf(m):
+            at = [i for i in ok if lg[i] == m]
+            for i in at:
+                lp[i] = sub(F(0.0), ln_pinned(F(len(at))))
+        else:
+            z = F(0.0)
+            for i in ok:
+                z = add(z, exp_pinned(sub(lg[i], m)))
+            lz = ln_pinned(z)
+            for i in ok:
+                lp[i] = sub(sub(lg[i], m), lz)
+    top = sorted(ok, key=lambda i: (-float(lg[i]), i))[:k]
+    return lp, top
 
 
 M64 = (1 << 64) - 1
@@ -271,6 +327,10 @@ def main():
     ap.add_argument("--receipt", help="verify this v1+sampling receipt against TRACE's logits")
     ap.add_argument("--n-prompt", type=int)
     ap.add_argument("--temperature", type=float)
+    ap.add_argument("--logprobs", type=int, default=None,
+                    help="K: print §9's log-probabilities instead of picks: one JSON line per "
+                    "step, [chosen's bits, [[id, bits] of the top K]], chosen from --ids")
+    ap.add_argument("--ids", default="", help="the generated ids (for --logprobs)")
     ap.add_argument("--top-k", type=int, default=0)
     ap.add_argument("--top-p", type=float, default=1.0)
     ap.add_argument("--min-p", type=float, default=0.0)
@@ -279,9 +339,22 @@ def main():
     a = ap.parse_args()
     if a.receipt:
         verify_receipt(a.trace, a.receipt)
+    if a.logprobs is not None:
+        if a.n_prompt is None:
+            ap.error("--n-prompt is required with --logprobs")
+        t = read_trace(a.trace)
+        gen = [int(x) for x in a.ids.split(",") if x]
+        bits = lambda v: "%08x" % struct.unpack("<I", struct.pack("<f", v))[0]
+        for step, c in enumerate(gen):
+            name = "p%d.logits" % (a.n_prompt - 1 + step)
+            if name not in t:
+                sys.exit("sample_reference.py: %s holds no %s" % (a.trace, name))
+            lp, top = logprobs(t[name], a.logprobs)
+            print(json.dumps([bits(lp[c]), [[i, bits(lp[i])] for i in top]]))
+        return
     for k in ("n_prompt", "temperature", "seed"):
         if getattr(a, k) is None:
-            ap.error("--%s is required (or --receipt)" % k.replace("_", "-"))
+            ap.error("--%s is required (or --receipt, or --logprobs)" % k.replace("_", "-"))
     t = read_trace(a.trace)
     ids = sample_ids(t, a.n_prompt, a.temperature, a.top_k, a.top_p, a.min_p, a.seed, a.steps, a.trace)
     print(",".join(str(i) for i in ids))

@@ -28,7 +28,7 @@ import stat
 import struct
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, Optional, Tuple
 
 __version__ = "0.5.0"
@@ -43,7 +43,8 @@ if library_version.split(".")[:2] != __version__.split(".")[:2]:
     raise ImportError("cis2: %s (%s) is libcis2 %s; this package is written for %s" %
                       (library_path, library_found_by, library_version, __version__))
 
-__all__ = ["Model", "Engine", "Stream", "Tokenizer", "Result", "Verdict", "Field", "Config",
+__all__ = ["Model", "Engine", "Stream", "Tokenizer", "Result", "TokenLogprob", "Verdict", "Field",
+           "Config",
            "Trace", "Error", "verify", "verify_many", "library_path", "library_found_by",
            "library_version"]
 
@@ -541,6 +542,17 @@ class Config:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """A generated id's log-probability under docs/sampling.md §9 (the pinned
+    log-softmax of its step's raw logits, a binary32 value; -inf for a NaN
+    logit) and `top`: (id, logprob) of the step's k most likely ids, largest
+    first, the lower id first among equal logits."""
+    id: int
+    logprob: float
+    top: tuple
+
+
+@dataclass(frozen=True)
 class Result:
     """One greedy decode (§3.4/§12). `digests` is keyed like the receipt;
     `receipt` is the receipt text, or None where `cis2 run --receipt` writes
@@ -561,6 +573,8 @@ class Result:
     receipt_error: Optional[str] = None
     sampler: Optional[dict] = None  # temperature, top_k, top_p, min_p (binary32 values)
     seed: Optional[int] = None  # the seed a sampled run used (None: greedy)
+    # generate(logprobs=k): one TokenLogprob per generated id (docs/sampling.md §9)
+    logprobs: Optional[list] = None
 
     def __repr__(self):
         return "Result(ids=%r, text=%r, witness=%s)" % (self.ids, self.text,
@@ -722,23 +736,42 @@ class Engine(_Closing):
         return self._h
 
     def generate(self, prompt, max_tokens=None, *, stop_at_eos=False, force=None,
-                 temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=None, _stop=None):
+                 temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=None, logprobs=None,
+                 _stop=None):
         """Prefill `prompt` (str, UTF-8 bytes or token ids) and decode
         `max_tokens` tokens (default 16; exactly that many, §3.4, unless
         stop_at_eos): greedily, or with temperature > 0 sampled as
         docs/sampling.md defines (top_k, top_p, min_p, seed; seed None picks
         one, returned as Result.seed). `force`: teacher forcing, step i feeds
-        force[i] instead of its pick (max_tokens defaults to len(force))."""
+        force[i] instead of its pick (max_tokens defaults to len(force)).
+        `logprobs=k` (0 .. vocab size): Result.logprobs holds each generated
+        id's log-probability and the k most likely ids of its step
+        (TokenLogprob, docs/sampling.md §9), as cis2 serve returns them."""
+        k = None
+        if logprobs is not None:
+            k = _int_in(logprobs, "logprobs", 0, self._model.config.vocab)
+        lps = []
+        fn = None
+        if k is not None:
+            top = (_lib.LogProb * max(k, 1))()
+            lp = ctypes.c_float()
+
+            def on_step(ctx, step, logits, vocab, chosen):  # on this thread, inside a step
+                got = _c.cis2_logprobs(logits, vocab, chosen, ctypes.byref(lp), k, top)
+                lps.append(TokenLogprob(id=chosen, logprob=lp.value, top=tuple(
+                    (top[i].id, top[i].logprob) for i in range(max(got, 0)))))
+            fn = _lib.STEP_FN(on_step)
         ids, n, pbytes, no_receipt, g, _farr, smp = self._run_in(
-            prompt, max_tokens, stop_at_eos, force, None,
+            prompt, max_tokens, stop_at_eos, force, fn,
             (temperature, top_k, top_p, min_p, seed))
         r = _lib.Result()
         with self._locked():
             self._decode(ids, n, g, r, _stop, smp)
             try:  # under the engine's lock: Model.close frees the model after this engine
-                return self._model._result(r, pbytes, no_receipt, smp)
+                res = self._model._result(r, pbytes, no_receipt, smp)
             finally:
                 _c.cis2_result_free(ctypes.byref(r))
+        return res if k is None else replace(res, logprobs=lps)
 
     def _run_in(self, prompt, max_tokens, stop_at_eos, force, on_step=None, sampling=None):
         """generate's arguments checked, in its order: (ids, n, prompt bytes,
@@ -1191,15 +1224,16 @@ class Model(_Closing):
 
     # -- running
     def generate(self, prompt, max_tokens=None, *, stop_at_eos=False, force=None,
-                 temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=None):
+                 temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=None, logprobs=None):
         """Engine.generate on the model's own engine: prefill `prompt` (str,
         UTF-8 bytes or token ids) and decode `max_tokens` tokens (default 16,
         or len(force)), greedily or, with temperature > 0, sampled
         (docs/sampling.md); returns a Result, whose receipt is byte-identical
-        to `cis2 run --receipt`'s with the same flags."""
+        to `cis2 run --receipt`'s with the same flags. logprobs=k: per-token
+        log-probabilities and k alternatives (Result.logprobs)."""
         return self._engine.generate(prompt, max_tokens, stop_at_eos=stop_at_eos, force=force,
                                      temperature=temperature, top_k=top_k, top_p=top_p,
-                                     min_p=min_p, seed=seed)
+                                     min_p=min_p, seed=seed, logprobs=logprobs)
 
     def stream(self, prompt, max_tokens=None, *, stop_at_eos=False, temperature=0.0, top_k=0,
                top_p=1.0, min_p=0.0, seed=None):

@@ -169,6 +169,10 @@ class Sampler(ctypes.Structure):  # cis2_sampler (docs/sampling.md)
                 ("top_p", ctypes.c_float), ("min_p", ctypes.c_float), ("seed", ctypes.c_uint64)]
 
 
+class LogProb(ctypes.Structure):  # cis2_logprob (docs/sampling.md §9)
+    _fields_ = [("id", ctypes.c_int32), ("logprob", ctypes.c_float)]
+
+
 class VerdictField(ctypes.Structure):  # cis2_verdict_field
     _fields_ = [("name", ctypes.c_char_p), ("status", ctypes.c_int),
                 ("receipt", ctypes.c_char_p), ("recomputed", ctypes.c_char_p)]
@@ -186,7 +190,7 @@ class Verdict(ctypes.Structure):  # cis2_verdict
 # and offset with the C compiler's).
 STRUCTS = {"cis2_config": Config, "cis2_digests": Digests, "cis2_model_opts": ModelOpts,
            "cis2_engine_opts": EngineOpts, "cis2_gen_opts": GenOpts, "cis2_result": Result,
-           "cis2_receipt": Receipt, "cis2_sampler": Sampler, "cis2_verdict_field": VerdictField, "cis2_verdict": Verdict}
+           "cis2_receipt": Receipt, "cis2_sampler": Sampler, "cis2_logprob": LogProb, "cis2_verdict_field": VerdictField, "cis2_verdict": Verdict}
 
 # ------------------------------------------------------------- prototypes
 _P = ctypes.c_void_p
@@ -214,6 +218,8 @@ PROTOTYPES = {
     "cis2_seq_submit_sampled": (_I, [_P, c_int32_p, _I, ctypes.POINTER(GenOpts),
                                      ctypes.POINTER(Sampler), ctypes.POINTER(_I), _E]),
     "cis2_sampler_check": (_I, [ctypes.POINTER(Sampler), _E]),
+    "cis2_logprobs": (_I, [ctypes.POINTER(ctypes.c_float), _I, ctypes.c_int32,
+                           ctypes.POINTER(ctypes.c_float), _I, ctypes.POINTER(LogProb)]),
     "cis2_engine_step": (_I, [_P, _E]),
     "cis2_engine_active": (_I, [_P]),
     "cis2_seq_done": (_I, [_P, _I]),

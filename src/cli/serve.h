@@ -24,6 +24,8 @@ int serve_fail(serve_err *e, int status, const char *param, const char *code, co
 #define SERVE_MAX_STOP           4   /* OpenAI: up to 4 stop sequences */
 #define SERVE_MAX_STOP_LEN       256 /* bytes per stop string */
 #define SERVE_MAX_TOKENS_DEFAULT 16  /* OpenAI's default max_tokens for completions */
+#define SERVE_MAX_N              16  /* choices per request */
+#define SERVE_MAX_LOGPROBS       20  /* alternatives per token (OpenAI's top_logprobs bound) */
 
 typedef struct {
     const char *model_id; /* the one model this server serves */
@@ -47,6 +49,14 @@ typedef struct {
      * or NULL for the default: what a context error names */
     const char *max_param;
     int stream, include_usage, ignore_eos;
+    /* docs/sampling.md's sampler (temperature 0: greedy); its seed is the
+     * client's (seed_given) or the server's choice; choice i samples with
+     * seed + i */
+    cis2_sampler smp;
+    int seed_given;
+    int n;            /* choices, 1 .. SERVE_MAX_N */
+    int logprobs;     /* per-token log-probabilities asked for */
+    int top_logprobs; /* and this many alternatives each */
     int n_stop;
     char *stop[SERVE_MAX_STOP];
     size_t stop_len[SERVE_MAX_STOP];
@@ -117,6 +127,9 @@ typedef struct {
     size_t prompt_len;
     int n_gen, stop_at_eos;
     serve_stops stops;
+    const cis2_sampler *smp; /* NULL or temperature 0: greedy */
+    int logprobs;            /* compute each step's log-probabilities (docs/sampling.md §9) */
+    int top_logprobs;        /* and this many alternatives */
 } serve_gen_params;
 
 /* The engine (made with max_seqs = max_batch) and its model are used by the
@@ -129,8 +142,9 @@ void serve_sched_free(serve_sched *s);
 int serve_sched_submit(serve_sched *s, const serve_gen_params *p, serve_job **j, char *err);
 /* A verification is one more sequence in the batch (cis2_receipt_verify_begin,
  * the run, _finish): released or shut down, it stops between two steps.
- * *rc is moved in. */
-int serve_sched_verify(serve_sched *s, cis2_receipt *rc, serve_job **j, char *err);
+ * *rc is moved in; smp (NULL or temperature 0: a v1 receipt) is its sampler. */
+int serve_sched_verify(serve_sched *s, cis2_receipt *rc, const cis2_sampler *smp, serve_job **j,
+                       char *err);
 /* Wait at most timeout_ms for news: appends the next piece of sendable text
  * (what one decode step added) to out (may be NULL); returns 1 once the job is
  * finished and all its text has been taken. */
@@ -142,6 +156,11 @@ int serve_job_error(const serve_job *j, serve_err *e);
 const cis2_result *serve_job_result(const serve_job *j, const char **text, size_t *len,
                                     int *finish);
 const cis2_verdict *serve_job_verdict(const serve_job *j);
+/* The ids generated so far and, when asked for, their log-probabilities and
+ * top_logprobs alternatives each (arrays of the job, valid until it is
+ * released): returns how many may be read. */
+int serve_job_tokens(serve_sched *s, serve_job *j, const int32_t **ids, const float **lp,
+                     const cis2_logprob **top);
 /* The HTTP side is done with the job: a running one is cancelled (its slot
  * is freed at the next step). */
 void serve_job_release(serve_sched *s, serve_job *j);
@@ -162,9 +181,35 @@ typedef struct {
     const char *chat_err;
 } serve_model_info;
 void serve_json_error(cis2_sb *sb, const serve_err *e);
-/* The `cis2` object of a completion: ids, digests, CIS2_REF line, receipt. */
+/* The `cis2` object of a completion: ids, digests, CIS2_REF line, receipt;
+ * for a sampled one (smp not NULL, temperature above 0) also its sampler and
+ * seed, and the receipt is docs/sampling.md §6's v1+sampling form. */
 int serve_json_cis2(cis2_sb *sb, const serve_model_info *mi, const cis2_result *r,
-                    const char *prompt_bytes, size_t prompt_len);
+                    const char *prompt_bytes, size_t prompt_len, const cis2_sampler *smp);
+/* A response object up to and including `"choices":[`: id, object, created,
+ * model, and seed (NULL: none, as in a greedy request's). */
+void serve_json_open(cis2_sb *sb, const char *id, const char *object, long long created,
+                     const char *model_id, const uint64_t *seed);
+/* One choice of a text_completion, or of a chat.completion (a chunk's delta
+ * when chunk: the role when `role`, the content when text is not NULL).
+ * logprobs: its JSON, or NULL for null; extra: members to add, or NULL. */
+void serve_json_completion_choice(cis2_sb *sb, int index, const char *text, size_t len,
+                                  const char *logprobs, const char *finish_reason,
+                                  const char *extra);
+void serve_json_chat_choice(cis2_sb *sb, int chunk, int index, int role, const char *text,
+                            size_t len, const char *logprobs, const char *finish_reason,
+                            const char *extra);
+/* Tokens [from, to) of a run with their log-probabilities (docs/sampling.md
+ * §9) and k alternatives each, in OpenAI's shapes: chat's {"content": [{token,
+ * logprob, bytes, top_logprobs}], "refusal": null}; the completions API's
+ * {tokens, token_logprobs, top_logprobs, text_offset}, *offset being the
+ * code points of the text before token `from` and dt the decoder of the ids
+ * before it (both advanced past token to - 1). 1 when out of memory. */
+int serve_json_logprobs_chat(cis2_sb *sb, const cis2_tokenizer *t, const int32_t *ids,
+                             const float *lp, const cis2_logprob *top, int k, int from, int to);
+int serve_json_logprobs_legacy(cis2_sb *sb, const cis2_tokenizer *t, const int32_t *ids,
+                               const float *lp, const cis2_logprob *top, int k, int from, int to,
+                               serve_detok *dt, size_t *offset);
 /* A text_completion object (stream chunk when finish is -1 and no result). */
 void serve_json_completion_head(cis2_sb *sb, const char *id, long long created,
                                 const char *model_id, const char *text, size_t len,

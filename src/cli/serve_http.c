@@ -188,12 +188,22 @@ static int auth_ok(serve_http *h, struct MHD_Connection *c)
 /* ------------------------------------------------------- completions */
 typedef struct {
     serve_http *h;
-    serve_job *j;
+    int n; /* choices: one job (sequence) each */
+    serve_job *j[SERVE_MAX_N];
+    cis2_sampler smp[SERVE_MAX_N]; /* choice i's: the request's, seed + i */
+    int fin[SERVE_MAX_N];          /* its final chunk is out */
+    int sent[SERVE_MAX_N];         /* its tokens whose log-probabilities are out */
+    size_t offset[SERVE_MAX_N];    /* text_offset of its next token (completions) */
+    serve_detok dt[SERVE_MAX_N];   /* the text before it, for that offset */
     struct MHD_Connection *c;
     char id[48];
     long long created;
     int chat; /* /v1/chat/completions: chat.completion objects and chunks */
     int include_usage, done;
+    int sampled; /* temperature above 0: the seed is in every object */
+    uint64_t seed;
+    int logprobs, top_k;
+    int n_fin, gen_total; /* choices finished, their tokens */
     char *prompt_bytes;
     size_t prompt_len;
     cis2_sb out; /* SSE bytes not yet handed to libmicrohttpd */
@@ -218,17 +228,23 @@ static double ping_interval_ms(int idle_timeout_s)
 
 static const char *finish_name(int f) { return f == SERVE_FINISH_STOP ? "stop" : "length"; }
 
-/* The response object (or stream chunk, when chunk) up to its choices, left
- * open: text_completion, or chat.completion whose first chunk carries the role. */
-static void head(const stream_ctx *st, cis2_sb *sb, int chunk, int role, const char *text,
-                 size_t len, const char *finish)
+/* The response object (or stream chunk, when chunk) with choice `index`, up
+ * to its choices, left open: text_completion, or chat.completion whose first
+ * chunk carries the role. A sampled request's objects carry its seed. */
+static void head(const stream_ctx *st, cis2_sb *sb, int chunk, int role, int index,
+                 const char *text, size_t len, const char *logprobs, const char *finish,
+                 const char *extra)
 {
+    serve_json_open(sb, st->id,
+                    st->chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                             : "text_completion",
+                    st->created, st->h->mi.model_id, st->sampled ? &st->seed : NULL);
     if (st->chat)
-        serve_json_chat_head(sb, st->id, st->created, st->h->mi.model_id, chunk, role, text, len,
-                             finish);
+        serve_json_chat_choice(sb, chunk, index, role, text, len, logprobs, finish, extra);
     else
-        serve_json_completion_head(sb, st->id, st->created, st->h->mi.model_id, text ? text : "",
-                                   text ? len : 0, finish);
+        serve_json_completion_choice(sb, index, text ? text : "", text ? len : 0, logprobs, finish,
+                                     extra);
+    cis2_sb_put(sb, "]", 1);
 }
 
 /* The end of a chunk that is not the usage-only one. With
@@ -242,43 +258,90 @@ static void chunk_end(const stream_ctx *st, cis2_sb *sb)
     cis2_sb_str(sb, "}\n\n");
 }
 
-/* The final events of a finished job: its last chunk (finish_reason, usage —
- * null when the usage-only chunk follows —, the cis2 object), the usage-only
- * chunk when asked for, and [DONE]; or an error event. */
-static void sse_final(stream_ctx *st)
+/* Choice i's tokens from st->sent[i] up to `to` with their log-probabilities,
+ * in the endpoint's shape, into lp (left empty when not asked for). */
+static void logprobs_json(stream_ctx *st, int i, int to, cis2_sb *lp)
+{
+    if (!st->logprobs) return;
+    const int32_t *ids;
+    const float *l;
+    const cis2_logprob *top;
+    int n = serve_job_tokens(st->h->s, st->j[i], &ids, &l, &top);
+    if (to > n) to = n;
+    int bad = st->chat
+                  ? serve_json_logprobs_chat(lp, st->h->t, ids, l, top, st->top_k, st->sent[i], to)
+                  : serve_json_logprobs_legacy(lp, st->h->t, ids, l, top, st->top_k, st->sent[i],
+                                               to, &st->dt[i], &st->offset[i]);
+    if (bad) lp->oom = 1;
+    st->sent[i] = to;
+}
+
+/* The cis2 object of a finished choice. */
+static void cis2_obj(stream_ctx *st, cis2_sb *sb, int i, const cis2_result *r)
+{
+    if (serve_json_cis2(sb, &st->h->mi, r, st->prompt_bytes, st->prompt_len, &st->smp[i]))
+        sb->oom = 1;
+}
+
+/* The final events of a finished choice: its last chunk (finish_reason, the
+ * log-probabilities not sent yet, the cis2 object: top-level for one choice,
+ * in the choice for several; usage with the last choice to finish — null when
+ * the usage-only chunk follows —), then, after the last, the usage-only
+ * chunk when asked for and [DONE]; or an error event, which ends the stream. */
+static void sse_final(stream_ctx *st, int i)
 {
     serve_http *h = st->h;
     serve_err e;
-    if (serve_job_error(st->j, &e)) {
+    if (serve_job_error(st->j[i], &e)) {
         cis2_sb_str(&st->out, "data: ");
         serve_json_error(&st->out, &e);
         cis2_sb_str(&st->out, "\n\n");
+        st->done = 1;
         return;
     }
     const char *text;
     size_t tl;
     int finish;
-    const cis2_result *r = serve_job_result(st->j, &text, &tl, &finish);
-    cis2_sb_str(&st->out, "data: ");
-    head(st, &st->out, 1, 0, NULL, 0, finish_name(finish));
-    if (st->include_usage) cis2_sb_str(&st->out, ",\"usage\":null");
-    else {
-        cis2_sb_put(&st->out, ",", 1);
-        serve_json_usage(&st->out, r->n_prompt, r->n_gen);
+    const cis2_result *r = serve_job_result(st->j[i], &text, &tl, &finish);
+    st->fin[i] = 1;
+    st->n_fin++;
+    st->gen_total += r->n_gen;
+    const int last = st->n_fin == st->n;
+    cis2_sb lp = { 0 }, extra = { 0 };
+    logprobs_json(st, i, r->n_gen, &lp);
+    if (st->n > 1) {
+        cis2_sb_str(&extra, ",\"cis2\":");
+        cis2_obj(st, &extra, i, r);
     }
-    cis2_sb_str(&st->out, ",\"cis2\":");
-    if (serve_json_cis2(&st->out, &h->mi, r, st->prompt_bytes, st->prompt_len)) st->out.oom = 1;
+    cis2_sb_str(&st->out, "data: ");
+    head(st, &st->out, 1, 0, i, NULL, 0, st->logprobs ? lp.b : NULL, finish_name(finish),
+         st->n > 1 ? extra.b : NULL);
+    if (lp.oom || extra.oom) st->out.oom = 1;
+    cis2_sb_free(&lp);
+    cis2_sb_free(&extra);
+    if (st->include_usage) cis2_sb_str(&st->out, ",\"usage\":null");
+    else if (last) {
+        cis2_sb_put(&st->out, ",", 1);
+        serve_json_usage(&st->out, r->n_prompt, st->gen_total);
+    }
+    if (st->n == 1) {
+        cis2_sb_str(&st->out, ",\"cis2\":");
+        cis2_obj(st, &st->out, i, r);
+    }
     cis2_sb_str(&st->out, "}\n\n");
+    if (!last) return;
     if (st->include_usage) {
         cis2_sb_printf(&st->out,
                        "data: {\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", st->id,
                        st->chat ? "chat.completion.chunk" : "text_completion", st->created);
         cis2_sb_json_str(&st->out, h->mi.model_id, strlen(h->mi.model_id));
+        if (st->sampled) cis2_sb_printf(&st->out, ",\"seed\":%llu", (unsigned long long)st->seed);
         cis2_sb_str(&st->out, ",\"choices\":[],");
-        serve_json_usage(&st->out, r->n_prompt, r->n_gen);
+        serve_json_usage(&st->out, r->n_prompt, st->gen_total);
         cis2_sb_str(&st->out, "}\n\n");
     }
     cis2_sb_str(&st->out, "data: [DONE]\n\n");
+    st->done = 1;
 }
 
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -294,19 +357,33 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
         }
         if (st->done) return MHD_CONTENT_READER_END_OF_STREAM;
         st->out.len = st->off = 0;
-        cis2_sb delta = { 0 };
-        int fin = serve_job_wait(st->h->s, st->j, 250, &delta);
-        if (delta.len) { /* one chunk per wake-up: a token's text, or a few when we lag */
-            cis2_sb_str(&st->out, "data: ");
-            head(st, &st->out, 1, 0, delta.b, delta.len, NULL);
-            chunk_end(st, &st->out);
+        /* The choices step together: wait on the first one still running,
+         * then take what the others have. */
+        int waited = 0;
+        for (int i = 0; i < st->n && !st->done; i++) {
+            if (st->fin[i]) continue;
+            cis2_sb delta = { 0 };
+            int fin = serve_job_wait(st->h->s, st->j[i], waited ? 0 : 250, &delta);
+            waited = 1;
+            if (delta.len) { /* one chunk per wake-up: a token's text, or a few when we lag */
+                cis2_sb lp = { 0 };
+                const int32_t *ids;
+                const float *l;
+                const cis2_logprob *top;
+                logprobs_json(st, i, serve_job_tokens(st->h->s, st->j[i], &ids, &l, &top), &lp);
+                cis2_sb_str(&st->out, "data: ");
+                head(st, &st->out, 1, 0, i, delta.b, delta.len, st->logprobs ? lp.b : NULL, NULL,
+                     NULL);
+                chunk_end(st, &st->out);
+                if (lp.oom) st->out.oom = 1;
+                cis2_sb_free(&lp);
+            }
+            cis2_sb_free(&delta);
+            if (fin) sse_final(st, i);
         }
-        cis2_sb_free(&delta);
-        if (fin) {
-            sse_final(st);
-            st->done = 1;
+        if (st->done) {
         } else if (st->out.len == 0 && peer_gone(st->c)) {
-            return MHD_CONTENT_READER_END_WITH_ERROR; /* sse_free cancels the job */
+            return MHD_CONTENT_READER_END_WITH_ERROR; /* sse_free cancels the jobs */
         } else if (st->out.len == 0 && cis2_now_ms() - st->last_out > st->ping_ms) {
             cis2_sb_str(&st->out, ": ping\n\n"); /* queued for a slot */
         }
@@ -317,7 +394,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void sse_free(void *cls)
 {
     stream_ctx *st = cls;
-    serve_job_release(st->h->s, st->j);
+    for (int i = 0; i < st->n; i++) serve_job_release(st->h->s, st->j[i]);
     cis2_sb_free(&st->out);
     free(st->prompt_bytes);
     free(st);
@@ -378,6 +455,46 @@ static int prompt_ids(serve_http *h, serve_completion_req *q, int32_t **ids, int
     return 0;
 }
 
+/* The non-streamed response: every choice, the usage of all, and the cis2
+ * object (top-level for one choice, as always; in each choice for several). */
+static int full_response(stream_ctx *st, cis2_sb *sb, serve_err *e)
+{
+    for (int i = 0; i < st->n; i++)
+        if (serve_job_error(st->j[i], e)) return 1;
+    serve_json_open(sb, st->id, st->chat ? "chat.completion" : "text_completion", st->created,
+                    st->h->mi.model_id, st->sampled ? &st->seed : NULL);
+    const cis2_result *r = NULL;
+    int gen = 0;
+    for (int i = 0; i < st->n; i++) {
+        const char *text;
+        size_t tl;
+        int finish;
+        r = serve_job_result(st->j[i], &text, &tl, &finish);
+        gen += r->n_gen;
+        cis2_sb lp = { 0 }, extra = { 0 };
+        logprobs_json(st, i, r->n_gen, &lp);
+        if (st->n > 1) {
+            cis2_sb_str(&extra, ",\"cis2\":");
+            cis2_obj(st, &extra, i, r);
+        }
+        if (i) cis2_sb_put(sb, ",", 1);
+        const char *l = st->logprobs ? lp.b : NULL, *x = st->n > 1 ? extra.b : NULL;
+        if (st->chat) serve_json_chat_choice(sb, 0, i, 1, text, tl, l, finish_name(finish), x);
+        else serve_json_completion_choice(sb, i, text, tl, l, finish_name(finish), x);
+        if (lp.oom || extra.oom) sb->oom = 1;
+        cis2_sb_free(&lp);
+        cis2_sb_free(&extra);
+    }
+    cis2_sb_str(sb, "],");
+    serve_json_usage(sb, r->n_prompt, gen);
+    if (st->n == 1) {
+        cis2_sb_str(sb, ",\"cis2\":");
+        cis2_obj(st, sb, 0, r);
+    }
+    cis2_sb_put(sb, "}", 1);
+    return 0;
+}
+
 /* POST /v1/completions, or /v1/chat/completions when chat. */
 static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, req_ctx *rq,
                                       int chat)
@@ -395,53 +512,66 @@ static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, r
     int perr = prompt_ids(h, &q, &ids, &n, &bytes, &blen, &e);
     if (!perr && q.max_tokens == 0) /* chat without max_tokens: the rest of the context */
         q.max_tokens = n <= h->lim.ctx ? h->lim.ctx - n + 1 : 1;
-    if (perr || serve_check_context(n, q.max_tokens, q.max_param, chat ? "messages" : "prompt",
-                                    &h->lim, &e)) {
+    stream_ctx *st = NULL;
+    int bad = perr || serve_check_context(n, q.max_tokens, q.max_param,
+                                          chat ? "messages" : "prompt", &h->lim, &e);
+    if (!bad && !(st = calloc(1, sizeof *st)))
+        bad = serve_fail(&e, 500, NULL, NULL, "out of memory");
+    if (bad) {
         free(ids);
         free(bytes);
         serve_completion_req_free(&q);
         return send_error(c, &e, 0);
     }
-    serve_gen_params p = { ids,
-                           n,
-                           bytes,
-                           blen,
-                           q.max_tokens,
-                           !q.ignore_eos,
-                           { (const char *const *)q.stop, q.stop_len, q.n_stop } };
-    serve_job *j;
-    int rc = serve_sched_submit(h->s, &p, &j, err);
-    int stream = q.stream, include_usage = q.include_usage;
-    free(ids);
-    serve_completion_req_free(&q);
-    if (rc) {
-        free(bytes);
-        serve_fail(&e, 503, NULL, rc == SERVE_BUSY ? "server_busy" : "shutting_down", "%s", err);
-        return send_error(c, &e, 0);
-    }
-    stream_ctx *st = calloc(1, sizeof *st);
-    if (!st) {
-        free(bytes);
-        serve_job_release(h->s, j);
-        return MHD_NO;
-    }
     st->h = h;
-    st->j = j;
     st->c = c;
     st->chat = chat;
+    st->n = q.n;
     st->created = (long long)time(NULL);
-    st->include_usage = include_usage;
+    st->include_usage = q.include_usage;
+    st->sampled = q.smp.temperature > 0.0f;
+    st->seed = q.smp.seed;
+    st->logprobs = q.logprobs;
+    st->top_k = q.top_logprobs;
     st->prompt_bytes = bytes;
     st->prompt_len = blen;
     st->last_out = cis2_now_ms();
     st->ping_ms = ping_interval_ms(h->o.idle_timeout);
     make_id(h, chat ? "chatcmpl" : "cmpl", st->id);
+    /* n sequences, submitted together so that they join the batch at one step */
+    int rc = 0, got = 0;
+    for (int i = 0; i < q.n && !rc; i++) {
+        st->smp[i] = q.smp;
+        if (st->sampled) st->smp[i].seed = q.smp.seed + (uint64_t)i; /* mod 2^64 */
+        serve_gen_params p = { ids,
+                               n,
+                               bytes,
+                               blen,
+                               q.max_tokens,
+                               !q.ignore_eos,
+                               { (const char *const *)q.stop, q.stop_len, q.n_stop },
+                               &st->smp[i],
+                               q.logprobs,
+                               q.top_logprobs };
+        rc = serve_sched_submit(h->s, &p, &st->j[i], err);
+        if (!rc) got++;
+    }
+    int stream = q.stream;
+    free(ids);
+    serve_completion_req_free(&q);
+    if (rc) {
+        st->n = got; /* the ones queued are cancelled */
+        sse_free(st);
+        serve_fail(&e, 503, NULL, rc == SERVE_BUSY ? "server_busy" : "shutting_down", "%s", err);
+        return send_error(c, &e, 0);
+    }
     if (stream) {
-        if (chat) { /* OpenAI's first chunk: the role, empty content */
-            cis2_sb_str(&st->out, "data: ");
-            head(st, &st->out, 1, 1, "", 0, NULL);
-            chunk_end(st, &st->out);
-        }
+        if (chat) /* OpenAI's first chunk of each choice: the role, empty content */
+            for (int i = 0; i < st->n; i++) {
+                cis2_sb_str(&st->out, "data: ");
+                head(st, &st->out, 1, 1, i, "", 0, NULL, NULL, NULL);
+                chunk_end(st, &st->out);
+            }
         struct MHD_Response *r =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, st, sse_free);
         if (!r) {
@@ -456,26 +586,18 @@ static enum MHD_Result do_completions(serve_http *h, struct MHD_Connection *c, r
         return mr;
     }
     /* Not streaming: wait here (this connection's own thread), watching the peer. */
-    while (!serve_job_wait(h->s, j, 250, NULL))
-        if (peer_gone(c)) {
-            sse_free(st); /* cancels the job: its slot is free at the next step */
-            return MHD_NO;
-        }
+    for (int i = 0; i < st->n; i++)
+        while (!serve_job_wait(h->s, st->j[i], 250, NULL))
+            if (peer_gone(c)) {
+                sse_free(st); /* cancels the jobs: their slots are free at the next step */
+                return MHD_NO;
+            }
     enum MHD_Result mr;
-    if (serve_job_error(j, &e)) {
+    cis2_sb sb = { 0 };
+    if (full_response(st, &sb, &e)) {
+        cis2_sb_free(&sb);
         mr = send_error(c, &e, 0);
     } else {
-        const char *text;
-        size_t tl;
-        int finish;
-        const cis2_result *r = serve_job_result(j, &text, &tl, &finish);
-        cis2_sb sb = { 0 };
-        head(st, &sb, 0, 1, text, tl, finish_name(finish));
-        cis2_sb_put(&sb, ",", 1);
-        serve_json_usage(&sb, r->n_prompt, r->n_gen);
-        cis2_sb_str(&sb, ",\"cis2\":");
-        if (serve_json_cis2(&sb, &h->mi, r, st->prompt_bytes, st->prompt_len)) sb.oom = 1;
-        cis2_sb_put(&sb, "}", 1);
         mr = send_json(c, 200, &sb, NULL, 0);
     }
     sse_free(st);
@@ -491,7 +613,8 @@ static enum MHD_Result do_verify(serve_http *h, struct MHD_Connection *c, req_ct
     if (serve_parse_verify(rq->body.b ? rq->body.b : "", rq->body.len, &text, &tl, &e))
         return send_error(c, &e, 0);
     cis2_receipt rc;
-    int prc = cis2_receipt_parse(text, tl, "receipt", &rc, err);
+    cis2_sampler smp; /* a v1 receipt: all zero, greedy (docs/sampling.md §6) */
+    int prc = cis2_receipt_parse_sampled(text, tl, "receipt", &rc, &smp, err);
     free(text);
     if (prc) return fail(c, 400, "receipt", NULL, err);
     /* §3.4: positions 0 .. n_prompt + gen-toks - 2 are recomputed. Named as the
@@ -510,7 +633,7 @@ static enum MHD_Result do_verify(serve_http *h, struct MHD_Connection *c, req_ct
         return send_error(c, &e, 0);
     }
     serve_job *j;
-    int r = serve_sched_verify(h->s, &rc, &j, err);
+    int r = serve_sched_verify(h->s, &rc, &smp, &j, err);
     if (r) {
         cis2_receipt_free(&rc);
         return fail(c, 503, NULL, r == SERVE_BUSY ? "server_busy" : "shutting_down", err);

@@ -1,11 +1,13 @@
 /* The request parser of `cis2 serve`: an OpenAI /v1/completions or
  * /v1/chat/completions body (or a /v1/verify body) into a validated struct,
  * strictly. Every refusal is one line naming the parameter, as an OpenAI-style
- * error (status, type, param, code). Greedy decoding only (§11.2): sampling
- * parameters are accepted only at the values that mean "argmax". Fuzzed by
+ * error (status, type, param, code). Greedy (§11.2) unless temperature is
+ * above 0; then docs/sampling.md's sampler, read as `cis2 run`'s flags. Fuzzed by
  * fuzz/fuzz_serve_request.c. */
 #include "cli/serve.h"
 #include "core/json.h"
+#include "engine/sample.h"
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,12 +231,149 @@ static int get_stop(const json_doc *d, uint32_t v, serve_completion_req *r, serv
     return 0;
 }
 
+/* A JSON number's own text, for the sampler's reading of it (docs/sampling.md
+ * §1: the binary32 nearest the decimal, as `cis2 run --temperature` reads it). */
+static int num_text(const json_doc *d, uint32_t v, char *buf, size_t cap)
+{
+    if (d->nodes[v].type != JSON_NUMBER || d->nodes[v].len >= cap) return 1;
+    memcpy(buf, d->src + d->nodes[v].start, d->nodes[v].len);
+    buf[d->nodes[v].len] = 0;
+    return 0;
+}
+
+/* top_p or min_p: a number in [0, 1], 0 or a normal binary32; under greedy
+ * decoding only its "off" value. */
+static int get_unit(const json_doc *d, const char *name, int sampled, float off, float *out,
+                    serve_err *e)
+{
+    uint32_t v = json_get(d, 0, name, NULL);
+    if (is_null(d, v)) return 0;
+    char t[72], shown[48];
+    if (d->nodes[v].type != JSON_NUMBER)
+        return serve_fail(e, 400, name, NULL, "%s: expected a number, got %s", name,
+                          type_name(d, v));
+    printable(d->src + d->nodes[v].start, d->nodes[v].len, shown, sizeof shown);
+    float f;
+    if (num_text(d, v, t, sizeof t) || smp_parse_num(t, &f) || f > 1.0f ||
+        (f != 0.0f && (cis2_f2u(f) & 0x7F800000u) == 0))
+        return serve_fail(e, 400, name, NULL,
+                          "%s: %s is outside [0, 1] (0 or a normal binary32 number, "
+                          "docs/sampling.md §1)",
+                          name, shown);
+    if (!sampled && f != off)
+        return serve_fail(e, 400, name, NULL,
+                          "%s: %s needs temperature above 0 (temperature 0, the default here, is "
+                          "the greedy argmax of §11.2; %s %g is off)",
+                          name, shown, name, (double)off);
+    *out = f;
+    return 0;
+}
+
+/* temperature, top_p, top_k, min_p, seed and n (docs/serve.md, Sampling),
+ * read as `cis2 run`'s flags are (docs/sampling.md §1). temperature 0 or
+ * absent is greedy, as this server always was (OpenAI's default is 1); the
+ * other parameters then take only their "off" values, and seed is accepted
+ * and never read. A sampled request without a seed gets one here, from the
+ * system's randomness, below 2^53 so that every JSON reader (JavaScript's
+ * numbers included) reads it back exactly. */
+static int get_sampling(const json_doc *d, serve_completion_req *r, serve_err *e)
+{
+    cis2_sampler *s = &r->smp;
+    char t[72], shown[48], ce[CIS2_ERR_LEN];
+    int64_t x;
+    memset(s, 0, sizeof *s);
+    s->top_p = 1.0f;
+    uint32_t v = json_get(d, 0, "temperature", NULL);
+    if (!is_null(d, v)) {
+        if (d->nodes[v].type != JSON_NUMBER)
+            return serve_fail(e, 400, "temperature", NULL, "temperature: expected a number, got %s",
+                              type_name(d, v));
+        printable(d->src + d->nodes[v].start, d->nodes[v].len, shown, sizeof shown);
+        if (num_text(d, v, t, sizeof t) || smp_parse_num(t, &s->temperature) ||
+            cis2_sampler_check(s, ce))
+            return serve_fail(e, 400, "temperature", NULL,
+                              "temperature: %s is not 0 or a normal binary32 number above 0 "
+                              "(docs/sampling.md §1)",
+                              shown);
+    }
+    const int sampled = s->temperature > 0.0f;
+    if (get_unit(d, "top_p", sampled, 1.0f, &s->top_p, e) ||
+        get_unit(d, "min_p", sampled, 0.0f, &s->min_p, e))
+        return 1;
+    v = json_get(d, 0, "top_k", NULL); /* vLLM's -1 and llama.cpp's 0 both mean off */
+    if (!is_null(d, v)) {
+        if (get_int(d, v, "top_k", "top_k", -1, 2147483647, "(-1 or 0 = off)", &x, e)) return 1;
+        if (!sampled && x > 0)
+            return serve_fail(e, 400, "top_k", NULL,
+                              "top_k: %lld needs temperature above 0 (temperature 0, the "
+                              "default here, is the greedy argmax of §11.2; top_k 0 is off)",
+                              (long long)x);
+        s->top_k = x > 0 ? (int)x : 0;
+    }
+    r->n = 1;
+    v = json_get(d, 0, "n", NULL);
+    if (!is_null(d, v)) {
+        if (get_int(d, v, "n", "n", 1, SERVE_MAX_N, "(choices per request)", &x, e)) return 1;
+        r->n = (int)x;
+    }
+    v = json_get(d, 0, "seed", NULL);
+    if (!is_null(d, v)) { /* any integer, also one beyond int64 (clients draw 64-bit seeds) */
+        if (get_int(d, v, "seed", "seed", 0, 0, NULL, NULL, e)) return 1;
+        if (sampled) {
+            printable(d->src + d->nodes[v].start, d->nodes[v].len, shown, sizeof shown);
+            if (json_num_int(d, v, &x) == 0 && x >= 0) s->seed = (uint64_t)x;
+            else if (num_text(d, v, t, sizeof t) || smp_parse_seed(t, &s->seed))
+                return serve_fail(e, 400, "seed", NULL,
+                                  "seed: %s is outside [0, 18446744073709551615] (a sampled "
+                                  "request's seed, docs/sampling.md §1)",
+                                  shown);
+            r->seed_given = 1;
+        }
+    }
+    if (sampled && !r->seed_given) {
+        if (getentropy(&s->seed, sizeof s->seed) != 0)
+            return serve_fail(e, 500, "seed", NULL,
+                              "seed: not given, and the system gave no randomness to choose "
+                              "one; give a seed");
+        s->seed &= (1ull << 53) - 1;
+    }
+    return 0;
+}
+
+/* logprobs: completions take a count (the legacy API: the chosen token's
+ * log-probability and that many alternatives), chat a boolean with
+ * top_logprobs beside it. Both at most SERVE_MAX_LOGPROBS alternatives. */
+static int get_logprobs(const json_doc *d, int chat, serve_completion_req *r, serve_err *e)
+{
+    int64_t x;
+    uint32_t v = json_get(d, 0, "logprobs", NULL);
+    if (chat) {
+        if (get_bool(d, v, "logprobs", &r->logprobs, e)) return 1;
+        uint32_t t = json_get(d, 0, "top_logprobs", NULL);
+        if (is_null(d, t)) return 0;
+        if (get_int(d, t, "top_logprobs", "top_logprobs", 0, SERVE_MAX_LOGPROBS, NULL, &x, e))
+            return 1;
+        if (!r->logprobs)
+            return serve_fail(e, 400, "top_logprobs", NULL,
+                              "top_logprobs: needs \"logprobs\": true");
+        r->top_logprobs = (int)x;
+        return 0;
+    }
+    if (is_null(d, v)) return 0;
+    if (get_int(d, v, "logprobs", "logprobs", 0, SERVE_MAX_LOGPROBS, NULL, &x, e)) return 1;
+    r->logprobs = 1;
+    r->top_logprobs = (int)x;
+    return 0;
+}
+
 /* The members each endpoint knows; anything else is refused by name. */
 static const char *const KNOWN_COMPLETION[] = { "model",
                                                 "prompt",
                                                 "max_tokens",
                                                 "temperature",
                                                 "top_p",
+                                                "top_k",
+                                                "min_p",
                                                 "n",
                                                 "best_of",
                                                 "stream",
@@ -256,6 +395,8 @@ static const char *const KNOWN_CHAT[] = { "model",
                                           "max_completion_tokens",
                                           "temperature",
                                           "top_p",
+                                          "top_k",
+                                          "min_p",
                                           "n",
                                           "stream",
                                           "stream_options",
@@ -352,15 +493,15 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
         if (!r->max_param) r->max_param = "max_completion_tokens";
         r->max_tokens = mct;
     }
-    const char *greedy = "this server decodes greedily, §11.2";
-    if (want_number(&d, json_get(&d, 0, "temperature", NULL), "temperature", 0, greedy, e) ||
-        want_number(&d, json_get(&d, 0, "top_p", NULL), "top_p", 1, greedy, e) ||
-        want_int(&d, json_get(&d, 0, "n", NULL), "n", 1, "one completion per request", e) ||
-        want_int(&d, json_get(&d, 0, "best_of", NULL), "best_of", 1, greedy, e) ||
-        want_number(&d, json_get(&d, 0, "presence_penalty", NULL), "presence_penalty", 0, greedy,
-                    e) ||
-        want_number(&d, json_get(&d, 0, "frequency_penalty", NULL), "frequency_penalty", 0, greedy,
-                    e))
+    if (get_sampling(&d, r, e)) goto out;
+    if (want_int(&d, json_get(&d, 0, "best_of", NULL), "best_of", 1,
+                 "n choices are sampled, none "
+                 "is picked from more",
+                 e) ||
+        want_number(&d, json_get(&d, 0, "presence_penalty", NULL), "presence_penalty", 0,
+                    "docs/sampling.md has no penalties", e) ||
+        want_number(&d, json_get(&d, 0, "frequency_penalty", NULL), "frequency_penalty", 0,
+                    "docs/sampling.md has no penalties", e))
         goto out;
     if (get_bool(&d, json_get(&d, 0, "stream", NULL), "stream", &r->stream, e) ||
         get_bool(&d, json_get(&d, 0, "ignore_eos", NULL), "ignore_eos", &r->ignore_eos, e))
@@ -409,20 +550,7 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
         }
     }
     if (get_stop(&d, json_get(&d, 0, "stop", NULL), r, e)) goto out;
-    /* completions: a count, an integer like the others; chat: a boolean */
-    v = json_get(&d, 0, "logprobs", NULL);
-    if (!is_null(&d, v) && !(chat && d.nodes[v].type == JSON_FALSE)) {
-        if (!chat && get_int(&d, v, "logprobs", "logprobs", 0, 0, NULL, NULL, e)) goto out;
-        serve_fail(e, 400, "logprobs", NULL, "logprobs: not supported (only null%s)",
-                   chat ? " or false" : "");
-        goto out;
-    }
-    v = json_get(&d, 0, "top_logprobs", NULL);
-    if (!is_null(&d, v)) {
-        if (get_int(&d, v, "top_logprobs", "top_logprobs", 0, 0, NULL, NULL, e)) goto out;
-        serve_fail(e, 400, "top_logprobs", NULL, "top_logprobs: not supported (only null)");
-        goto out;
-    }
+    if (get_logprobs(&d, chat, r, e)) goto out;
     v = json_get(&d, 0, "logit_bias", NULL);
     if (!is_null(&d, v) && (d.nodes[v].type != JSON_OBJECT || d.nodes[v].count != 0)) {
         serve_fail(e, 400, "logit_bias", NULL, "logit_bias: not supported (only null or {})");
@@ -433,10 +561,6 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
         serve_fail(e, 400, "suffix", NULL, "suffix: not supported (only null or \"\")");
         goto out;
     }
-    /* Greedy decoding has no randomness to seed, so the value is never read:
-     * any integer is taken, also one beyond int64 (clients draw 64-bit seeds). */
-    v = json_get(&d, 0, "seed", NULL);
-    if (!is_null(&d, v) && get_int(&d, v, "seed", "seed", 0, 0, NULL, NULL, e)) goto out;
     v = json_get(&d, 0, "user", NULL);
     if (!is_null(&d, v) && d.nodes[v].type != JSON_STRING) {
         serve_fail(e, 400, "user", NULL, "user: expected a string, got %s", type_name(&d, v));

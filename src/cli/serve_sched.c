@@ -26,9 +26,13 @@ struct serve_job {
     int n_prompt, n_gen, stop_at_eos, n_stop;
     char *stop[SERVE_MAX_STOP];
     size_t stop_len[SERVE_MAX_STOP];
+    cis2_sampler smp;  /* temperature 0: greedy; VERIFY: the receipt's */
+    int want_lp, lp_k; /* log-probabilities (docs/sampling.md §9), lp_k alternatives */
     /* decode thread only, while running */
     int seq;
-    int32_t *ids; /* appended by on_step */
+    int32_t *ids;      /* appended by on_step */
+    float *lp;         /* the chosen ids' log-probabilities (want_lp), by on_step */
+    cis2_logprob *top; /* lp_k alternatives per step */
     int n_ids, n_texted;
     serve_detok detok; /* ids -> text */
     cis2_sb text;
@@ -38,6 +42,7 @@ struct serve_job {
     size_t *seg; /* pub's growth step by step: segment k ends at seg[k] */
     int n_seg, cap_seg;
     int seg_taken; /* segments the HTTP side has copied */
+    int n_pub;     /* ids (and their log-probabilities) the HTTP side may read */
     size_t taken;  /* = seg[seg_taken - 1] */
     /* results (read by the HTTP side once finished) */
     int finish, err_status;
@@ -70,6 +75,8 @@ static void job_free(serve_job *j)
     pthread_cond_destroy(&j->cv);
     free(j->prompt);
     free(j->ids);
+    free(j->lp);
+    free(j->top);
     free(j->seg);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     cis2_sb_free(&j->text);
@@ -144,6 +151,9 @@ static size_t text_update(serve_sched *s, serve_job *j, int done)
 static void on_step(void *ctx, int step, const float *logits, int vocab, int32_t chosen)
 {
     serve_job *j = ctx;
+    if (j->want_lp) /* §9 over this step's raw logits; the arrays have n_gen slots */
+        cis2_logprobs(logits, vocab, chosen, &j->lp[j->n_ids], j->lp_k,
+                      j->top + (size_t)j->n_ids * (size_t)j->lp_k);
     j->ids[j->n_ids++] = chosen; /* step == n_ids: ids has n_gen slots */
 }
 
@@ -176,13 +186,17 @@ static void admit(serve_sched *s, serve_job *j) /* under s->mu */
         j->ids = malloc((size_t)j->n_gen * sizeof *j->ids);
         j->cap_seg = j->n_gen + 1; /* a segment per step, and the flush at the end */
         j->seg = malloc((size_t)j->cap_seg * sizeof *j->seg);
-        if (!j->ids || !j->seg) {
+        if (j->want_lp) {
+            j->lp = malloc((size_t)j->n_gen * sizeof *j->lp);
+            j->top = malloc((size_t)j->n_gen * (size_t)(j->lp_k ? j->lp_k : 1) * sizeof *j->top);
+        }
+        if (!j->ids || !j->seg || (j->want_lp && (!j->lp || !j->top))) {
             finish_job(j, 500, "out of memory");
             unref(j);
             return;
         }
     }
-    if (cis2_seq_submit(s->e, prompt, n_prompt, &g, &j->seq, err)) {
+    if (cis2_seq_submit_sampled(s->e, prompt, n_prompt, &g, &j->smp, &j->seq, err)) {
         finish_job(j, 400, err);
         unref(j);
         return;
@@ -199,7 +213,7 @@ static void verify_done(serve_sched *s, serve_job *j) /* under s->mu */
     cis2_result res;
     int fail = cis2_seq_take(s->e, j->seq, &res, err);
     if (fail) cis2_seq_cancel(s->e, j->seq);
-    else fail = cis2_receipt_verify_finish(&j->rc, &res, &j->v, err);
+    else fail = cis2_receipt_verify_finish_sampled(&j->rc, &j->smp, &res, &j->v, err);
     j->has_verdict = !fail;
     s->completed++;
     finish_job(j, 500, fail ? err : NULL);
@@ -240,6 +254,7 @@ static void after_step(serve_sched *s)
         }
         if (fail) cis2_seq_cancel(s->e, j->seq);
         pthread_mutex_lock(&s->mu);
+        j->n_pub = j->n_ids;
         if (send > j->pub.len) { /* one segment per step */
             cis2_sb_put(&j->pub, j->text.b + j->pub.len, send - j->pub.len);
             if (j->n_seg == j->cap_seg) j->seg[j->n_seg - 1] = j->pub.len;
@@ -443,6 +458,9 @@ int serve_sched_submit(serve_sched *s, const serve_gen_params *p, serve_job **ou
     j->n_prompt = p->n_prompt;
     j->n_gen = p->n_gen;
     j->stop_at_eos = p->stop_at_eos;
+    if (p->smp) j->smp = *p->smp;
+    j->want_lp = p->logprobs;
+    j->lp_k = p->top_logprobs;
     for (int i = 0; i < p->stops.n_stop && i < SERVE_MAX_STOP; i++) {
         j->stop[i] = malloc(p->stops.stop_len[i] + 1);
         if (!j->stop[i]) {
@@ -464,7 +482,8 @@ int serve_sched_submit(serve_sched *s, const serve_gen_params *p, serve_job **ou
     return 0;
 }
 
-int serve_sched_verify(serve_sched *s, cis2_receipt *rc, serve_job **out, char *err)
+int serve_sched_verify(serve_sched *s, cis2_receipt *rc, const cis2_sampler *smp, serve_job **out,
+                       char *err)
 {
     *out = NULL;
     serve_job *j = job_new(JOB_VERIFY);
@@ -474,6 +493,7 @@ int serve_sched_verify(serve_sched *s, cis2_receipt *rc, serve_job **out, char *
     }
     j->rc = *rc;
     memset(rc, 0, sizeof *rc);
+    if (smp) j->smp = *smp;
     int r = enqueue(s, j, err);
     if (r) {
         job_free(j);
@@ -524,6 +544,18 @@ const cis2_result *serve_job_result(const serve_job *j, const char **text, size_
 }
 
 const cis2_verdict *serve_job_verdict(const serve_job *j) { return j->has_verdict ? &j->v : NULL; }
+
+int serve_job_tokens(serve_sched *s, serve_job *j, const int32_t **ids, const float **lp,
+                     const cis2_logprob **top)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = j->n_pub;
+    pthread_mutex_unlock(&s->mu);
+    *ids = j->ids;
+    *lp = j->lp;
+    *top = j->top;
+    return n;
+}
 
 void serve_job_release(serve_sched *s, serve_job *j)
 {

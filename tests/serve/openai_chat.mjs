@@ -49,6 +49,18 @@ try {
   check('stream-receipt-equals-cis2-run-chat', receipt === expected, `got ${receipt}`);
   check('stream-token-by-token', chunks >= 3, `${chunks} chunks`);
 
+  // Sampled, seeded, two choices, log-probabilities (docs/serve.md, Sampling): the same seed
+  // gives the same choices; each choice's logprobs.content has one entry per generated id.
+  const sreq = { model, messages, max_tokens: n, temperature: 0.9, seed: 11, n: 2, logprobs: true, top_logprobs: 2 };
+  const s1 = await client.chat.completions.create(sreq), s2 = await client.chat.completions.create(sreq);
+  check('sampled-same-seed', JSON.stringify(s1.choices) === JSON.stringify(s2.choices) && s1.seed === 11,
+        JSON.stringify(s1).slice(0, 300));
+  check('sampled-n2-logprobs', s1.choices.length === 2 && s1.choices.every((cc, i) =>
+    cc.index === i && cc.cis2.seed === 11 + i && cc.cis2.receipt.startsWith('CIS-2-RECEIPT v1+sampling\n') &&
+    cc.logprobs.content.length === cc.cis2.generated_token_ids.length &&
+    cc.logprobs.content.every((e) => typeof e.token === 'string' && e.logprob <= 0 && Array.isArray(e.bytes) &&
+                                     e.top_logprobs.length === 2)), JSON.stringify(s1.choices[0]).slice(0, 400));
+
   const expectError = async (name, req, cls, status, param, code) => {
     try {
       await client.chat.completions.create(req);
@@ -59,8 +71,9 @@ try {
     }
   };
   const user = [{ role: 'user', content: 'hi' }];
-  await expectError('error-temperature', { model, messages: user, temperature: 1.0 }, OpenAI.BadRequestError, 400, 'temperature');
-  await expectError('error-n', { model, messages: user, n: 2 }, OpenAI.BadRequestError, 400, 'n');
+  await expectError('error-temperature', { model, messages: user, temperature: -1.0 }, OpenAI.BadRequestError, 400, 'temperature');
+  await expectError('error-n', { model, messages: user, n: 17 }, OpenAI.BadRequestError, 400, 'n');
+  await expectError('error-top-logprobs', { model, messages: user, top_logprobs: 2 }, OpenAI.BadRequestError, 400, 'top_logprobs');
   await expectError('error-role', { model, messages: [{ role: 'tool', content: 'x', tool_call_id: 't' }] },
                     OpenAI.BadRequestError, 400, 'messages');
   await expectError('error-special-token', { model, messages: [{ role: 'user', content: 'a <|endoftext|>' }] },

@@ -63,8 +63,8 @@ try {
             `${e.constructor.name} ${e.status} param=${e.param} code=${e.code}: ${e.message}`);
     }
   };
-  await expectError('error-temperature', { model, prompt, temperature: 0.8 }, OpenAI.BadRequestError, 400, 'temperature');
-  await expectError('error-n', { model, prompt, n: 3 }, OpenAI.BadRequestError, 400, 'n');
+  await expectError('error-temperature', { model, prompt, temperature: -1 }, OpenAI.BadRequestError, 400, 'temperature');
+  await expectError('error-n', { model, prompt, n: 17 }, OpenAI.BadRequestError, 400, 'n');
   await expectError('error-model', { model: 'no-such-model', prompt }, OpenAI.NotFoundError, 404, 'model', 'model_not_found');
   await expectError('error-context', { model, prompt: [1, 2, 3], max_tokens: 100000 }, OpenAI.BadRequestError, 400, 'max_tokens');
   await expectError('error-unknown-argument', { model, prompt, tools: [] }, OpenAI.BadRequestError, 400, 'tools');
