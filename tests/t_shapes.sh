@@ -82,6 +82,18 @@ for s in "${shapes[@]}"; do
     out=$("$C" verify "$T/$name.ref.rcpt" --model "$D" --backend fast --isa "$wide" --threads 2 2>&1)
     [ $? -eq 0 ] && pass "shapes.$name.fast.$wide.2: the ref receipt verifies" ||
         fail "shapes.$name.fast.$wide.2: the ref receipt verifies" "$(echo "$out" | grep -m1 MISMATCH)"
+    # Peak RSS: the loader packs a large tensor slice by slice as the file arrives, so no
+    # whole 0.6 GB embedding sits in the read buffer beside the packed weights (it did:
+    # weights + 85% here). Goal as docs/shapes.md: weights + KV + 10% (+ 32 MB of engine).
+    if [ "$name" = qwen3-1.7b ]; then
+        out=$("$C" bench --model "$D" --backend fast --threads 2 --prompt-len 4 -n 2 2>&1)
+        r=$(printf '%s\n' "$out" | sed -n 's/^peak_rss_mb=//p') w=$(printf '%s\n' "$out" | sed -n 's/^weights_mb=//p')
+        k=$(printf '%s\n' "$out" | sed -n 's/^kv_cache_mb=//p')
+        if [ -z "$r" ] || [ -z "$w" ]; then fail "shapes.$name.peak-rss" "cis2 bench: $(printf '%s\n' "$out" | tail -1)"
+        elif awk -v r="$r" -v w="$w" -v k="$k" 'BEGIN { exit !(r <= (w + k) * 1.10 + 32) }'; then
+            pass "shapes.$name.peak-rss ($r MB for $w MB of weights)"
+        else fail "shapes.$name.peak-rss" "$r MB for $w MB of weights + $k MB of KV: over 10% + 32 MB"; fi
+    fi
     [ "$name" = smollm2-360m ] && continue # kept for the checks below
     rm -rf "$D"
 done
