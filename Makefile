@@ -242,6 +242,12 @@ $(BENCH_MODEL)/model.safetensors: tools/make_model.py
 bench: all bench-model
 	bash tools/bench.sh $(BENCH_MODEL)
 
+# The 0.36-1.7 B shapes people run at full depth (docs/shapes.md): size, load time, peak RSS,
+# prefill / decode tok/s, ref = fast; checkpoints cached in $$SHAPES_DIR (tools/shapes_bench.sh).
+.PHONY: bench-shapes
+bench-shapes: all
+	bash tools/shapes_bench.sh
+
 # `cis2 serve` under load on the bench checkpoint (docs/serve.md): 32 clients x 8 requests,
 # every receipt equal to its solo run; `make test` runs a short version (tests/t_serve.sh).
 .PHONY: serve-load

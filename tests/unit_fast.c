@@ -442,6 +442,20 @@ static void test_pack(void)
                 cis2_weight_pack(&w2, t2, tw.raw + 1, D[di], w->rows, w->cols);
                 int ok = w->fmt == (D[di] == CIS2_DT_BF16 ? CIS2_WF_BF16 : CIS2_WF_F32) &&
                          memcmp(t2, tw.tiles, nb) == 0;
+                /* the loader's slices (cis2_weight_pack_tiles, one and two tiles at a
+                 * time, each from its own first row) write the same bytes */
+                for (int step = 1; ok && step <= 2; step++) {
+                    memset(t2, 0xA5, nb);
+                    size_t es0 = cis2_dtype_size(D[di]);
+                    for (int t0 = 0; t0 < w->ntiles; t0 += step) {
+                        int t1 = t0 + step < w->ntiles ? t0 + step : w->ntiles;
+                        cis2_weight_pack_tiles(&w2, t2,
+                                               tw.raw + 1 + (size_t)t0 * CIS2_TILE * K * es0, D[di],
+                                               w->rows, w->cols, t0, t1);
+                    }
+                    ok = memcmp(t2, tw.tiles, nb) == 0 && w2.rows == w->rows &&
+                         w2.ntiles == w->ntiles && w2.fmt == w->fmt;
+                }
                 size_t es = cis2_wfmt_size(w->fmt), used = (size_t)w->ntiles * CIS2_TILE * K * es;
                 for (size_t i = used; ok && i < nb; i++) ok = t2[i] == 0;
                 for (int t = 0; ok && t < w->ntiles; t++)

@@ -6,12 +6,19 @@ model.safetensors, tokenizer.json) for tests, the demo and the benchmark.
       [--layers 2] [--heads 4] [--kv-heads 2] [--head-dim N] [--vocab 320]
       [--theta 10000] [--eps 1e-5] [--untied] [--dtype bf16|f32|f16] [--seed 1]
       [--max-pos 8192] [--tokenizer FILE] [--smollm2-shape] [--drop-config KEY,...]
+  make_model.py OUT_DIR --shape NAME [--layers N] [--tokenizer FILE] [--seed 1]
 
-Standard library only. The same arguments always give the same bytes: small
+Standard library only (numpy for --shape). The same arguments always give the same bytes: small
 tensors come from splitmix64, large bf16 tensors from SHAKE-256 with a fixed
 exponent band (so the 135M-shaped benchmark model is written in seconds).
 --smollm2-shape sets SmolLM2-135M's shape (30 layers, hidden 576, inter 1536,
 9/3 heads, vocab 49152, theta 100000, tied) and copies --tokenizer if given.
+--shape NAME writes the exact shape of a released checkpoint (SHAPES below,
+sources in docs/shapes.md): every width, the vocabulary, tying, RoPE, eps and
+max_position_embeddings of its config.json, bf16 like the real weights, every
+matrix from numpy's PCG64 (needs numpy; seconds for 1.7e9 parameters); --layers N
+keeps the widths with N layers (layer l's tensors are the same bytes at every
+depth), so a test runs the real widths in a second.
 --arch cis2-toy writes the test-only fixture architecture of docs/architecture.md:
 the llama checkpoint of the same arguments (the same bytes for every shared
 tensor) plus a per-layer self_attn.o_gain.weight [hidden] (--toy-gain ones:
@@ -30,6 +37,35 @@ CORPUS = ("Once upon a time, there was a little girl named Lily. She loved to pl
           "she was very happy. The quick brown fox jumps over the lazy dog. It's what we'd "
           "all say: they're here, we've seen it, I'm sure you'll agree. for i in range(10): print(i)\n"
           "Il était une fois une petite fille. Ünïcödé façade naïve café. 1234567890 ") * 2
+
+
+# The released checkpoints' shapes, from their config.json (docs/shapes.md names
+# the file each number comes from). head_dim is written where the real config
+# has the key; bos/eos are the real ids (a generated tokenizer lacks them: the
+# engine then has no end token, as with any id it does not know).
+SHAPES = {
+    'smollm2-360m': dict(arch='llama', hidden=960, inter=2560, layers=32, heads=15, kv_heads=5,
+                         head_dim=None, vocab=49152, theta=100000.0, eps=1e-5, max_pos=8192,
+                         tied=True, rope_scaling=None, bos=0, eos=0),
+    'smollm2-1.7b': dict(arch='llama', hidden=2048, inter=8192, layers=24, heads=32, kv_heads=32,
+                         head_dim=None, vocab=49152, theta=130000.0, eps=1e-5, max_pos=8192,
+                         tied=True, rope_scaling=None, bos=0, eos=0),
+    'qwen2.5-0.5b': dict(arch='qwen2', hidden=896, inter=4864, layers=24, heads=14, kv_heads=2,
+                         head_dim=None, vocab=151936, theta=1000000.0, eps=1e-6, max_pos=32768,
+                         tied=True, rope_scaling=None, bos=151643, eos=151643),
+    'qwen2.5-1.5b': dict(arch='qwen2', hidden=1536, inter=8960, layers=28, heads=12, kv_heads=2,
+                         head_dim=None, vocab=151936, theta=1000000.0, eps=1e-6, max_pos=131072,
+                         tied=True, rope_scaling=None, bos=151643, eos=151643),
+    'qwen3-0.6b': dict(arch='qwen3', hidden=1024, inter=3072, layers=28, heads=16, kv_heads=8,
+                       head_dim=128, vocab=151936, theta=1000000.0, eps=1e-6, max_pos=40960,
+                       tied=True, rope_scaling=None, bos=151643, eos=151645),
+    'qwen3-1.7b': dict(arch='qwen3', hidden=2048, inter=6144, layers=28, heads=16, kv_heads=8,
+                       head_dim=128, vocab=151936, theta=1000000.0, eps=1e-6, max_pos=40960,
+                       tied=True, rope_scaling=None, bos=151643, eos=151645),
+    'llama3.2-1b': dict(arch='llama', hidden=2048, inter=8192, layers=16, heads=32, kv_heads=8,
+                        head_dim=64, vocab=128256, theta=500000.0, eps=1e-5, max_pos=131072,
+                        tied=True, rope_scaling='llama3:32:1:4:8192', bos=128000, eos=128001),
+}
 
 
 class SplitMix:
@@ -64,6 +100,29 @@ def shake_bf16(tag, n, scale):
     out[0::2] = raw[0::2].translate(bytes(((e & 1) << 7) | (b & 0x7F) for b in range(256)))
     out[1::2] = raw[1::2].translate(bytes((b & 0x80) | (e >> 1) for b in range(256)))
     return bytes(out)
+
+
+def pcg_bf16(tag, n, scale, chunk=1 << 22):
+    """n bf16 values as shake_bf16 draws them (random sign and mantissa, |w| in
+    [scale/2, scale)), the random bits from numpy's PCG64 seeded by SHA-256 of
+    tag: yields the little-endian bytes in chunks (a few MB in memory)."""
+    import numpy as np
+    e = max(1, min(254, int(math.floor(math.log2(scale))) + 127))
+    seed = int.from_bytes(hashlib.sha256(tag.encode()).digest(), 'little')
+    bg = np.random.PCG64(np.random.SeedSequence(seed))
+    for i in range(0, n, chunk):
+        m = min(chunk, n - i)
+        r = bg.random_raw((m + 3) // 4).astype('<u8', copy=False).view('<u2')[:m]
+        yield ((r & 0x807F) | (e << 7)).astype('<u2', copy=False).tobytes()
+
+
+class Lazy:
+    """A tensor's payload of n bytes, made by make() when it is written."""
+    def __init__(self, n, make):
+        self.n, self.make = n, make
+
+    def __len__(self):
+        return self.n
 
 
 def bytes_to_unicode():
@@ -131,7 +190,7 @@ def main():
     ap.add_argument('--toy-gain', default='random', choices=['random', 'ones'])
     ap.add_argument('--hidden', type=int, default=64)
     ap.add_argument('--inter', type=int, default=128)
-    ap.add_argument('--layers', type=int, default=2)
+    ap.add_argument('--layers', type=int, help='layers (default 2; with --shape, its own)')
     ap.add_argument('--heads', type=int, default=4)
     ap.add_argument('--kv-heads', type=int, default=2)
     ap.add_argument('--head-dim', type=int)
@@ -149,10 +208,28 @@ def main():
                          'high_freq_factor, original_max_position_embeddings} (docs/rope_scaling.md)')
     ap.add_argument('--llama32-1b-shape', action='store_true',
                     help="Llama-3.2-1B's shape and RoPE (about 1.2e9 parameters: 2.5 GB in bf16)")
+    ap.add_argument('--shape', choices=sorted(SHAPES),
+                    help="a released checkpoint's exact shape (docs/shapes.md); --layers N overrides its depth")
     ap.add_argument('--ftz-window', action='store_true')
     ap.add_argument('--drop-config', default='', metavar='KEY,...',
                     help='leave these keys out of config.json (e.g. model_type,architectures)')
     a = ap.parse_args()
+    layers_given = a.layers
+    if a.layers is None:
+        a.layers = 2
+    elif a.layers < 1 and (a.shape or a.smollm2_shape or a.llama32_1b_shape):
+        ap.error('--layers: want a positive number of layers')
+    bos = eos = 0
+    if a.shape:
+        try:
+            import numpy  # noqa: F401 (pcg_bf16)
+        except ImportError:
+            ap.error('--shape needs numpy (Debian: /usr/bin/python3 with python3-numpy)')
+        sh = SHAPES[a.shape]
+        a.arch, a.hidden, a.inter, a.layers = sh['arch'], sh['hidden'], sh['inter'], sh['layers']
+        a.heads, a.kv_heads, a.head_dim, a.vocab = sh['heads'], sh['kv_heads'], sh['head_dim'], sh['vocab']
+        a.theta, a.eps, a.max_pos, a.untied = sh['theta'], sh['eps'], sh['max_pos'], not sh['tied']
+        a.rope_scaling, a.dtype, bos, eos = sh['rope_scaling'], 'bf16', sh['bos'], sh['eos']
     if a.ftz_window:
         a.arch, a.dtype, a.untied, a.hidden, a.inter, a.layers = 'llama', 'f32', True, 16, 32, 1
     if a.smollm2_shape:
@@ -162,6 +239,8 @@ def main():
         a.arch, a.hidden, a.inter, a.layers, a.heads, a.kv_heads = 'llama', 2048, 8192, 16, 32, 8
         a.vocab, a.theta, a.untied, a.dtype, a.max_pos = 128256, 500000.0, False, 'bf16', 131072
         a.rope_scaling = a.rope_scaling or 'llama3:32:1:4:8192'
+    if layers_given is not None and (a.shape or a.smollm2_shape or a.llama32_1b_shape):
+        a.layers = layers_given
     rope_scaling = None
     if a.rope_scaling:
         parts = a.rope_scaling.split(':')
@@ -187,14 +266,27 @@ def main():
 
     def lin(name, rows, cols, scale=None):
         s = scale if scale is not None else 1.0 / math.sqrt(cols)
+        if a.shape:
+            # numpy's PCG64 (a bit stream numpy keeps stable across versions,
+            # NEP 19), seeded from the seed and the name, so a tensor's bytes
+            # do not depend on the depth or on the order; made when written
+            tag = '%d:%s' % (a.seed, name)
+            tensors.append((name, [rows, cols], Lazy(2 * rows * cols, lambda: pcg_bf16(tag, rows * cols, s)), 'BF16'))
+            return
         if rows * cols > 200000 and a.dtype == 'bf16':
-            tensors.append((name, [rows, cols], shake_bf16('%d:%s' % (a.seed, name), rows * cols, s), 'BF16'))
+            # made when written (one tensor in memory at a time): its bytes
+            # depend on the seed and the name only, not on the order
+            tag = '%d:%s' % (a.seed, name)
+            tensors.append((name, [rows, cols], Lazy(2 * rows * cols, lambda: [shake_bf16(tag, rows * cols, s)]), 'BF16'))
             return
         data, dt = pack([rng.uniform(s) for _ in range(rows * cols)])
         tensors.append((name, [rows, cols], data, dt))
 
     def vec(name, n, center=1.0, spread=0.2):
-        data, dt = pack([center + rng.uniform(spread) for _ in range(n)])
+        # --shape: a stream of its own per tensor (the depth changes no byte of layer 0 or the final norm)
+        r = SplitMix(int.from_bytes(hashlib.sha256(('%d:%s' % (a.seed, name)).encode()).digest()[:8], 'little')) \
+            if a.shape else rng
+        data, dt = pack([center + r.uniform(spread) for _ in range(n)])
         tensors.append((name, [n], data, dt))
 
     lin('model.embed_tokens.weight', a.vocab, a.hidden, 0.5)
@@ -238,7 +330,11 @@ def main():
         f.write(struct.pack('<Q', len(hb)))
         f.write(hb)
         for _, _, data, _ in tensors:
-            f.write(data)
+            if not isinstance(data, Lazy):
+                f.write(data)
+                continue
+            for chunk in data.make():
+                f.write(chunk)
     arch = {'llama': 'LlamaForCausalLM', 'qwen2': 'Qwen2ForCausalLM', 'qwen3': 'Qwen3ForCausalLM',
             'cis2-toy': 'Cis2ToyForCausalLM'}[a.arch]
     cfg = {"architectures": [arch], "model_type": a.arch, "hidden_act": "silu", "hidden_size": a.hidden,
@@ -246,7 +342,7 @@ def main():
            "num_key_value_heads": a.kv_heads, "rms_norm_eps": a.eps,
            "rope_theta": int(a.theta) if a.theta == int(a.theta) else a.theta,
            "max_position_embeddings": a.max_pos, "tie_word_embeddings": not a.untied,
-           "bos_token_id": 0, "eos_token_id": 0,
+           "bos_token_id": bos, "eos_token_id": eos,
            "torch_dtype": {"bf16": "bfloat16", "f32": "float32", "f16": "float16"}[a.dtype], "vocab_size": a.vocab}
     if a.head_dim:
         cfg["head_dim"] = hd

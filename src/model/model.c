@@ -143,6 +143,7 @@ typedef struct {
     size_t off;          /* in the arena */
     uint64_t start, end; /* the bytes the job reads, from the data section's start */
     int rows, cols, layer, id;
+    int t0, t1; /* float linears: the tiles [t0, t1) this job packs (a slice, see want) */
 } job;
 
 typedef struct {
@@ -152,7 +153,7 @@ typedef struct {
     char *err;
     uint8_t *used; /* per st tensor */
     job *jobs;
-    int n_jobs;
+    int n_jobs, cap_jobs;
     size_t arena_len;
     int n_linear;
 } plan;
@@ -254,8 +255,36 @@ static int want(plan *p, const cis2_st_tensor *t, const cis2_tensor_def *d, int 
     uint64_t start = t->offset, end = t->offset + t->nbytes;
     if (sc && sc->offset < start) start = sc->offset;
     if (sc && sc->offset + sc->nbytes > end) end = sc->offset + sc->nbytes;
-    p->jobs[p->n_jobs++] =
-        (job){ t, sc, d, p->arena_len, start, end, rows, cols, layer, linear ? p->n_linear : -1 };
+    /* A float linear is packed in slices of whole tiles, about CHUNK bytes of
+     * the file each, as they arrive: the image then never holds a whole large
+     * tensor (a 151,936-row embedding is 0.3-0.6 GB) on top of the arena.
+     * The same tiles are written, in the same bytes. */
+    int ntiles = (rows + CIS2_TILE - 1) / CIS2_TILE, step = ntiles;
+    uint64_t tile_bytes = (uint64_t)CIS2_TILE * (uint64_t)cols * cis2_dtype_size(t->dtype);
+    if (linear && !sc && tile_bytes > 0 && tile_bytes < CHUNK) step = (int)(CHUNK / tile_bytes);
+    int t0 = 0;
+    do { /* the whole tensor in one job, or its slices in file order */
+        int t1 = ntiles - t0 < step ? ntiles : t0 + step;
+        job j = { t,  sc, d, p->arena_len, start, end, rows, cols, layer, linear ? p->n_linear : -1,
+                  t0, t1 };
+        if (linear && !sc) {
+            j.start = t->offset + (uint64_t)t0 * tile_bytes;
+            uint64_t e = t->offset + (uint64_t)t1 * tile_bytes;
+            j.end = e < end ? e : end;
+        }
+        if (p->n_jobs == p->cap_jobs) {
+            int cap = p->cap_jobs ? 2 * p->cap_jobs : 64;
+            job *q = realloc(p->jobs, (size_t)cap * sizeof *q);
+            if (!q) {
+                snprintf(p->err, CIS2_ERR_LEN, "out of memory");
+                return 1;
+            }
+            p->jobs = q;
+            p->cap_jobs = cap;
+        }
+        p->jobs[p->n_jobs++] = j;
+        t0 = t1;
+    } while (t0 < ntiles);
     if (linear) {
         p->n_linear++;
         p->m->n_int8 += i8;
@@ -304,9 +333,7 @@ static int make_plan(plan *p)
     const cis2_safetensors *st = p->st;
     char name[256];
     p->used = calloc((size_t)st->n + 1, 1);
-    /* at most one job per table row and layer */
-    p->jobs = calloc((size_t)cis2_tensor_count * (size_t)(c->n_layers + 1), sizeof *p->jobs);
-    if (!p->used || !p->jobs) {
+    if (!p->used) {
         snprintf(p->err, CIS2_ERR_LEN, "out of memory");
         return 1;
     }
@@ -359,13 +386,14 @@ static int finite_vec(const float *v, int64_t n)
  * from offset base on. */
 static int run_job(plan *p, const job *j, const uint8_t *image, uint64_t base)
 {
-    const uint8_t *src = image + (p->st->data_start + j->t->offset - base);
+    /* where the tensor starts, for the jobs that read it whole (a slice reads from j->start) */
+    uint64_t at = p->st->data_start + j->t->offset - base;
     uint8_t *dst = (uint8_t *)p->m->arena + j->off;
     void *slot = cis2_tensor_slot(&p->m->w, j->d, j->layer);
     if (j->d->kind == CIS2_TK_LINEAR) {
         cis2_weight *w = slot;
         if (j->scale) {
-            int r = cis2_weight_pack_i8(w, dst, src,
+            int r = cis2_weight_pack_i8(w, dst, image + at,
                                         image + (p->st->data_start + j->scale->offset - base),
                                         j->scale->dtype, j->rows, j->cols);
             if (r >= 0) {
@@ -373,13 +401,15 @@ static int run_job(plan *p, const job *j, const uint8_t *image, uint64_t base)
                          j->scale->name, r);
                 return 1;
             }
-        } else cis2_weight_pack(w, dst, src, j->t->dtype, j->rows, j->cols);
+        } else /* a slice: its first row is at j->start */
+            cis2_weight_pack_tiles(w, dst, image + (p->st->data_start + j->start - base),
+                                   j->t->dtype, j->rows, j->cols, j->t0, j->t1);
         w->id = j->id;
         w->layer = j->layer;
         return 0;
     }
     float *v = (float *)dst;
-    cis2_dtype_to_f32(j->t->dtype, src, (size_t)j->rows, v);
+    cis2_dtype_to_f32(j->t->dtype, image + at, (size_t)j->rows, v);
     if (!finite_vec(v, j->rows)) {
         snprintf(p->err, CIS2_ERR_LEN, "%s: tensor \"%s\" holds NaN or Inf", p->path, j->t->name);
         return 1;
@@ -454,7 +484,7 @@ static int load_weights(cis2_model *m, const char *path, const cis2_load_opts *o
 {
     int fd, rc = 1;
     cis2_safetensors st;
-    plan p = { m, &st, path, err, NULL, NULL, 0, 0, 0 };
+    plan p = { m, &st, path, err, NULL, NULL, 0, 0, 0, 0 };
     uint8_t *image = NULL, *head;
     size_t image_len = 0;
     int r = weights_open(m, &p, &fd, &head, err);
@@ -671,7 +701,7 @@ int cis2_model_push_begin(cis2_model *m, const char *dir, const cis2_load_opts *
     w->m = m;
     w->o = *o;
     w->t0 = t0;
-    w->p = (plan){ m, &w->st, w->path, err, NULL, NULL, 0, 0, 0 };
+    w->p = (plan){ m, &w->st, w->path, err, NULL, NULL, 0, 0, 0, 0 };
     if (load_texts(m, dir, o, w->path, err)) {
         free(w);
         return 1;

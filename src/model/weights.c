@@ -156,12 +156,18 @@ static void tr_pairs(const uint8_t *const *rows, size_t off, uint16_t *d)
 void cis2_weight_pack(cis2_weight *w, void *dst, const uint8_t *src, cis2_dtype dt, int rows,
                       int cols)
 {
+    cis2_weight_pack_tiles(w, dst, src, dt, rows, cols, 0, (rows + CIS2_TILE - 1) / CIS2_TILE);
+}
+
+void cis2_weight_pack_tiles(cis2_weight *w, void *dst, const uint8_t *src, cis2_dtype dt, int rows,
+                            int cols, int t0, int t1)
+{
     weight_init(w, rows, cols, cis2_wfmt_of(dt), dst);
     size_t K = (size_t)cols, es = cis2_dtype_size(dt);
-    for (int t = 0; t < w->ntiles; t++) {
+    for (int t = t0; t < t1; t++) {
         const uint8_t *r[CIS2_TILE];
         int nr = rows - t * CIS2_TILE < CIS2_TILE ? rows - t * CIS2_TILE : CIS2_TILE;
-        for (int l = 0; l < nr; l++) r[l] = src + (size_t)(t * CIS2_TILE + l) * K * es;
+        for (int l = 0; l < nr; l++) r[l] = src + (size_t)((t - t0) * CIS2_TILE + l) * K * es;
         if (w->fmt == CIS2_WF_BF16) {
             uint16_t *d = (uint16_t *)dst + (size_t)t * K * CIS2_TILE;
             size_t k = 0, K2 = K & ~(size_t)1; /* column pairs, then an odd last column */
@@ -184,6 +190,7 @@ void cis2_weight_pack(cis2_weight *w, void *dst, const uint8_t *src, cis2_dtype 
             }
         }
     }
+    if (t1 < w->ntiles) return;
     /* the padding after the last tile (up to the 64-byte multiple) */
     size_t used = (size_t)w->ntiles * CIS2_TILE * K * cis2_wfmt_size(w->fmt),
            all = cis2_weight_bytes(rows, cols, w->fmt);

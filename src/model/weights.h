@@ -75,6 +75,12 @@ size_t cis2_weight_bytes(int rows, int cols, cis2_wfmt fmt);
  * describe them in *w (id and layer are left to the caller). */
 void cis2_weight_pack(cis2_weight *w, void *dst, const uint8_t *src, cis2_dtype dt, int rows,
                       int cols);
+/* Tiles [t0, t1) of the same packing (the padding with the last tile): the
+ * loader packs a large tensor slice by slice as the file arrives, so that its
+ * bytes are released while the rest is still being read. src is row
+ * t0 * CIS2_TILE of the tensor: only the rows of tiles t0..t1-1 are read. */
+void cis2_weight_pack_tiles(cis2_weight *w, void *dst, const uint8_t *src, cis2_dtype dt, int rows,
+                            int cols, int t0, int t1);
 size_t cis2_weight_i8_scale_off(int rows, int cols);
 /* Pack an int8 weight: q [rows, cols] int8 row-major, scales [rows] stored
  * as sdt (F32/BF16/F16, widened exactly). Returns -1, or the first row whose
