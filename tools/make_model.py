@@ -194,7 +194,9 @@ def main():
     ap.add_argument('--heads', type=int, default=4)
     ap.add_argument('--kv-heads', type=int, default=2)
     ap.add_argument('--head-dim', type=int)
-    ap.add_argument('--vocab', type=int, default=320)
+    ap.add_argument('--vocab', type=int, default=None,
+                    help='vocabulary size (default 320; with --shape, its own: a smaller one keeps every\n'
+                    'other width, for tests under emulation, with bos/eos moved into range)')
     ap.add_argument('--theta', type=float, default=10000.0)
     ap.add_argument('--eps', type=float, default=1e-5)
     ap.add_argument('--untied', action='store_true')
@@ -215,6 +217,9 @@ def main():
                     help='leave these keys out of config.json (e.g. model_type,architectures)')
     a = ap.parse_args()
     layers_given = a.layers
+    vocab_given = a.vocab
+    if a.vocab is None:
+        a.vocab = 320
     if a.layers is None:
         a.layers = 2
     elif a.layers < 1 and (a.shape or a.smollm2_shape or a.llama32_1b_shape):
@@ -241,6 +246,9 @@ def main():
         a.rope_scaling = a.rope_scaling or 'llama3:32:1:4:8192'
     if layers_given is not None and (a.shape or a.smollm2_shape or a.llama32_1b_shape):
         a.layers = layers_given
+    if vocab_given is not None and a.shape:
+        a.vocab = vocab_given
+        bos, eos = min(bos, a.vocab - 1), min(eos, a.vocab - 1)
     rope_scaling = None
     if a.rope_scaling:
         parts = a.rope_scaling.split(':')
