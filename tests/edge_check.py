@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """The library's edge, read from the objects with nm (tests/t_layers.sh runs it).
 
+edge_check.py --flags SOURCE...
+  prints "flag FILE:LINE: LITERAL" for every C string literal (comments dropped) that
+  names a command-line flag (--word): library messages use the library's terms.
+
 edge_check.py SO LISTS [EXTRA_CLI_OBJ...]
   SO     the shared library (its dynamic symbols are the exported API)
   LISTS  `make print-edge` output: lines "LIB objs", "TOOL objs", "CLI objs"
@@ -16,7 +20,7 @@ Prints one line per finding, prefixed by the check's name:
 and a last line "counts USED INTERNAL WHITEBOX LIB_OBJS UNREACHABLE": the distinct
 library symbols the CLI's objects take, those neither exported nor the tool library's,
 those of them only white-box objects take, libcis2's objects, the unreachable ones."""
-import os, subprocess, sys
+import re, subprocess, sys
 
 # `cis2 bench` times the engine's parts (the loader's timings, one backend's attention at
 # position P, the kernels' peak): white-box by purpose, listed by name (docs/architecture.md).
@@ -35,7 +39,23 @@ def syms(obj):
     return defs, und
 
 
+def flags(files):
+    lit = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+    flag = re.compile(r"(^|[^A-Za-z0-9-])--[a-z]")
+    for f in files:
+        t = open(f, encoding="utf-8").read()
+        t = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), t, flags=re.S)
+        for i, line in enumerate(t.split("\n")):
+            line = re.sub(r"//.*", "", line)
+            for s in lit.findall(line):
+                if flag.search(s):
+                    print("flag %s:%d: %s" % (f, i + 1, s))
+
+
 def main():
+    if sys.argv[1] == "--flags":
+        flags(sys.argv[2:])
+        return
     so, lists = sys.argv[1], sys.argv[2]
     extra = sys.argv[3:]
     L = {}

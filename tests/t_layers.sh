@@ -88,3 +88,20 @@ else
             || echo "FAIL layers.edge.negative-controls-fire: $(echo "$ctl" | grep -v '^whitebox' | head -3 | tr '\n' ';')"
     else echo "FAIL layers.edge.negative-controls-fire: cc could not build the controls"; fi
 fi
+
+# ---- Library messages are in the library's terms, never a command-line flag (cis2.h, at
+# cis2_engine_new): the cis2 CLI names its flag when it prints one (src/cli/common.c,
+# flag_terms), and Python or a C program never sees a flag it cannot give. Every string
+# literal of a libcis2 source (the Makefile's LIB list) is checked; comments are not.
+if [ -s "${tmp}/lists" ]; then
+    libsrc=$(sed -n 's/^LIB //p' "$tmp/lists" | tr ' ' '\n' | sed -n 's#^.*/pic/\(.*\)\.o$#src/\1.c#p')
+    # shellcheck disable=SC2086
+    flags=$(python3 tests/edge_check.py --flags $libsrc 2>&1)
+    nf=$(echo "$libsrc" | wc -w)
+    [ -z "$flags" ] && [ "$nf" -gt 20 ] && echo "PASS layers.lib-messages-name-no-flag ($nf libcis2 sources)" \
+        || echo "FAIL layers.lib-messages-name-no-flag: $(echo "$flags" | wc -l) literals: $(echo "$flags" | head -4 | tr '\n' ';')"
+    printf '/* a --comment */\nstatic const char *m = "unknown --isa x"; // "--no"\n' > "$tmp/ctl_flag.c"
+    ctl=$(python3 tests/edge_check.py --flags "$tmp/ctl_flag.c" 2>&1)
+    [ "$ctl" = "flag $tmp/ctl_flag.c:2: \"unknown --isa x\"" ] && echo "PASS layers.lib-messages-negative-control-fires" \
+        || echo "FAIL layers.lib-messages-negative-control-fires: got '$ctl'"
+fi
