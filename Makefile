@@ -39,7 +39,8 @@ LDLIBS   = -pthread -lm
 # The layers, bottom up (docs/architecture.md): a file includes headers of
 # its own layer and the ones below it only (tests/t_layers.sh checks).
 LAYERS   = core model kernels engine verify cli
-SRC      = $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c)))
+# A layer may keep a part in a subfolder (src/cli/serve/, src/cli/batch/).
+SRC      = $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c src/$(l)/*/*.c)))
 # A cross build never lands in the native ./build by accident:
 # `make CROSS=aarch64-linux-gnu-` builds build-aarch64-linux-gnu/ and ./cis2-aarch64-linux-gnu.
 XTAG     = $(patsubst %-,%,$(CROSS))
@@ -84,6 +85,7 @@ TESTTMP ?= $(CURDIR)/tests/tmp$(if $(filter-out build,$(BUILD)),/$(notdir $(BUIL
 all: $(BIN) $(UNIT_BIN)
 
 $(BUILD)/%.o: src/%.c | $(BUILD)
+	@mkdir -p $(@D)
 	$(CROSS)$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 $(BUILD):
 	mkdir -p $(addprefix $(BUILD)/,$(LAYERS))
@@ -108,7 +110,7 @@ print-edge:
 $(BIN): $(BUILD)/libcis2-cli.a $(TOOL_LIBS)
 	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(BUILD)/cli/main.o $^ $(SERVE_LDLIBS) $(LDLIBS)
 ifeq ($(MHD),1)
-$(BUILD)/cli/serve_http.o: CFLAGS += -DCIS2_HAVE_MHD
+$(BUILD)/cli/serve/serve_http.o: CFLAGS += -DCIS2_HAVE_MHD
 SERVE_LDLIBS = -lmicrohttpd
 endif
 $(BUILD)/cli/serve_assets.c: $(SERVE_ASSETS) tools/embed_assets.sh | $(BUILD)/cli

@@ -12,9 +12,9 @@ rank() { local i; for i in "${!LAYERS[@]}"; do [ "${LAYERS[$i]}" = "$1" ] && { e
 # check_tree ROOT: prints one line per violation
 check_tree() {
     local root="$1" f layer r inc il ir
-    for f in "$root"/src/*/*.[ch]; do
+    for f in "$root"/src/*/*.[ch] "$root"/src/*/*/*.[ch]; do
         [ -e "$f" ] || continue
-        layer=$(basename "$(dirname "$f")"); r=$(rank "$layer")
+        layer=${f#"$root"/src/}; layer=${layer%%/*}; r=$(rank "$layer")
         [ "$r" -ge 0 ] || { echo "$f: directory '$layer' is not a layer"; continue; }
         while IFS= read -r inc; do
             case "$inc" in
@@ -31,7 +31,7 @@ check_tree() {
     return 0
 }
 out=$(check_tree .)
-n=$(ls src/*/*.[ch] | wc -l)
+n=$(ls src/*/*.[ch] src/*/*/*.[ch] 2>/dev/null | wc -l)
 if [ -z "$out" ]; then echo "PASS layers.include-direction ($n files in ${#LAYERS[@]} layers, none includes upward)"
 else echo "FAIL layers.include-direction: $(echo "$out" | head -5 | tr '\n' ';')"; fi
 [ -z "$(ls src/*.c src/*.h 2>/dev/null)" ] && echo "PASS layers.no-flat-src (every source lives in a layer directory)" \
