@@ -39,13 +39,34 @@ LDLIBS   = -pthread -lm
 # The layers, bottom up (docs/architecture.md): a file includes headers of
 # its own layer and the ones below it only (tests/t_layers.sh checks).
 LAYERS   = core model kernels engine verify cli
-SRC      = $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c)))
+# A layer may keep a part in a subfolder (src/cli/serve/, src/cli/batch/).
+SRC      = $(sort $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c src/$(l)/*/*.c)))
 # A cross build never lands in the native ./build by accident:
 # `make CROSS=aarch64-linux-gnu-` builds build-aarch64-linux-gnu/ and ./cis2-aarch64-linux-gnu.
 XTAG     = $(patsubst %-,%,$(CROSS))
 BUILD   ?= build$(if $(CROSS),-$(XTAG))
 OBJ      = $(patsubst src/%.c,$(BUILD)/%.o,$(SRC))
-LIBOBJ   = $(filter-out $(BUILD)/cli/%,$(OBJ))
+# Three lists, three products (README.md, "Layout"; docs/architecture.md, "The library's edge"):
+# 1. libcis2 (libcis2.a, libcis2.so, installed): the layers' sources less TOOL_ONLY and
+#    UNIT_ONLY; every object of it is reachable from a function cis2.h declares.
+# 2. libcis2_tool.a, the tool library: private, never installed, linked only into the cis2
+#    binary, the unit tests, the fuzz harnesses and (as sources) the wasm build. TOOL_ONLY is
+#    code no public function reaches, moved out of libcis2: the conformance runner (fork/exec
+#    of a candidate), op vectors, traces (capture, file, diff), the quantizer and the shard
+#    joiner. TOOL_SHARED is the plain helpers the tools share with the library (files, JSON,
+#    output text, SHA-256, the clock, pinned digests, the sampler's text form): the same
+#    objects archived in both, as curl's tool compiles its curlx helpers. A src/cli/ file
+#    calls cis2.h's API and libcis2_tool.a, nothing else of the library (tests/t_layers.sh).
+# 3. the CLI (CLIOBJ): src/cli/, linked as cli objects + libcis2_tool.a + libcis2.a.
+TOOL_ONLY   = verify/kv verify/op verify/run_vector verify/suite verify/trace_capture \
+              verify/trace_diff verify/trace_file model/quantize model/quantize_write \
+              model/quant_outdir model/quant_source model/shards model/st_write
+TOOL_SHARED = core/io core/json core/strbuf core/util core/sha256 core/fpenv core/pinned_math \
+              engine/sample
+# The second int8 packer: only tests/unit_int8.c calls it.
+UNIT_ONLY   = kernels/i8_pack
+LIBOBJ   = $(filter-out $(BUILD)/cli/% $(patsubst %,$(BUILD)/%.o,$(TOOL_ONLY) $(UNIT_ONLY)),$(OBJ))
+TOOLOBJ  = $(patsubst %,$(BUILD)/%.o,$(TOOL_ONLY) $(TOOL_SHARED))
 CLIOBJ   = $(filter $(BUILD)/cli/%,$(OBJ))
 # `cis2 serve` (docs/serve.md) speaks HTTP through libmicrohttpd (Debian libmicrohttpd-dev),
 # linked into the cis2 binary only, never into libcis2. Cross builds default to MHD=0:
@@ -64,6 +85,7 @@ TESTTMP ?= $(CURDIR)/tests/tmp$(if $(filter-out build,$(BUILD)),/$(notdir $(BUIL
 all: $(BIN) $(UNIT_BIN)
 
 $(BUILD)/%.o: src/%.c | $(BUILD)
+	@mkdir -p $(@D)
 	$(CROSS)$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 $(BUILD):
 	mkdir -p $(addprefix $(BUILD)/,$(LAYERS))
@@ -72,12 +94,23 @@ $(addprefix $(BUILD)/,$(LAYERS)):
 	mkdir -p $@
 $(BUILD)/libcis2.a: $(LIBOBJ)
 	rm -f $@ && $(CROSS)ar rcs $@ $^
+$(BUILD)/libcis2_tool.a: $(TOOLOBJ)
+	rm -f $@ && $(CROSS)ar rcs $@ $^
+# The CLI's objects as an archive too, for the unit tests of serve and batch.
 $(BUILD)/libcis2-cli.a: $(CLIOBJ)
 	rm -f $@ && $(CROSS)ar rcs $@ $^
-$(BIN): $(BUILD)/libcis2-cli.a $(BUILD)/libcis2.a
+# Tools link in this order: the tool library first, then libcis2.a for the internals the
+# tool library itself calls (a TOOL_SHARED object is taken from whichever archive first
+# needs it; both hold the same one).
+TOOL_LIBS = $(BUILD)/libcis2_tool.a $(BUILD)/libcis2.a
+# The lists as tests/t_layers.sh reads them (the library's edge, checked with nm).
+.PHONY: print-edge
+print-edge:
+	@echo "LIB $(PICOBJ)"; echo "TOOL $(TOOLOBJ)"; echo "CLI $(CLIOBJ)"
+$(BIN): $(BUILD)/libcis2-cli.a $(TOOL_LIBS)
 	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(BUILD)/cli/main.o $^ $(SERVE_LDLIBS) $(LDLIBS)
 ifeq ($(MHD),1)
-$(BUILD)/cli/serve_http.o: CFLAGS += -DCIS2_HAVE_MHD
+$(BUILD)/cli/serve/serve_http.o: CFLAGS += -DCIS2_HAVE_MHD
 SERVE_LDLIBS = -lmicrohttpd
 endif
 $(BUILD)/cli/serve_assets.c: $(SERVE_ASSETS) tools/embed_assets.sh | $(BUILD)/cli
@@ -92,9 +125,11 @@ $(BUILD)/unit_fast $(BUILD)/unit_int8: tests/unit_rand.h
 OOM_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup \
   -Wl,--wrap=aligned_alloc,--wrap=mmap
 $(BUILD)/unit_oom: UNIT_LDFLAGS = $(OOM_WRAP)
-$(BUILD)/unit_%: tests/unit_%.c tests/unit.h $(BUILD)/libcis2-cli.a $(BUILD)/libcis2.a
-	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) $(UNIT_LDFLAGS) -o $@ $< $(BUILD)/libcis2-cli.a \
-	  $(BUILD)/libcis2.a $(LDLIBS)
+$(BUILD)/unit_int8: UNIT_OBJ = $(patsubst %,$(BUILD)/%.o,$(UNIT_ONLY))
+$(BUILD)/unit_int8: $(patsubst %,$(BUILD)/%.o,$(UNIT_ONLY))
+$(BUILD)/unit_%: tests/unit_%.c tests/unit.h $(BUILD)/libcis2-cli.a $(TOOL_LIBS)
+	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) $(UNIT_LDFLAGS) -o $@ $< $(UNIT_OBJ) \
+	  $(BUILD)/libcis2-cli.a $(TOOL_LIBS) $(LDLIBS)
 
 # ---- The libraries and `make install` (docs/python.md). libcis2.a and libcis2.so hold the
 # library layers only, never src/cli/. The shared library is built from its own -fPIC
@@ -210,9 +245,10 @@ FUZZ_NAMES    = $(patsubst fuzz/fuzz_%.c,%,$(sort $(wildcard fuzz/fuzz_*.c)))
 FUZZ_BINS     = $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_NAMES))
 fuzz-build:
 	$(MAKE) CC=$(FUZZ_CC) BUILD=$(FUZZ_BUILD) OPT=-O1 EXTRA= FUZZ_LIB=1 \
-	  LDFLAGS= $(FUZZ_BUILD)/libcis2.a $(FUZZ_BUILD)/libcis2-cli.a $(FUZZ_BINS)
-$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_BUILD)/libcis2-cli.a $(FUZZ_BUILD)/libcis2.a
-	$(FUZZ_CC) $(CFLAGS_BASE) -Ifuzz -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $< $(FUZZ_BUILD)/libcis2-cli.a $(FUZZ_BUILD)/libcis2.a $(LDLIBS)
+	  LDFLAGS= $(FUZZ_BUILD)/libcis2.a $(FUZZ_BUILD)/libcis2_tool.a $(FUZZ_BUILD)/libcis2-cli.a $(FUZZ_BINS)
+FUZZ_LIBS = $(FUZZ_BUILD)/libcis2-cli.a $(FUZZ_BUILD)/libcis2_tool.a $(FUZZ_BUILD)/libcis2.a
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_LIBS)
+	$(FUZZ_CC) $(CFLAGS_BASE) -Ifuzz -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIBS) $(LDLIBS)
 # Each harness for FUZZ_SECONDS from its committed seeds (new finds go to
 # $(FUZZ_BUILD)/corpus-NAME, never into the committed corpus).
 fuzz: fuzz-build

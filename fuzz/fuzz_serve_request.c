@@ -1,4 +1,4 @@
-/* The request parser of `cis2 serve` (src/cli/serve_request.c) over arbitrary
+/* The request parser of `cis2 serve` (src/cli/serve/serve_request.c) over arbitrary
  * bytes, as all three endpoint bodies: /v1/completions, /v1/chat/completions
  * and /v1/verify. An accepted completion request must be consistent (one
  * prompt form, ids in the vocabulary, max_tokens and the prompt within the

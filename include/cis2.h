@@ -213,7 +213,10 @@ typedef struct {
 
 /* Out-of-range options (threads, max_seqs, an unknown backend or isa) are
  * refused with the reason in err, never clamped. Every call below that takes
- * `err` refuses a NULL engine the same way. */
+ * `err` refuses a NULL engine the same way. Messages name an option in the
+ * library's terms, never a command-line flag: "ISA avx512: this CPU ... does
+ * not support it", "unknown fault ...", "fault argument: ...", "backend
+ * approx ..." (the cis2 CLI puts its flag in the term's place). */
 int cis2_engine_new(cis2_engine **e, const cis2_model *m, const cis2_engine_opts *o, char *err);
 void cis2_engine_free(cis2_engine *e);
 const cis2_model *cis2_engine_model(const cis2_engine *e);

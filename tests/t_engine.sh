@@ -309,11 +309,17 @@ b=$("$CIS2" run --model "$M" --prompt-ids 5,17 -n 3 --backend ref --threads 3 2>
 "$CIS2" help | grep -q 'reference backend runs on one thread (--threads is accepted and has no effect there)' \
     && pass help.ref-threads-documented || fail help.ref-threads-documented "cis2 help does not say --threads has no effect with --backend ref"
 
+# cis2 help lists the dispatcher's command table (src/cli/main.c, COMMANDS), one line each,
+# and those are exactly the commands the usage lines describe.
+cmds=$("$CIS2" help | sed -n '/^commands:$/,/^[^ ]/{s/^  \([a-z-]*\)  *[^ ].*/\1/p}')
+usage_cmds=$("$CIS2" help | sed -n 's/^  cis2 \([a-z-]*\).*/\1/p' | sort -u)
+[ "$(echo "$cmds" | wc -w)" -ge 19 ] && [ "$(echo "$cmds" | sort)" == "$usage_cmds" ] \
+    && pass "help.command-table ($(echo "$cmds" | wc -w) commands, each with usage lines)" \
+    || fail help.command-table "table: $(echo $cmds); usage: $(echo $usage_cmds)"
 # cis2 CMD --help / -h (directly after the command) and cis2 help CMD: that
 # command's usage lines, exit 0; every command the dispatcher knows has some.
 bad=""
-for c in run verify selftest conform tokenize detokenize op suite bench trace diff compare batch \
-         merge verify-batch quantize join-shards arms serve; do
+for c in $cmds; do
     h=$("$CIS2" "$c" --help 2>&1); rh=$?
     [ $rh -eq 0 ] && printf '%s\n' "$h" | grep -q "^  cis2 $c\( \|$\)" && [ "$h" == "$("$CIS2" "$c" -h 2>&1)" ] \
         && [ "$h" == "$("$CIS2" help "$c" 2>&1)" ] || bad="$bad $c(rc=$rh)"

@@ -5,7 +5,7 @@
 set -u
 cd "$(dirname "$0")/.."
 files=$(git ls-files 'src/*.c' 'src/*.h' 'include/*.h' 'tests/*.c' 'tests/*.h' 'fuzz/*.c' 'fuzz/*.h' 'web/*.c' 'web/test/*.c' 'python/*.c' 2>/dev/null)
-[ -n "$files" ] || files=$(ls src/*/*.[ch] include/*.h tests/*.[ch] fuzz/*.[ch] web/*.c)
+[ -n "$files" ] || files=$(ls src/*/*.[ch] src/*/*/*.[ch] include/*.h tests/*.[ch] fuzz/*.[ch] web/*.c)
 # One python3 and one clang-format process over all the files, not one per file.
 # shellcheck disable=SC2086
 long=$(python3 -c '

@@ -56,7 +56,8 @@ OUT="${WASM_BUILD:-build-wasm}"
 WASM_OUT="${WASM_OUT:-web/cis2.wasm}"
 mkdir -p "$OUT" "$(dirname "$WASM_OUT")"
 # One source list with the native build: every file of the library's layers (the Makefile's
-# LAYERS less cli), except those that cannot work in a browser tab: the conformance suite
+# LAYERS less cli: libcis2's sources and the tool library's, web/wasm_api.c being a tool),
+# except those that cannot work in a browser tab: the conformance suite
 # runner (fork/exec of a candidate) and the writer of a quantized model directory (directory
 # renames and fsync, its kill hooks' signals).
 WASM_EXCLUDE="verify/suite model/quant_outdir model/quantize_write"

@@ -1,8 +1,8 @@
 /* What `cis2 batch`, `cis2 merge` and `cis2 verify-batch` share (docs/scale.md):
- * the JSONL request parser (cli/request.c, usable by any front end that turns
+ * the JSONL request parser (cli/batch/request.c, usable by any front end that turns
  * a JSON object into a sequence), the one result-line format
- * (cli/result_line.c), a streaming JSONL reader (cli/jsonl.c) and the
- * in-order pipeline over the multi-sequence API (cli/seqpipe.c). */
+ * (cli/batch/result_line.c), a streaming JSONL reader (cli/batch/jsonl.c) and the
+ * in-order pipeline over the multi-sequence API (cli/batch/seqpipe.c). */
 #ifndef CIS2_CLI_BATCH_H
 #define CIS2_CLI_BATCH_H
 #include "cli/commands.h"

@@ -18,7 +18,8 @@ static int chat_prompt(const char *cmd, const cis2_run_opts *o, const cis2_token
     int n = 0, rc = 2;
     if (o->chat_format ? cis2_chat_template_builtin(&tpl, o->chat_format, err)
                        : cis2_chat_template_load(&tpl, o->model, err))
-        cis2_cli_usage_error(cmd, "%s", err);
+        cis2_cli_usage_error(cmd, "%s%s", err,
+                             o->chat_format ? "" : " (or give --chat-format chatml)");
     else if (cis2_read_file_max(o->chat, (size_t)64 << 20, &json, &len, err) ||
              cis2_chat_parse_messages(json, len, o->chat, &msgs, &n, err) ||
              cis2_chat_render(tpl, msgs, n, 1, t, bytes, blen, err))

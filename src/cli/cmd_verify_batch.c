@@ -6,7 +6,7 @@
  * for byte, so a doctored "text" or id list next to an intact receipt is
  * caught too. A receipt covers neither the line's "id" nor what was asked
  * for, so with --in every line is also held to its input line as `cis2
- * batch` reads it (cli/batch_input.c): the id, the prompt's ids and bytes,
+ * batch` reads it (cli/batch/batch_input.c): the id, the prompt's ids and bytes,
  * the number of ids max_tokens and stop_at_eos give, and for an error line
  * the very error batch writes for that input. One line per mismatch or
  * unreadable line, then a summary. */

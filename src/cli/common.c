@@ -11,13 +11,58 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* The library words its messages about an engine option in its own terms (cis2.h: "the
+ * fault", "the ISA", ...); a command's user gave a flag, so the line names the flag. A term
+ * is rewritten where it opens a part of the message (the start, or after ": "), or anywhere
+ * as one of the whole phrases below; longer terms first. */
+static const struct {
+    const char *term, *flag;
+    int anywhere;
+} FLAG_TERMS[] = {
+    { "needs a fault argument", "needs --fault-arg", 1 },
+    { "the fault argument", "--fault-arg", 1 },
+    { "takes no fault argument", "takes no --fault-arg", 1 },
+    { "needs the reference backend", "needs --backend ref", 1 },
+    { "(cis2 join-shards)", "(cis2 join-shards --model DIR --out DIR/model.safetensors)", 1 },
+    { "fault argument: ", "--fault-arg: ", 0 },
+    { "unknown fault ", "unknown --fault ", 0 },
+    { "fault ", "--fault ", 0 },
+    { "unknown ISA ", "unknown --isa ", 0 },
+    { "ISA ", "--isa ", 0 },
+    { "backend approx", "--backend approx", 0 },
+};
+
+static void flag_terms(const char *msg, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (const char *p = msg; *p && o + 1 < cap;) {
+        int part = p == msg || (p - msg >= 2 && p[-2] == ':' && p[-1] == ' ');
+        const char *flag = NULL;
+        size_t tl = 0;
+        for (size_t i = 0; !flag && i < sizeof FLAG_TERMS / sizeof *FLAG_TERMS; i++) {
+            tl = strlen(FLAG_TERMS[i].term);
+            if ((part || FLAG_TERMS[i].anywhere) && !strncmp(p, FLAG_TERMS[i].term, tl))
+                flag = FLAG_TERMS[i].flag;
+        }
+        if (!flag) {
+            out[o++] = *p++;
+            continue;
+        }
+        for (const char *f = flag; *f && o + 1 < cap; f++) out[o++] = *f;
+        p += tl;
+    }
+    out[o] = 0;
+}
+
 void cis2_cli_vmessage(const char *cmd, const char *fmt, va_list ap)
 {
     /* The one funnel for stderr lines: whatever a message quotes (a path, a
      * key from a file, a peer's answer) cannot add a line or a terminal
-     * escape; parts escaped already pass unchanged. */
-    char msg[4 * CIS2_ERR_LEN];
-    vsnprintf(msg, sizeof msg, fmt, ap);
+     * escape; parts escaped already pass unchanged. The library's terms for
+     * an option become its flag (flag_terms). */
+    char raw[4 * CIS2_ERR_LEN], msg[4 * CIS2_ERR_LEN + 256];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    flag_terms(raw, msg, sizeof msg);
     cis2_sb line = { 0 };
     cis2_sb_str(&line, "cis2 ");
     cis2_sb_escape(&line, cmd, strlen(cmd), CIS2_ESC_TEXT);

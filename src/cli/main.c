@@ -67,7 +67,43 @@ static const char USAGE[] =
     "docs: README.md, docs/{python,tokenizer,conformance,divergence,quantization,scale,serve,\n"
     "  wasm,performance,errors,architecture}.md\n";
 
-static void usage(FILE *f) { fputs(USAGE, f); }
+/* The commands, as git's commands[]: the name the dispatcher matches, the function that
+ * runs it, and the line `cis2 help` lists it with (its usage lines are USAGE's). */
+static const struct cis2_command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} COMMANDS[] = {
+    { "run", cis2_cmd_run, "decode a prompt (greedy, or sampled), optionally write a receipt" },
+    { "verify", cis2_cmd_verify, "re-run a receipt and compare every field" },
+    { "selftest", cis2_cmd_selftest, "check the pinned FP environment and math on this CPU" },
+    { "conform", cis2_cmd_conform, "run the whole-model conformance vector (§13.1)" },
+    { "tokenize", cis2_cmd_tokenize, "text to token ids" },
+    { "detokenize", cis2_cmd_detokenize, "token ids to text" },
+    { "op", cis2_cmd_op, "evaluate one conformance op on a key=value vector" },
+    { "suite", cis2_cmd_suite, "run a candidate over the op vectors" },
+    { "bench", cis2_cmd_bench, "time load, prefill and decode; --peak: the kernels' ceilings" },
+    { "trace", cis2_cmd_trace, "write a layer trace of a run" },
+    { "diff", cis2_cmd_diff, "compare two traces, name the first divergent node" },
+    { "compare", cis2_cmd_compare, "trace and diff in one: against a trace or two backends" },
+    { "batch", cis2_cmd_batch, "many prompts from JSONL, one result line each" },
+    { "merge", cis2_cmd_merge, "join batch shards' results" },
+    { "verify-batch", cis2_cmd_verify_batch, "re-run and check a batch's results" },
+    { "quantize", cis2_cmd_quantize, "write a checkpoint's int8 twin" },
+    { "join-shards", cis2_cmd_join_shards, "a sharded checkpoint as one model.safetensors" },
+    { "arms", cis2_cmd_arms, "run every arm against arm B, localize a divergence" },
+    { "serve", cis2_cmd_serve, "the OpenAI-style HTTP server" },
+};
+#define N_COMMANDS (sizeof COMMANDS / sizeof *COMMANDS)
+
+static void usage(FILE *f)
+{
+    fputs(USAGE, f);
+    fputs("commands:\n", f);
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-13s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+    fputs("one command's usage: cis2 help CMD (or cis2 CMD --help)\n", f);
+}
 
 /* `cis2 CMD --help`, `cis2 CMD -h`, `cis2 help CMD`: CMD's lines of the
  * usage (each "  cis2 CMD ..." line and the deeper-indented lines under it)
@@ -140,25 +176,8 @@ static int dispatch(const char *c, int sub_argc, char **sub_argv)
     if (sub_argc >= 2 && strcmp(sub_argv[1], "help") && is_help(sub_argv[1]) && !is_help(c))
         return usage_of(c);
     if (is_help(c) && sub_argc == 2 && !is_help(sub_argv[1])) return usage_of(sub_argv[1]);
-    if (!strcmp(c, "run")) return cis2_cmd_run(sub_argc, sub_argv);
-    if (!strcmp(c, "verify")) return cis2_cmd_verify(sub_argc, sub_argv);
-    if (!strcmp(c, "selftest")) return cis2_cmd_selftest(sub_argc, sub_argv);
-    if (!strcmp(c, "conform")) return cis2_cmd_conform(sub_argc, sub_argv);
-    if (!strcmp(c, "tokenize")) return cis2_cmd_tokenize(sub_argc, sub_argv);
-    if (!strcmp(c, "detokenize")) return cis2_cmd_detokenize(sub_argc, sub_argv);
-    if (!strcmp(c, "op")) return cis2_cmd_op(sub_argc, sub_argv);
-    if (!strcmp(c, "suite")) return cis2_cmd_suite(sub_argc, sub_argv);
-    if (!strcmp(c, "bench")) return cis2_cmd_bench(sub_argc, sub_argv);
-    if (!strcmp(c, "trace")) return cis2_cmd_trace(sub_argc, sub_argv);
-    if (!strcmp(c, "diff")) return cis2_cmd_diff(sub_argc, sub_argv);
-    if (!strcmp(c, "compare")) return cis2_cmd_compare(sub_argc, sub_argv);
-    if (!strcmp(c, "batch")) return cis2_cmd_batch(sub_argc, sub_argv);
-    if (!strcmp(c, "merge")) return cis2_cmd_merge(sub_argc, sub_argv);
-    if (!strcmp(c, "verify-batch")) return cis2_cmd_verify_batch(sub_argc, sub_argv);
-    if (!strcmp(c, "quantize")) return cis2_cmd_quantize(sub_argc, sub_argv);
-    if (!strcmp(c, "join-shards")) return cis2_cmd_join_shards(sub_argc, sub_argv);
-    if (!strcmp(c, "arms")) return cis2_cmd_arms(sub_argc, sub_argv);
-    if (!strcmp(c, "serve")) return cis2_cmd_serve(sub_argc, sub_argv);
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(c, COMMANDS[i].name)) return COMMANDS[i].fn(sub_argc, sub_argv);
     if (is_help(c)) {
         usage(stdout);
         return 0;

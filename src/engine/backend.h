@@ -133,7 +133,7 @@ void cis2_ref_attention(const float *q, const float *kc, const float *vc, int T,
 int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0, float *logits,
                         char *err);
 /* The traced nodes of one position, in execution order; their names
- * (cis2_trace_node_name) are the trace format's (verify/trace.h) and what
+ * (cis2_trace_node_names) are the trace format's (verify/trace.h) and what
  * the engine's trace callback receives. */
 typedef enum {
     CIS2_N_EMBED = 0,
@@ -160,5 +160,5 @@ typedef enum {
     CIS2_N_LOGITS,
     CIS2_N_NODES
 } cis2_trace_node;
-const char *cis2_trace_node_name(int k); /* "?" outside the enum */
+extern const char *const cis2_trace_node_names[CIS2_N_NODES];
 #endif

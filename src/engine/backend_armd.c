@@ -127,7 +127,7 @@ int cis2_backend_armd_new(cis2_backend **out, const cis2_engine_opts *o, const c
     b->destroy = armd_destroy;
     if (cis2_backend_fast_new(&s->fast, o, err)) goto fail;
     if (!(s->k = approx_i8_pick(NULL))) {
-        snprintf(err, CIS2_ERR_LEN, "--backend approx: no arm-D kernel for this CPU");
+        snprintf(err, CIS2_ERR_LEN, "backend approx: no arm-D kernel for this CPU");
         goto fail;
     }
     s->n = w->n_linear;
@@ -148,7 +148,7 @@ int cis2_backend_armd_new(cis2_backend **out, const cis2_engine_opts *o, const c
     }
     if (!n8) {
         snprintf(err, CIS2_ERR_LEN,
-                 "--backend approx (arm D) needs an int8 checkpoint (cis2 quantize); this one has "
+                 "backend approx (arm D) needs an int8 checkpoint (cis2 quantize); this one has "
                  "no int8 linears");
         goto fail;
     }

@@ -29,7 +29,7 @@ static int weight_bit(cis2_fault *f, const char *a, const cis2_config *c, cis2_w
     char name[200];
     if (!c1 || (size_t)(c1 - a) >= sizeof name) {
         snprintf(err, CIS2_ERR_LEN,
-                 "--fault weight-bit needs --fault-arg TENSOR:INDEX:BIT, e.g. "
+                 "fault weight-bit needs a fault argument TENSOR:INDEX:BIT, e.g. "
                  "model.layers.0.mlp.up_proj.weight:123:22");
         return 1;
     }
@@ -50,18 +50,19 @@ static int weight_bit(cis2_fault *f, const char *a, const cis2_config *c, cis2_w
         slot = NULL;
     if (!slot) {
         snprintf(err, CIS2_ERR_LEN,
-                 "--fault-arg: no weight tensor \"%.150s\" in this model (with an f32 copy)", name);
+                 "fault argument: no weight tensor \"%.150s\" in this model (with an f32 copy)",
+                 name);
         return 1;
     }
     size_t n = (size_t)cis2_tensor_dim(c, d->rows) * (size_t)cis2_tensor_dim(c, d->cols);
     long idx, bit;
     if (fault_uint(idxs, (long)n - 1, &idx)) {
-        snprintf(err, CIS2_ERR_LEN, "--fault-arg: index '%s' is not in [0, %zu) for \"%.150s\"",
+        snprintf(err, CIS2_ERR_LEN, "fault argument: index '%s' is not in [0, %zu) for \"%.150s\"",
                  idxs, n, name);
         return 1;
     }
     if (fault_uint(c2 + 1, 31, &bit)) {
-        snprintf(err, CIS2_ERR_LEN, "--fault-arg: bit '%.20s' is not in [0, 31]", c2 + 1);
+        snprintf(err, CIS2_ERR_LEN, "fault argument: bit '%.20s' is not in [0, 31]", c2 + 1);
         return 1;
     }
     float *word;
@@ -77,7 +78,7 @@ static int weight_bit(cis2_fault *f, const char *a, const cis2_config *c, cis2_w
         if (lw->fmt == CIS2_WF_I8) { /* int8: one bit of one q (docs/quantization.md §2) */
             if (bit > 7) {
                 snprintf(err, CIS2_ERR_LEN,
-                         "--fault-arg: bit %ld is not in [0, 7] for the int8 tensor \"%.150s\"",
+                         "fault argument: bit %ld is not in [0, 7] for the int8 tensor \"%.150s\"",
                          bit, name);
                 return 1;
             }
@@ -114,15 +115,14 @@ int cis2_fault_setup(cis2_fault *f, const char *name, const char *a, const char 
         if (!strcmp(name, names[i])) k = i + 1;
     if (!k) {
         snprintf(err, CIS2_ERR_LEN,
-                 "unknown --fault \"%.40s\" (known: weight-bit, fma, rmsnorm-assoc, rope-offset, "
+                 "unknown fault \"%.40s\" (known: weight-bit, fma, rmsnorm-assoc, rope-offset, "
                  "kv-stale, no-ftz)",
                  name);
         return 1;
     }
     if (strcmp(backend, "ref") != 0) {
         snprintf(err, CIS2_ERR_LEN,
-                 "--fault %s needs --backend ref (fault hooks live in the reference backend)",
-                 name);
+                 "fault %s needs the reference backend (the fault hooks live there)", name);
         return 1;
     }
     long v = 0;
@@ -131,7 +131,7 @@ int cis2_fault_setup(cis2_fault *f, const char *name, const char *a, const char 
     } else if (k == CIS2_FAULT_FMA) {
         if (a && fault_uint(a, c->n_layers - 1, &v)) {
             snprintf(err, CIS2_ERR_LEN,
-                     "--fault fma: --fault-arg must be a layer in [0, %d], got '%.40s'",
+                     "fault fma: the fault argument must be a layer in [0, %d], got '%.40s'",
                      c->n_layers - 1, a);
             return 1;
         }
@@ -139,14 +139,15 @@ int cis2_fault_setup(cis2_fault *f, const char *name, const char *a, const char 
     } else if (k == CIS2_FAULT_KV_STALE) {
         v = 1;
         if (a && fault_uint(a, c->max_pos - 1, &v)) {
-            snprintf(err, CIS2_ERR_LEN,
-                     "--fault kv-stale: --fault-arg must be a position in [0, %d], got '%.40s'",
-                     c->max_pos - 1, a);
+            snprintf(
+                err, CIS2_ERR_LEN,
+                "fault kv-stale: the fault argument must be a position in [0, %d], got '%.40s'",
+                c->max_pos - 1, a);
             return 1;
         }
         f->pos = (int)v;
     } else if (a) {
-        snprintf(err, CIS2_ERR_LEN, "--fault %s takes no --fault-arg", name);
+        snprintf(err, CIS2_ERR_LEN, "fault %s takes no fault argument", name);
         return 1;
     }
     f->kind = (cis2_fault_kind)k;

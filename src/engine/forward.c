@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* ------------------------------------------------------------ trace nodes */
-static const char *const NODE_NAMES[CIS2_N_NODES] = {
+const char *const cis2_trace_node_names[CIS2_N_NODES] = {
     [CIS2_N_EMBED] = "embed",
     [CIS2_N_ATTN_NORM] = "attn_norm",
     [CIS2_N_Q_PROJ] = "q_proj",
@@ -34,12 +34,10 @@ static const char *const NODE_NAMES[CIS2_N_NODES] = {
     [CIS2_N_LOGITS] = "logits",
 };
 
-const char *cis2_trace_node_name(int k) { return k >= 0 && k < CIS2_N_NODES ? NODE_NAMES[k] : "?"; }
-
 static void trace(cis2_engine *e, int pos, int layer, cis2_trace_node node, const float *v,
                   size_t n)
 {
-    if (e->o.trace) e->o.trace(e->o.trace_ctx, pos, layer, NODE_NAMES[node], v, n);
+    if (e->o.trace) e->o.trace(e->o.trace_ctx, pos, layer, cis2_trace_node_names[node], v, n);
 }
 /* ---------------------------------------------------- per-row operations */
 /* h += x elementwise (§5.4): the backend's vectorized ref_add (bit-identical,

@@ -21,11 +21,11 @@ const fast_kernels *fast_kernels_pick(const char *isa, char *err)
     else if (!strcmp(isa, "wasm128")) k = fast_kernels_wasm128();
     else {
         snprintf(err, CIS2_ERR_LEN,
-                 "unknown --isa \"%.40s\" (expected sse2, avx2, avx512, neon or scalar)", isa);
+                 "unknown ISA \"%.40s\" (expected sse2, avx2, avx512, neon or scalar)", isa);
         return NULL;
     }
     if (!k)
-        snprintf(err, CIS2_ERR_LEN, "--isa %s: this CPU (or build platform) does not support it",
+        snprintf(err, CIS2_ERR_LEN, "ISA %s: this CPU (or build platform) does not support it",
                  isa);
     return k;
 }

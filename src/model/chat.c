@@ -389,7 +389,7 @@ static int cis2_chat_template_from_text_impl(cis2_chat_template **out, const cha
         cerr(err,
              "%s: chat_template is not a ChatML template this library renders exactly "
              "(known: plain ChatML, SmolLM2/Qwen2's, Qwen2.5's); there is no general Jinja "
-             "engine: give --chat-format chatml to render plain ChatML",
+             "engine",
              path);
 out:
     free(c.b);
@@ -435,7 +435,7 @@ static int parse_config(cis2_chat_template **out, const char *json, size_t len, 
         ct = pick;
     }
     if (ct == JSON_NONE || d.nodes[ct].type != JSON_STRING) {
-        cerr(err, "%s: no \"chat_template\" string (give --chat-format chatml)", path);
+        cerr(err, "%s: no \"chat_template\" string", path);
         rc = 2;
         goto out;
     }
@@ -475,9 +475,7 @@ static int cis2_chat_template_load_impl(cis2_chat_template **out, const char *di
         if (rc != 2) return rc;
     }
     if (cis2_read_file_max(jin, (size_t)16 << 20, &buf, &len, err2)) {
-        if (rc == 2)
-            cerr(err, "%s has no \"chat_template\" and there is no %s (give --chat-format chatml)",
-                 cfg, jin);
+        if (rc == 2) cerr(err, "%s has no \"chat_template\" and there is no %s", cfg, jin);
         return 1; /* err: tokenizer_config.json's own problem */
     }
     rc = cis2_chat_template_from_text(out, buf, len, jin, err);

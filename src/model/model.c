@@ -435,8 +435,7 @@ static void sharded_hint(const char *dir, const char *wpath, char *err)
         return;
     snprintf(err, CIS2_ERR_LEN,
              "%.300s: no such file; the directory holds a sharded checkpoint (%s), and a CIS-2 "
-             "run hashes one weights file (§12.1): join the shards first (cis2 join-shards "
-             "--model DIR --out DIR/model.safetensors)",
+             "run hashes one weights file (§12.1): join the shards first (cis2 join-shards)",
              wpath, CIS2_SHARD_INDEX);
 }
 

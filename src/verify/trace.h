@@ -23,6 +23,7 @@
 
 /* The traced nodes: cis2_trace_node (engine/backend.h, forward.c's names). */
 int cis2_trace_node_index(const char *s, size_t len); /* -1 when unknown */
+const char *cis2_trace_node_name(int k);              /* "?" outside the enum */
 
 /* ------------------------------------------------------- the file (trace_file.c) */
 typedef struct {

@@ -10,6 +10,13 @@
 
 #define HEADER_MAX (100u << 20) /* the safetensors reader's own bound */
 
+/* The names are the engine's (its trace callback receives them, forward.c); the lookups
+ * by number and by name are the trace format's. */
+const char *cis2_trace_node_name(int k)
+{
+    return k >= 0 && k < CIS2_N_NODES ? cis2_trace_node_names[k] : "?";
+}
+
 int cis2_trace_node_index(const char *s, size_t len)
 {
     for (int i = 0; i < CIS2_N_NODES; i++) {
