@@ -39,7 +39,7 @@ s = bytes.fromhex(sys.stdin.read().strip()).decode()
 print(unicodedata.normalize("NFC", s).encode().hex())'
 }
 
-for t in qwen2.5 smollm2 qwq; do
+for t in chatml-trim qwen2.5 smollm2 qwq; do
     cfg "$F/$t.jinja" > "$M/tokenizer_config.json"
     for m in system-first assistant-first unicode; do
         r="$d/$t-$m.receipt"
@@ -65,8 +65,9 @@ expect_eq "run --chat --chat-format chatml: prompt-hex is plain ChatML" \
     "$(sed -n 's/^prompt-hex //p' "$d/plain.receipt")" "$(want chatml messages-system-first.json)"
 expect_err "run --chat: no tokenizer_config.json" "tokenizer_config.json: cannot open" \
     "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" -n 1
-cfg "$F/refused-llama3.jinja" > "$M/tokenizer_config.json"
-expect_err "run --chat: a template that is not ChatML is refused" "is not a ChatML template this library renders exactly" \
+cfg "$F/refused-include.jinja" > "$M/tokenizer_config.json"
+expect_err "run --chat: a template construct outside the subset is refused by name" \
+    "chat_template: line 1 col 33: unsupported construct: the '{% include %}' statement" \
     "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" -n 1
 cfg "$F/qwen2.5.jinja" > "$M/tokenizer_config.json"
 expect_err "run --chat with --prompt" "give exactly one of" "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" --prompt x
