@@ -553,7 +553,7 @@ static jarr *iter_items(jrender *r, jv v, size_t pos)
         }
         return a;
     }
-    default: jfail(r->f, pos, "a %s is not iterable", jv_type_name(v));
+    default: jfail(r->f, pos, "cannot iterate over a value of type %s", jv_type_name(v));
     }
 }
 

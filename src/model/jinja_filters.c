@@ -586,7 +586,7 @@ static jarr *elements(jrender *r, jv v, const char *what, size_t pos)
         }
         return a;
     }
-    jfail(r->f, pos, "%s: a %s is not iterable", what, jv_type_name(v));
+    jfail(r->f, pos, "%s: cannot iterate over a value of type %s", what, jv_type_name(v));
 }
 
 static jv list_of(jarr *a) { return (jv){ .t = JV_LIST, .a = a }; }
