@@ -755,51 +755,72 @@ int jinja_render(const jinja_tpl *t, const char *ctx, size_t ctx_len, const char
 {
     *out = NULL;
     *out_len = 0;
-    jarena arena = { 0 };
-    jfail_ctx f = { .err = err, .arena = &arena, .src = t->src, .src_len = t->src_len };
-    jrender r = { .f = &f };
-    json_doc d = { 0 };
-    int parsed = 0;
-    if (setjmp(f.jb)) {
-        if (parsed) json_free(&d);
-        jarena_free(&arena);
-        free(r.out.b);
+    /* what the failure path frees lives on the heap: automatic objects
+     * changed between setjmp and longjmp are indeterminate (C11 7.13.2.1) */
+    struct state {
+        jarena arena;
+        jfail_ctx f;
+        jrender r;
+        json_doc d;
+        int parsed;
+    } *st = calloc(1, sizeof *st);
+    if (!st) {
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        return 1;
+    }
+    st->f = (jfail_ctx){ .err = err, .arena = &st->arena, .src = t->src, .src_len = t->src_len };
+    st->r.f = &st->f;
+    jfail_ctx *f = &st->f;
+    jrender *r = &st->r;
+    if (setjmp(f->jb)) {
+        if (st->parsed) json_free(&st->d);
+        jarena_free(&st->arena);
+        free(st->r.out.b);
+        free(st);
         return 1;
     }
     if (date) {
-        int y, m, dd;
-        char tail;
-        if (sscanf(date, "%4d-%2d-%2d%c", &y, &m, &dd, &tail) != 3 || strlen(date) != 10 || y < 1 ||
-            m < 1 || m > 12 || dd < 1 || dd > 31)
-            jfail(&f, SIZE_MAX, "the date \"%.20s\" is not YYYY-MM-DD", date);
+        char dq[64];
+        int y = 0, m = 0, dd = 0;
+        int ok = strlen(date) == 10;
+        for (int i = 0; ok && i < 10; i++)
+            ok = i == 4 || i == 7 ? date[i] == '-' : date[i] >= '0' && date[i] <= '9';
+        if (ok) {
+            y = atoi(date), m = atoi(date + 5), dd = atoi(date + 8);
+            ok = y >= 1 && m >= 1 && m <= 12 && dd >= 1;
+        }
+        if (!ok)
+            jfail(f, SIZE_MAX, "the date \"%s\" is not YYYY-MM-DD",
+                  cis2_escape(date, strlen(date), dq, sizeof dq, CIS2_ESC_TEXT));
         static const int mdays[] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
         int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
         if (dd > mdays[m - 1] || (m == 2 && dd == 29 && !leap))
-            jfail(&f, SIZE_MAX, "the date \"%.20s\" does not exist", date);
-        r.date_y = y, r.date_m = m, r.date_d = dd;
+            jfail(f, SIZE_MAX, "the date \"%s\" does not exist", date);
+        r->date_y = y, r->date_m = m, r->date_d = dd;
     }
     char jerr[CIS2_ERR_LEN];
-    int rc = json_parse(&d, ctx, ctx_len, "template variables", jerr);
-    if (rc) jfail(&f, SIZE_MAX, "%s", jerr);
-    parsed = 1;
-    if (d.nodes[0].type != JSON_OBJECT) jfail(&f, SIZE_MAX, "template variables: not an object");
-    jframe *builtins = frame_new(&r, NULL);
-    assign(&r, builtins, "range", (jv){ .t = JV_FUNC, .i = JF_RANGE });
-    assign(&r, builtins, "namespace", (jv){ .t = JV_FUNC, .i = JF_NAMESPACE });
-    assign(&r, builtins, "raise_exception", (jv){ .t = JV_FUNC, .i = JF_RAISE });
-    if (date) assign(&r, builtins, "strftime_now", (jv){ .t = JV_FUNC, .i = JF_STRFTIME });
-    r.globals = frame_new(&r, builtins);
-    r.globals->vars = from_json(&f, &d, 0).a;
-    json_free(&d);
-    parsed = 0;
-    jinja_exec(&r, t->body);
-    char *o = malloc(r.out.len + 1);
-    if (!o) jfail(&f, SIZE_MAX, "out of memory");
-    if (r.out.len) memcpy(o, r.out.b, r.out.len);
-    o[r.out.len] = 0;
+    int rc = json_parse(&st->d, ctx, ctx_len, "template variables", jerr);
+    if (rc) jfail(f, SIZE_MAX, "%s", jerr);
+    st->parsed = 1;
+    if (st->d.nodes[0].type != JSON_OBJECT) jfail(f, SIZE_MAX, "template variables: not an object");
+    jframe *builtins = frame_new(r, NULL);
+    assign(r, builtins, "range", (jv){ .t = JV_FUNC, .i = JF_RANGE });
+    assign(r, builtins, "namespace", (jv){ .t = JV_FUNC, .i = JF_NAMESPACE });
+    assign(r, builtins, "raise_exception", (jv){ .t = JV_FUNC, .i = JF_RAISE });
+    if (date) assign(r, builtins, "strftime_now", (jv){ .t = JV_FUNC, .i = JF_STRFTIME });
+    r->globals = frame_new(r, builtins);
+    r->globals->vars = from_json(f, &st->d, 0).a;
+    json_free(&st->d);
+    st->parsed = 0;
+    jinja_exec(r, t->body);
+    char *o = malloc(r->out.len + 1);
+    if (!o) jfail(f, SIZE_MAX, "out of memory");
+    if (r->out.len) memcpy(o, r->out.b, r->out.len);
+    o[r->out.len] = 0;
     *out = o;
-    *out_len = r.out.len;
-    free(r.out.b);
-    jarena_free(&arena);
+    *out_len = r->out.len;
+    free(r->out.b);
+    jarena_free(&st->arena);
+    free(st);
     return 0;
 }

@@ -5,6 +5,7 @@
  * Case mapping is ASCII-only: upper/lower/title/capitalize of text with
  * other characters is refused (their Unicode tables are not here). */
 #include "model/jinja.h"
+#include "core/core.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

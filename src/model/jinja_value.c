@@ -4,6 +4,7 @@
  * helpers for Python's code-point view of strings. */
 #include "model/jinja.h"
 #include "cis2.h"
+#include "core/core.h"
 #include "model/unicode_tables.h"
 #include <stdarg.h>
 #include <stdio.h>
@@ -73,6 +74,7 @@ void jfail(jfail_ctx *f, size_t pos, const char *fmt, ...)
         }
         snprintf(f->err, CIS2_ERR_LEN, "line %zu col %zu: %s", line, col, msg);
     } else snprintf(f->err, CIS2_ERR_LEN, "%s", msg);
+    cis2_err_one_line(f->err); /* text from the template or its variables stays one line */
     longjmp(f->jb, 1);
 }
 
