@@ -27,6 +27,12 @@ static int chat_cases(const char *path)
         fprintf(stderr, "unit_jinja: cannot read %s\n", path);
         return 2;
     }
+    /* the template and tokenizer of the previous line's DIR, kept: cases
+     * come grouped by model, and a real tokenizer.json takes a while to load */
+    char dir[1024] = "", lerr[CIS2_ERR_LEN] = "";
+    cis2_chat_template *t = NULL;
+    cis2_tokenizer *tok = NULL;
+    int lrc = 1;
     for (char *line = all; line < all + len;) {
         char *eol = strchr(line, '\n');
         if (!eol) break;
@@ -37,27 +43,32 @@ static int chat_cases(const char *path)
             if (f[i]) *f[i]++ = 0;
         }
         char err[CIS2_ERR_LEN] = "";
-        cis2_chat_template *t = NULL;
-        cis2_tokenizer *tok = NULL;
         cis2_chat_msg *msgs = NULL;
         char *mj = NULL, *out = NULL, tp[1100];
         size_t ml = 0, ol = 0;
         int nm = 0;
         int32_t *ids = NULL;
         int nids = 0;
-        snprintf(tp, sizeof tp, "%s/tokenizer.json", f[0]);
+        if (strcmp(dir, f[0])) {
+            cis2_chat_template_free(t);
+            cis2_tokenizer_free(tok);
+            t = NULL, tok = NULL;
+            snprintf(dir, sizeof dir, "%s", f[0]);
+            snprintf(tp, sizeof tp, "%s/tokenizer.json", f[0]);
+            lrc = cis2_chat_template_load(&t, f[0], lerr);
+            FILE *tf = fopen(tp, "r");
+            if (tf) fclose(tf);
+            if (!lrc && tf) lrc = cis2_tokenizer_load(&tok, tp, lerr);
+        }
         int rc = !f[4] ? (snprintf(err, sizeof err, "bad case line"), 1) : 0;
-        if (!rc) rc = cis2_chat_template_load(&t, f[0], err);
+        if (!rc && lrc) rc = 1, snprintf(err, sizeof err, "%s", lerr);
         if (!rc && !(mj = slurp(f[1], &ml)))
             rc = 1, snprintf(err, sizeof err, "cannot read %s", f[1]);
         if (!rc) rc = cis2_chat_parse_messages(mj, ml, f[1], &msgs, &nm, err);
-        FILE *tf = fopen(tp, "r");
-        if (tf) fclose(tf);
-        if (!rc && tf) rc = cis2_tokenizer_load(&tok, tp, err);
         if (!rc) {
-            cis2_chat_opts o = { atoi(f[2]), strcmp(f[3], "-") ? f[3] : NULL,
-                                 strcmp(f[3], "-") ? strlen(f[3]) : 0,
-                                 strcmp(f[4], "-") ? f[4] : NULL };
+            int kw = strcmp(f[3], "-") != 0, day = strcmp(f[4], "-") != 0;
+            cis2_chat_opts o = { atoi(f[2]), kw ? f[3] : NULL, kw ? strlen(f[3]) : 0,
+                                 day ? f[4] : NULL };
             rc = cis2_chat_render_opts(t, msgs, nm, &o, tok, &out, &ol, err);
         }
         if (!rc && tok) rc = cis2_tokenizer_encode(tok, out, ol, &ids, &nids, err);
@@ -72,10 +83,10 @@ static int chat_cases(const char *path)
         free(out);
         free(msgs);
         free(mj);
-        cis2_tokenizer_free(tok);
-        cis2_chat_template_free(t);
         line = eol + 1;
     }
+    cis2_tokenizer_free(tok);
+    cis2_chat_template_free(t);
     free(all);
     return 0;
 }

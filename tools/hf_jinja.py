@@ -66,9 +66,15 @@ def model_template(d):
     return tpl, special_tokens(cfg)
 
 
+_compiled = {}
+
+
 def render_chat(d, messages, gen, kwargs, date):
     """apply_chat_template(messages, tokenize=False, add_generation_prompt=gen, **kwargs)"""
-    tpl, special = model_template(d)
+    if (d, date) not in _compiled:
+        tpl, special = model_template(d)
+        _compiled[(d, date)] = (make_env(date).from_string(tpl), special)
+    t, special = _compiled[(d, date)]
     # messages as cis2 reads them: content parts joined with "\n"
     msgs = []
     for m in messages:
@@ -76,7 +82,6 @@ def render_chat(d, messages, gen, kwargs, date):
         if isinstance(c, list):
             c = '\n'.join(p['text'] for p in c)
         msgs.append({'role': m['role'], 'content': c})
-    t = make_env(date).from_string(tpl)
     return t.render(messages=msgs, tools=None, documents=None, add_generation_prompt=gen,
                     **{**special, **kwargs})
 
