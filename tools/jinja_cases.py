@@ -127,5 +127,6 @@ CASES = [
     ('refuse-strftime-time', '{{ strftime_now("%H") }}', {}, {'date': '2024-01-01', 'refused': '%H'}),
     ('refuse-print-nonascii-list', "{{ ['é'] }}", {}, {'refused': 'non-ASCII'}),
     ('refuse-generation', '{% generation %}x{% endgeneration %}', {}, {'refused': 'generation'}),
+    ('refuse-macro-varargs', '{% macro m() %}{{ varargs }}{% endmacro %}{{ m() }}', {}, {'refused': "'varargs' in a macro"}),
     ('refuse-macro-in-loop', '{% for i in [1] %}{% macro m() %}{% endmacro %}{% endfor %}', {}, {'refused': 'macro defined inside'}),
 ]

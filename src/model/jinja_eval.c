@@ -446,6 +446,10 @@ jv jinja_eval(jrender *r, jframe *fr, const jnode *n)
     case JN_CONST: return n->val;
     case JN_NAME: {
         jv *v = lookup(fr, n->s);
+        /* in a macro these are Jinja2's own (a tuple, a dict, the call block) */
+        if (!v && r->depth > 0 &&
+            (!strcmp(n->s, "varargs") || !strcmp(n->s, "kwargs") || !strcmp(n->s, "caller")))
+            jfail(r->f, n->pos, "unsupported construct: '%s' in a macro", n->s);
         return v ? *v : jv_undef(n->s);
     }
     case JN_ATTR: return attr(r, jinja_eval(r, fr, n->a), n->s, n->pos);
