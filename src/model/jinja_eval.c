@@ -601,9 +601,9 @@ static void exec_for(jrender *r, jframe *fr, const jnode *n)
         exec_body(r, it, n->d, &flow);
         if (flow == FLOW_BREAK) break;
     }
-    if (!items->n && n->e) {
+    if (!items->n && n->e) { /* in a scope of its own too, as Jinja2 runs it */
         int flow = FLOW_NEXT;
-        exec_body(r, fr, n->e, &flow);
+        exec_body(r, frame_new(r, fr), n->e, &flow);
     }
 }
 
