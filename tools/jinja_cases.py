@@ -27,6 +27,10 @@ CASES = [
     ('comment', 'a {# c #}b\n  {# line #}\nc', {}),
     ('comment-minus', 'a  {#- c -#}  b', {}),
     ('raw', '{% raw %}{{ x }}{% endraw %}', {}),
+    ('comment-open-at-end', 'a {#', {}),
+    ('comment-open-at-end-minus', 'a \n {#-', {}),
+    ('raw-open-at-end', 'a {% raw %}', {}),
+    ('err-comment-unclosed', 'a {# b', {}),
     ('unicode-space-strip', 'a\u3000\u00a0 {%- if 1 %}b{% endif %}', {}),
     ('lstrip-unicode-space', 'a\n\u3000{% if 1 %}b{% endif %}', {}),
     # expressions

@@ -292,7 +292,8 @@ void jinja_lex(jfail_ctx *f, const char *in, size_t len, jtok **toks, size_t *nt
         int nl = 0;
         size_t rb = kind == '%' ? raw_begin(&L, t, &nl) : 0;
         emit_text(&L, a, b);
-        if (rb) { /* text up to {% endraw %}, with its own whitespace control */
+        if (rb) {               /* text up to {% endraw %}, with its own whitespace control */
+            if (rb >= n) break; /* as "{#" at the end: Jinja2's lexer stops */
             size_t e = rb;
             for (;; e++) {
                 if (e + 1 >= n) jfail(f, t, "missing end of raw directive");
@@ -323,6 +324,9 @@ void jinja_lex(jfail_ctx *f, const char *in, size_t len, jtok **toks, size_t *nt
         }
         size_t in_at = t + 2 + !!sign;
         if (kind == '#') {
+            /* "{#" ending the template opens nothing Jinja2 can fail on: its
+             * lexer stops there, and comment tokens are dropped */
+            if (in_at >= n) break;
             size_t e = in_at;
             for (;; e++) {
                 if (e + 1 >= n) jfail(f, t, "missing end of comment tag");
