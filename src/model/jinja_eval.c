@@ -207,9 +207,9 @@ static jv slice(jrender *r, jv v, const jv *b, const jv *c, const jv *d, size_t 
         }
         return jv_str(s, k);
     }
-    if (v.t == JV_NS || v.t == JV_LOOP || v.t == JV_MACRO || v.t == JV_FUNC)
-        jfail(r->f, pos, "unsupported construct: a slice of a %s", jv_type_name(v));
-    return jv_undef(NULL);
+    /* Jinja2 lets a slice's TypeError through: a dict's (unhashable slice),
+     * None's, a number's (not subscriptable) */
+    jfail(r->f, pos, "a %s cannot be sliced", jv_type_name(v));
 }
 
 /* ------------------------------------------------------------ operators */
@@ -293,6 +293,8 @@ static jv arith(jrender *r, int op, jv a, jv b, size_t pos)
         if (ovf) jfail(r->f, pos, "integer overflow beyond 64 bits in '%s'", on);
         return jv_int(z);
     }
+    /* generators, iterators, ranges and dict views (n != 0) neither add nor repeat */
+    if ((a.t == JV_LIST && a.n) || (b.t == JV_LIST && b.n)) bad_operands(r, on, a, b, pos);
     if (op == JOP_ADD && a.t == JV_STR && b.t == JV_STR) return cat(r, a.s, a.n, b.s, b.n);
     if (op == JOP_ADD && (a.t == JV_LIST || a.t == JV_TUPLE) && a.t == b.t) {
         jarr *x = jarr_new(r->f, a.a->n + b.a->n);
@@ -328,7 +330,10 @@ static int contains(jrender *r, jv needle, jv hay, size_t pos)
         for (size_t i = 0; i < hay.a->n; i++)
             if (jv_eq(needle, hay.a->v[i])) return 1;
         return 0;
-    case JV_DICT: return jdict_get(hay.a, needle) != NULL;
+    case JV_DICT:
+        if (needle.t == JV_LIST || needle.t == JV_DICT || needle.t == JV_NS || needle.t == JV_LOOP)
+            jfail(r->f, pos, "'in <dict>': a %s is unhashable", jv_type_name(needle));
+        return jdict_get(hay.a, needle) != NULL;
     default: jfail(r->f, pos, "unsupported construct: 'in' on a %s", jv_type_name(hay));
     }
 }

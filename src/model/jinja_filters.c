@@ -708,7 +708,7 @@ static jv select_items(jrender *r, jv v, jargs *a, int by_attr, int keep)
         int ok = tname ? jinja_test(r, tname, x, a->args + first + 1, targs, a->pos) : jv_truthy(x);
         if (ok == keep) jarr_push(r->f, out, in->v[i]);
     }
-    return list_of(out);
+    return (jv){ .t = JV_LIST, .a = out, .n = 2 }; /* Jinja2 returns a generator */
 }
 
 jv jinja_filter(jrender *r, const char *name, jv v, const jv *args, size_t nargs,
@@ -886,8 +886,8 @@ jv jinja_filter(jrender *r, const char *name, jv v, const jv *args, size_t nargs
             for (int64_t i = 0; i < n; i++) s[i] = ' ';
             ind = jv_str(s, (size_t)(n > 0 ? n : 0));
         }
-        if (v.t == JV_UNDEF)
-            jfail(r->f, pos, "filter 'indent' of an undefined value"); /* s += "\n" raises */
+        if (v.t != JV_STR) /* s += "\n" raises for anything but a string */
+            jfail(r->f, pos, "filter 'indent' of a %s", jv_type_name(v));
         jv s = jv_to_str(r, v, pos);
         jv s2 = jv_str(jalloc(r->f, s.n + 2), s.n + 1); /* s += "\n" */
         memcpy((char *)s2.s, s.s, s.n);

@@ -142,7 +142,8 @@ int jv_truthy(jv v)
     case JV_INT: return v.i != 0;
     case JV_FLOAT: return v.f != 0;
     case JV_STR: return v.n != 0;
-    case JV_LIST:
+    case JV_LIST: /* a generator or iterator (n == 2) is true even when empty */
+        return v.n == 2 || v.a->n != 0;
     case JV_TUPLE:
     case JV_DICT: return v.a->n != 0;
     default: return 1; /* namespaces, loops, macros, functions */
