@@ -477,13 +477,13 @@ int cis2_tokenizer_vocab_size(const cis2_tokenizer *t);
 int cis2_tokenizer_normalize(const cis2_tokenizer *t, const char *text, size_t len, char **out,
                              size_t *out_len, char *err);
 
-/* Chat prompts (ChatML). A template comes from the model's tokenizer_config.json
- * (its "chat_template", recognised by structure: plain ChatML, SmolLM2/Qwen2's
- * ChatML with a default system turn, Qwen2.5's; anything else is refused, as
- * there is no general Jinja engine) or is built in ("chatml"). Rendering gives
- * exactly the bytes the template renders under HF transformers; those bytes
- * are the prompt (and a receipt's prompt-hex). Templates are immutable: render
- * from any number of threads. */
+/* Chat prompts. A template is the model's own Jinja chat template (its
+ * tokenizer_config.json "chat_template" or chat_template.jinja), rendered by
+ * cis2's Jinja subset byte for byte as HF transformers' apply_chat_template
+ * renders it (docs/chat_templates.md: the subset; a construct outside it is
+ * refused by name, never rendered differently), or the built-in "chatml".
+ * Those bytes are the prompt (and a receipt's prompt-hex). Templates are
+ * immutable: render from any number of threads. */
 typedef struct cis2_chat_template cis2_chat_template;
 typedef struct {
     const char *role; /* "system", "user" or "assistant" */
@@ -496,13 +496,17 @@ int cis2_chat_template_load(cis2_chat_template **t, const char *model_dir, char 
 /* tokenizer_config.json's bytes; `path` names them in messages. */
 int cis2_chat_template_parse(cis2_chat_template **t, const char *json, size_t len, const char *path,
                              char *err);
+/* The template in the file template_path (a Jinja source) with the special
+ * tokens (bos_token, eos_token, ...) of DIR/tokenizer_config.json. */
+int cis2_chat_template_load_file(cis2_chat_template **t, const char *model_dir,
+                                 const char *template_path, char *err);
 /* A template's Jinja source itself (e.g. a chat_template.jinja file). */
 int cis2_chat_template_from_text(cis2_chat_template **t, const char *src, size_t len,
                                  const char *path, char *err);
 /* A built-in format: "chatml" (no default system turn). */
 int cis2_chat_template_builtin(cis2_chat_template **t, const char *name, char *err);
-/* "chatml", "chatml+default-system" or "qwen2.5"; the default system prompt
- * added when the first message is not a system one, or NULL. */
+/* "chatml" (built in) or "jinja" (a model's template); the second is kept
+ * for compatibility and is always NULL. */
 const char *cis2_chat_template_name(const cis2_chat_template *t);
 const char *cis2_chat_template_system(const cis2_chat_template *t);
 void cis2_chat_template_free(cis2_chat_template *t);
@@ -512,10 +516,25 @@ void cis2_chat_template_free(cis2_chat_template *t);
  * are refused). *msgs is one malloc'd block (strings inside it): cis2_free it. */
 int cis2_chat_parse_messages(const char *json, size_t len, const char *path, cis2_chat_msg **msgs,
                              int *n, char *err);
-/* Render n >= 1 messages, then "<|im_start|>assistant\n" when
- * add_generation_prompt. Content holding a ChatML control token, or (with
- * `tok`, which may be NULL) text the tokenizer would read as a special token,
- * is refused: the templates paste content unescaped. *out is malloc'd. */
+/* Render n >= 1 messages with the template's variables add_generation_prompt,
+ * tools = documents = None, the tokenizer_config.json special tokens and
+ * the kwargs (a JSON object of further variables: enable_thinking,
+ * date_string, ...; they override the special tokens). strftime_now(fmt)
+ * formats `date` ("YYYY-MM-DD"), never the clock; with date NULL it is
+ * undefined (templates then fall back to their own default date). Content
+ * that the tokenizer (`tok`, may be NULL: then ChatML's control tokens)
+ * would read as a special token is refused: templates paste content
+ * unescaped. *out is malloc'd. */
+typedef struct {
+    int add_generation_prompt;
+    const char *kwargs; /* a JSON object, or NULL */
+    size_t kwargs_len;
+    const char *date; /* "YYYY-MM-DD", or NULL */
+} cis2_chat_opts;
+int cis2_chat_render_opts(const cis2_chat_template *t, const cis2_chat_msg *msgs, int n,
+                          const cis2_chat_opts *o, const cis2_tokenizer *tok, char **out,
+                          size_t *out_len, char *err);
+/* The same with no kwargs and no date. */
 int cis2_chat_render(const cis2_chat_template *t, const cis2_chat_msg *msgs, int n,
                      int add_generation_prompt, const cis2_tokenizer *tok, char **out,
                      size_t *out_len, char *err);

@@ -301,7 +301,7 @@ uni|OK
 txt|OK
 role|field "messages": messages[0].role: must be "system", "user" or "assistant"
 special|field "messages": chat: messages[0].content holds the special token "<|endoftext|>" (the template would not escape it; refusing)
-ctl|field "messages": chat: messages[0].content contains the control token <|im_start|> (the template would not escape it; refusing)
+ctl|field "messages": chat: messages[0].content holds the special token "<|im_start|>" (the template would not escape it; refusing)
 str|field "messages" must be an array of messages
 none|field "messages": 0 messages (1 to 100000)
 two|give exactly one of "prompt", "prompt_ids" or "messages"'

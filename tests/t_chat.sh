@@ -39,7 +39,7 @@ s = bytes.fromhex(sys.stdin.read().strip()).decode()
 print(unicodedata.normalize("NFC", s).encode().hex())'
 }
 
-for t in qwen2.5 smollm2 qwq; do
+for t in chatml-trim qwen2.5 smollm2 qwq; do
     cfg "$F/$t.jinja" > "$M/tokenizer_config.json"
     for m in system-first assistant-first unicode; do
         r="$d/$t-$m.receipt"
@@ -65,8 +65,9 @@ expect_eq "run --chat --chat-format chatml: prompt-hex is plain ChatML" \
     "$(sed -n 's/^prompt-hex //p' "$d/plain.receipt")" "$(want chatml messages-system-first.json)"
 expect_err "run --chat: no tokenizer_config.json" "tokenizer_config.json: cannot open" \
     "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" -n 1
-cfg "$F/refused-llama3.jinja" > "$M/tokenizer_config.json"
-expect_err "run --chat: a template that is not ChatML is refused" "is not a ChatML template this library renders exactly" \
+cfg "$F/refused-include.jinja" > "$M/tokenizer_config.json"
+expect_err "run --chat: a template construct outside the subset is refused by name" \
+    "chat_template: line 1 col 33: unsupported construct: the '{% include %}' statement" \
     "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" -n 1
 cfg "$F/qwen2.5.jinja" > "$M/tokenizer_config.json"
 expect_err "run --chat with --prompt" "give exactly one of" "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" --prompt x
@@ -75,6 +76,54 @@ expect_err "run --chat-format llama3" "only chatml is built in" "$CIS2" run --mo
 expect_err "run --chat twice" "given more than once" "$CIS2" run --model "$M" --chat a --chat b
 expect_err "run --chat ''" "non-empty value" "$CIS2" run --model "$M" --chat ''
 expect_err "run --chat: missing file" "/nonexistent.json: cannot open" "$CIS2" run --model "$M" --chat /nonexistent.json
+# the model's own template by default; --chat-template FILE, --chat-template-kwarg
+# KEY=JSON and --chat-date YYYY-MM-DD (docs/chat_templates.md)
+L=tests/fixtures/chat_template/llama3.2.jinja
+hexof() { sed -n 's/^prompt-hex //p' "$1" | python3 -c 'import sys; sys.stdout.write(bytes.fromhex(sys.stdin.read().strip()).decode())'; }
+rm -f "$M/chat_template.jinja"
+cfg "$F/qwen2.5.jinja" | python3 -c 'import json,sys; c = json.load(sys.stdin); c["bos_token"] = "<|endoftext|>"; print(json.dumps(c))' > "$M/tokenizer_config.json"
+l32() { local name="$1"; shift
+    "$CIS2" run --model "$M" --chat "$F/messages-system-first.json" --chat-template "$L" "$@" -n 1 \
+        --receipt "$d/l32-$name.receipt" >/dev/null 2>&1
+    hexof "$d/l32-$name.receipt" 2>/dev/null | head -4 | tail -1; }
+expect_eq "run --chat --chat-template (Llama 3.2's), no date: its own default" "$(l32 none)" "Today Date: 26 Jul 2024"
+expect_eq "run --chat --chat-date: strftime_now on that day" "$(l32 date --chat-date 2025-03-14)" "Today Date: 14 Mar 2025"
+expect_eq "run --chat --chat-template-kwarg date_string" \
+    "$(l32 kwarg --chat-template-kwarg 'date_string="01 Jan 2025"')" "Today Date: 01 Jan 2025"
+first=$(hexof "$d/l32-date.receipt" 2>/dev/null | head -1)
+expect_eq "run --chat --chat-template: bos_token from the model's tokenizer_config.json" "$first" "<|endoftext|><|start_header_id|>system<|end_header_id|>"
+v=$("$CIS2" verify "$d/l32-kwarg.receipt" --model "$M" 2>&1); rc=$?
+[ $rc -eq 0 ] && pass "a --chat-template receipt verifies" || fail "a --chat-template receipt verifies" "rc=$rc $(echo "$v" | tail -1)"
+printf '%s' '{% if enable_thinking is defined and enable_thinking is false %}off{% else %}on{% endif %}:{{ messages[0].content }}' > "$d/kw.jinja"
+for v in "on|" "off|--chat-template-kwarg enable_thinking=false" "on|--chat-template-kwarg enable_thinking=true"; do
+    IFS='|' read -r want flags <<< "$v"
+    # shellcheck disable=SC2086
+    "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" --chat-template "$d/kw.jinja" $flags -n 1 --receipt "$d/kw.receipt" >/dev/null 2>&1
+    expect_eq "run --chat-template-kwarg ${flags:-(none)}: enable_thinking reaches the template" "$(hexof "$d/kw.receipt" | cut -d: -f1)" "$want"
+done
+ERRORS_DIR="$d"
+errors_row chat-kwarg-syntax "--chat-template-kwarg without KEY=" "" \
+    "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" --chat-template-kwarg enable_thinking
+errors_row chat-kwarg-json "--chat-template-kwarg whose value is not JSON" "" \
+    "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" --chat-template-kwarg x=yes
+errors_row chat-kwarg-twice "the same --chat-template-kwarg key twice" "" \
+    "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" --chat-template-kwarg x=1 --chat-template-kwarg x=2
+errors_row chat-kwarg-reserved "--chat-template-kwarg messages= (set by --chat)" "unit_chat" \
+    "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" --chat-template-kwarg messages=[]
+errors_row chat-template-needs-chat "--chat-template without --chat" "" \
+    "$CIS2" run --model "$M" --prompt x --chat-template "$L"
+errors_row chat-template-and-format "--chat-template with --chat-format" "" \
+    "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" --chat-template "$L" --chat-format chatml
+errors_row chat-template-missing "--chat-template FILE that does not exist" "" \
+    "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" --chat-template "$d/none.jinja"
+errors_row chat-date-bad "--chat-date that is not YYYY-MM-DD" "unit_jinja" \
+    "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" --chat-date 2025-02-30
+printf '%s' "{{ raise_exception('System role not supported') }}" > "$d/raise.jinja"
+errors_row chat-template-raises "a template's own raise_exception" "t_chat_template.sh" \
+    "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" --chat-template "$d/raise.jinja"
+errors_row chat-template-unsupported "a template construct outside the subset" "unit_jinja, unit_chat" \
+    "$CIS2" run --model "$M" --chat "$F/messages-one-user.json" --chat-template "$F/refused-include.jinja"
+
 printf '[{"role": "user", "content": "hi <|endoftext|>"}]' > "$d/special.json"
 expect_err "run --chat: a special token in content is refused" 'holds the special token "<|endoftext|>"' \
     "$CIS2" run --model "$M" --chat "$d/special.json" -n 1

@@ -173,6 +173,50 @@ def group_api(models, tmp):
         stream_checks(os.path.join(models, fx), fx)
     build_backend_checks(models)
     docstring_checks()
+    chat_checks(os.path.join(models, "qwen2"), tmp)
+
+
+def chat_checks(M, tmp):
+    """cis2.chat_prompt: the bytes `cis2 run --chat` renders, template kwargs,
+    a template file, the pinned date, and the refusals."""
+    d = os.path.join(tmp, "chat-model")
+    shutil.copytree(M, d)
+    tpl = open("tests/fixtures/chat/qwen2.5.jinja", encoding="utf-8").read()
+    with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"chat_template": tpl, "eos_token": "<|im_end|>"}, f)
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
+    mf = os.path.join(tmp, "chat.json")
+    with open(mf, "w", encoding="utf-8") as f:
+        json.dump(msgs, f)
+    rcpt = os.path.join(tmp, "chat.receipt")
+    rc, out, err = cli("run", "--model", d, "--chat", mf, "-n", 1, "--receipt", rcpt)
+    hexs = re.search(r"^prompt-hex (\S+)$", open(rcpt).read(), re.M).group(1) if rc == 0 else ""
+    got = cis2.chat_prompt(d, msgs)
+    report(rc == 0 and got.encode("utf-8").hex() == hexs, "chat.prompt-equals-run-chat",
+           (got, err))
+    kt = os.path.join(tmp, "kw.jinja")
+    with open(kt, "w", encoding="utf-8") as f:
+        f.write("{% if enable_thinking is defined and enable_thinking is false %}off{% else %}on"
+                "{% endif %}|{{ strftime_now('%d %b %Y') if strftime_now is defined else '-' }}"
+                "|{{ bos_token }}|{{ add_generation_prompt }}")
+    cases = [({}, None, True, "on|-||True"),
+             ({"enable_thinking": False, "bos_token": "<s>"}, "2024-02-29", False,
+              "off|29 Feb 2024|<s>|False")]
+    for kw, date, gen, want in cases:
+        got = cis2.chat_prompt(d, msgs, template=kt, kwargs=kw, date=date,
+                               add_generation_prompt=gen)
+        report(got == want, "chat.template-kwargs-date %r" % (kw,), got)
+    report(cis2.chat_prompt(d, msgs, chat_format="chatml", add_generation_prompt=False) ==
+           "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n",
+           "chat.chatml")
+    raises("chat.kwargs-reserved", cis2.Error,
+           lambda: cis2.chat_prompt(d, msgs, kwargs={"messages": []}), '"messages" is set by')
+    raises("chat.kwargs-not-dict", TypeError, lambda: cis2.chat_prompt(d, msgs, kwargs=[1]),
+           "kwargs: expected a dict")
+    raises("chat.bad-date", cis2.Error, lambda: cis2.chat_prompt(d, msgs, date="2024-13-01"),
+           "is not YYYY-MM-DD")
+    raises("chat.bad-role", cis2.Error,
+           lambda: cis2.chat_prompt(d, [{"role": "tool", "content": "x"}]), "messages[0].role")
 
 
 def docstring_checks():

@@ -187,7 +187,7 @@ bad message-name 400 messages '{"model":"qm","messages":[{"role":"user","content
 bad special-token 400 messages '{"model":"qm","messages":[{"role":"user","content":"hi <|endoftext|>"}]}'
 expect_eq serve.chat.bad.special-token.message "$(msg)" 'chat: messages[0].content holds the special token "<|endoftext|>" (the template would not escape it; refusing)'
 bad control-token 400 messages '{"model":"qm","messages":[{"role":"system","content":"x"},{"role":"user","content":"<|im_end|>"}]}'
-case "$(msg)" in *'messages[1].content contains the control token <|im_end|>'*) pass serve.chat.bad.control-token.message;;
+case "$(msg)" in *'messages[1].content holds the special token "<|im_end|>"'*) pass serve.chat.bad.control-token.message;;
     *) fail serve.chat.bad.control-token.message "$(msg)";; esac
 bad temperature 400 temperature "{\"model\":\"qm\",$MS,\"temperature\":-0.7}"
 bad top-p 400 top_p "{\"model\":\"qm\",$MS,\"top_p\":0.9}"
@@ -263,6 +263,14 @@ else
     node tests/serve/openai_chat.mjs "$U" qm "$F/messages-system-first.json" 5 "$T/solo-system-first.receipt" 2>&1 \
         || fail serve.chat.openai.run "exit status $?"
 fi
+# chat_template_kwargs (vLLM's name): further template variables, as `cis2 run
+# --chat-template-kwarg`; here `tools`, which Qwen2.5's template iterates (its rendering is
+# too long for this server's context, so a value it cannot iterate shows the kwarg arrives).
+bad template-kwargs-reach-the-template 400 messages "{\"model\":\"qm\",$MS,\"chat_template_kwargs\":{\"tools\":5}}" "$U"
+case "$(msg)" in *'chat template (jinja): line '*'cannot iterate over a value of type int'*) pass serve.chat.template-kwargs.message;;
+    *) fail serve.chat.template-kwargs.message "$(msg)";; esac
+bad template-kwargs-type 400 chat_template_kwargs "{\"model\":\"qm\",$MS,\"chat_template_kwargs\":[1]}" "$U"
+bad template-kwargs-reserved 400 chat_template_kwargs "{\"model\":\"qm\",$MS,\"chat_template_kwargs\":{\"messages\":[]}}" "$U"
 kill -TERM "$SPID"; wait "$SPID"; rc=$?
 expect_eq serve.chat.main.clean-exit "$rc" 0
 

@@ -1,9 +1,10 @@
 /* Chat prompt tests: real chat templates (tests/fixtures/chat/NAME.jinja:
- * SmolLM2-Instruct's, Qwen2's, Qwen2.5's and two of its derivatives, plain
- * ChatML) recognised or refused, and every rendering byte-identical to what
- * Jinja2 itself renders them to under HF's settings (expected.txt, written by
- * tools/chat_reference.py, the second reading); messages parsing; special
- * tokens in content refused. */
+ * SmolLM2-Instruct's, Qwen2's, Qwen2.5's and two of its derivatives, Llama
+ * 3's, plain ChatML and two variants) compiled by the Jinja subset, and every
+ * rendering byte-identical to what Jinja2 itself renders them to under HF's
+ * settings (expected.txt, written by tools/chat_reference.py, the second
+ * reading); a construct outside the subset refused by name; messages
+ * parsing; special tokens in content refused. */
 #include "unit.h"
 #include "model/pretok.h"
 #include <unistd.h>
@@ -30,40 +31,25 @@ static cis2_chat_template *load_tpl(const char *name, char *err)
 
 static void test_recognise(void)
 {
-    static const struct {
-        const char *file, *name, *system;
-    } ok[] = {
-        { "chatml", "chatml", NULL },
-        { "chatml-respelled", "chatml", NULL },
-        { "smollm2", "chatml+default-system",
-          "You are a helpful AI assistant named SmolLM, trained by Hugging Face" },
-        { "qwen2", "chatml+default-system", "You are a helpful assistant." },
-        { "qwen2.5", "qwen2.5",
-          "You are Qwen, created by Alibaba Cloud. You are a helpful assistant." },
-        { "qwq", "qwen2.5", "You are a helpful assistant." },
-        { "deepscaler", "qwen2.5",
-          "Please reason step by step, and put your final answer within \\boxed{}." },
-    };
+    static const char *const ok[] = { "chatml",     "chatml-respelled", "smollm2",
+                                      "qwen2",      "qwen2.5",          "qwq",
+                                      "deepscaler", "llama3",           "chatml-trim",
+                                      "chatml-text" };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         char err[CIS2_ERR_LEN] = "", label[200];
-        cis2_chat_template *t = load_tpl(ok[i].file, err);
-        const char *sys = t ? cis2_chat_template_system(t) : NULL;
-        snprintf(label, sizeof label, "chat template %s recognised as %s", ok[i].file, ok[i].name);
+        cis2_chat_template *t = load_tpl(ok[i], err);
+        snprintf(label, sizeof label, "chat template %s compiles", ok[i]);
         CHECK(label,
-              t && !strcmp(cis2_chat_template_name(t), ok[i].name) &&
-                  (ok[i].system ? sys && !strcmp(sys, ok[i].system) : !sys),
-              "%s name=%s system=%s", err, t ? cis2_chat_template_name(t) : "-",
-              sys ? sys : "(none)");
+              t && !strcmp(cis2_chat_template_name(t), "jinja") && !cis2_chat_template_system(t),
+              "%s", err);
         cis2_chat_template_free(t);
     }
-    static const char *const refused[] = { "refused-llama3", "refused-trim", "refused-text" };
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        char err[CIS2_ERR_LEN] = "", label[200];
-        cis2_chat_template *t = load_tpl(refused[i], err);
-        snprintf(label, sizeof label, "chat template %s refused with one line", refused[i]);
-        CHECK(label,
-              !t && strstr(err, "is not a ChatML template this library renders exactly") &&
-                  !strchr(err, '\n'),
+    {
+        char err[CIS2_ERR_LEN] = "";
+        cis2_chat_template *t = load_tpl("refused-include", err);
+        CHECK("chat template with {% include %} refused in one line naming it and its place",
+              !t && strstr(err, "unsupported construct") && strstr(err, "include") &&
+                  strstr(err, "line 1 col ") && !strchr(err, '\n'),
               "%s", err);
         cis2_chat_template_free(t);
     }
@@ -81,8 +67,10 @@ static void test_recognise(void)
           "%}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\\\n' }}{% endif %}\"}]}",
           NULL },
         { "{\"bos_token\": null}", "no \"chat_template\" string" },
-        { "{\"chat_template\": \"{{ 'unterminated\"}", "not a Jinja template" },
-        { "{\"chat_template\": \"{% if x %}\"}", "is not a ChatML template" },
+        { "{\"chat_template\": \"{{ 'unterminated\"}", "unterminated string literal" },
+        { "{\"chat_template\": \"{% if x %}\"}",
+          "unexpected end of template: expected '{% endif %}'" },
+        { "{\"chat_template\": \"x\", \"bos_token\": [1]}", "\"bos_token\" must be a token" },
         { "[1,", "invalid JSON" },
     };
     for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
@@ -91,9 +79,9 @@ static void test_recognise(void)
         int rc = cis2_chat_template_parse(&t, cfg[i].json, strlen(cfg[i].json),
                                           "tokenizer_config.json", err);
         snprintf(label, sizeof label, "tokenizer_config.json case %zu: %s", i,
-                 cfg[i].want ? cfg[i].want : "loads as chatml");
+                 cfg[i].want ? cfg[i].want : "compiles");
         if (!cfg[i].want)
-            CHECK(label, rc == 0 && t && !strcmp(cis2_chat_template_name(t), "chatml"), "%s", err);
+            CHECK(label, rc == 0 && t && !strcmp(cis2_chat_template_name(t), "jinja"), "%s", err);
         else CHECK(label, rc && !t && strstr(err, cfg[i].want) && !strchr(err, '\n'), "%s", err);
         cis2_chat_template_free(t);
     }
@@ -116,7 +104,7 @@ static void test_recognise(void)
                  dir, dir, dir);
         int got = system(cmd) == 0 && cis2_chat_template_load(&t, dir, err) == 0;
         CHECK("chat template from DIR/chat_template.jinja when tokenizer_config.json has none",
-              got && !strcmp(cis2_chat_template_name(t), "chatml+default-system"), "%s", err);
+              got && !strcmp(cis2_chat_template_name(t), "jinja"), "%s", err);
         cis2_chat_template_free(t);
         t = NULL;
         snprintf(cmd, sizeof cmd, "rm -f %s/chat_template.jinja", dir);
@@ -161,8 +149,12 @@ static void test_render_reference(void)
         int nm = 0;
         char *out = NULL;
         size_t ol = 0;
+        /* the special tokens tools/chat_reference.py passes */
+        static const char kw[] =
+            "{\"bos_token\": \"<|endoftext|>\", \"eos_token\": \"<|im_end|>\"}";
+        cis2_chat_opts o = { gen, kw, sizeof kw - 1, NULL };
         int rc = !t || !mj || cis2_chat_parse_messages(mj, ml, path, &msgs, &nm, err) ||
-                 cis2_chat_render(t, msgs, nm, gen, NULL, &out, &ol, err);
+                 cis2_chat_render_opts(t, msgs, nm, &o, NULL, &out, &ol, err);
         size_t hl = strlen(hex);
         int same = !rc && ol * 2 == hl;
         for (size_t i = 0; same && i < ol; i++) {
@@ -179,7 +171,7 @@ static void test_render_reference(void)
         line = eol + 1;
     }
     CHECK("chat: every template x messages x generation prompt renders Jinja2's bytes",
-          bad == 0 && n >= 80, "%d of %d differ", bad, n);
+          bad == 0 && n >= 120, "%d of %d differ", bad, n);
     free(exp);
 }
 
@@ -272,8 +264,8 @@ static void test_injection(void)
         const char *content, *want;
     } c[] = {
         { "plain <think>x</think> is fine (not special)", NULL },
-        { "a <|im_end|> b", "messages[1].content contains the control token <|im_end|>" },
-        { "<|im_start|>system", "control token <|im_start|>" },
+        { "a <|im_end|> b", "messages[1].content holds the special token \"<|im_end|>\"" },
+        { "<|im_start|>system", "special token \"<|im_start|>\"" },
         { "eot <|endoftext|>", "messages[1].content holds the special token \"<|endoftext|>\"" },
         { "x<|fim_prefix|>", "holds the special token \"<|fim_prefix|>\"" },
         { "<|im", NULL }, /* a prefix of a control token, and a non-special added token */
@@ -313,6 +305,27 @@ static void test_injection(void)
           rc == 0 && starts == 4 && ends == 3, "rc=%d %d/%d %s", rc, starts, ends, err);
     free(out);
     free(ids);
+    out = NULL;
+    /* without a tokenizer: ChatML's control tokens */
+    cis2_chat_msg bad[1] = { { "user", "x<|im_end|>", 11 } };
+    rc = cis2_chat_render(t, bad, 1, 1, NULL, &out, &ol, err);
+    CHECK("chat injection without a tokenizer: ChatML control token refused",
+          rc && !out && strstr(err, "contains the control token <|im_end|>"), "%s", err);
+    /* template kwargs: an object; messages and add_generation_prompt are not kwargs */
+    static const struct {
+        const char *kw, *want;
+    } k[] = { { "[1]", "expected a JSON object" },
+              { "{\"messages\": []}", "\"messages\" is set by the caller" },
+              { "{\"add_generation_prompt\": true}", "\"add_generation_prompt\" is set by" },
+              { "{\"x\": ", "invalid JSON" } };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        char label[120];
+        cis2_chat_opts o = { 1, k[i].kw, strlen(k[i].kw), NULL };
+        out = NULL;
+        rc = cis2_chat_render_opts(t, m, 2, &o, tok, &out, &ol, err);
+        snprintf(label, sizeof label, "chat kwargs: %s", k[i].want);
+        CHECK(label, rc && !out && strstr(err, k[i].want) && !strchr(err, '\n'), "%s", err);
+    }
     cis2_chat_template_free(t);
     cis2_tokenizer_free(tok);
 }

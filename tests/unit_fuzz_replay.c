@@ -74,6 +74,9 @@
 #define LLVMFuzzerTestOneInput fz_chat
 #include "../fuzz/fuzz_chat.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fz_jinja
+#include "../fuzz/fuzz_jinja.c"
+#undef LLVMFuzzerTestOneInput
 
 typedef struct {
     const char *name;
@@ -98,6 +101,7 @@ static const harness H[] = {
     { "cli", fz_cli, NULL },
     { "escape", fz_escape, NULL },
     { "chat", fz_chat, NULL },
+    { "jinja", fz_jinja, NULL },
 };
 
 static int name_cmp(const void *a, const void *b)

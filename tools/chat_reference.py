@@ -31,7 +31,8 @@ def main(d):
             msgs = json.load(open(mp, encoding='utf-8'))['messages']
             for gen in (0, 1):
                 out = tpl.render(messages=msgs, add_generation_prompt=bool(gen), tools=None,
-                                 bos_token='<|endoftext|>', eos_token='<|im_end|>')
+                                 documents=None, bos_token='<|endoftext|>',
+                                 eos_token='<|im_end|>')
                 print(name, os.path.basename(mp), gen, out.encode('utf-8').hex())
 
 

@@ -44,9 +44,8 @@ if library_version.split(".")[:2] != __version__.split(".")[:2]:
                       (library_path, library_found_by, library_version, __version__))
 
 __all__ = ["Model", "Engine", "Stream", "Tokenizer", "Result", "TokenLogprob", "Verdict", "Field",
-           "Config",
-           "Trace", "Error", "verify", "verify_many", "library_path", "library_found_by",
-           "library_version"]
+           "Config", "Trace", "Error", "verify", "verify_many", "chat_prompt", "library_path",
+           "library_found_by", "library_version"]
 
 
 class Error(Exception):
@@ -1443,6 +1442,54 @@ class Model(_Closing):
 
 
 # ------------------------------------------------------------------- verify
+def chat_prompt(model_dir, messages, *, template=None, chat_format=None, kwargs=None,
+                date=None, add_generation_prompt=True, tokenizer=None):
+    """The prompt `cis2 run --chat` renders (docs/chat_templates.md): `messages`
+    (a list of {"role", "content"} dicts) rendered with the chat template of
+    `model_dir` (its tokenizer_config.json or chat_template.jinja), or the
+    Jinja source in the file `template` (with model_dir's special tokens), or
+    chat_format="chatml"; `kwargs` a dict of template variables
+    (enable_thinking, date_string, ...), `date` "YYYY-MM-DD" the day
+    strftime_now formats (None: undefined; never the clock). With a
+    Tokenizer, content it would read as a special token is refused. Returns
+    the rendered str: generate() it, as run --chat does."""
+    if template is not None and chat_format is not None:
+        raise ValueError("chat_prompt: template and chat_format exclude each other")
+    import json
+    msgs = _text_in(json.dumps(messages, ensure_ascii=False), "chat_prompt: messages")
+    kw = None
+    if kwargs is not None:
+        if not isinstance(kwargs, dict):
+            raise TypeError("chat_prompt: kwargs: expected a dict, got %s" % type(kwargs).__name__)
+        kw = _text_in(json.dumps(kwargs, ensure_ascii=False), "chat_prompt: kwargs")
+    day = _text_in(date, "chat_prompt: date") if date is not None else None
+    err, t = _lib.err_buf(), ctypes.c_void_p()
+    if chat_format is not None:
+        _check(_c.cis2_chat_template_builtin(ctypes.byref(t),
+                                             _text_in(chat_format, "chat_prompt: chat_format"),
+                                             err), err)
+    elif template is not None:
+        _check(_c.cis2_chat_template_load_file(ctypes.byref(t), _path_in(model_dir, "chat_prompt"),
+                                               _path_in(template, "chat_prompt: template"), err),
+               err)
+    else:
+        _check(_c.cis2_chat_template_load(ctypes.byref(t), _path_in(model_dir, "chat_prompt"),
+                                          err), err)
+    m, n, out, ol = ctypes.c_void_p(), ctypes.c_int(), ctypes.c_void_p(), ctypes.c_size_t()
+    try:
+        _check(_c.cis2_chat_parse_messages(msgs, len(msgs), b"messages", ctypes.byref(m),
+                                           ctypes.byref(n), err), err)
+        o = _lib.ChatOpts(1 if add_generation_prompt else 0, kw, len(kw) if kw else 0, day)
+        tok = tokenizer._handle() if tokenizer is not None else None
+        _check(_c.cis2_chat_render_opts(t, m, n.value, ctypes.byref(o), tok, ctypes.byref(out),
+                                        ctypes.byref(ol), err), err)
+        return ctypes.string_at(out, ol.value).decode("utf-8")
+    finally:
+        _c.cis2_free(out)
+        _c.cis2_free(m)
+        _c.cis2_chat_template_free(t)
+
+
 def verify(receipt, model):
     """Check a receipt (its text: str or bytes; or a path as os.PathLike)
     against `model` (a Model, or an Engine to recompute on): the artifact

@@ -173,6 +173,11 @@ class LogProb(ctypes.Structure):  # cis2_logprob (docs/sampling.md §9)
     _fields_ = [("id", ctypes.c_int32), ("logprob", ctypes.c_float)]
 
 
+class ChatOpts(ctypes.Structure):  # cis2_chat_opts (docs/chat_templates.md)
+    _fields_ = [("add_generation_prompt", ctypes.c_int), ("kwargs", ctypes.c_char_p),
+                ("kwargs_len", ctypes.c_size_t), ("date", ctypes.c_char_p)]
+
+
 class VerdictField(ctypes.Structure):  # cis2_verdict_field
     _fields_ = [("name", ctypes.c_char_p), ("status", ctypes.c_int),
                 ("receipt", ctypes.c_char_p), ("recomputed", ctypes.c_char_p)]
@@ -190,7 +195,8 @@ class Verdict(ctypes.Structure):  # cis2_verdict
 # and offset with the C compiler's).
 STRUCTS = {"cis2_config": Config, "cis2_digests": Digests, "cis2_model_opts": ModelOpts,
            "cis2_engine_opts": EngineOpts, "cis2_gen_opts": GenOpts, "cis2_result": Result,
-           "cis2_receipt": Receipt, "cis2_sampler": Sampler, "cis2_logprob": LogProb, "cis2_verdict_field": VerdictField, "cis2_verdict": Verdict}
+           "cis2_receipt": Receipt, "cis2_sampler": Sampler, "cis2_logprob": LogProb, "cis2_verdict_field": VerdictField, "cis2_verdict": Verdict,
+           "cis2_chat_opts": ChatOpts}
 
 # ------------------------------------------------------------- prototypes
 _P = ctypes.c_void_p
@@ -253,6 +259,14 @@ PROTOTYPES = {
     "cis2_tokenizer_decode": (_I, [_P, c_int32_p, _I, ctypes.POINTER(_P),
                                    ctypes.POINTER(ctypes.c_size_t), _E]),
     "cis2_tokenizer_vocab_size": (_I, [_P]),
+    "cis2_chat_template_load": (_I, [ctypes.POINTER(_P), _S, _E]),
+    "cis2_chat_template_load_file": (_I, [ctypes.POINTER(_P), _S, _S, _E]),
+    "cis2_chat_template_builtin": (_I, [ctypes.POINTER(_P), _S, _E]),
+    "cis2_chat_template_free": (None, [_P]),
+    "cis2_chat_parse_messages": (_I, [_S, ctypes.c_size_t, _S, ctypes.POINTER(_P),
+                                      ctypes.POINTER(_I), _E]),
+    "cis2_chat_render_opts": (_I, [_P, _P, _I, ctypes.POINTER(ChatOpts), _P, ctypes.POINTER(_P),
+                                   ctypes.POINTER(ctypes.c_size_t), _E]),
 }
 
 lib, path, how = _load()

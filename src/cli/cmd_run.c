@@ -1,30 +1,83 @@
 /* `cis2 run`: one prompt through the model, key=value output lines, the
  * CIS2_REF line (§12.1) and optionally a receipt. */
 #include "cli/commands.h"
+#include "core/json.h"
 #include "engine/sample.h"
 #include <stdlib.h>
 #include <string.h>
 
-/* --chat FILE: OpenAI-style messages rendered with the model's chat template
- * (DIR/tokenizer_config.json) or --chat-format, plus the generation prompt;
- * the rendered bytes are the prompt and the receipt's prompt-hex. */
+/* --chat-template-kwarg KEY=JSON, each given: one JSON object of template
+ * variables (*out malloc'd), or an error line naming the flag. */
+static int chat_kwargs(const char *cmd, const cis2_opt_list *l, char **out)
+{
+    cis2_sb sb = { 0 };
+    char err[CIS2_ERR_LEN], q[200];
+    *out = NULL;
+    cis2_sb_str(&sb, "{");
+    for (int i = 0; i < l->n; i++) {
+        const char *a = l->v[i], *eq = strchr(a, '=');
+        if (!eq || eq == a) {
+            cis2_sb_free(&sb);
+            return cis2_cli_usage_error(cmd, "--chat-template-kwarg \"%s\": expected KEY=JSON",
+                                        cis2_escape(a, strlen(a), q, sizeof q, CIS2_ESC_TEXT));
+        }
+        for (int k = 0; k < i; k++)
+            if (!strncmp(l->v[k], a, (size_t)(eq - a) + 1)) {
+                cis2_sb_free(&sb);
+                return cis2_cli_usage_error(
+                    cmd, "--chat-template-kwarg: \"%s\" given twice",
+                    cis2_escape(a, (size_t)(eq - a), q, sizeof q, CIS2_ESC_TEXT));
+            }
+        json_doc d;
+        if (json_parse(&d, eq + 1, strlen(eq + 1), "value", err)) {
+            cis2_sb_free(&sb);
+            return cis2_cli_usage_error(
+                cmd, "--chat-template-kwarg \"%s\": the %s",
+                cis2_escape(a, (size_t)(eq - a), q, sizeof q, CIS2_ESC_TEXT), err);
+        }
+        json_free(&d);
+        if (i) cis2_sb_str(&sb, ", ");
+        cis2_sb_json_str(&sb, a, (size_t)(eq - a));
+        cis2_sb_str(&sb, ": ");
+        cis2_sb_str(&sb, eq + 1);
+    }
+    cis2_sb_str(&sb, "}");
+    size_t n;
+    *out = sb.oom ? NULL : cis2_sb_take(&sb, &n);
+    cis2_sb_free(&sb);
+    if (!*out) return cis2_cli_usage_error(cmd, "out of memory");
+    return 0;
+}
+
+/* --chat FILE: OpenAI-style messages rendered with the model's own chat
+ * template (DIR/tokenizer_config.json or DIR/chat_template.jinja), or
+ * --chat-template FILE (with DIR's special tokens), or --chat-format, plus
+ * the generation prompt, the --chat-template-kwarg variables and the
+ * --chat-date day; the rendered bytes are the prompt and the receipt's
+ * prompt-hex. */
 static int chat_prompt(const char *cmd, const cis2_run_opts *o, const cis2_tokenizer *t,
                        char **bytes, size_t *blen)
 {
-    char err[CIS2_ERR_LEN], *json = NULL;
+    char err[CIS2_ERR_LEN], *json = NULL, *kw = NULL;
     size_t len;
     cis2_chat_template *tpl = NULL;
     cis2_chat_msg *msgs = NULL;
     int n = 0, rc = 2;
-    if (o->chat_format ? cis2_chat_template_builtin(&tpl, o->chat_format, err)
-                       : cis2_chat_template_load(&tpl, o->model, err))
-        cis2_cli_usage_error(cmd, "%s%s", err,
-                             o->chat_format ? "" : " (or give --chat-format chatml)");
+    if (chat_kwargs(cmd, &o->chat_kwargs, &kw)) return 2;
+    cis2_chat_opts co = { 1, o->chat_kwargs.n ? kw : NULL, o->chat_kwargs.n ? strlen(kw) : 0,
+                          o->chat_date };
+    if (o->chat_format     ? cis2_chat_template_builtin(&tpl, o->chat_format, err)
+        : o->chat_template ? cis2_chat_template_load_file(&tpl, o->model, o->chat_template, err)
+                           : cis2_chat_template_load(&tpl, o->model, err))
+        cis2_cli_usage_error(cmd, "%s%s%s", o->chat_template ? "--chat-template: " : "", err,
+                             o->chat_format || o->chat_template ? ""
+                                                                : " (or give --chat-format chatml)");
     else if (cis2_read_file_max(o->chat, (size_t)64 << 20, &json, &len, err) ||
              cis2_chat_parse_messages(json, len, o->chat, &msgs, &n, err) ||
-             cis2_chat_render(tpl, msgs, n, 1, t, bytes, blen, err))
+             cis2_chat_render_opts(tpl, msgs, n, &co, t, bytes, blen, err))
         cis2_cli_usage_error(cmd, "--chat: %s", err);
     else rc = 0;
+    free(kw);
     free(json);
     free(msgs);
     cis2_chat_template_free(tpl);
@@ -113,7 +166,8 @@ int cis2_cmd_run(int argc, char **argv)
     if (cis2_cli_parse_opts(
             "run", argc, argv,
             " --model --prompt --prompt-ids --n --receipt --backend --isa --threads --stop-at-eos"
-            " --check-determinism --fault --fault-arg --chat --chat-format"
+            " --check-determinism --fault --fault-arg --chat --chat-format --chat-template"
+            " --chat-template-kwarg --chat-date"
             " --temperature --top-k --top-p --min-p --seed ",
             &o, NULL))
         return 2;
@@ -123,6 +177,13 @@ int cis2_cmd_run(int argc, char **argv)
             "run", "give exactly one of --prompt TEXT, --prompt-ids 1,2,3 or --chat FILE.json");
     if (o.chat_format && !o.chat)
         return cis2_cli_usage_error("run", "--chat-format needs --chat FILE.json");
+    if ((o.chat_template || o.chat_kwargs.n || o.chat_date) && !o.chat)
+        return cis2_cli_usage_error("run", "%s needs --chat FILE.json",
+                                    o.chat_template   ? "--chat-template"
+                                    : o.chat_kwargs.n ? "--chat-template-kwarg"
+                                                      : "--chat-date");
+    if (o.chat_template && o.chat_format)
+        return cis2_cli_usage_error("run", "--chat-template and --chat-format exclude each other");
     if (o.receipt && o.fault)
         return cis2_cli_usage_error("run", "--receipt and --fault exclude each other (a faulted "
                                            "run must not produce a normal-looking receipt)");

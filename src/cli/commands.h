@@ -134,6 +134,10 @@ typedef struct {
     cis2_opt_list backends; /* every --backend given; backend is the first */
     int n, n_set, threads, stop_at_eos, check_det, no_check_det, hash_only, exact, brief;
     const char *chat, *chat_format; /* run --chat FILE [--chat-format chatml] */
+    /* run --chat-template FILE, --chat-template-kwarg KEY=JSON (repeatable),
+     * --chat-date YYYY-MM-DD (docs/chat_templates.md) */
+    const char *chat_template, *chat_date;
+    cis2_opt_list chat_kwargs;
     /* run --temperature T --top-k K --top-p P --min-p M --seed S (docs/sampling.md) */
     const char *temperature, *top_k, *top_p, *min_p, *seed;
 } cis2_run_opts;

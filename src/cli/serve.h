@@ -42,6 +42,8 @@ typedef struct {
     int n_ids;
     cis2_chat_msg *msgs; /* chat messages (one block, strings inside), or NULL */
     int n_msgs;
+    char *chat_kwargs; /* chat_template_kwargs: the JSON object's text, or NULL */
+    size_t chat_kwargs_len;
     /* = n_gen (§3.4): exactly this many unless EOS or a stop string; 0 in a
      * chat request that gave none: the rest of the context (OpenAI's default) */
     int max_tokens;

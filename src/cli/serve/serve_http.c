@@ -409,11 +409,12 @@ static int chat_ids(serve_http *h, const serve_completion_req *q, int32_t **ids,
     size_t tl;
     if (!h->mi.chat)
         return serve_fail(e, 400, "messages", "chat_template_unavailable",
-                          "messages: this server has no chat template for its model (only ChatML "
-                          "templates in tokenizer_config.json are rendered; the server can be "
-                          "started with --chat-format chatml)");
-    if (cis2_chat_render(h->mi.chat, q->msgs, q->n_msgs, 1, h->t, &text, &tl, err))
-        return serve_fail(e, 400, "messages", NULL, "%s", err);
+                          "messages: this server has no chat template for its model (the server "
+                          "can be started with --chat-format chatml)");
+    cis2_chat_opts co = { 1, q->chat_kwargs, q->chat_kwargs_len, NULL };
+    if (cis2_chat_render_opts(h->mi.chat, q->msgs, q->n_msgs, &co, h->t, &text, &tl, err))
+        return serve_fail(e, 400, strstr(err, "kwargs") ? "chat_template_kwargs" : "messages", NULL,
+                          "%s", err);
     int rc = cis2_tokenizer_encode(h->t, text, tl, ids, n, err);
     free(text);
     return rc ? serve_fail(e, 400, "messages", NULL, "messages: %s", err) : 0;

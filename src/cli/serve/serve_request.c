@@ -409,6 +409,7 @@ static const char *const KNOWN_CHAT[] = { "model",
                                           "seed",
                                           "user",
                                           "ignore_eos",
+                                          "chat_template_kwargs",
                                           NULL };
 
 static int check_members(const json_doc *d, const char *const *known_names, serve_err *e)
@@ -551,6 +552,24 @@ static int parse_request(const char *body, size_t len, const serve_limits *lim, 
     }
     if (get_stop(&d, json_get(&d, 0, "stop", NULL), r, e)) goto out;
     if (get_logprobs(&d, chat, r, e)) goto out;
+    /* chat_template_kwargs (vLLM's name): further template variables, kept as
+     * the object's text for cis2_chat_render_opts (docs/chat_templates.md) */
+    v = chat ? json_get(&d, 0, "chat_template_kwargs", NULL) : JSON_NONE;
+    if (!is_null(&d, v)) {
+        if (d.nodes[v].type != JSON_OBJECT) {
+            serve_fail(e, 400, "chat_template_kwargs", NULL,
+                       "chat_template_kwargs: expected an object, got %s", type_name(&d, v));
+            goto out;
+        }
+        r->chat_kwargs_len = d.nodes[v].len;
+        r->chat_kwargs = malloc(r->chat_kwargs_len + 1);
+        if (!r->chat_kwargs) {
+            serve_fail(e, 500, NULL, NULL, "out of memory");
+            goto out;
+        }
+        memcpy(r->chat_kwargs, d.src + d.nodes[v].start, r->chat_kwargs_len);
+        r->chat_kwargs[r->chat_kwargs_len] = 0;
+    }
     v = json_get(&d, 0, "logit_bias", NULL);
     if (!is_null(&d, v) && (d.nodes[v].type != JSON_OBJECT || d.nodes[v].count != 0)) {
         serve_fail(e, 400, "logit_bias", NULL, "logit_bias: not supported (only null or {})");
@@ -611,6 +630,7 @@ void serve_completion_req_free(serve_completion_req *r)
     free(r->ids);
     cis2_free(r->msgs);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->chat_kwargs);
     memset(r, 0, sizeof *r);
 }
 
