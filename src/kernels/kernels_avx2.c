@@ -2,6 +2,7 @@
  * and add is its own instruction (§1.4), one accumulator per output. */
 #include "kernels/fast_kernels.h"
 #include "kernels/kernels.h"
+#include "kernels/kernels_x86.h"
 #include <string.h>
 
 #if defined(__x86_64__)
@@ -412,7 +413,7 @@ static ATTR void sm_div(float *s, int n, float acc)
 
 /* ref_softmax bit for bit: max (NaN anywhere -> the scalar routine), exp of
  * s - max per lane, the §5.3 sum strictly in order, then divide. */
-ATTR void fast_avx2_softmax(float *s, int n)
+ATTR static void fast_avx2_softmax(float *s, int n)
 {
     if (sm_max_exp(s, n)) {
         ref_softmax(s, n);
@@ -467,7 +468,7 @@ void fast_softmax_rows_by(float *s, size_t lds, int m, int n0, int step,
     }
 }
 
-ATTR void fast_avx2_softmax_rows(float *s, size_t lds, int m, int n0, int step)
+ATTR static void fast_avx2_softmax_rows(float *s, size_t lds, int m, int n0, int step)
 {
     fast_softmax_rows_by(s, lds, m, n0, step, sm_max_exp, sm_div);
 }

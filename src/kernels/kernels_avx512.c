@@ -3,6 +3,7 @@
  * Attention reuses the AVX2 kernels (every AVX-512F CPU has AVX2). */
 #include "kernels/fast_kernels.h"
 #include "kernels/kernels.h"
+#include "kernels/kernels_x86.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -32,22 +33,6 @@
 #define TBS 8
 #define PFX avx512_
 #include "kernels/kernels_tmpl.h"
-
-void fast_avx2_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale,
-                      float *out);
-void fast_softmax_rows_by(float *s, size_t lds, int m, int n0, int step,
-                          int (*max_exp)(float *s, int n), void (*div)(float *s, int n, float acc));
-void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, int hd, float *out);
-void fast_avx2_swiglu(const float *g, const float *u, float *out, int n);
-void fast_avx2_add(float *h, const float *x, int n);
-int32_t fast_avx2_scan(const float *x, int n, int *first_nan);
-void fast_avx2_kt_pack(const float *k, size_t stride, int n, int hd, float *kt, size_t ld);
-void fast_avx512_scores_tq(const float *q, size_t ldq, int nq, const float *kt, size_t ld, int n,
-                           int hd, float scale, float *out, size_t ldo);
-void fast_avx512_vmix_tq(const float *p, size_t ldp, int nq, int n0, int step, const float *v,
-                         size_t stride, int hd, float *out, size_t ldo);
-void fast_avx2_scores_t(const float *q, const float *kt, size_t ld, int n, int hd, float scale,
-                        float *out);
 
 /* V-mix, 16 lanes: lanes over output dims; lane d adds p[j]*v[j][d] for
  * keys j in order (one mul, one add each) — fast_avx2_vmix's operations,
