@@ -420,8 +420,8 @@ static void seq_finalize(seq_t *s)
     cis2_sha256_final(&s->w, s->r.witness);
     cis2_sha256 a;
     cis2_sha256_init(&a);
-    for (int i = 0; i < s->r.n_prompt; i++) witness_feed_u32(&a, (uint32_t)s->r.prompt[i]);
-    for (int i = 0; i < s->r.n_gen; i++) witness_feed_u32(&a, (uint32_t)s->r.gen[i]);
+    for (int i = 0; i < s->r.n_prompt; i++) cis2_sha256_update_u32(&a, (uint32_t)s->r.prompt[i]);
+    for (int i = 0; i < s->r.n_gen; i++) cis2_sha256_update_u32(&a, (uint32_t)s->r.gen[i]);
     cis2_sha256_final(&a, s->r.argmax);
     s->state = SEQ_DONE;
 }
@@ -471,7 +471,7 @@ static void emit_id(cis2_engine *e, seq_t *s, const float *logits, int32_t next,
 {
     const cis2_config *c = &e->m->cfg;
     int step = s->r.n_gen, ends = ends_run(e, s, next);
-    if (feed) witness_feed_u32(&s->w, (uint32_t)next);
+    if (feed) cis2_sha256_update_u32(&s->w, (uint32_t)next);
     s->r.gen[s->r.n_gen++] = next;
     s->next = next;
     if (s->g.on_step) s->g.on_step(s->g.ctx, step, logits, c->vocab, next);

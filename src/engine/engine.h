@@ -94,9 +94,8 @@ int eng_forward(cis2_engine *e, const span_t *sp, int n_sp, int T, float *logits
 int eng_forward_one(cis2_engine *e, seq_t *s, const int32_t *tokens, int n, int pos0, float *logits,
                     char *err);
 
-/* witness.c: the §12.1 stream (an id as 4 little-endian bytes; its start;
- * the side job; waiting for the side job). */
-void witness_feed_u32(cis2_sha256 *s, uint32_t v);
+/* witness.c: the §12.1 stream (an id as 4 little-endian bytes,
+ * cis2_sha256_update_u32; its start; the side job; waiting for the side job). */
 void witness_begin(cis2_sha256 *w, const cis2_digests *d, const int32_t *prompt, int n_prompt);
 void witness_job_run(void *ctx);
 void witness_wait(cis2_engine *e);

@@ -43,7 +43,7 @@ typedef struct {
     void (*vmix_g)(const float *p, size_t ldp, int g, const float *v, size_t stride, int n, int hd,
                    float *out, size_t ldo);
     /* Exact int8 (docs/quantization.md §2): W int8 tiles in the layout above,
-     * S the row scales of those tiles, 16 per tile (fast_i8_pack); Y as
+     * S the row scales of those tiles, 16 per tile (cis2_weight_pack_i8); Y as
      * mm_f32 with each output s[r] * dot_seq((float)q[r, :], X[t]) — the
      * in-order sum, then one multiply. NULL = not available. */
     void (*mm_i8)(const int8_t *W, const float *S, int K, int ntiles, int nrows, const float *X,
@@ -87,15 +87,6 @@ typedef struct {
      * bit for bit. NULL = head by head. */
     void (*rope)(float *x, int nh, int hd, const float *cos_v, const float *sin_v);
 } fast_kernels;
-
-/* int8 tiles (i8_pack.c): tile i holds rows 16i..16i+15 as for bf16, one byte
- * per weight, data[(i*K + k)*16 + lane]; scales[16i + lane]. Pad rows (past
- * `rows`) have q = 0 and s = 0. Sizes in bytes, each a multiple of 64. */
-size_t fast_i8_tile_bytes(int rows, int cols);
-size_t fast_i8_scale_bytes(int rows);
-/* q: [rows, cols] row-major, s: [rows]. A pure re-layout (no arithmetic). */
-void fast_i8_pack(const int8_t *q, const float *s, int rows, int cols, int8_t *tiles,
-                  float *scales);
 
 /* rmsnorm_rows for any ISA (kernels_scalar.c): each row's §5.3 sum of
  * squares one accumulator, strictly in order, up to 8 rows' sums side by
