@@ -152,6 +152,18 @@ size_t cis2_utf8_check(const char *s, size_t n);
 char *cis2_sb_take(cis2_sb *s, size_t *len);
 void cis2_sb_free(cis2_sb *s);
 
+/* ------------------------------------------- big allocations (bigmem.c) */
+/* 2 MiB-aligned, huge-page backed; *len is what cis2_big_free takes. Zeroed
+ * natively but not on wasm32 (malloc may hand back used memory, and zeroing
+ * 270 MB there costs a pass): write everything you read. */
+void *cis2_big_alloc(size_t bytes, size_t *len);
+void cis2_big_free(void *p, size_t len);
+/* From now on the allocation is read-only: a stray write faults at once. */
+void cis2_big_protect(void *p, size_t len);
+/* Give the whole 2 MiB pages of [a, b) back to the system (a page aligned);
+ * returns the new, page-aligned watermark. Reading them again gives zeros. */
+uint64_t cis2_big_release(uint8_t *base, uint64_t a, uint64_t b);
+
 /* --------------------------------------------------------------- utilities */
 /* n rounded up to a whole number of 64-byte cache lines. */
 static inline size_t cis2_align64(size_t n) { return (n + 63) & ~(size_t)63; }
