@@ -14,7 +14,8 @@
 /* int8 weights: the whole range, -128 included (others' checkpoints may hold it). */
 static int8_t rq(void) { return (int8_t)(uint8_t)(rnd() >> 24); }
 
-static const char *ISAS[] = { "scalar", "sse2", "avx2", "avx512", "neon" };
+/* Every ISA path, from the registry (kernels/pick.c), in its order. */
+#define ISAS(i) (fast_isas[i].name)
 static const int THREADS[] = { 1, 2, 3, 7 };
 
 /* One int8 linear, packed by the model loader's packer (cis2_weight_pack_i8,
@@ -110,16 +111,16 @@ static void test_fast_i8(void)
     static const int C[] = { 1, 3, 8, 17, 64, 100 };
     /* every T a decode step of 1..16 sequences can have, then prefill sizes */
     static const int TT[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 40 };
-    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+    for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[160];
-        const fast_kernels *k = fast_kernels_pick(ISAS[ii], err);
+        const fast_kernels *k = fast_kernels_pick(ISAS(ii), err);
         if (!k) {
-            snprintf(name, sizeof name, "mm_i8 %s", ISAS[ii]);
+            snprintf(name, sizeof name, "mm_i8 %s", ISAS(ii));
             SKIP(name, "%s", err);
             continue;
         }
         if (!k->mm_i8) {
-            snprintf(name, sizeof name, "mm_i8 %s is in the kernel table", ISAS[ii]);
+            snprintf(name, sizeof name, "mm_i8 %s is in the kernel table", ISAS(ii));
             CHECK(name, 0, "NULL");
             continue;
         }
@@ -175,7 +176,7 @@ static void test_fast_i8(void)
                     lin8_free(&w);
                 }
             snprintf(name, sizeof name,
-                     "mm_i8 %s threads=%d: %d shapes/splits bit-identical to ref", ISAS[ii],
+                     "mm_i8 %s threads=%d: %d shapes/splits bit-identical to ref", ISAS(ii),
                      THREADS[ti], count);
             CHECK(name, bad == 0, "%d of %d differ; first %s", bad, count, why);
             tp_free(pool);

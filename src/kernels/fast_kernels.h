@@ -104,13 +104,39 @@ void fast_rmsnorm_rows(const float *x, size_t ldx, const float *w, int n, float 
  * lanes at a time, bit for bit (the softmax's exp; tests sweep it). */
 void fast_avx512_exp_pinned_n(float *x, int n);
 
-/* NULL when the ISA is not compiled for this platform or the CPU lacks it. */
-const fast_kernels *fast_kernels_scalar(void);
-const fast_kernels *fast_kernels_sse2(void);
-const fast_kernels *fast_kernels_avx2(void);
-const fast_kernels *fast_kernels_avx512(void);
-const fast_kernels *fast_kernels_neon(void);
-const fast_kernels *fast_kernels_wasm128(void); /* wasm32 with SIMD128 */
+/* Each ISA path's table, in its kernels_<isa>.c, and the CPU check of the
+ * paths not every CPU of their platform has; each exists only on the
+ * platform its file compiles code for (the same conditions as there). */
+extern const fast_kernels fast_kernels_scalar;
+#if defined(__x86_64__)
+extern const fast_kernels fast_kernels_sse2, fast_kernels_avx2, fast_kernels_avx512;
+int fast_avx2_available(void);
+int fast_avx512_available(void); /* AVX-512F and AVX2 */
+#endif
+#if defined(__aarch64__)
+extern const fast_kernels fast_kernels_neon;
+#endif
+#if defined(__wasm_simd128__)
+extern const fast_kernels fast_kernels_wasm128; /* wasm32 with SIMD128 */
+#endif
+
+/* The ISA registry (pick.c): every ISA path, once, with its name (as
+ * cis2_isa_to_name and cis2_isa_from_name spell it), its public enum value,
+ * its availability check and its table — NULL both where this build's
+ * platform has no code for it. In the public enum's order, which on each
+ * platform goes from the plainest path to the widest: "auto" takes the last
+ * one available. Whatever lists ISAs (names, picking, the tests' sweeps)
+ * iterates it. */
+typedef struct {
+    const char *name;
+    cis2_isa isa;
+    int (*available)(void);
+    const fast_kernels *kernels;
+} fast_isa;
+enum { FAST_N_ISAS = 6 };
+extern const fast_isa fast_isas[FAST_N_ISAS];
+/* i's table when this build and CPU can run it, else NULL. */
+const fast_kernels *fast_isa_kernels(const fast_isa *i);
 /* By name ("scalar", "sse2", "avx2", "avx512", "neon", "wasm128") or the best available
  * for NULL. Writes a message into err when the name is unknown/unsupported. */
 const fast_kernels *fast_kernels_pick(const char *isa, char *err);

@@ -433,31 +433,31 @@ ATTR static void avx512_mm_bf16_panel(const uint16_t *W, int K, int ntiles, int 
 }
 #undef PANEL_FLOATS
 
-static const fast_kernels K_AVX512 = { "avx512",
-                                       avx512_mm_bf16_panel,
-                                       avx512_mm_f32,
-                                       fast_avx2_scores,
-                                       avx512_softmax,
-                                       avx512_vmix,
-                                       avx512_swiglu,
-                                       fast_avx2_scores_t,
-                                       avx512_vmix_g,
-                                       avx512_mm_i8,
-                                       fast_avx2_kt_pack,
-                                       fast_avx512_scores_tq,
-                                       fast_avx512_vmix_tq,
-                                       avx512_vmix_rows,
-                                       avx512_softmax_rows,
-                                       fast_avx2_add,
-                                       fast_avx2_scan,
-                                       avx512_rmsnorm_rows,
-                                       avx512_rope };
+const fast_kernels fast_kernels_avx512 = {
+    .name = "avx512",
+    .mm_bf16 = avx512_mm_bf16_panel,
+    .mm_f32 = avx512_mm_f32,
+    .scores = fast_avx2_scores,
+    .softmax = avx512_softmax,
+    .vmix = avx512_vmix,
+    .swiglu = avx512_swiglu,
+    .scores_t = fast_avx2_scores_t,
+    .vmix_g = avx512_vmix_g,
+    .mm_i8 = avx512_mm_i8,
+    .kt_pack = fast_avx2_kt_pack,
+    .scores_tq = fast_avx512_scores_tq,
+    .vmix_tq = fast_avx512_vmix_tq,
+    .vmix_rows = avx512_vmix_rows,
+    .softmax_rows = avx512_softmax_rows,
+    .add = fast_avx2_add,
+    .scan = fast_avx2_scan,
+    .rmsnorm_rows = avx512_rmsnorm_rows,
+    .rope = avx512_rope,
+};
 
-const fast_kernels *fast_kernels_avx512(void)
+int fast_avx512_available(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") ? &K_AVX512 : NULL;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2");
 }
-#else
-const fast_kernels *fast_kernels_avx512(void) { return NULL; }
 #endif
