@@ -10,7 +10,10 @@ CC = $(if $(CROSS),gcc,cc)
 endif
 OPT      ?= -O2
 EXTRA    ?=
+# -Wmissing-prototypes: a function without a prior declaration is file-local (static) or is
+# declared in the header its callers include, so a signature can never drift between files.
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+              -Wmissing-prototypes \
               -ffp-contract=off -fno-math-errno -fno-strict-aliasing -pthread -Iinclude -Isrc
 # gcc only: error messages are deliberately truncated to CIS2_ERR_LEN.
 ifeq ($(findstring clang,$(shell $(CROSS)$(CC) --version 2>/dev/null)),)

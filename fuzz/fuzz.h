@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* libFuzzer's entry points, which each harness defines. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
 /* A NUL-terminated heap copy, so a parser reading one byte too far trips ASan. */
 static inline char *fuzz_dup(const uint8_t *data, size_t size)
 {

@@ -2,6 +2,7 @@
  * §3.5 KV-cache decode == full recompute (full logit vectors, bit for bit),
  * batched prefill == token-by-token prefill, §12.4 double run. */
 #include "unit.h"
+#include "kernels/fast_kernels.h"
 #include <pthread.h>
 
 static int make_fixture(const char *dir, const char *args)
@@ -333,14 +334,15 @@ static void check_batched(const char *name, const char *args, int pmax)
     if (ok) cis2_engine_free(solo);
     /* the schedule really mixes EOS stops and n_gen ends */
     CHECK(tn, ok && n_eos >= 3 && n_eos < BS_N, "solo runs: %s (%d stopped at EOS)", err, n_eos);
-    const char *isas[] = { "ref", "scalar", "sse2", "avx2", "avx512", "neon", "wasm128" };
-    for (size_t k = 0; ok && k < sizeof isas / sizeof isas[0]; k++)
+    /* the reference backend, then every ISA path of the registry (kernels/pick.c) */
+#define ISA_OF(k) ((k) ? fast_isas[(k)-1].name : "ref")
+    for (size_t k = 0; ok && k <= FAST_N_ISAS; k++)
         for (int th = 1; th <= 3; th++) {
             memset(&eo, 0, sizeof eo);
             eo.threads = th;
             if (k > 0) {
                 eo.backend = CIS2_BACKEND_FAST;
-                cis2_isa_from_name(isas[k], &eo.isa);
+                cis2_isa_from_name(ISA_OF(k), &eo.isa);
                 cis2_engine *probe;
                 if (cis2_engine_new(&probe, m, &eo, err)) {
                     if (th == 1) SKIP(tn, "%s", err);
@@ -355,8 +357,8 @@ static void check_batched(const char *name, const char *args, int pmax)
                 bad += b;
             }
             char t2[260];
-            snprintf(t2, sizeof t2, "%s.%s.threads-%d (B = 1..16, %d sequences each)", tn, isas[k],
-                     th, BS_N);
+            snprintf(t2, sizeof t2, "%s.%s.threads-%d (B = 1..16, %d sequences each)", tn,
+                     ISA_OF(k), th, BS_N);
             CHECK(t2, bad == 0, "%d results differ from solo runs, first at B = %d (%s)", bad,
                   first, err);
         }

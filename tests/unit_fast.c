@@ -8,7 +8,8 @@
 #include "kernels/kernels.h"
 #include "unit_rand.h"
 
-static const char *ISAS[] = { "scalar", "sse2", "avx2", "avx512", "neon", "wasm128" };
+/* Every ISA path, from the registry (kernels/pick.c), in its order. */
+#define ISAS(i) (fast_isas[i].name)
 static const int THREADS[] = { 1, 2, 3, 7 };
 
 /* A weight of the given dtype with random stored bytes, packed into the
@@ -98,16 +99,16 @@ static void test_matmul(void)
     static const int TT[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 40 };
     static const cis2_dtype DT[] = { CIS2_DT_BF16, CIS2_DT_F32, CIS2_DT_F16 };
     static const char *DTN[] = { "bf16", "f32", "f16" };
-    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+    for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[128];
-        if (!fast_kernels_pick(ISAS[ii], err)) {
-            snprintf(name, sizeof name, "matmul %s", ISAS[ii]);
+        if (!fast_kernels_pick(ISAS(ii), err)) {
+            snprintf(name, sizeof name, "matmul %s", ISAS(ii));
             SKIP(name, "%s", err);
             continue;
         }
         for (size_t ti = 0; ti < sizeof THREADS / sizeof *THREADS; ti++) {
             cis2_backend *b;
-            if (cis2_backend_fast_create(&b, ISAS[ii], THREADS[ti], err)) {
+            if (cis2_backend_fast_create(&b, ISAS(ii), THREADS[ti], err)) {
                 printf("FAIL create: %s\n", err);
                 unit_failed++;
                 continue;
@@ -148,7 +149,7 @@ static void test_matmul(void)
                         free_weight(&tw);
                     }
                 snprintf(name, sizeof name, "matmul %s threads=%d %s: %d shapes bit-identical",
-                         ISAS[ii], THREADS[ti], DTN[d], count);
+                         ISAS(ii), THREADS[ti], DTN[d], count);
                 CHECK(name, bad == 0, "%d of %d differ; first %s", bad, count, why);
             }
             b->destroy(b);
@@ -159,16 +160,16 @@ static void test_matmul(void)
 static void test_attention(void)
 {
     static const int HD[] = { 6, 24, 64, 128 };
-    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+    for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[160];
-        if (!fast_kernels_pick(ISAS[ii], err)) {
-            snprintf(name, sizeof name, "attention %s", ISAS[ii]);
+        if (!fast_kernels_pick(ISAS(ii), err)) {
+            snprintf(name, sizeof name, "attention %s", ISAS(ii));
             SKIP(name, "%s", err);
             continue;
         }
         for (size_t ti = 0; ti < sizeof THREADS / sizeof *THREADS; ti++) {
             cis2_backend *b;
-            if (cis2_backend_fast_create(&b, ISAS[ii], THREADS[ti], err)) {
+            if (cis2_backend_fast_create(&b, ISAS(ii), THREADS[ti], err)) {
                 printf("FAIL create: %s\n", err);
                 unit_failed++;
                 continue;
@@ -214,7 +215,7 @@ static void test_attention(void)
             snprintf(name, sizeof name,
                      "attention %s threads=%d: %d cases (head_dim 6/24/64/128, groups 1-7) "
                      "bit-identical",
-                     ISAS[ii], THREADS[ti], count);
+                     ISAS(ii), THREADS[ti], count);
             CHECK(name, bad == 0, "%d of %d differ; first %s", bad, count, why);
             /* long context: one decode step at position 8191 and a short prefill ending at 3000 */
             if (THREADS[ti] == 2 || THREADS[ti] == 3) {
@@ -238,7 +239,7 @@ static void test_attention(void)
                     attention_kb(b, q, kc, vc, T, pos0, nh, nkv, hd, 0.125f, o1, 0);
                     size_t at;
                     snprintf(name, sizeof name, "attention %s threads=%d long context %d positions",
-                             ISAS[ii], THREADS[ti], n);
+                             ISAS(ii), THREADS[ti], n);
                     CHECK(name, same_bits(o0, o1, (size_t)T * qd, &at), "element %zu differs", at);
                     free(q);
                     free(kc);
@@ -296,7 +297,7 @@ static void test_attention(void)
                 snprintf(name, sizeof name,
                          "attention %s threads=%d decode group-shared: %d cases (contexts "
                          "257-3000) bit-identical",
-                         ISAS[ii], THREADS[ti], lcount);
+                         ISAS(ii), THREADS[ti], lcount);
                 CHECK(name, lbad == 0, "%d of %d differ; first %s", lbad, lcount, lwhy);
             }
             b->destroy(b);
@@ -351,9 +352,9 @@ static void test_exp16(void)
 static void test_softmax(void)
 {
     enum { N = 301 };
-    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+    for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[128];
-        const fast_kernels *k = fast_kernels_pick(ISAS[ii], err);
+        const fast_kernels *k = fast_kernels_pick(ISAS(ii), err);
         if (!k) continue;
         int bad = 0, rows = 0;
         for (int row = 0; row < 40; row++)
@@ -382,7 +383,7 @@ static void test_softmax(void)
                 if (!same_bits(a, b2, (size_t)n, &at)) bad++;
             }
         snprintf(name, sizeof name, "softmax %s: %d adversarial rows bit-identical to ref_softmax",
-                 ISAS[ii], rows);
+                 ISAS(ii), rows);
         CHECK(name, bad == 0, "%d rows differ", bad);
         if (!k->softmax_rows) continue;
         /* Tiles of m rows, row i with n0 + i*step entries (short rows, NaN
@@ -412,7 +413,7 @@ static void test_softmax(void)
                 }
         snprintf(name, sizeof name,
                  "softmax_rows %s: %d rows in tiles bit-identical to ref_softmax (pad untouched)",
-                 ISAS[ii], rows);
+                 ISAS(ii), rows);
         CHECK(name, bad == 0, "%d tiles differ", bad);
     }
 }
@@ -510,9 +511,9 @@ static void test_pack(void)
 static void test_swiglu(void)
 {
     enum { N = 203 };
-    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+    for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[160];
-        const fast_kernels *k = fast_kernels_pick(ISAS[ii], err);
+        const fast_kernels *k = fast_kernels_pick(ISAS(ii), err);
         if (!k || !k->swiglu) continue;
         int bad = 0, rows = 0;
         for (int row = 0; row < 48; row++)
@@ -566,7 +567,7 @@ static void test_swiglu(void)
                 if (!same_bits(a, b2, (size_t)n, &at)) bad++;
             }
         snprintf(name, sizeof name, "swiglu %s: %d adversarial rows bit-identical to ref_swiglu",
-                 ISAS[ii], rows);
+                 ISAS(ii), rows);
         CHECK(name, bad == 0, "%d rows differ", bad);
     }
 }
@@ -594,9 +595,9 @@ static float adversarial(int kind)
 static void test_add(void)
 {
     enum { N = 203 };
-    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+    for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[160];
-        const fast_kernels *k = fast_kernels_pick(ISAS[ii], err);
+        const fast_kernels *k = fast_kernels_pick(ISAS(ii), err);
         if (!k || !k->add) continue;
         int bad = 0, rows = 0;
         for (int row = 0; row < 64; row++)
@@ -613,7 +614,7 @@ static void test_add(void)
                 if (!same_bits(h0, h1, (size_t)n, &at)) bad++;
             }
         snprintf(name, sizeof name, "add %s: %d adversarial rows bit-identical to ref_add",
-                 ISAS[ii], rows);
+                 ISAS(ii), rows);
         CHECK(name, bad == 0, "%d rows differ", bad);
     }
 }
@@ -629,9 +630,9 @@ static void test_rmsnorm_rows(void)
     enum { MAXM = 17, LD = 600 };
     static const int M[] = { 1, 2, 3, 4, 5, 8, 9, 13, 17 }, N[] = { 1, 2, 7, 16, 33, 203, 576 };
     static float x[MAXM * LD], o0[MAXM * LD], o1[MAXM * LD], w[LD];
-    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+    for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[160];
-        const fast_kernels *k = fast_kernels_pick(ISAS[ii], err);
+        const fast_kernels *k = fast_kernels_pick(ISAS(ii), err);
         if (!k || !k->rmsnorm_rows) continue;
         int bad = 0, rows = 0;
         char first[160] = "";
@@ -663,7 +664,7 @@ static void test_rmsnorm_rows(void)
         snprintf(name, sizeof name,
                  "rmsnorm_rows %s: %d adversarial rows bit-identical to ref_rmsnorm (pads "
                  "untouched, in place too)",
-                 ISAS[ii], rows);
+                 ISAS(ii), rows);
         CHECK(name, bad == 0, "%d row groups differ%s", bad, first);
     }
 }
@@ -677,9 +678,9 @@ static void test_rope(void)
     static const int HD[] = { 64, 32, 128, 48, 2 };
     enum { MAXH = 12, MAXD = 128 };
     static float a[MAXH * MAXD], b[MAXH * MAXD], cv[MAXD / 2], sv[MAXD / 2], inv[MAXD / 2];
-    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+    for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[160];
-        const fast_kernels *k = fast_kernels_pick(ISAS[ii], err);
+        const fast_kernels *k = fast_kernels_pick(ISAS(ii), err);
         if (!k || !k->rope) continue;
         int bad = 0, heads = 0;
         for (int trial = 0; trial < 24; trial++)
@@ -700,7 +701,7 @@ static void test_rope(void)
                 if (!same_bits(a, b, (size_t)nh * hd, &at)) bad++;
             }
         snprintf(name, sizeof name,
-                 "rope %s: %d adversarial heads bit-identical to ref_rope_rotate", ISAS[ii], heads);
+                 "rope %s: %d adversarial heads bit-identical to ref_rope_rotate", ISAS(ii), heads);
         CHECK(name, bad == 0, "%d head groups differ", bad);
     }
 }
@@ -713,9 +714,9 @@ static void test_scan(void)
 {
     enum { N = 49152 };
     static float x[N];
-    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+    for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[160];
-        const fast_kernels *k = fast_kernels_pick(ISAS[ii], err);
+        const fast_kernels *k = fast_kernels_pick(ISAS(ii), err);
         if (!k || !k->scan) continue;
         int bad = 0, rows = 0;
         for (int row = 0; row < 96; row++)
@@ -735,7 +736,7 @@ static void test_scan(void)
             }
         snprintf(name, sizeof name,
                  "scan %s: argmax and first NaN of %d adversarial rows equal the scalar loops",
-                 ISAS[ii], rows);
+                 ISAS(ii), rows);
         CHECK(name, bad == 0, "%d rows differ", bad);
     }
 }
@@ -795,12 +796,12 @@ static void test_matmul_multi(void)
 {
     static const int R[3] = { 100, 33, 17 }, TT[] = { 1, 2, 5, 13, 40, 97 };
     const int C = 64;
-    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+    for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[160];
-        if (!fast_kernels_pick(ISAS[ii], err)) continue;
+        if (!fast_kernels_pick(ISAS(ii), err)) continue;
         for (size_t ti = 0; ti < sizeof THREADS / sizeof *THREADS; ti++) {
             cis2_backend *b;
-            if (cis2_backend_fast_create(&b, ISAS[ii], THREADS[ti], err)) {
+            if (cis2_backend_fast_create(&b, ISAS(ii), THREADS[ti], err)) {
                 printf("FAIL create: %s\n", err);
                 unit_failed++;
                 continue;
@@ -842,19 +843,19 @@ static void test_matmul_multi(void)
             snprintf(name, sizeof name,
                      "matmul_multi %s threads=%d: %d outputs bit-identical; parallel_for covers "
                      "each index once",
-                     ISAS[ii], THREADS[ti], count);
+                     ISAS(ii), THREADS[ti], count);
             CHECK(name, bad == 0 && pf_bad == 0, "%d of %d differ, parallel_for %d wrong", bad,
                   count, pf_bad);
             int sw_count = 0, sw_bad = matmul_swiglu_bad(b, 0, &sw_count);
             snprintf(name, sizeof name,
                      "matmul_swiglu %s threads=%d: %d shapes x T, gate, up and act bit-identical",
-                     ISAS[ii], THREADS[ti], sw_count);
+                     ISAS(ii), THREADS[ti], sw_count);
             CHECK(name, sw_bad == 0, "%d of %d differ", sw_bad, sw_count);
             int neg_count = 0, neg_bad = matmul_swiglu_bad(b, 1, &neg_count);
             snprintf(name, sizeof name,
                      "matmul_swiglu %s threads=%d: negative control, %d cases with the last "
                      "token's input doubled all caught",
-                     ISAS[ii], THREADS[ti], neg_count);
+                     ISAS(ii), THREADS[ti], neg_count);
             CHECK(name, neg_bad == neg_count, "%d of %d caught", neg_bad, neg_count);
             for (int i = 0; i < 3; i++) free_weight(&w[i]);
             b->destroy(b);
@@ -924,11 +925,11 @@ static void test_attention_kb(void)
 {
     static const int N[] = { 1, 15, 16, 17, 31, 33, 255, 256, 257, 511, 512, 513 };
     static const int GR[][2] = { { 1, 2 }, { 3, 3 }, { 9, 1 } }; /* group, n_kv */
-    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+    for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[200];
-        if (!fast_kernels_pick(ISAS[ii], err)) continue; /* skipped in test_attention */
+        if (!fast_kernels_pick(ISAS(ii), err)) continue; /* skipped in test_attention */
         for (int th = 1; th <= 2; th++) {
-            cis2_backend *b = fast_or_fail(ISAS[ii], th);
+            cis2_backend *b = fast_or_fail(ISAS(ii), th);
             if (!b) continue;
             int bad = 0, count = 0, ctl = 0, nctl = 0;
             char why[200] = "";
@@ -952,13 +953,13 @@ static void test_attention_kb(void)
                             bad += r;
                         }
             snprintf(name, sizeof name,
-                     "attention key-blocked %s threads=%d: %d decode cases bit-identical", ISAS[ii],
+                     "attention key-blocked %s threads=%d: %d decode cases bit-identical", ISAS(ii),
                      th, count);
             CHECK(name, b->wants_kb && bad == 0, "%d of %d differ; first %s", bad, count, why);
             snprintf(name, sizeof name,
                      "attention key-blocked %s threads=%d: negative control, %d cases with "
                      "swapped blocks all differ",
-                     ISAS[ii], th, nctl);
+                     ISAS(ii), th, nctl);
             CHECK(name, ctl == nctl, "only %d of %d differ", ctl, nctl);
             b->destroy(b);
         }
@@ -977,11 +978,11 @@ static void test_attention_tiles(void)
     static const int PF[][2] = { { 0, 1 },   { 0, 2 },  { 0, 9 },   { 0, 17 },   { 3, 30 },
                                  { 15, 33 }, { 31, 1 }, { 40, 24 }, { 100, 65 }, { 200, 7 } };
     static const int DEC[] = { 512, 513, 527, 528, 575, 576, 577, 1087, 1153 };
-    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+    for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[200];
-        if (!fast_kernels_pick(ISAS[ii], err)) continue; /* skipped in test_attention */
+        if (!fast_kernels_pick(ISAS(ii), err)) continue; /* skipped in test_attention */
         for (int th = 1; th <= 2; th++) {
-            cis2_backend *b = fast_or_fail(ISAS[ii], th);
+            cis2_backend *b = fast_or_fail(ISAS(ii), th);
             if (!b) continue;
             int bad = 0, count = 0;
             char why[200] = "";
@@ -1005,13 +1006,13 @@ static void test_attention_tiles(void)
             snprintf(name, sizeof name,
                      "attention tiles %s threads=%d: %d cases (prefill and decode across tile "
                      "edges) bit-identical",
-                     ISAS[ii], th, count);
+                     ISAS(ii), th, count);
             CHECK(name, bad == 0, "%d of %d differ; first %s", bad, count, why);
             if (th == 2) {
                 size_t at;
                 snprintf(name, sizeof name,
                          "attention tiles %s threads=2: prefill of 21 tokens ending at 8191",
-                         ISAS[ii]);
+                         ISAS(ii));
                 CHECK(name, !attn_case(b, 64, 9, 3, 8171, 21, &at), "element %zu differs", at);
             }
             b->destroy(b);

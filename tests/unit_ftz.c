@@ -135,7 +135,8 @@ static void test_scalar_ops(void)
           why);
 }
 
-static const char *ISAS[] = { "scalar", "sse2", "avx2", "avx512", "neon", "wasm128" };
+/* Every ISA path, from the registry (kernels/pick.c), in its order. */
+#define ISAS(i) (fast_isas[i].name)
 
 /* A weight matrix whose products with X land in, below and above the window
  * (and one row that overflows when an operand is doubled); f32 or bf16. */
@@ -194,8 +195,8 @@ static void test_matmul(void)
         CHECK(name, same(ref, want, (size_t)TMAX * R, &at) && win > 50,
               "element %zu: 0x%08X, x86-64 0x%08X (%d in window)", at, (unsigned)cis2_f2u(ref[at]),
               (unsigned)cis2_f2u(want[at]), win);
-        for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
-            const fast_kernels *kt = fast_kernels_pick(ISAS[ii], err);
+        for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
+            const fast_kernels *kt = fast_kernels_pick(ISAS(ii), err);
             if (!kt) continue;
             int bad = 0;
             for (int T = 1; T <= TMAX; T++) {
@@ -259,8 +260,8 @@ static void test_attention_kernels(void)
              win);
     CHECK(name, same(sc, want_s, N, &at) && win > 50, "key %zu: 0x%08X, x86-64 0x%08X", at,
           (unsigned)cis2_f2u(sc[at]), (unsigned)cis2_f2u(want_s[at]));
-    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
-        const fast_kernels *kk = fast_kernels_pick(ISAS[ii], err);
+    for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
+        const fast_kernels *kk = fast_kernels_pick(ISAS(ii), err);
         if (!kk) continue;
         kk->scores(q, k, HD, N, HD, scale, sc);
         snprintf(name, sizeof name, "ftz-window scores %s = x86-64", kk->name);
@@ -318,8 +319,8 @@ static void test_rmsnorm(void)
     CHECK(name, same(got, want, (size_t)M * N, &at) && win > 10 && !badsum,
           "element %zu: 0x%08X, x86-64 0x%08X (%d rows not summing to 1)", at,
           (unsigned)cis2_f2u(got[at]), (unsigned)cis2_f2u(want[at]), badsum);
-    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
-        const fast_kernels *kk = fast_kernels_pick(ISAS[ii], err);
+    for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
+        const fast_kernels *kk = fast_kernels_pick(ISAS(ii), err);
         if (!kk || !kk->rmsnorm_rows) continue;
         memset(got, 0xA5, sizeof got);
         kk->rmsnorm_rows(x, N, w, N, eps, got, N, M);

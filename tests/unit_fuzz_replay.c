@@ -8,69 +8,88 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Harness statics must have distinct names across fuzz/fuzz_*.c. */
+/* Harness statics must have distinct names across fuzz/fuzz_*.c; each harness
+ * entry is renamed and declared static here, so it has a prototype. */
+static int fz_safetensors(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_safetensors
 #include "../fuzz/fuzz_safetensors.c"
 #undef LLVMFuzzerTestOneInput
+static int fz_json(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_json
 #include "../fuzz/fuzz_json.c"
 #undef LLVMFuzzerTestOneInput
+static int fz_config(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_config
 #include "../fuzz/fuzz_config.c"
 #undef LLVMFuzzerTestOneInput
+static int fz_tokenizer_load(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_tokenizer_load
 #include "../fuzz/fuzz_tokenizer_load.c"
 #undef LLVMFuzzerTestOneInput
+static int fz_tokenizer_encode(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_tokenizer_encode
-#define LLVMFuzzerInitialize   fz_tokenizer_encode_init
+static int fz_tokenizer_encode_init(int *argc, char ***argv);
+#define LLVMFuzzerInitialize fz_tokenizer_encode_init
 #include "../fuzz/fuzz_tokenizer_encode.c"
 #undef LLVMFuzzerTestOneInput
 #undef LLVMFuzzerInitialize
+static int fz_receipt(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_receipt
 #include "../fuzz/fuzz_receipt.c"
 #undef LLVMFuzzerTestOneInput
+static int fz_op(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_op
 #include "../fuzz/fuzz_op.c"
 #undef LLVMFuzzerTestOneInput
+static int fz_batch_line(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_batch_line
 #include "../fuzz/fuzz_batch_line.c"
 #undef LLVMFuzzerTestOneInput
+static int fz_quant_config(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_quant_config
 #include "../fuzz/fuzz_quant_config.c"
 #undef LLVMFuzzerTestOneInput
+static int fz_serve_request(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_serve_request
 #include "../fuzz/fuzz_serve_request.c"
 #undef LLVMFuzzerTestOneInput
+static int fz_trace(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_trace
 #define devnull                devnull_trace
 #include "../fuzz/fuzz_trace.c"
 #undef devnull
 #undef LLVMFuzzerTestOneInput
+static int fz_tol(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_tol
 #define devnull                devnull_tol
 #include "../fuzz/fuzz_tol.c"
 #undef devnull
 #undef LLVMFuzzerTestOneInput
+static int fz_vector(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_vector
 #define devnull                devnull_vector
 #include "../fuzz/fuzz_vector.c"
 #undef devnull
 #undef LLVMFuzzerTestOneInput
+static int fz_answer(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_answer
 #define devnull                devnull_answer
 #include "../fuzz/fuzz_answer.c"
 #undef devnull
 #undef LLVMFuzzerTestOneInput
+static int fz_cli(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_cli
 #define devnull                devnull_cli
 #include "../fuzz/fuzz_cli.c"
 #undef devnull
 #undef LLVMFuzzerTestOneInput
+static int fz_escape(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_escape
 #define devnull                devnull_escape
 #include "../fuzz/fuzz_escape.c"
 #undef devnull
 #undef LLVMFuzzerTestOneInput
+static int fz_chat(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_chat
 #include "../fuzz/fuzz_chat.c"
 #undef LLVMFuzzerTestOneInput

@@ -14,16 +14,20 @@
 /* int8 weights: the whole range, -128 included (others' checkpoints may hold it). */
 static int8_t rq(void) { return (int8_t)(uint8_t)(rnd() >> 24); }
 
-static const char *ISAS[] = { "scalar", "sse2", "avx2", "avx512", "neon" };
+/* Every ISA path, from the registry (kernels/pick.c), in its order. */
+#define ISAS(i) (fast_isas[i].name)
 static const int THREADS[] = { 1, 2, 3, 7 };
 
-/* One int8 linear, packed. */
+/* One int8 linear, packed by the model loader's packer (cis2_weight_pack_i8,
+ * the one quantized checkpoints go through): tiles and scales point into buf. */
 typedef struct {
     int rows, cols, ntiles;
     int8_t *q;
     float *s;
-    int8_t *tiles;
-    float *scales;
+    void *buf;
+    const int8_t *tiles;
+    const float *scales;
+    int bad; /* cis2_weight_pack_i8's answer: -1, or the first NaN/Inf scale's row */
 } lin8;
 
 static void lin8_make(lin8 *w, int rows, int cols)
@@ -35,16 +39,20 @@ static void lin8_make(lin8 *w, int rows, int cols)
     w->s = malloc((size_t)rows * sizeof(float));
     for (size_t i = 0; i < (size_t)rows * cols; i++) w->q[i] = rq();
     for (int r = 0; r < rows; r++) w->s[r] = (rnd() % 11) ? fabsf(rval()) : 0.0f;
-    w->tiles = aligned_alloc(64, fast_i8_tile_bytes(rows, cols));
-    w->scales = aligned_alloc(64, fast_i8_scale_bytes(rows));
-    fast_i8_pack(w->q, w->s, rows, cols, w->tiles, w->scales);
+    w->buf = aligned_alloc(64, cis2_weight_bytes(rows, cols, CIS2_WF_I8));
+    /* The scales as an F32 tensor's bytes (little-endian, as on every host
+     * the suite runs on: x86-64, aarch64, wasm32). */
+    cis2_weight cw;
+    w->bad = cis2_weight_pack_i8(&cw, w->buf, (const uint8_t *)w->q, (const uint8_t *)w->s,
+                                 CIS2_DT_F32, rows, cols);
+    w->tiles = cw.tiles;
+    w->scales = cw.scales;
 }
 static void lin8_free(lin8 *w)
 {
     free(w->q);
     free(w->s);
-    free(w->tiles);
-    free(w->scales);
+    free(w->buf);
 }
 
 /* ------------------------------------------------------------ reference */
@@ -103,16 +111,16 @@ static void test_fast_i8(void)
     static const int C[] = { 1, 3, 8, 17, 64, 100 };
     /* every T a decode step of 1..16 sequences can have, then prefill sizes */
     static const int TT[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 40 };
-    for (size_t ii = 0; ii < sizeof ISAS / sizeof *ISAS; ii++) {
+    for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[160];
-        const fast_kernels *k = fast_kernels_pick(ISAS[ii], err);
+        const fast_kernels *k = fast_kernels_pick(ISAS(ii), err);
         if (!k) {
-            snprintf(name, sizeof name, "mm_i8 %s", ISAS[ii]);
+            snprintf(name, sizeof name, "mm_i8 %s", ISAS(ii));
             SKIP(name, "%s", err);
             continue;
         }
         if (!k->mm_i8) {
-            snprintf(name, sizeof name, "mm_i8 %s is in the kernel table", ISAS[ii]);
+            snprintf(name, sizeof name, "mm_i8 %s is in the kernel table", ISAS(ii));
             CHECK(name, 0, "NULL");
             continue;
         }
@@ -168,7 +176,7 @@ static void test_fast_i8(void)
                     lin8_free(&w);
                 }
             snprintf(name, sizeof name,
-                     "mm_i8 %s threads=%d: %d shapes/splits bit-identical to ref", ISAS[ii],
+                     "mm_i8 %s threads=%d: %d shapes/splits bit-identical to ref", ISAS(ii),
                      THREADS[ti], count);
             CHECK(name, bad == 0, "%d of %d differ; first %s", bad, count, why);
             tp_free(pool);
@@ -190,8 +198,8 @@ static void test_pack_layout(void)
         }
     for (int r = 0; r < 48 && ok; r++)
         ok = cis2_f2u(w.scales[r]) == (r < 37 ? cis2_f2u(w.s[r]) : 0u);
-    CHECK("fast_i8_pack: data[(i*K + k)*16 + lane], scales[16i + lane], pad rows q = s = 0", ok,
-          "layout differs");
+    CHECK("cis2_weight_pack_i8: data[(i*K + k)*16 + lane], scales[16i + lane], pad rows q = s = 0",
+          ok && w.bad == -1, "layout differs, or the pack reported row %d", w.bad);
     lin8_free(&w);
 }
 

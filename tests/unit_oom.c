@@ -56,6 +56,14 @@ char *__real_strdup(const char *s);
 char *__real_strndup(const char *s, size_t n);
 void *__real_aligned_alloc(size_t align, size_t n);
 void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+/* The linker sends the library's calls here (--wrap); declared for -Wmissing-prototypes. */
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+char *__wrap_strdup(const char *s);
+char *__wrap_strndup(const char *s, size_t n);
+void *__wrap_aligned_alloc(size_t align, size_t n);
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
 
 void *__wrap_malloc(size_t n)
 {

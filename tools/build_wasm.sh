@@ -67,12 +67,16 @@ done)
 CFLAGS=(--target=wasm32-wasi -msimd128 "${SYSFLAGS[@]}" -std=c11 -D_GNU_SOURCE -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID
         -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
         -ffp-contract=off -fno-math-errno -fno-strict-aliasing -O2 -Iinclude -Isrc)
+# The library's files as natively (the Makefile's CFLAGS_BASE): every non-static function
+# declared in a header first. web/*.c: the exports are entry points named by their EXPORT
+# attribute, with no header of their own.
+SRC_WARN=(-Wmissing-prototypes)
 OBJS=()
 for f in $SRC; do
     o="$OUT/${f//\//_}.o"
     # rebuild when the source or any header is newer
     if [ ! -f "$o" ] || [ -n "$(find "src/$f.c" src/*/*.h include/*.h -newer "$o" 2>/dev/null | head -1)" ]; then
-        "$CC" "${CFLAGS[@]}" -c "src/$f.c" -o "$o"
+        "$CC" "${CFLAGS[@]}" "${SRC_WARN[@]}" -c "src/$f.c" -o "$o"
     fi
     OBJS+=("$o")
 done

@@ -58,6 +58,8 @@ typedef struct {
 } cis2_sha256;
 void cis2_sha256_init(cis2_sha256 *s);
 void cis2_sha256_update(cis2_sha256 *s, const void *data, size_t len);
+/* v as 4 little-endian bytes: §12.1's token ids, the pinned constants' bits. */
+void cis2_sha256_update_u32(cis2_sha256 *s, uint32_t v);
 /* cis2_sha256_update(a, da, len) and cis2_sha256_update(b, db, len) for two
  * distinct states: the same two states, the streams' blocks hashed side by
  * side (SHA-NI). */
@@ -91,6 +93,8 @@ int cis2_write_fd(int fd, const void *buf, size_t len, const char *what, char *e
 /* 0 when `path` may be written: it does not exist or is a regular file
  * (a device, FIFO, socket, directory or symbolic link is refused). */
 int cis2_check_output_path(const char *path, char *err);
+/* out = "dir/name" (cap bytes); one that does not fit is an error naming dir. */
+int cis2_path_join(char *out, size_t cap, const char *dir, const char *name, char *err);
 /* Write a whole file atomically: a fresh temporary file in the target's
  * directory (O_CREAT|O_EXCL|O_NOFOLLOW, unpredictable name), fsync, rename;
  * the temporary file is removed on every error path. */
@@ -148,7 +152,21 @@ size_t cis2_utf8_check(const char *s, size_t n);
 char *cis2_sb_take(cis2_sb *s, size_t *len);
 void cis2_sb_free(cis2_sb *s);
 
+/* ------------------------------------------- big allocations (bigmem.c) */
+/* 2 MiB-aligned, huge-page backed; *len is what cis2_big_free takes. Zeroed
+ * natively but not on wasm32 (malloc may hand back used memory, and zeroing
+ * 270 MB there costs a pass): write everything you read. */
+void *cis2_big_alloc(size_t bytes, size_t *len);
+void cis2_big_free(void *p, size_t len);
+/* From now on the allocation is read-only: a stray write faults at once. */
+void cis2_big_protect(void *p, size_t len);
+/* Give the whole 2 MiB pages of [a, b) back to the system (a page aligned);
+ * returns the new, page-aligned watermark. Reading them again gives zeros. */
+uint64_t cis2_big_release(uint8_t *base, uint64_t a, uint64_t b);
+
 /* --------------------------------------------------------------- utilities */
+/* n rounded up to a whole number of 64-byte cache lines. */
+static inline size_t cis2_align64(size_t n) { return (n + 63) & ~(size_t)63; }
 double cis2_now_ms(void);
 /* The CPUs this process may run on (at least 1): the default thread count. */
 int cis2_cpu_count(void);

@@ -191,6 +191,15 @@ int cis2_read_file(const char *path, char **buf, size_t *len, char *err)
     return cis2_read_file_max(path, 0, buf, len, err);
 }
 
+int cis2_path_join(char *out, size_t cap, const char *dir, const char *name, char *err)
+{
+    if ((size_t)snprintf(out, cap, "%s/%s", dir, name) >= cap) {
+        snprintf(err, CIS2_ERR_LEN, "%.200s: path too long", dir);
+        return 1;
+    }
+    return 0;
+}
+
 int cis2_check_output_path(const char *path, char *err)
 {
     if (!path || !*path) {

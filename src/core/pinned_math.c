@@ -214,28 +214,29 @@ float cis2_rsqrt(float x)
     return cis2_fdiv(1.0f, cis2_fsqrt(x));
 }
 
-static void feed_f32(cis2_sha256 *s, uint32_t bits)
-{
-    uint8_t b[4] = { (uint8_t)bits, (uint8_t)(bits >> 8), (uint8_t)(bits >> 16),
-                     (uint8_t)(bits >> 24) };
-    cis2_sha256_update(s, b, 4);
-}
-
 void cis2_table_digest(uint8_t out[32])
 {
     cis2_sha256 s;
     cis2_sha256_init(&s);
-    feed_f32(&s, EXP_LOG2E); feed_f32(&s, EXP_C1); feed_f32(&s, EXP_C2);
-    for (int i = 0; i < 6; i++) feed_f32(&s, EXP_P[i]);
+    cis2_sha256_update_u32(&s, EXP_LOG2E);
+    cis2_sha256_update_u32(&s, EXP_C1);
+    cis2_sha256_update_u32(&s, EXP_C2);
+    for (int i = 0; i < 6; i++) cis2_sha256_update_u32(&s, EXP_P[i]);
     uint64_t pi2 = d2u(u2d(PI_2_F64));
     for (int i = 0; i < 8; i++) {
         uint8_t b = (uint8_t)(pi2 >> (8 * i));
         cis2_sha256_update(&s, &b, 1);
     }
-    feed_f32(&s, SIN_C0); feed_f32(&s, SIN_C1); feed_f32(&s, SIN_C2);
-    feed_f32(&s, COS_C0); feed_f32(&s, COS_C1); feed_f32(&s, COS_C2);
-    feed_f32(&s, LOG_SQRTHF); feed_f32(&s, LOG_Q1); feed_f32(&s, LOG_Q2);
-    for (int i = 0; i < 9; i++) feed_f32(&s, LOG_P[i]);
+    cis2_sha256_update_u32(&s, SIN_C0);
+    cis2_sha256_update_u32(&s, SIN_C1);
+    cis2_sha256_update_u32(&s, SIN_C2);
+    cis2_sha256_update_u32(&s, COS_C0);
+    cis2_sha256_update_u32(&s, COS_C1);
+    cis2_sha256_update_u32(&s, COS_C2);
+    cis2_sha256_update_u32(&s, LOG_SQRTHF);
+    cis2_sha256_update_u32(&s, LOG_Q1);
+    cis2_sha256_update_u32(&s, LOG_Q2);
+    for (int i = 0; i < 9; i++) cis2_sha256_update_u32(&s, LOG_P[i]);
     cis2_sha256_final(&s, out);
 }
 
@@ -290,6 +291,6 @@ void cis2_f32_digest(const float *v, size_t n, uint8_t out[32])
 {
     cis2_sha256 s;
     cis2_sha256_init(&s);
-    for (size_t i = 0; i < n; i++) feed_f32(&s, cis2_f2u(v[i]));
+    for (size_t i = 0; i < n; i++) cis2_sha256_update_u32(&s, cis2_f2u(v[i]));
     cis2_sha256_final(&s, out);
 }

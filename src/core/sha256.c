@@ -338,6 +338,12 @@ void cis2_sha256_update(cis2_sha256 *s, const void *data, size_t len)
     upd_tail(s, p, len, fn);
 }
 
+void cis2_sha256_update_u32(cis2_sha256 *s, uint32_t v)
+{
+    uint8_t b[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
+    cis2_sha256_update(s, b, 4);
+}
+
 void cis2_sha256_update2(cis2_sha256 *a, const void *da, cis2_sha256 *b, const void *db, size_t len)
 {
 #ifdef HAVE_SHANI_CODE

@@ -752,7 +752,7 @@ static int make_backend(cis2_backend **out, const char *isa, int threads, char *
     s->k = k;
     /* An ISA without an int8 kernel (wasm128) runs the scalar path's: the
      * same bits (tests/unit_int8.c), only slower. */
-    s->k_i8 = k->mm_i8 ? k->mm_i8 : fast_kernels_scalar()->mm_i8;
+    s->k_i8 = k->mm_i8 ? k->mm_i8 : fast_kernels_scalar.mm_i8;
     snprintf(s->name, sizeof s->name, "fast/%s", k->name);
     b->name = s->name;
     s->scratch = calloc((size_t)threads, sizeof *s->scratch);

@@ -92,14 +92,13 @@ static void ref_destroy(cis2_backend *b)
     free(b);
 }
 
-static size_t up64(size_t n) { return (n + 63) & ~(size_t)63; }
-
 /* A row-major f32 copy of w, rounded up to 64 bytes (int8: q, then the scales). */
 static size_t f32_bytes(const cis2_weight *w)
 {
     size_t n = (size_t)w->rows * (size_t)w->cols;
-    if (w->fmt == CIS2_WF_I8) return up64(n) + up64((size_t)w->rows * sizeof(float));
-    return up64(n * sizeof(float));
+    if (w->fmt == CIS2_WF_I8)
+        return cis2_align64(n) + cis2_align64((size_t)w->rows * sizeof(float));
+    return cis2_align64(n * sizeof(float));
 }
 
 int cis2_backend_ref_new(cis2_backend **out, const cis2_weights *w, const cis2_fault *f, char *err)
@@ -135,7 +134,8 @@ int cis2_backend_ref_new(cis2_backend **out, const cis2_weights *w, const cis2_f
             /* §4.2: widened once, exactly, into this backend's own memory. */
             if (all[i]->fmt == CIS2_WF_I8) {
                 s->i8[i] = (int8_t *)at;
-                s->f32[i] = (float *)(at + up64((size_t)all[i]->rows * (size_t)all[i]->cols));
+                s->f32[i] =
+                    (float *)(at + cis2_align64((size_t)all[i]->rows * (size_t)all[i]->cols));
                 cis2_weight_i8_rows(all[i], s->i8[i], s->f32[i]);
             } else {
                 s->f32[i] = (float *)at;

@@ -1,8 +1,9 @@
-/* The engine object (cis2_engine_new/free), its memory and each sequence's
- * KV cache (§3.5), the sequences' lifecycle and the greedy loop (§3.4,
- * §11.2): a step decodes every running sequence in one forward pass, then
- * prefills the queued ones. The public entry points pin FTZ/DAZ (§1.3). The
- * forward pass is forward.c's, the witness stream witness.c's. */
+/* The engine object (cis2_engine_new/free), its activation memory, the
+ * sequences' lifecycle and the greedy loop (§3.4, §11.2): a step decodes
+ * every running sequence in one forward pass, then prefills the queued ones.
+ * The public entry points pin FTZ/DAZ (§1.3). The forward pass is
+ * forward.c's, the KV cache kv_cache.c's, the witness stream witness.c's;
+ * the waits for the witness side job are here, around the passes. */
 #include "engine/engine.h"
 #include "core/fparith.h"
 #include "engine/sample.h"
@@ -10,49 +11,16 @@
 #include <string.h>
 
 /* ---------------------------------------------------------------- memory */
-int eng_grow(void *pp, size_t n, size_t size)
-{
-    void **p = pp, *q = realloc(*p, n * size);
-    if (!q) return 1;
-    *p = q;
-    return 0;
-}
-
-/* Buffers of a megabyte or more take huge pages (model/weights.h); smaller
- * ones malloc (len 0), so small models and engines don't map 2 MiB each. */
-static void *buf_alloc(size_t bytes, size_t *len)
-{
-    *len = 0;
-    return bytes < ((size_t)1 << 20) ? malloc(bytes) : cis2_big_alloc(bytes, len);
-}
-
-static void buf_free(void *p, size_t len)
-{
-    if (len) cis2_big_free(p, len);
-    else free(p);
-}
-
-/* The backend's scratch for `rows` activation rows and `positions` keys
- * (backend.h): reserved before any pass needs it, so a forward pass
- * allocates nothing past eng_ensure_rows/eng_ensure_positions. */
-static int be_reserve(cis2_engine *e, int rows, int positions, char *err)
-{
-    const cis2_config *c = &e->m->cfg;
-    return e->be->reserve
-               ? e->be->reserve(e->be, rows, positions, c->n_heads, c->n_kv_heads, c->head_dim, err)
-               : 0;
-}
-
 /* The per-row float buffers are carved from one huge-page mapping: a first
  * prefill touches megabytes of them, and 4 KiB page faults on a VM cost
  * ~10 us each (thousands per 256-token prompt). They hold nothing across
  * forward passes, so a larger arena starts empty. */
-int eng_ensure_rows(cis2_engine *e, int T, char *err)
+static int eng_ensure_rows(cis2_engine *e, int T, char *err)
 {
     if (T <= e->t_cap) return 0;
     witness_wait(e); /* the logits move */
     const cis2_config *c = &e->m->cfg;
-    if (be_reserve(e, T, 0, err)) return 1;
+    if (eng_reserve(e, T, 0, err)) return 1;
     size_t H = (size_t)c->hidden, qd = (size_t)c->n_heads * c->head_dim,
            kvd = (size_t)c->n_kv_heads * c->head_dim, I = (size_t)c->inter, t = (size_t)T;
     size_t wide = H > qd ? H : qd, half = c->head_dim / 2 > 0 ? (size_t)c->head_dim / 2 : 1;
@@ -66,99 +34,21 @@ int eng_ensure_rows(cis2_engine *e, int T, char *err)
         off[i] = total;
         total += (len[i] * f + 63) & ~(size_t)63; /* each buffer cache-line aligned */
     }
-    uint8_t *a = buf_alloc(total, &alen);
+    uint8_t *a = eng_buf_alloc(total, &alen);
     if (!a || eng_grow(&e->rows, t, sizeof *e->rows) ||
         eng_grow(&e->tokens, t, sizeof *e->tokens) || eng_grow(&e->spans, t, sizeof *e->spans) ||
         eng_grow(&e->logits, t * (size_t)c->vocab, f)) {
-        buf_free(a, alen);
+        eng_buf_free(a, alen);
         snprintf(err, CIS2_ERR_LEN, "out of memory for %d token%s of activations", T,
                  T == 1 ? "" : "s");
         return 1;
     }
-    buf_free(e->arena, e->arena_len);
+    eng_buf_free(e->arena, e->arena_len);
     e->arena = a;
     e->arena_len = alen;
     for (size_t i = 0; i < sizeof len / sizeof len[0]; i++) *bufs[i] = (float *)(a + off[i]);
     e->t_cap = T;
     return 0;
-}
-
-static void kv_free(seq_t *s);
-
-/* A sequence's KV cache grows on demand (doubling) up to max_position_embeddings,
- * every layer's K and V in one huge-page arena (see ensure_rows). A run's
- * prefill allocates ahead (cis2_engine_step) and a slot keeps its arena
- * from run to run (seq_release). */
-int eng_ensure_positions(cis2_engine *e, seq_t *s, int need, char *err)
-{
-    const cis2_config *c = &e->m->cfg;
-    if (need > c->max_pos) {
-        snprintf(err, CIS2_ERR_LEN, "position %d is beyond max_position_embeddings = %d", need - 1,
-                 c->max_pos);
-        return 1;
-    }
-    if (need <= s->kv_cap) return 0;
-    int want_kb = e->be->wants_kb;
-    if (!s->kc) {
-        s->kc = calloc((size_t)c->n_layers, sizeof *s->kc);
-        s->vc = calloc((size_t)c->n_layers, sizeof *s->vc);
-        s->kb = want_kb ? calloc((size_t)c->n_layers, sizeof *s->kb) : NULL;
-        if (!s->kc || !s->vc || (want_kb && !s->kb)) {
-            kv_free(s); /* all three or none: the next call starts over */
-            snprintf(err, CIS2_ERR_LEN, "out of memory");
-            return 1;
-        }
-    }
-    int cap = s->kv_cap ? s->kv_cap : 16; /* small: short runs grow (and test growth) */
-    while (cap < need) cap *= 2;
-    if (cap > c->max_pos) cap = c->max_pos;
-    int kb_cap = (cap + CIS2_KB - 1) / CIS2_KB * CIS2_KB;
-    /* first the scratch for every position this cache holds: the
-     * sequence's KV cache never outgrows the backend's reservation */
-    if (be_reserve(e, 0, cap, err)) return 1;
-    size_t hd = (size_t)c->head_dim, kvd = (size_t)c->n_kv_heads * hd, per = (size_t)cap * kvd;
-    size_t kb_per = want_kb ? (size_t)kb_cap * kvd : 0, alen = 0;
-    float *a = buf_alloc((size_t)c->n_layers * (2 * per + kb_per) * sizeof(float), &alen);
-    if (!a) {
-        snprintf(err, CIS2_ERR_LEN, "out of memory for a KV cache of %d positions", cap);
-        return 1;
-    }
-    size_t keep = (size_t)s->kv_cap * kvd * sizeof(float);
-    for (int l = 0; l < c->n_layers; l++) {
-        float *k = a + (size_t)l * (2 * per + kb_per), *v = k + per;
-        if (keep) {
-            memcpy(k, s->kc[l], keep);
-            memcpy(v, s->vc[l], keep);
-        }
-        s->kc[l] = k;
-        s->vc[l] = v;
-        if (!want_kb) continue;
-        /* each KV head's blocks are one run of its kb_cap positions */
-        float *kb = v + per;
-        for (int h = 0; keep && h < c->n_kv_heads; h++)
-            memcpy(kb + (size_t)h * kb_cap * hd, s->kb[l] + (size_t)h * s->kb_cap * hd,
-                   (size_t)s->kb_cap * hd * sizeof(float));
-        s->kb[l] = kb;
-    }
-    buf_free(s->kv, s->kv_len);
-    s->kv = a;
-    s->kv_len = alen;
-    s->kv_cap = cap;
-    s->kb_cap = kb_cap;
-    return 0;
-}
-
-/* The KV arena back to the system. */
-static void kv_free(seq_t *s)
-{
-    buf_free(s->kv, s->kv_len);
-    free(s->kc);
-    free(s->vc);
-    free(s->kb);
-    s->kv = NULL;
-    s->kc = s->vc = s->kb = NULL;
-    s->kv_len = 0;
-    s->kv_cap = s->kb_cap = 0;
 }
 
 /* A run ends (taken, cancelled or failed to start): its slot keeps the KV
@@ -244,8 +134,9 @@ static int cis2_engine_new_impl(cis2_engine **out, const cis2_model *m, const ci
         return 1;
     }
     e->seqs = calloc((size_t)e->n_seqs + 1, sizeof *e->seqs);
-    if (!e->seqs) snprintf(err, CIS2_ERR_LEN, "out of memory");
-    if (!e->seqs || eng_ensure_rows(e, 1, err)) { /* each says its own line */
+    e->logits_side = malloc((size_t)c->vocab * sizeof(float));
+    if (!e->seqs || !e->logits_side) snprintf(err, CIS2_ERR_LEN, "out of memory");
+    if (!e->seqs || !e->logits_side || eng_ensure_rows(e, 1, err)) { /* each says its own line */
         cis2_engine_free(e);
         return 1;
     }
@@ -262,11 +153,11 @@ void cis2_engine_free(cis2_engine *e)
     }
     for (int i = 0; e->seqs && i <= e->n_seqs; i++) {
         seq_release(&e->seqs[i]);
-        kv_free(&e->seqs[i]);
+        eng_kv_free(&e->seqs[i]);
     }
     free(e->seqs);
-    void *bufs[] = { e->rows, e->tokens, e->spans, e->logits, e->scores, e->probs };
-    buf_free(e->arena, e->arena_len);
+    void *bufs[] = { e->rows, e->tokens, e->spans, e->logits, e->logits_side, e->scores, e->probs };
+    eng_buf_free(e->arena, e->arena_len);
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     cis2_fault_free(&e->fault);
     free(e->layers);
@@ -300,13 +191,28 @@ static int no_engine(const cis2_engine *e, const char *fn, char *err)
     return 1;
 }
 
+/* Rows for tokens[0..n) of sequence s at positions pos0..: one span, its
+ * rows allocated first. */
+static int forward_one(cis2_engine *e, seq_t *s, const int32_t *tokens, int n, int pos0,
+                       float *logits, char *err)
+{
+    if (n < 1) {
+        snprintf(err, CIS2_ERR_LEN, "forward: no tokens");
+        return 1;
+    }
+    if (eng_ensure_rows(e, n, err)) return 1;
+    memcpy(e->tokens, tokens, (size_t)n * sizeof *tokens);
+    e->spans[0] = (span_t){ s, 0, n, pos0 };
+    return eng_forward(e, e->spans, 1, n, logits, err);
+}
+
 int cis2_engine_forward(cis2_engine *e, const int32_t *tokens, int n, int pos0, float *logits,
                         char *err)
 {
     if (no_engine(e, __func__, err)) return 1;
     fp_guard fg;
     if (fp_enter(&fg, err)) return 1;
-    int rc = eng_forward_one(e, &e->seqs[e->n_seqs], tokens, n, pos0, logits, err);
+    int rc = forward_one(e, &e->seqs[e->n_seqs], tokens, n, pos0, logits, err);
     fp_leave(&fg);
     return rc;
 }
@@ -420,8 +326,8 @@ static void seq_finalize(seq_t *s)
     cis2_sha256_final(&s->w, s->r.witness);
     cis2_sha256 a;
     cis2_sha256_init(&a);
-    for (int i = 0; i < s->r.n_prompt; i++) witness_feed_u32(&a, (uint32_t)s->r.prompt[i]);
-    for (int i = 0; i < s->r.n_gen; i++) witness_feed_u32(&a, (uint32_t)s->r.gen[i]);
+    for (int i = 0; i < s->r.n_prompt; i++) cis2_sha256_update_u32(&a, (uint32_t)s->r.prompt[i]);
+    for (int i = 0; i < s->r.n_gen; i++) cis2_sha256_update_u32(&a, (uint32_t)s->r.gen[i]);
     cis2_sha256_final(&a, s->r.argmax);
     s->state = SEQ_DONE;
 }
@@ -471,7 +377,7 @@ static void emit_id(cis2_engine *e, seq_t *s, const float *logits, int32_t next,
 {
     const cis2_config *c = &e->m->cfg;
     int step = s->r.n_gen, ends = ends_run(e, s, next);
-    if (feed) witness_feed_u32(&s->w, (uint32_t)next);
+    if (feed) cis2_sha256_update_u32(&s->w, (uint32_t)next);
     s->r.gen[s->r.n_gen++] = next;
     s->next = next;
     if (s->g.on_step) s->g.on_step(s->g.ctx, step, logits, c->vocab, next);
@@ -495,6 +401,7 @@ static void emit(cis2_engine *e, seq_t *s, const float *logits)
  * faster); else task i takes row i, for two rows on two threads. */
 typedef struct {
     cis2_engine *e;
+    const float *logits; /* [n][vocab] */
     int n, pairs;
 } emit_job;
 
@@ -505,7 +412,7 @@ static void emit_task(void *ctx, int i)
     const size_t V = (size_t)e->m->cfg.vocab;
     int r = j->pairs ? 2 * i : i;
     seq_t *a = e->spans[r].s;
-    const float *la = e->logits + (size_t)r * V;
+    const float *la = j->logits + (size_t)r * V;
     if (!j->pairs || r + 1 >= j->n) {
         a->next = emit_logits(e, a, la);
         return;
@@ -515,6 +422,14 @@ static void emit_task(void *ctx, int i)
     a->next = emit_scan(e, a, la);
     b->next = emit_scan(e, b, lb);
     cis2_sha256_update2(&a->w, la, &b->w, lb, V * sizeof(float)); /* LE bit patterns */
+}
+
+/* The buffer for one row of logits that no side job may still be reading
+ * (witness_job_run hashes the lone sequence's last row, e->logits or
+ * e->logits_side, while the next step computes into the other one). */
+static float *logits_free(const cis2_engine *e)
+{
+    return e->wj.row == e->logits ? e->logits_side : e->logits;
 }
 
 /* One decode step for every running sequence, all in one forward pass: one
@@ -534,7 +449,14 @@ static int decode_running(cis2_engine *e, char *err)
         e->spans[b] = (span_t){ s, b, 1, s->pos };
         b++;
     }
-    if (eng_forward(e, e->spans, B, B, e->logits, err)) return 1;
+    /* A lone row goes to the buffer the last step's side job is not
+     * hashing; several rows need e->logits, which it may be hashing. */
+    float *lg = B == 1 ? logits_free(e) : e->logits;
+    if (lg == e->wj.row) witness_wait(e);
+    if (eng_forward(e, e->spans, B, B, lg, err)) return 1;
+    /* The last step's side job ends before this step's picks and rows
+     * enter the streams (§12.1: in step order). */
+    witness_wait(e);
     double ms = cis2_now_ms() - t0;
     const int side = B == 1 && e->be->side;
     if (side) {
@@ -544,13 +466,12 @@ static int decode_running(cis2_engine *e, char *err)
          * time the other threads only waited (measured: 1.6-2.3 % a token
          * at 256 keys). */
         seq_t *s = e->spans[0].s;
-        s->next = emit_scan(e, s, e->logits);
-        e->wj =
-            (struct witness_job){ s, e->logits, (size_t)e->m->cfg.vocab * sizeof(float), s->next };
+        s->next = emit_scan(e, s, lg);
+        e->wj = (struct witness_job){ s, lg, (size_t)e->m->cfg.vocab * sizeof(float), s->next };
         if (ends_run(e, s, s->next)) witness_job_run(&e->wj);
         else e->be->side(e->be, witness_job_run, &e->wj);
     } else {
-        emit_job ej = { e, B, B > 2 };
+        emit_job ej = { e, lg, B, B > 2 };
         int ntask = ej.pairs ? (B + 1) / 2 : B;
         if (ntask > 1 && e->be->parallel_for) e->be->parallel_for(e->be, ntask, emit_task, &ej);
         else
@@ -561,7 +482,7 @@ static int decode_running(cis2_engine *e, char *err)
         if (s->cancelled) continue; /* by an earlier row's on_step */
         s->pos++;
         s->r.decode_ms += ms;
-        emit_id(e, s, e->logits + (size_t)i * e->m->cfg.vocab, s->next, !side);
+        emit_id(e, s, lg + (size_t)i * e->m->cfg.vocab, s->next, !side);
     }
     return 0;
 }
@@ -590,14 +511,16 @@ int cis2_engine_step(cis2_engine *e, char *err)
          * doubling during decode would have. */
         int reach = s->r.n_prompt + s->g.n_gen - 1, twice = 2 * s->r.n_prompt;
         int want = reach < twice ? reach : twice;
-        if (s->kv_cap < want) kv_free(s); /* an earlier run's: nothing in it to copy */
-        /* e->logits is read after ensure_rows may have moved it */
-        rc = eng_ensure_rows(e, s->r.n_prompt, err) || eng_ensure_positions(e, s, want, err) ||
-             eng_forward_one(e, s, s->r.prompt, s->r.n_prompt, 0, e->logits, err);
+        if (s->kv_cap < want) eng_kv_free(s); /* an earlier run's: nothing in it to copy */
+        rc = eng_ensure_rows(e, s->r.n_prompt, err) || eng_ensure_positions(e, s, want, err);
+        /* after ensure_rows, which may have moved e->logits; a side job may
+         * still hash another sequence's row meanwhile (their streams apart) */
+        float *lg = rc ? NULL : logits_free(e);
+        rc = rc || forward_one(e, s, s->r.prompt, s->r.n_prompt, 0, lg, err);
         if (rc) break;
         s->pos = s->r.n_prompt;
         s->state = SEQ_RUNNING;
-        emit(e, s, e->logits);
+        emit(e, s, lg);
         s->r.prefill_ms += cis2_now_ms() - t0;
     }
     /* Sequences an on_step cancelled were skipped since; their slots free

@@ -1,7 +1,10 @@
 /* The engine's private layout, shared by its three files: engine.c (the
- * engine object, its memory and KV cache (§3.5), sequences and the greedy
- * loop, §3.4, §11.2), forward.c (the forward pass, §7–§11) and witness.c
- * (the witness and argmax digests, §12.1, §12.2). An engine runs one or
+ * engine object, its activation memory, sequences and the greedy loop,
+ * §3.4, §11.2), kv_cache.c (each sequence's KV cache, §3.5), forward.c (the
+ * forward pass, §7–§11) and witness.c (the witness and argmax digests,
+ * §12.1, §12.2). Calls go one way: engine.c calls forward.c, kv_cache.c and
+ * witness.c; forward.c calls kv_cache.c; neither calls back into engine.c
+ * (tests/t_layers.sh checks). An engine runs one or
  * several independent sequences. A forward pass runs rows: one row is one
  * token of one sequence at its own position. A prefill is the rows of one
  * prompt; a decode step is one row per running sequence, so every linear
@@ -10,6 +13,7 @@
 #ifndef CIS2_ENGINE_H
 #define CIS2_ENGINE_H
 #include "engine/backend.h"
+#include <stdlib.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the witness chain hashes little-endian bit patterns straight from memory"
@@ -69,6 +73,7 @@ struct cis2_engine {
     void *arena;            /* the float buffers above: one huge-page mapping */
     size_t arena_len;
     float *logits;         /* [T][vocab]: one row per span (its last token, §3.4) */
+    float *logits_side;    /* [vocab]: a lone row's other buffer, while the side job hashes one */
     float *scores, *probs; /* traced attention: [n_heads][n_ctx] */
     size_t scores_cap;
     /* A lone sequence's last logits row and pick, hashed into its witness on
@@ -83,20 +88,48 @@ struct cis2_engine {
     int stepping;     /* inside cis2_engine_step: on_step callbacks may run */
 };
 
-/* engine.c: the memory (grow: *pp realloc'ed to n items of size bytes). */
-int eng_grow(void *pp, size_t n, size_t size);
-int eng_ensure_rows(cis2_engine *e, int T, char *err);
+/* The memory helpers engine.c and kv_cache.c share. *pp realloc'ed to n
+ * items of size bytes (1 = out of memory, *pp unchanged). */
+static inline int eng_grow(void *pp, size_t n, size_t size)
+{
+    void **p = pp, *q = realloc(*p, n * size);
+    if (!q) return 1;
+    *p = q;
+    return 0;
+}
+/* Buffers of a megabyte or more take huge pages (core/core.h); smaller
+ * ones malloc (len 0), so small models and engines don't map 2 MiB each. */
+static inline void *eng_buf_alloc(size_t bytes, size_t *len)
+{
+    *len = 0;
+    return bytes < ((size_t)1 << 20) ? malloc(bytes) : cis2_big_alloc(bytes, len);
+}
+static inline void eng_buf_free(void *p, size_t len)
+{
+    if (len) cis2_big_free(p, len);
+    else free(p);
+}
+/* The backend's scratch for `rows` activation rows and `positions` keys
+ * (backend.h): reserved before any pass needs it, so a forward pass
+ * allocates nothing past the engine's rows and the KV cache's positions. */
+static inline int eng_reserve(cis2_engine *e, int rows, int positions, char *err)
+{
+    const cis2_config *c = &e->m->cfg;
+    return e->be->reserve
+               ? e->be->reserve(e->be, rows, positions, c->n_heads, c->n_kv_heads, c->head_dim, err)
+               : 0;
+}
+
+/* kv_cache.c: s's KV cache made to hold positions < need (it keeps what it
+ * holds), and given back to the system. */
 int eng_ensure_positions(cis2_engine *e, seq_t *s, int need, char *err);
+void eng_kv_free(seq_t *s);
 
-/* forward.c: the forward pass over e->tokens[0..T) as n_sp spans, and over
- * one sequence's tokens as one span. */
+/* forward.c: the forward pass over e->tokens[0..T) as n_sp spans. */
 int eng_forward(cis2_engine *e, const span_t *sp, int n_sp, int T, float *logits, char *err);
-int eng_forward_one(cis2_engine *e, seq_t *s, const int32_t *tokens, int n, int pos0, float *logits,
-                    char *err);
 
-/* witness.c: the §12.1 stream (an id as 4 little-endian bytes; its start;
- * the side job; waiting for the side job). */
-void witness_feed_u32(cis2_sha256 *s, uint32_t v);
+/* witness.c: the §12.1 stream (an id as 4 little-endian bytes,
+ * cis2_sha256_update_u32; its start; the side job; waiting for the side job). */
 void witness_begin(cis2_sha256 *w, const cis2_digests *d, const int32_t *prompt, int n_prompt);
 void witness_job_run(void *ctx);
 void witness_wait(cis2_engine *e);

@@ -459,7 +459,6 @@ static void final_norm_and_head(cis2_engine *e, const span_t *sp, int n_sp, floa
      * logits are hashed (emit) */
     const cis2_layer *y0 = &e->w.layers[0];
     hint(e->be, n_sp, &y0->q, &y0->k, &y0->v);
-    witness_wait(e); /* the last step's row is hashed before it is overwritten */
     e->be->matmul(e->be, cis2_head(&e->w), e->xf, n_sp, logits);
     for (int i = 0; i < n_sp; i++)
         trace(e, sp[i].pos0 + sp[i].n - 1, -1, CIS2_N_LOGITS, logits + (size_t)i * c->vocab,
@@ -468,7 +467,10 @@ static void final_norm_and_head(cis2_engine *e, const span_t *sp, int n_sp, floa
 
 /* The forward pass over e->tokens[0..T), laid out as n_sp spans (each span's
  * rows consecutive, spans in row order). logits (may be NULL) receives each
- * span's last-row logits, [n_sp][vocab]. */
+ * span's last-row logits, [n_sp][vocab]: a buffer no witness side job is
+ * reading (the caller's to see to, engine.c). It computes only: the rows'
+ * buffers are the caller's (eng_ensure_rows), each span's KV positions
+ * are made to reach it (kv_cache.c). */
 int eng_forward(cis2_engine *e, const span_t *sp, int n_sp, int T, float *logits, char *err)
 {
     const cis2_config *c = &e->m->cfg;
@@ -503,18 +505,4 @@ int eng_forward(cis2_engine *e, const span_t *sp, int n_sp, int T, float *logits
     }
     if (logits) final_norm_and_head(e, sp, n_sp, logits);
     return 0;
-}
-
-/* Rows for tokens[0..n) of sequence s at positions pos0..: one span. */
-int eng_forward_one(cis2_engine *e, seq_t *s, const int32_t *tokens, int n, int pos0, float *logits,
-                    char *err)
-{
-    if (n < 1) {
-        snprintf(err, CIS2_ERR_LEN, "forward: no tokens");
-        return 1;
-    }
-    if (eng_ensure_rows(e, n, err)) return 1;
-    memcpy(e->tokens, tokens, (size_t)n * sizeof *tokens);
-    e->spans[0] = (span_t){ s, 0, n, pos0 };
-    return eng_forward(e, e->spans, 1, n, logits, err);
 }

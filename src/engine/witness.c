@@ -17,12 +17,6 @@ int32_t cis2_argmax(const float *logits, int n)
     return best;
 }
 
-void witness_feed_u32(cis2_sha256 *s, uint32_t v)
-{
-    uint8_t b[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
-    cis2_sha256_update(s, b, 4);
-}
-
 /* §12.1: one continuous SHA-256 stream: the five artifact digests, the
  * prompt ids, then per step its logits row and its pick. */
 void witness_begin(cis2_sha256 *w, const cis2_digests *d, const int32_t *prompt, int n_prompt)
@@ -33,7 +27,7 @@ void witness_begin(cis2_sha256 *w, const cis2_digests *d, const int32_t *prompt,
     cis2_sha256_update(w, d->config_sha256, 32);
     cis2_sha256_update(w, d->table_digest, 32);
     cis2_sha256_update(w, d->inv_freq_digest, 32);
-    for (int i = 0; i < n_prompt; i++) witness_feed_u32(w, (uint32_t)prompt[i]);
+    for (int i = 0; i < n_prompt; i++) cis2_sha256_update_u32(w, (uint32_t)prompt[i]);
 }
 
 void cis2_witness_replay(const cis2_digests *d, const int32_t *prompt, int n_prompt,
@@ -60,7 +54,7 @@ void cis2_witness_replay_sampled(const cis2_digests *d, const cis2_sampler *s,
     for (int i = 0; i < n_steps; i++) {
         cis2_sha256_update(&w, rows + (size_t)i * (size_t)vocab,
                            (size_t)vocab * sizeof(float)); /* LE bit patterns */
-        witness_feed_u32(&w, (uint32_t)ids[i]);
+        cis2_sha256_update_u32(&w, (uint32_t)ids[i]);
     }
     cis2_sha256_final(&w, out);
 }
@@ -71,7 +65,7 @@ void witness_job_run(void *ctx)
 {
     const struct witness_job *j = ctx;
     cis2_sha256_update(&j->s->w, j->row, j->len); /* LE bit patterns */
-    witness_feed_u32(&j->s->w, (uint32_t)j->id);
+    cis2_sha256_update_u32(&j->s->w, (uint32_t)j->id);
 }
 
 /* Before anything reads a witness stream or writes the logits: the side

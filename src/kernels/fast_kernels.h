@@ -43,7 +43,7 @@ typedef struct {
     void (*vmix_g)(const float *p, size_t ldp, int g, const float *v, size_t stride, int n, int hd,
                    float *out, size_t ldo);
     /* Exact int8 (docs/quantization.md §2): W int8 tiles in the layout above,
-     * S the row scales of those tiles, 16 per tile (fast_i8_pack); Y as
+     * S the row scales of those tiles, 16 per tile (cis2_weight_pack_i8); Y as
      * mm_f32 with each output s[r] * dot_seq((float)q[r, :], X[t]) — the
      * in-order sum, then one multiply. NULL = not available. */
     void (*mm_i8)(const int8_t *W, const float *S, int K, int ntiles, int nrows, const float *X,
@@ -88,15 +88,6 @@ typedef struct {
     void (*rope)(float *x, int nh, int hd, const float *cos_v, const float *sin_v);
 } fast_kernels;
 
-/* int8 tiles (i8_pack.c): tile i holds rows 16i..16i+15 as for bf16, one byte
- * per weight, data[(i*K + k)*16 + lane]; scales[16i + lane]. Pad rows (past
- * `rows`) have q = 0 and s = 0. Sizes in bytes, each a multiple of 64. */
-size_t fast_i8_tile_bytes(int rows, int cols);
-size_t fast_i8_scale_bytes(int rows);
-/* q: [rows, cols] row-major, s: [rows]. A pure re-layout (no arithmetic). */
-void fast_i8_pack(const int8_t *q, const float *s, int rows, int cols, int8_t *tiles,
-                  float *scales);
-
 /* rmsnorm_rows for any ISA (kernels_scalar.c): each row's §5.3 sum of
  * squares one accumulator, strictly in order, up to 8 rows' sums side by
  * side (their add latencies overlap); then each row's last loop through
@@ -113,13 +104,39 @@ void fast_rmsnorm_rows(const float *x, size_t ldx, const float *w, int n, float 
  * lanes at a time, bit for bit (the softmax's exp; tests sweep it). */
 void fast_avx512_exp_pinned_n(float *x, int n);
 
-/* NULL when the ISA is not compiled for this platform or the CPU lacks it. */
-const fast_kernels *fast_kernels_scalar(void);
-const fast_kernels *fast_kernels_sse2(void);
-const fast_kernels *fast_kernels_avx2(void);
-const fast_kernels *fast_kernels_avx512(void);
-const fast_kernels *fast_kernels_neon(void);
-const fast_kernels *fast_kernels_wasm128(void); /* wasm32 with SIMD128 */
+/* Each ISA path's table, in its kernels_<isa>.c, and the CPU check of the
+ * paths not every CPU of their platform has; each exists only on the
+ * platform its file compiles code for (the same conditions as there). */
+extern const fast_kernels fast_kernels_scalar;
+#if defined(__x86_64__)
+extern const fast_kernels fast_kernels_sse2, fast_kernels_avx2, fast_kernels_avx512;
+int fast_avx2_available(void);
+int fast_avx512_available(void); /* AVX-512F and AVX2 */
+#endif
+#if defined(__aarch64__)
+extern const fast_kernels fast_kernels_neon;
+#endif
+#if defined(__wasm_simd128__)
+extern const fast_kernels fast_kernels_wasm128; /* wasm32 with SIMD128 */
+#endif
+
+/* The ISA registry (pick.c): every ISA path, once, with its name (as
+ * cis2_isa_to_name and cis2_isa_from_name spell it), its public enum value,
+ * its availability check and its table — NULL both where this build's
+ * platform has no code for it. In the public enum's order, which on each
+ * platform goes from the plainest path to the widest: "auto" takes the last
+ * one available. Whatever lists ISAs (names, picking, the tests' sweeps)
+ * iterates it. */
+typedef struct {
+    const char *name;
+    cis2_isa isa;
+    int (*available)(void);
+    const fast_kernels *kernels;
+} fast_isa;
+enum { FAST_N_ISAS = 6 };
+extern const fast_isa fast_isas[FAST_N_ISAS];
+/* i's table when this build and CPU can run it, else NULL. */
+const fast_kernels *fast_isa_kernels(const fast_isa *i);
 /* By name ("scalar", "sse2", "avx2", "avx512", "neon", "wasm128") or the best available
  * for NULL. Writes a message into err when the name is unknown/unsupported. */
 const fast_kernels *fast_kernels_pick(const char *isa, char *err);

@@ -5,6 +5,7 @@
  * score, keys j = 0..n-1 for a V-mix dim; separate vmulps/vaddps, never FMA
  * (§1.4). The tile only shares loads between outputs, never a sum. */
 #include "kernels/fast_kernels.h"
+#include "kernels/kernels_x86.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -16,9 +17,6 @@
 /* Loops over a tile's queries and vectors carry `#pragma GCC unroll`: fully
  * unrolled, every accumulator of the tile stays in a register (without it
  * GCC kept the tiles in stack memory, at half the speed). */
-
-void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, int hd, float *out);
-void fast_avx2_kt_pack(const float *k, size_t stride, int n, int hd, float *kt, size_t ld);
 
 static AI __mmask16 tail_mask(int left) /* lanes < left (1..16) */
 {

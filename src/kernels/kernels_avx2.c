@@ -2,6 +2,7 @@
  * and add is its own instruction (§1.4), one accumulator per output. */
 #include "kernels/fast_kernels.h"
 #include "kernels/kernels.h"
+#include "kernels/kernels_x86.h"
 #include <string.h>
 
 #if defined(__x86_64__)
@@ -412,7 +413,7 @@ static ATTR void sm_div(float *s, int n, float acc)
 
 /* ref_softmax bit for bit: max (NaN anywhere -> the scalar routine), exp of
  * s - max per lane, the §5.3 sum strictly in order, then divide. */
-ATTR void fast_avx2_softmax(float *s, int n)
+ATTR static void fast_avx2_softmax(float *s, int n)
 {
     if (sm_max_exp(s, n)) {
         ref_softmax(s, n);
@@ -467,7 +468,7 @@ void fast_softmax_rows_by(float *s, size_t lds, int m, int n0, int step,
     }
 }
 
-ATTR void fast_avx2_softmax_rows(float *s, size_t lds, int m, int n0, int step)
+ATTR static void fast_avx2_softmax_rows(float *s, size_t lds, int m, int n0, int step)
 {
     fast_softmax_rows_by(s, lds, m, n0, step, sm_max_exp, sm_div);
 }
@@ -504,31 +505,27 @@ ATTR void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, i
     }
 }
 
-static const fast_kernels K_AVX2 = { "avx2",
-                                     avx2_mm_bf16,
-                                     avx2_mm_f32,
-                                     fast_avx2_scores,
-                                     fast_avx2_softmax,
-                                     fast_avx2_vmix,
-                                     fast_avx2_swiglu,
-                                     fast_avx2_scores_t,
-                                     NULL,
-                                     avx2_mm_i8,
-                                     fast_avx2_kt_pack,
-                                     NULL,
-                                     NULL,
-                                     NULL,
-                                     fast_avx2_softmax_rows,
-                                     fast_avx2_add,
-                                     fast_avx2_scan,
-                                     avx2_rmsnorm_rows,
-                                     avx2_rope };
+const fast_kernels fast_kernels_avx2 = {
+    .name = "avx2",
+    .mm_bf16 = avx2_mm_bf16,
+    .mm_f32 = avx2_mm_f32,
+    .scores = fast_avx2_scores,
+    .softmax = fast_avx2_softmax,
+    .vmix = fast_avx2_vmix,
+    .swiglu = fast_avx2_swiglu,
+    .scores_t = fast_avx2_scores_t,
+    .mm_i8 = avx2_mm_i8,
+    .kt_pack = fast_avx2_kt_pack,
+    .softmax_rows = fast_avx2_softmax_rows,
+    .add = fast_avx2_add,
+    .scan = fast_avx2_scan,
+    .rmsnorm_rows = avx2_rmsnorm_rows,
+    .rope = avx2_rope,
+};
 
-const fast_kernels *fast_kernels_avx2(void)
+int fast_avx2_available(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") ? &K_AVX2 : NULL;
+    return __builtin_cpu_supports("avx2");
 }
-#else
-const fast_kernels *fast_kernels_avx2(void) { return NULL; }
 #endif

@@ -3,6 +3,7 @@
  * Attention reuses the AVX2 kernels (every AVX-512F CPU has AVX2). */
 #include "kernels/fast_kernels.h"
 #include "kernels/kernels.h"
+#include "kernels/kernels_x86.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -32,22 +33,6 @@
 #define TBS 8
 #define PFX avx512_
 #include "kernels/kernels_tmpl.h"
-
-void fast_avx2_scores(const float *q, const float *k, size_t stride, int n, int hd, float scale,
-                      float *out);
-void fast_softmax_rows_by(float *s, size_t lds, int m, int n0, int step,
-                          int (*max_exp)(float *s, int n), void (*div)(float *s, int n, float acc));
-void fast_avx2_vmix(const float *p, const float *v, size_t stride, int n, int hd, float *out);
-void fast_avx2_swiglu(const float *g, const float *u, float *out, int n);
-void fast_avx2_add(float *h, const float *x, int n);
-int32_t fast_avx2_scan(const float *x, int n, int *first_nan);
-void fast_avx2_kt_pack(const float *k, size_t stride, int n, int hd, float *kt, size_t ld);
-void fast_avx512_scores_tq(const float *q, size_t ldq, int nq, const float *kt, size_t ld, int n,
-                           int hd, float scale, float *out, size_t ldo);
-void fast_avx512_vmix_tq(const float *p, size_t ldp, int nq, int n0, int step, const float *v,
-                         size_t stride, int hd, float *out, size_t ldo);
-void fast_avx2_scores_t(const float *q, const float *kt, size_t ld, int n, int hd, float scale,
-                        float *out);
 
 /* V-mix, 16 lanes: lanes over output dims; lane d adds p[j]*v[j][d] for
  * keys j in order (one mul, one add each) — fast_avx2_vmix's operations,
@@ -448,31 +433,31 @@ ATTR static void avx512_mm_bf16_panel(const uint16_t *W, int K, int ntiles, int 
 }
 #undef PANEL_FLOATS
 
-static const fast_kernels K_AVX512 = { "avx512",
-                                       avx512_mm_bf16_panel,
-                                       avx512_mm_f32,
-                                       fast_avx2_scores,
-                                       avx512_softmax,
-                                       avx512_vmix,
-                                       avx512_swiglu,
-                                       fast_avx2_scores_t,
-                                       avx512_vmix_g,
-                                       avx512_mm_i8,
-                                       fast_avx2_kt_pack,
-                                       fast_avx512_scores_tq,
-                                       fast_avx512_vmix_tq,
-                                       avx512_vmix_rows,
-                                       avx512_softmax_rows,
-                                       fast_avx2_add,
-                                       fast_avx2_scan,
-                                       avx512_rmsnorm_rows,
-                                       avx512_rope };
+const fast_kernels fast_kernels_avx512 = {
+    .name = "avx512",
+    .mm_bf16 = avx512_mm_bf16_panel,
+    .mm_f32 = avx512_mm_f32,
+    .scores = fast_avx2_scores,
+    .softmax = avx512_softmax,
+    .vmix = avx512_vmix,
+    .swiglu = avx512_swiglu,
+    .scores_t = fast_avx2_scores_t,
+    .vmix_g = avx512_vmix_g,
+    .mm_i8 = avx512_mm_i8,
+    .kt_pack = fast_avx2_kt_pack,
+    .scores_tq = fast_avx512_scores_tq,
+    .vmix_tq = fast_avx512_vmix_tq,
+    .vmix_rows = avx512_vmix_rows,
+    .softmax_rows = avx512_softmax_rows,
+    .add = fast_avx2_add,
+    .scan = fast_avx2_scan,
+    .rmsnorm_rows = avx512_rmsnorm_rows,
+    .rope = avx512_rope,
+};
 
-const fast_kernels *fast_kernels_avx512(void)
+int fast_avx512_available(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") ? &K_AVX512 : NULL;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2");
 }
-#else
-const fast_kernels *fast_kernels_avx512(void) { return NULL; }
 #endif

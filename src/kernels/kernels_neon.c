@@ -167,12 +167,14 @@ static void neon_vmix(const float *p, const float *v, size_t stride, int n, int 
             if (nonfinite(out[d])) out[d] = vmix_dim(p, v + d, stride, n);
 }
 
-static const fast_kernels K_NEON = {
-    "neon", neon_mm_bf16_x,    neon_mm_f32_x, neon_scores, ref_softmax, neon_vmix, NULL, NULL,
-    NULL,   neon_mm_i8_x,      NULL,          NULL,        NULL,        NULL,      NULL, NULL,
-    NULL,   fast_rmsnorm_rows, NULL
+const fast_kernels fast_kernels_neon = {
+    .name = "neon",
+    .mm_bf16 = neon_mm_bf16_x,
+    .mm_f32 = neon_mm_f32_x,
+    .scores = neon_scores,
+    .softmax = ref_softmax,
+    .vmix = neon_vmix,
+    .mm_i8 = neon_mm_i8_x,
+    .rmsnorm_rows = fast_rmsnorm_rows,
 };
-const fast_kernels *fast_kernels_neon(void) { return &K_NEON; }
-#else
-const fast_kernels *fast_kernels_neon(void) { return NULL; }
 #endif

@@ -103,9 +103,13 @@ void fast_rmsnorm_rows(const float *x, size_t ldx, const float *w, int n, float 
     fast_rmsnorm_rows_by(x, ldx, w, n, eps, out, ldo, m, NULL);
 }
 
-static const fast_kernels K_SCALAR = {
-    "scalar", scalar_mm_bf16,    scalar_mm_f32, scalar_scores, ref_softmax, scalar_vmix, NULL, NULL,
-    NULL,     scalar_mm_i8,      NULL,          NULL,          NULL,        NULL,        NULL, NULL,
-    NULL,     fast_rmsnorm_rows, NULL
+const fast_kernels fast_kernels_scalar = {
+    .name = "scalar",
+    .mm_bf16 = scalar_mm_bf16,
+    .mm_f32 = scalar_mm_f32,
+    .scores = scalar_scores,
+    .softmax = ref_softmax,
+    .vmix = scalar_vmix,
+    .mm_i8 = scalar_mm_i8,
+    .rmsnorm_rows = fast_rmsnorm_rows,
 };
-const fast_kernels *fast_kernels_scalar(void) { return &K_SCALAR; }

@@ -116,12 +116,14 @@ static ATTR void sse2_vmix(const float *p, const float *v, size_t stride, int n,
     }
 }
 
-static const fast_kernels K_SSE2 = {
-    "sse2", sse2_mm_bf16,      sse2_mm_f32, sse2_scores, ref_softmax, sse2_vmix, NULL, NULL,
-    NULL,   sse2_mm_i8,        NULL,        NULL,        NULL,        NULL,      NULL, NULL,
-    NULL,   fast_rmsnorm_rows, NULL
+const fast_kernels fast_kernels_sse2 = {
+    .name = "sse2",
+    .mm_bf16 = sse2_mm_bf16,
+    .mm_f32 = sse2_mm_f32,
+    .scores = sse2_scores,
+    .softmax = ref_softmax,
+    .vmix = sse2_vmix,
+    .mm_i8 = sse2_mm_i8,
+    .rmsnorm_rows = fast_rmsnorm_rows,
 };
-const fast_kernels *fast_kernels_sse2(void) { return &K_SSE2; }
-#else
-const fast_kernels *fast_kernels_sse2(void) { return NULL; }
 #endif

@@ -173,17 +173,14 @@ static void wasm_vmix(const float *p, const float *v, size_t stride, int n, int 
     }
 }
 
-static const fast_kernels K_WASM128 = { "wasm128",   wasm_mm_bf16,
-                                        wasm_mm_f32, wasm_scores,
-                                        ref_softmax, wasm_vmix,
-                                        NULL,        NULL,
-                                        NULL,        NULL /* mm_i8: no int8 wasm kernel yet */,
-                                        NULL,        NULL,
-                                        NULL,        NULL,
-                                        NULL,        NULL,
-                                        NULL,        fast_rmsnorm_rows,
-                                        NULL };
-const fast_kernels *fast_kernels_wasm128(void) { return &K_WASM128; }
-#else
-const fast_kernels *fast_kernels_wasm128(void) { return NULL; }
+const fast_kernels fast_kernels_wasm128 = {
+    .name = "wasm128",
+    .mm_bf16 = wasm_mm_bf16,
+    .mm_f32 = wasm_mm_f32,
+    .scores = wasm_scores,
+    .softmax = ref_softmax,
+    .vmix = wasm_vmix,
+    .rmsnorm_rows = fast_rmsnorm_rows,
+    /* .mm_i8: no int8 wasm kernel yet (the engine uses the scalar one) */
+};
 #endif

@@ -381,16 +381,6 @@ out:
     return rc;
 }
 
-int cis2_config_load(const char *path, cis2_config *cfg, char *err)
-{
-    char *buf;
-    size_t len;
-    if (cis2_read_file_max(path, CIS2_CONFIG_MAX, &buf, &len, err)) return 1;
-    int rc = cis2_config_parse(buf, len, path, cfg, err);
-    free(buf);
-    return rc;
-}
-
 const char *cis2_arch_name(cis2_arch a)
 {
     return a == CIS2_ARCH_LLAMA   ? "llama"

@@ -164,8 +164,6 @@ static int cmp_job(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
-static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
-
 static void shape_str(const cis2_st_tensor *t, char *out, size_t cap)
 {
     size_t n = 0;
@@ -290,7 +288,7 @@ static int want(plan *p, const cis2_st_tensor *t, const cis2_tensor_def *d, int 
         p->m->n_int8 += i8;
         p->arena_len += cis2_weight_bytes(rows, cols, cis2_wfmt_of(t->dtype));
     } else {
-        p->arena_len += align64((size_t)rows * sizeof(float));
+        p->arena_len += cis2_align64((size_t)rows * sizeof(float));
     }
     return 0;
 }
@@ -337,7 +335,7 @@ static int make_plan(plan *p)
         snprintf(p->err, CIS2_ERR_LEN, "out of memory");
         return 1;
     }
-    p->arena_len = align64((size_t)c->n_layers * sizeof(cis2_layer)); /* m->w.layers first */
+    p->arena_len = cis2_align64((size_t)c->n_layers * sizeof(cis2_layer)); /* m->w.layers first */
     /* The global rows, then layer by layer: a layer's weights lie together in
      * the arena, in the order a forward step reads them. */
     for (int l = -1; l < c->n_layers; l++)
@@ -532,15 +530,6 @@ out:
     return rc;
 }
 
-static int path_join(char *out, size_t cap, const char *dir, const char *file, char *err)
-{
-    if ((size_t)snprintf(out, cap, "%s/%s", dir, file) >= cap) {
-        snprintf(err, CIS2_ERR_LEN, "%.200s: path too long", dir);
-        return 1;
-    }
-    return 0;
-}
-
 /* The first part of a load: config.json and tokenizer.json, each read once,
  * hashed and parsed from the same bytes; wpath gets model.safetensors' path. */
 static int load_texts_pinned(cis2_model *m, const char *dir, const cis2_load_opts *o, char *wpath,
@@ -578,9 +567,9 @@ static int load_texts_pinned(cis2_model *m, const char *dir, const cis2_load_opt
         return 1;
     }
     char cpath[1100], tpath[1100];
-    if (path_join(cpath, sizeof cpath, dir, "config.json", err) ||
-        path_join(wpath, WPATH_LEN, dir, "model.safetensors", err) ||
-        path_join(tpath, sizeof tpath, dir, "tokenizer.json", err))
+    if (cis2_path_join(cpath, sizeof cpath, dir, "config.json", err) ||
+        cis2_path_join(wpath, WPATH_LEN, dir, "model.safetensors", err) ||
+        cis2_path_join(tpath, sizeof tpath, dir, "tokenizer.json", err))
         return 1;
     int skip = o->skip_hash == CIS2_LOAD_HASH_SKIP;
 

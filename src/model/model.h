@@ -20,7 +20,6 @@
  * tie_word_embeddings is absent, and qkv_bias is left 0; the loader settles
  * both from the checkpoint (a loaded model's config holds the outcome). */
 int cis2_config_parse(const char *json, size_t len, const char *path, cis2_config *cfg, char *err);
-int cis2_config_load(const char *path, cis2_config *cfg, char *err);
 const char *cis2_arch_name(cis2_arch a); /* "llama", "qwen2", "qwen3", "cis2-toy" */
 
 /* ------------------------------------------------------------- safetensors */
@@ -42,7 +41,6 @@ typedef struct {
     cis2_st_tensor *t; /* sorted by name */
     int n;
     char *metadata_json; /* raw __metadata__ object text, or NULL */
-    uint8_t *image;      /* cis2_st_open's copy of the file (freed by close) */
 } cis2_safetensors;
 
 /* The 8-byte header length, checked against the file's size. */
@@ -61,9 +59,6 @@ int cis2_st_parse(cis2_safetensors *st, const uint8_t *buf, size_t len, const ch
  * the file's size, before any tensor data is read: *head gets the first
  * st->data_start bytes (the caller frees it), *fd is left at the data. */
 int cis2_st_open_header(cis2_safetensors *st, const char *path, int *fd, uint8_t **head, char *err);
-/* Read a whole file into memory st owns (the header is validated before the
- * rest is read) and bind it. */
-int cis2_st_open(cis2_safetensors *st, const char *path, char *err);
 const cis2_st_tensor *cis2_st_find(const cis2_safetensors *st, const char *name);
 void cis2_st_close(cis2_safetensors *st);
 /* Widen any supported dtype to f32 exactly (§4.1; F16 converted exactly). */

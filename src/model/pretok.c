@@ -19,11 +19,6 @@ static const char *const REGEX[CIS2_PT_NKINDS] = {
                        "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
 };
 
-const char *cis2_pt_regex(cis2_pt_kind kind)
-{
-    return kind > CIS2_PT_DIGITS && kind < CIS2_PT_NKINDS ? REGEX[kind] : NULL;
-}
-
 int cis2_pt_regex_kind(const char *pat, size_t len)
 {
     for (int k = CIS2_PT_GPT2; k < CIS2_PT_NKINDS; k++) {

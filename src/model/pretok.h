@@ -24,9 +24,6 @@ typedef struct {
     uint8_t kind[CIS2_PT_MAX];
 } cis2_pretok;
 
-/* The regex of `kind` exactly as tokenizer.json spells it (after JSON
- * decoding), or NULL for DIGITS. */
-const char *cis2_pt_regex(cis2_pt_kind kind);
 /* The kind whose regex is `pat` (literal CR/LF/TAB characters count as their
  * escapes \r \n \t), or -1 when no matcher implements it. */
 int cis2_pt_regex_kind(const char *pat, size_t len);

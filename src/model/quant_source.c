@@ -15,10 +15,7 @@ int cis2_quant_recorded_source(const char *qdir, char **val, size_t *len, char *
     char path[4096];
     *val = NULL;
     *len = 0;
-    if ((size_t)snprintf(path, sizeof path, "%s/model.safetensors", qdir) >= sizeof path) {
-        snprintf(err, CIS2_ERR_LEN, "%.200s: path too long", qdir);
-        return -1;
-    }
+    if (cis2_path_join(path, sizeof path, qdir, "model.safetensors", err)) return -1;
     cis2_safetensors st;
     uint8_t *head;
     int fd;

@@ -17,15 +17,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int join(char *out, size_t cap, const char *dir, const char *name, char *err)
-{
-    if ((size_t)snprintf(out, cap, "%s/%s", dir, name) >= cap) {
-        snprintf(err, CIS2_ERR_LEN, "%.200s: path too long", dir);
-        return 1;
-    }
-    return 0;
-}
-
 static const char *dtype_name(cis2_dtype dt)
 {
     return dt == CIS2_DT_F32 ? "F32" : dt == CIS2_DT_BF16 ? "BF16" : "F16";
@@ -229,8 +220,8 @@ static int chat_files_check(const char *dir, const char *qdir, int qdir_exists, 
     for (size_t k = 0; k < N_CHAT; k++) {
         char sp[4096], op[4096];
         struct stat st;
-        if (join(sp, sizeof sp, dir, CHAT_FILES[k], err) ||
-            join(op, sizeof op, qdir, CHAT_FILES[k], err))
+        if (cis2_path_join(sp, sizeof sp, dir, CHAT_FILES[k], err) ||
+            cis2_path_join(op, sizeof op, qdir, CHAT_FILES[k], err))
             return 1;
         have[k] = lstat(sp, &st) == 0 || errno != ENOENT;
         if (!qdir_exists) continue;
@@ -252,7 +243,7 @@ static int chat_files_read(const char *dir, const int have[N_CHAT], char *text[N
 {
     for (size_t k = 0; k < N_CHAT; k++) {
         char sp[4096];
-        if (have[k] && (join(sp, sizeof sp, dir, CHAT_FILES[k], err) ||
+        if (have[k] && (cis2_path_join(sp, sizeof sp, dir, CHAT_FILES[k], err) ||
                         cis2_read_file_max(sp, CIS2_TOKENIZER_MAX, &text[k], &len[k], err)))
             return 1;
     }
@@ -264,7 +255,7 @@ static int chat_files_write(const char *qdir, char *const text[N_CHAT], const si
 {
     for (size_t k = 0; k < N_CHAT; k++) {
         char op[4096];
-        if (text[k] && (join(op, sizeof op, qdir, CHAT_FILES[k], err) ||
+        if (text[k] && (cis2_path_join(op, sizeof op, qdir, CHAT_FILES[k], err) ||
                         cis2_write_file_atomic(op, text[k], len[k], err)))
             return 1;
     }
@@ -276,12 +267,12 @@ int cis2_quantize_checkpoint(const char *dir, const char *qdir, const cis2_quant
 {
     char cpath[4096], wpath[4096], tpath[4096], ocpath[4096], owpath[4096], otpath[4096];
     memset(rep, 0, sizeof *rep);
-    if (join(cpath, sizeof cpath, dir, "config.json", err) ||
-        join(wpath, sizeof wpath, dir, "model.safetensors", err) ||
-        join(tpath, sizeof tpath, dir, "tokenizer.json", err) ||
-        join(ocpath, sizeof ocpath, qdir, "config.json", err) ||
-        join(owpath, sizeof owpath, qdir, "model.safetensors", err) ||
-        join(otpath, sizeof otpath, qdir, "tokenizer.json", err))
+    if (cis2_path_join(cpath, sizeof cpath, dir, "config.json", err) ||
+        cis2_path_join(wpath, sizeof wpath, dir, "model.safetensors", err) ||
+        cis2_path_join(tpath, sizeof tpath, dir, "tokenizer.json", err) ||
+        cis2_path_join(ocpath, sizeof ocpath, qdir, "config.json", err) ||
+        cis2_path_join(owpath, sizeof owpath, qdir, "model.safetensors", err) ||
+        cis2_path_join(otpath, sizeof otpath, qdir, "tokenizer.json", err))
         return 1;
     /* Every output path in an existing QDIR refused before any work
      * (docs/errors.md) unless it is a regular file or nothing: QDIR is
@@ -298,9 +289,9 @@ int cis2_quantize_checkpoint(const char *dir, const char *qdir, const cis2_quant
      * that one that cannot be made is said before any work */
     cis2_qout qo;
     if (cis2_qout_begin(&qo, qdir, err)) return 1;
-    if (join(ocpath, sizeof ocpath, qo.tmp, "config.json", err) ||
-        join(owpath, sizeof owpath, qo.tmp, "model.safetensors", err) ||
-        join(otpath, sizeof otpath, qo.tmp, "tokenizer.json", err)) {
+    if (cis2_path_join(ocpath, sizeof ocpath, qo.tmp, "config.json", err) ||
+        cis2_path_join(owpath, sizeof owpath, qo.tmp, "model.safetensors", err) ||
+        cis2_path_join(otpath, sizeof otpath, qo.tmp, "tokenizer.json", err)) {
         cis2_qout_abort(&qo);
         return 1;
     }

@@ -232,32 +232,6 @@ fail:
     return 1;
 }
 
-int cis2_st_open(cis2_safetensors *st, const char *path, char *err)
-{
-    int fd;
-    uint8_t *head, *img = NULL;
-    if (cis2_st_open_header(st, path, &fd, &head, err)) return 1;
-    if (st->file_len > (uint64_t)SIZE_MAX || !(img = malloc((size_t)st->file_len))) {
-        snprintf(err, CIS2_ERR_LEN, "%s: out of memory (%llu bytes)", path,
-                 (unsigned long long)st->file_len);
-        goto fail;
-    }
-    memcpy(img, head, (size_t)st->data_start);
-    if (cis2_read_fd(fd, img + st->data_start, (size_t)(st->file_len - st->data_start), path, err))
-        goto fail;
-    close(fd);
-    free(head);
-    cis2_st_bind(st, img);
-    st->image = img;
-    return 0;
-fail:
-    free(img);
-    free(head);
-    close(fd);
-    cis2_st_close(st);
-    return 1;
-}
-
 const cis2_st_tensor *cis2_st_find(const cis2_safetensors *st, const char *name)
 {
     int lo = 0, hi = st->n - 1;
@@ -275,7 +249,6 @@ void cis2_st_close(cis2_safetensors *st)
     for (int i = 0; st->t && i < st->n; i++) free(st->t[i].name);
     free(st->t);
     free(st->metadata_json);
-    free(st->image);
     memset(st, 0, sizeof *st);
 }
 

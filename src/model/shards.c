@@ -117,11 +117,7 @@ static int read_index(join_t *j, const char *dir, char *err)
             shard *sh = &j->sh[j->n_sh++];
             sh->file = file;
             sh->fd = -1;
-            if ((size_t)snprintf(sh->path, sizeof sh->path, "%s/%s", dir, file) >=
-                sizeof sh->path) {
-                snprintf(err, CIS2_ERR_LEN, "%.200s: path too long", dir);
-                goto out;
-            }
+            if (cis2_path_join(sh->path, sizeof sh->path, dir, file, err)) goto out;
         }
         e->shard = s;
     }
@@ -247,11 +243,7 @@ int cis2_shards_join(const char *dir, const char *out, cis2_join_report *rep, ch
     int rc = 1;
     memset(rep, 0, sizeof *rep);
     j.out = out;
-    if ((size_t)snprintf(j.ipath, sizeof j.ipath, "%s/%s", dir, CIS2_SHARD_INDEX) >=
-        sizeof j.ipath) {
-        snprintf(err, CIS2_ERR_LEN, "%.200s: path too long", dir);
-        return 1;
-    }
+    if (cis2_path_join(j.ipath, sizeof j.ipath, dir, CIS2_SHARD_INDEX, err)) return 1;
     if (read_index(&j, dir, err) || match_shards(&j, err) || out_not_input(&j, err) ||
         cis2_check_output_path(out, err))
         goto out;

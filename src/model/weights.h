@@ -37,18 +37,6 @@ float cis2_f16_to_f32(uint16_t h);
 /* n stored little-endian elements (any alignment) widened exactly (§4.1). */
 void cis2_dtype_to_f32(cis2_dtype dt, const uint8_t *src, size_t n, float *out);
 
-/* ------------------------------------------------ big allocations (bigmem.c) */
-/* 2 MiB-aligned, huge-page backed; *len is what cis2_big_free takes. Zeroed
- * natively but not on wasm32 (malloc may hand back used memory, and zeroing
- * 270 MB there costs a pass): write everything you read. */
-void *cis2_big_alloc(size_t bytes, size_t *len);
-void cis2_big_free(void *p, size_t len);
-/* From now on the allocation is read-only: a stray write faults at once. */
-void cis2_big_protect(void *p, size_t len);
-/* Give the whole 2 MiB pages of [a, b) back to the system (a page aligned);
- * returns the new, page-aligned watermark. Reading them again gives zeros. */
-uint64_t cis2_big_release(uint8_t *base, uint64_t a, uint64_t b);
-
 /* ------------------------------------------------------------------ tiles */
 #define CIS2_TILE 16
 

@@ -32,8 +32,6 @@ static const char *KEYS[CIS2_RV_N] = { "weights_sha256",
                                        "argmax_digest",
                                        "cis2_ref" };
 
-const char *cis2_rv_key_name(cis2_rv_key k) { return k < CIS2_RV_N ? KEYS[k] : "?"; }
-
 static int is_hash(cis2_rv_key k) { return k <= CIS2_RV_TOKENIZER || k >= CIS2_RV_TABLE; }
 
 int cis2_run_vector_parse(cis2_run_vector *rv, const char *text, size_t len, const char *path,

@@ -38,7 +38,6 @@ typedef struct {
     int gen_toks;
 } cis2_run_vector;
 extern const char cis2_spec_13_1[]; /* §13.1 itself, in this form */
-const char *cis2_rv_key_name(cis2_rv_key k);
 /* Strict key=value parse (CRLF or LF line ends, # comments; values kept
  * byte for byte): every key known and once, all but prompt present, hashes
  * 64 lowercase hex digits, ids and gen_toks well-formed. */

@@ -2,7 +2,7 @@
  * mappings with transparent huge pages (page faults are expensive on a VM;
  * 2 MiB pages cut them 512x), which can be made read-only or given back in
  * part; plain aligned malloc on wasm32, which has no mmap. */
-#include "model/weights.h"
+#include "core/core.h"
 #include <stdlib.h>
 #if !defined(__wasi__)
 #define CIS2_HAVE_MMAP 1
