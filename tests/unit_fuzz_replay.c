@@ -93,6 +93,7 @@ static int fz_chat(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_chat
 #include "../fuzz/fuzz_chat.c"
 #undef LLVMFuzzerTestOneInput
+static int fz_jinja(const uint8_t *data, size_t size);
 #define LLVMFuzzerTestOneInput fz_jinja
 #include "../fuzz/fuzz_jinja.c"
 #undef LLVMFuzzerTestOneInput
