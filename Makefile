@@ -50,8 +50,8 @@ XTAG     = $(patsubst %-,%,$(CROSS))
 BUILD   ?= build$(if $(CROSS),-$(XTAG))
 OBJ      = $(patsubst src/%.c,$(BUILD)/%.o,$(SRC))
 # Three lists, three products (README.md, "Layout"; docs/architecture.md, "The library's edge"):
-# 1. libcis2 (libcis2.a, libcis2.so, installed): the layers' sources less TOOL_ONLY and
-#    UNIT_ONLY; every object of it is reachable from a function cis2.h declares.
+# 1. libcis2 (libcis2.a, libcis2.so, installed): the layers' sources less TOOL_ONLY; every
+#    object of it is reachable from a function cis2.h declares.
 # 2. libcis2_tool.a, the tool library: private, never installed, linked only into the cis2
 #    binary, the unit tests, the fuzz harnesses and (as sources) the wasm build. TOOL_ONLY is
 #    code no public function reaches, moved out of libcis2: the conformance runner (fork/exec
@@ -67,8 +67,7 @@ TOOL_ONLY   = verify/kv verify/op verify/run_vector verify/suite verify/trace_ca
 TOOL_SHARED = core/io core/json core/strbuf core/util core/sha256 core/fpenv core/pinned_math \
               engine/sample
 # The second int8 packer: only tests/unit_int8.c calls it.
-UNIT_ONLY   = kernels/i8_pack
-LIBOBJ   = $(filter-out $(BUILD)/cli/% $(patsubst %,$(BUILD)/%.o,$(TOOL_ONLY) $(UNIT_ONLY)),$(OBJ))
+LIBOBJ   = $(filter-out $(BUILD)/cli/% $(patsubst %,$(BUILD)/%.o,$(TOOL_ONLY)),$(OBJ))
 TOOLOBJ  = $(patsubst %,$(BUILD)/%.o,$(TOOL_ONLY) $(TOOL_SHARED))
 CLIOBJ   = $(filter $(BUILD)/cli/%,$(OBJ))
 # `cis2 serve` (docs/serve.md) speaks HTTP through libmicrohttpd (Debian libmicrohttpd-dev),
@@ -128,10 +127,8 @@ $(BUILD)/unit_fast $(BUILD)/unit_int8: tests/unit_rand.h
 OOM_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup \
   -Wl,--wrap=aligned_alloc,--wrap=mmap
 $(BUILD)/unit_oom: UNIT_LDFLAGS = $(OOM_WRAP)
-$(BUILD)/unit_int8: UNIT_OBJ = $(patsubst %,$(BUILD)/%.o,$(UNIT_ONLY))
-$(BUILD)/unit_int8: $(patsubst %,$(BUILD)/%.o,$(UNIT_ONLY))
 $(BUILD)/unit_%: tests/unit_%.c tests/unit.h $(BUILD)/libcis2-cli.a $(TOOL_LIBS)
-	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) $(UNIT_LDFLAGS) -o $@ $< $(UNIT_OBJ) \
+	$(CROSS)$(CC) $(CFLAGS) $(LDFLAGS) $(UNIT_LDFLAGS) -o $@ $< \
 	  $(BUILD)/libcis2-cli.a $(TOOL_LIBS) $(LDLIBS)
 
 # ---- The libraries and `make install` (docs/python.md). libcis2.a and libcis2.so hold the
