@@ -58,9 +58,13 @@ mkdir -p "$OUT" "$(dirname "$WASM_OUT")"
 # One source list with the native build: every file of the library's layers (the Makefile's
 # LAYERS less cli: libcis2's sources and the tool library's, web/wasm_api.c being a tool),
 # except those that cannot work in a browser tab: the conformance suite
-# runner (fork/exec of a candidate) and the writer of a quantized model directory (directory
-# renames and fsync, its kill hooks' signals).
-WASM_EXCLUDE="verify/suite model/quant_outdir model/quantize_write"
+# runner (fork/exec of a candidate), the writer of a quantized model directory (directory
+# renames and fsync, its kill hooks' signals), and the chat templates (the Jinja renderer
+# unwinds its errors with longjmp, which wasi-libc lacks; the page verifies receipts, which
+# hold the rendered prompt's ids, and renders no template).
+WASM_EXCLUDE="verify/suite model/quant_outdir model/quantize_write model/chat
+              model/jinja_lex model/jinja_parse model/jinja_value model/jinja_eval model/jinja_filters"
+WASM_EXCLUDE=$(echo $WASM_EXCLUDE)
 SRC=$(for f in src/core/*.c src/model/*.c src/kernels/*.c src/engine/*.c src/verify/*.c; do
     f=${f#src/}; f=${f%.c}; case " $WASM_EXCLUDE " in *" $f "*) ;; *) printf '%s ' "$f" ;; esac
 done)

@@ -205,8 +205,16 @@ static int cis2_chat_template_load_impl(cis2_chat_template **out, const char *di
         free(tbuf);
         if (rc != 2) return rc;
     } else {
+        /* no tokenizer_config.json: the template alone (the given file, else
+         * chat_template.jinja), with no special tokens; neither: err is
+         * tokenizer_config.json's own problem */
+        if (tpl_path) rc = compile(out, tbuf, tlen, tpl_path, "jinja", err);
+        else if (!cis2_read_file_max(jin, (size_t)16 << 20, &buf, &len, err2)) {
+            rc = compile(out, buf, len, jin, "jinja", err);
+            free(buf);
+        }
         free(tbuf);
-        return 1;
+        return rc;
     }
     if (cis2_read_file_max(jin, (size_t)16 << 20, &buf, &len, err2)) {
         cerr(err, "%s has no \"chat_template\" and there is no %s", cfg, jin);
