@@ -69,9 +69,9 @@ static int chat_prompt(const char *cmd, const cis2_run_opts *o, const cis2_token
     if (o->chat_format     ? cis2_chat_template_builtin(&tpl, o->chat_format, err)
         : o->chat_template ? cis2_chat_template_load_file(&tpl, o->model, o->chat_template, err)
                            : cis2_chat_template_load(&tpl, o->model, err))
-        cis2_cli_usage_error(cmd, "%s%s%s", o->chat_template ? "--chat-template: " : "", err,
-                             o->chat_format || o->chat_template ? ""
-                                                                : " (or give --chat-format chatml)");
+        cis2_cli_usage_error(
+            cmd, "%s%s%s", o->chat_template ? "--chat-template: " : "", err,
+            o->chat_format || o->chat_template ? "" : " (or give --chat-format chatml)");
     else if (cis2_read_file_max(o->chat, (size_t)64 << 20, &json, &len, err) ||
              cis2_chat_parse_messages(json, len, o->chat, &msgs, &n, err) ||
              cis2_chat_render_opts(tpl, msgs, n, &co, t, bytes, blen, err))

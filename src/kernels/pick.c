@@ -65,8 +65,8 @@ const fast_kernels *fast_kernels_pick(const char *isa, char *err)
         if (strcmp(isa, fast_isas[i].name)) continue;
         const fast_kernels *k = fast_isa_kernels(&fast_isas[i]);
         if (!k)
-            snprintf(err, CIS2_ERR_LEN,
-                     "ISA %s: this CPU (or build platform) does not support it", isa);
+            snprintf(err, CIS2_ERR_LEN, "ISA %s: this CPU (or build platform) does not support it",
+                     isa);
         return k;
     }
     snprintf(err, CIS2_ERR_LEN,
