@@ -193,6 +193,9 @@ jv jv_none(void);
 jv jv_undef(const char *name);
 jarr *jarr_new(jfail_ctx *f, size_t cap);
 void jarr_push(jfail_ctx *f, jarr *a, jv v);
+/* Each UTF-8 character of s[0..n) as a one-character string, onto a (what
+ * iterating a string gives, as Python's str). */
+void jarr_push_chars(jfail_ctx *f, jarr *a, const char *s, size_t n);
 void jdict_set(jfail_ctx *f, jarr *d, jv key, jv val);
 /* The value at key, or NULL. */
 jv *jdict_get(jarr *d, jv key);

@@ -554,12 +554,7 @@ static jarr *iter_items(jrender *r, jv v, size_t pos)
     }
     case JV_STR: {
         jarr *a = jarr_new(r->f, v.n);
-        for (size_t i = 0; i < v.n;) {
-            size_t e = i + 1;
-            while (e < v.n && ((unsigned char)v.s[e] & 0xC0) == 0x80) e++;
-            jarr_push(r->f, a, jv_str(v.s + i, e - i));
-            i = e;
-        }
+        jarr_push_chars(r->f, a, v.s, v.n);
         return a;
     }
     default: jfail(r->f, pos, "cannot iterate over a value of type %s", jv_type_name(v));

@@ -579,12 +579,7 @@ static jarr *elements(jrender *r, jv v, const char *what, size_t pos)
         return a;
     }
     if (v.t == JV_STR) {
-        for (size_t i = 0; i < v.n;) {
-            size_t e = i + 1;
-            while (e < v.n && ((unsigned char)v.s[e] & 0xC0) == 0x80) e++;
-            jarr_push(r->f, a, jv_str(v.s + i, e - i));
-            i = e;
-        }
+        jarr_push_chars(r->f, a, v.s, v.n);
         return a;
     }
     jfail(r->f, pos, "%s: cannot iterate over a value of type %s", what, jv_type_name(v));

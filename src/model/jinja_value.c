@@ -113,6 +113,16 @@ void jarr_push(jfail_ctx *f, jarr *a, jv v)
     a->v[a->n++] = v;
 }
 
+void jarr_push_chars(jfail_ctx *f, jarr *a, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        size_t e = i + 1;
+        while (e < n && ((unsigned char)s[e] & 0xC0) == 0x80) e++; /* continuation bytes */
+        jarr_push(f, a, jv_str(s + i, e - i));
+        i = e;
+    }
+}
+
 jv *jdict_get(jarr *d, jv key)
 {
     for (size_t i = 0; i < d->n; i++)
