@@ -62,11 +62,12 @@ mkdir -p "$OUT" "$(dirname "$WASM_OUT")"
 # renames and fsync, its kill hooks' signals), and the chat templates (the Jinja renderer
 # unwinds its errors with longjmp, which wasi-libc lacks; the page verifies receipts, which
 # hold the rendered prompt's ids, and renders no template).
-WASM_EXCLUDE="verify/suite model/quant_outdir model/quantize_write model/chat
-              model/jinja_lex model/jinja_parse model/jinja_value model/jinja_eval model/jinja_filters"
-WASM_EXCLUDE=$(echo $WASM_EXCLUDE)
 SRC=$(for f in src/core/*.c src/model/*.c src/kernels/*.c src/engine/*.c src/verify/*.c; do
-    f=${f#src/}; f=${f%.c}; case " $WASM_EXCLUDE " in *" $f "*) ;; *) printf '%s ' "$f" ;; esac
+    f=${f#src/}; f=${f%.c}
+    case "$f" in
+        verify/suite | model/quant_outdir | model/quantize_write | model/chat | model/jinja_*) ;;
+        *) printf '%s ' "$f" ;;
+    esac
 done)
 CFLAGS=(--target=wasm32-wasi -msimd128 "${SYSFLAGS[@]}" -std=c11 -D_GNU_SOURCE -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_GETPID
         -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
