@@ -19,6 +19,9 @@ source "$(dirname "$0")/lib.sh"
 BUILD="${BUILD:-build}"
 R="$BUILD/unit_jinja"
 if [ ! -x "$R" ]; then skip "chat_template" "no $R (make $R)"; exit 0; fi
+# Another ISA's build (build-aarch64) runs its unit binary under the emulator
+# the caller names in UNIT_RUN (tools/ci_aarch64.sh: "qemu-aarch64 -L SYSROOT").
+read -r -a unit_run <<< "${UNIT_RUN:-}"
 py=""
 for p in /usr/bin/python3 python3; do "$p" -c 'import jinja2' 2>/dev/null && { py=$p; break; }; done
 if [ -z "$py" ]; then skip "chat_template" "no python3 with jinja2 (apt-get install python3-jinja2)"; exit 0; fi
@@ -76,7 +79,7 @@ for m in $models; do
         done
     done
 done
-"$R" --chat "$d/cases" > "$d/cis2.out" 2> "$d/cis2.err"
+"${unit_run[@]}" "$R" --chat "$d/cases" > "$d/cis2.out" 2> "$d/cis2.err"
 "$py" tools/hf_jinja.py chat "$d/cases" > "$d/ref.out" 2> "$d/ref.err"
 n=$(wc -l < "$d/cases")
 if [ "$(wc -l < "$d/cis2.out")" -ne "$n" ] || [ "$(wc -l < "$d/ref.out")" -ne "$n" ]; then

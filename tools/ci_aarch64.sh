@@ -239,7 +239,7 @@ mapfile -t order < <(for i in "${units[@]}" "${suites[@]}"; do
 done | sort -t$'\t' -k1,1nr -s | cut -f2)
 for i in "${order[@]}"; do
     case "$i" in
-        *.sh) bg_start "$(basename "$i" .sh)" env PATH="$T/bin:$PATH" CIS2="$A" BUILD="$ARM_BUILD" \
+        *.sh) bg_start "$(basename "$i" .sh)" env PATH="$T/bin:$PATH" CIS2="$A" BUILD="$ARM_BUILD" UNIT_RUN="$QEMU -L $SYSROOT" \
                   TESTTMP="$T/suite" bash "$i" ;;
         *) bg_start "$(basename "$i")" qrun "$i" ;;
     esac
