@@ -6,6 +6,7 @@ TESTTMP="${TESTTMP:-tests/tmp}"
 # legs, whose TESTTMP differs, compare against what the native leg's PyTorch computed.
 export CIS2_TRACE_CACHE="${CIS2_TRACE_CACHE:-$PWD/tests/tmp/torch-cache}"
 mkdir -p "$TESTTMP"
+source "$(dirname "${BASH_SOURCE[0]}")/py3_path.sh"
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: ${2:-}"; }
 skip() { echo "SKIP $1: ${2:-}"; }

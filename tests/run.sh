@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 export CIS2="${CIS2:-./cis2}" BUILD="${BUILD:-build}"
 export TESTTMP="${TESTTMP:-$PWD/tests/tmp}"
 mkdir -p "$TESTTMP"
+source tests/py3_path.sh
 log="$TESTTMP/run-$(basename "$BUILD").log"
 jobs_max="${TEST_JOBS:-2}"
 case "$jobs_max" in [1-9] | [1-9][0-9]) ;; *) echo "tests/run.sh: TEST_JOBS='$jobs_max' is not 1..99" >&2; exit 2 ;; esac

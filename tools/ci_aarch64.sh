@@ -17,6 +17,7 @@ SUBSET="${AARCH64_SUBSET:-full}"
 case "$ARM" in /*) ;; *) ARM="$PWD/$ARM";; esac
 case "$HOST" in /*) ;; *) HOST="$PWD/$HOST";; esac
 T="$PWD/tests/tmp/aarch64"; rm -rf "$T"; mkdir -p "$T/bin"
+TESTTMP="$T"; source tests/py3_path.sh
 log="$T/log"; : > "$log"
 say() { echo "$1" | tee -a "$log"; }
 pass() { say "PASS aarch64.$1"; }

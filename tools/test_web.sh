@@ -16,6 +16,7 @@
 set -u
 cd "$(dirname "$0")/.."
 TESTTMP="${TESTTMP:-$PWD/tests/tmp}"
+mkdir -p "$TESTTMP"; source tests/py3_path.sh
 CIS2="${CIS2:-./cis2}"
 T="$TESTTMP/web"
 rm -rf "$T"; mkdir -p "$T"
