@@ -33,19 +33,31 @@ find_real_model() {
 # errors_row ID "WHAT IS WRONG" "ALSO TESTED BY" CMD...: the command's one stderr
 # line and exit status must be exactly those of docs/errors.md's row ID (paths
 # under $ERRORS_DIR written DIR); ERRORS_DUMP=1 prints the row from the binary.
+# A command still running after 20 s fails as hung (a FIFO opened blocking).
+# The table is read once per suite (the first row of each ID), not per row.
+shopt -s extglob
+declare -A ERRTAB_RC=() ERRTAB_MSG=()
+errtab_read() {
+    local id rc msg
+    while IFS=$'\t' read -r id rc msg; do
+        [ -n "${ERRTAB_RC[$id]+x}" ] || { ERRTAB_RC[$id]=$rc; ERRTAB_MSG[$id]=$msg; }
+    done < <(awk -F' [|] ' '/^\| `/ { id = $1; sub(/^\| `/, "", id); sub(/`$/, "", id)
+        m = $4; sub(/^`/, "", m); sub(/`$/, "", m); print id "\t" $3 "\t" m }' docs/errors.md)
+    ERRTAB_RC["#read"]=1
+}
 errors_row() {
-    local id="$1" what="$2" also="$3" out rc n line want_rc want_msg; shift 3
-    out=$("$@" 2>&1 >/dev/null); rc=$?
-    out=$(printf '%s' "$out" | sed "s#${ERRORS_DIR:?}/[A-Za-z0-9_.-]*#DIR#g")
+    local id="$1" what="$2" also="$3" out rc n=0 l want_rc want_msg; shift 3
+    out=$(timeout 20 "$@" 2>&1 >/dev/null); rc=$?
+    out=${out//"${ERRORS_DIR:?}/"*([A-Za-z0-9_.-])/DIR}
     if [ -n "${ERRORS_DUMP:-}" ]; then
         printf '| `%s` | %s | %s | `%s` | %s |\n' "$id" "$what" "$rc" "$out" "$also"; return
     fi
-    n=$(printf '%s\n' "$out" | grep -c .)
-    line=$(grep -F "| \`$id\` |" docs/errors.md | head -1)
-    if [ -z "$line" ]; then fail "errors.$id" "no row for $id in docs/errors.md"; return; fi
-    want_rc=$(printf '%s' "$line" | awk -F' [|] ' '{ print $3 }')
-    want_msg=$(printf '%s' "$line" | awk -F' [|] ' '{ print $4 }' | sed 's/^`//; s/`$//')
-    if [ $rc -ge 128 ]; then fail "errors.$id" "killed by signal (rc=$rc): $out"
+    while IFS= read -r l; do [ -z "$l" ] || n=$((n + 1)); done <<< "$out"
+    [ -n "${ERRTAB_RC["#read"]+x}" ] || errtab_read
+    if [ -z "${ERRTAB_RC[$id]+x}" ]; then fail "errors.$id" "no row for $id in docs/errors.md"; return; fi
+    want_rc=${ERRTAB_RC[$id]} want_msg=${ERRTAB_MSG[$id]}
+    if [ $rc -eq 124 ]; then fail "errors.$id" "hung (killed after 20 s): $out"
+    elif [ $rc -ge 128 ]; then fail "errors.$id" "killed by signal (rc=$rc): $out"
     elif [ "$n" -ne 1 ]; then fail "errors.$id" "wanted one stderr line, got $n: $out"
     elif [ "$rc" != "$want_rc" ]; then fail "errors.$id" "exit $rc, docs/errors.md says $want_rc ($out)"
     elif [ "$out" != "$want_msg" ]; then fail "errors.$id" "message '$out', docs/errors.md says '$want_msg'"

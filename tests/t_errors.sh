@@ -6,34 +6,16 @@
 # (to regenerate docs/errors.md after a deliberate message change).
 source "$(dirname "$0")/lib.sh"
 T="$TESTTMP/errors"; rm -rf "$T"; mkdir -p "$T"
-DOC=docs/errors.md
 MK="python3 tools/make_model.py"
 $MK "$T/good" --layers 1 >/dev/null || { fail errors.setup "make_model failed"; exit 1; }
 G="$T/good"
 $MK "$T/untied" --layers 1 --untied --dtype f32 >/dev/null
 
-# row ID "WHAT IS WRONG" "ALSO TESTED BY" CMD...
+# row ID "WHAT IS WRONG" "ALSO TESTED BY" CMD...: tests/lib.sh's errors_row, paths
+# of the damaged models written DIR.
 row() {
     local id="$1" what="$2" also="$3"; shift 3
-    local out rc n
-    # a timeout turns a hang (a FIFO opened blocking) into a failure, not a stuck suite
-    out=$(timeout 20 "$@" 2>&1 >/dev/null); rc=$?
-    out=$(printf '%s' "$out" | sed "s#$T/[A-Za-z0-9_.-]*#DIR#g")
-    if [ -n "${ERRORS_DUMP:-}" ]; then
-        printf '| `%s` | %s | %s | `%s` | %s |\n' "$id" "$what" "$rc" "$out" "t_errors.sh${also:+, $also}"; return
-    fi
-    n=$(printf '%s\n' "$out" | grep -c .)
-    local line want_rc want_msg
-    line=$(grep -F "| \`$id\` |" "$DOC" | head -1)
-    if [ -z "$line" ]; then fail "errors.$id" "no row for $id in $DOC"; return; fi
-    want_rc=$(printf '%s' "$line" | awk -F' [|] ' '{ print $3 }')
-    want_msg=$(printf '%s' "$line" | awk -F' [|] ' '{ print $4 }' | sed 's/^`//; s/`$//')
-    if [ $rc -eq 124 ]; then fail "errors.$id" "hung (killed after 20 s): $out"
-    elif [ $rc -ge 128 ]; then fail "errors.$id" "killed by signal (rc=$rc): $out"
-    elif [ "$n" -ne 1 ]; then fail "errors.$id" "wanted one stderr line, got $n: $out"
-    elif [ "$rc" != "$want_rc" ]; then fail "errors.$id" "exit $rc, $DOC says $want_rc ($out)"
-    elif [ "$out" != "$want_msg" ]; then fail "errors.$id" "message '$out', $DOC says '$want_msg'"
-    else pass "errors.$id"; fi
+    ERRORS_DIR="$T" errors_row "$id" "$what" "t_errors.sh${also:+, $also}" "$@"
 }
 cpm() { rm -rf "$T/$1"; cp -r "$G" "$T/$1"; }
 # st_edit DIR PYTHON-EXPR-ON-h: rewrite model.safetensors' header JSON (new length).
