@@ -27,16 +27,23 @@ import re, subprocess, sys
 WHITEBOX = {"cli/cmd_bench.o", "cli/bench_peak.o"}
 
 
-def syms(obj):
-    defs, und = set(), set()
-    out = subprocess.run(["nm", obj], capture_output=True, text=True, check=True).stdout
+def syms_all(objs):
+    """{obj: (defined, undefined)} for every object, from one `nm -A` over all of them."""
+    res = {o: (set(), set()) for o in objs}
+    if not objs:
+        return res
+    out = subprocess.run(["nm", "-A"] + list(objs), capture_output=True, text=True,
+                         check=True).stdout
     for line in out.splitlines():
-        p = line.split()
+        obj, _, rest = line.partition(":")
+        p = rest.split()
+        if obj not in res:
+            continue
         if len(p) == 2 and p[0] == "U":
-            und.add(p[1])
+            res[obj][1].add(p[1])
         elif len(p) == 3 and p[1] in "TDBRVWCGS":
-            defs.add(p[2])
-    return defs, und
+            res[obj][0].add(p[2])
+    return res
 
 
 def flags(files):
@@ -69,9 +76,11 @@ def main():
         p = line.split()
         if len(p) == 3:
             exported.add(p[2])
-    lib = {o: syms(o) for o in L["LIB"]}
-    tool = {o: syms(o) for o in L["TOOL"]}
-    cli = {o: syms(o) for o in L["CLI"] + extra if not o.endswith("serve_assets.o")}
+    clis = [o for o in L["CLI"] + extra if not o.endswith("serve_assets.o")]
+    every = syms_all(sorted(set(L["LIB"] + L["TOOL"] + clis)))
+    lib = {o: every[o] for o in L["LIB"]}
+    tool = {o: every[o] for o in L["TOOL"]}
+    cli = {o: every[o] for o in clis}
     lib_def = set().union(*(d for d, _ in lib.values()))
     tool_def = set().union(*(d for d, _ in tool.values()))
     key = lambda o: "/".join(o.split("/")[-2:])

@@ -10,24 +10,26 @@
 set -u
 cd "$(dirname "$0")/.."
 LAYERS=(core model kernels engine verify cli)
-rank() { local i; for i in "${!LAYERS[@]}"; do [ "${LAYERS[$i]}" = "$1" ] && { echo "$i"; return; }; done; echo -1; }
+declare -A RANK=()
+for i in "${!LAYERS[@]}"; do RANK[${LAYERS[$i]}]=$i; done
 # check_tree ROOT: prints one line per violation
 check_tree() {
-    local root="$1" f layer r inc il ir
+    local root="$1" f layer r inc il ir first
     for f in "$root"/src/*/*.[ch] "$root"/src/*/*/*.[ch]; do
         [ -e "$f" ] || continue
-        layer=${f#"$root"/src/}; layer=${layer%%/*}; r=$(rank "$layer")
+        layer=${f#"$root"/src/}; layer=${layer%%/*}; r=${RANK[$layer]:--1}
         [ "$r" -ge 0 ] || { echo "$f: directory '$layer' is not a layer"; continue; }
         while IFS= read -r inc; do
             case "$inc" in
                 cis2.h) ;;
-                */*) il="${inc%%/*}"; ir=$(rank "$il")
+                */*) il="${inc%%/*}"; ir=${RANK[${il:-.}]:--1}
                      if [ "$ir" -lt 0 ]; then echo "$f: includes \"$inc\" (not a layer)";
                      elif [ "$ir" -gt "$r" ]; then echo "$f: $layer includes \"$inc\" from the higher layer $il"; fi ;;
                 *) echo "$f: includes \"$inc\" without its layer directory" ;;
             esac
         done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
-        head -c 2 "$f" | grep -q '^/\*' || echo "$f: does not open with a comment saying what it is for"
+        first=""; IFS= read -r -n 2 first < "$f"
+        [ "$first" = "/*" ] || echo "$f: does not open with a comment saying what it is for"
     done
     grep -q '#include "' "$root/include/cis2.h" && echo "include/cis2.h: includes a project header"
     return 0
@@ -42,8 +44,9 @@ check_engine() {
         2>/dev/null | grep -v '^$' | sort -u)
     for f in "$root"/src/engine/*.c; do
         [ "$(basename "$f")" = engine.c ] && continue
-        for fn in $defs; do
-            perl -0pe 's{/\*.*?\*/}{}gs' "$f" | grep -qw "$fn" && echo "$f: calls $fn, which engine.c defines (calls go engine.c -> $(basename "$f") only)"
+        [ -n "$defs" ] || continue
+        perl -0pe 's{/\*.*?\*/}{}gs' "$f" | grep -owF "$defs" | sort -u | while IFS= read -r fn; do
+            echo "$f: calls $fn, which engine.c defines (calls go engine.c -> $(basename "$f") only)"
         done
     done
     return 0
