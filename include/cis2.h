@@ -94,9 +94,15 @@ typedef enum {
     CIS2_ISA_WASM128
 } cis2_isa;
 
-/* How cis2_model_open hashes the artifacts (§12.1). SKIP is for tests that
- * time or fuzz loading: the hashes read as zero and receipts are refused. */
-typedef enum { CIS2_HASH_FULL = 0, CIS2_HASH_SKIP = 1 } cis2_hash_mode;
+/* How cis2_model_open and cis2_model_push_open hash the artifacts (§12.1).
+ * SKIP is for tests that time or fuzz loading: the hashes read as zero and
+ * receipts are refused. CALLER: the library hashes config.json itself; the
+ * SHA-256 of model.safetensors and of tokenizer.json are the caller's, which
+ * computed them over exactly the bytes the loader read (the wasm verifier
+ * hashes its chunks on a second worker as it pushes them) and hands them in
+ * with cis2_model_set_digest, possibly after the load has ended. Until then
+ * they read as zero and cis2_model_digests_pending names them. */
+typedef enum { CIS2_HASH_FULL = 0, CIS2_HASH_SKIP = 1, CIS2_HASH_CALLER = 2 } cis2_hash_mode;
 
 /* CIS2_ARCH_TOY ("cis2-toy") is a fixture for the tests only: Llama with a
  * per-layer gain on the attention output (docs/architecture.md). config.json
@@ -112,6 +118,9 @@ typedef enum {
 int cis2_backend_from_name(const char *name, cis2_backend_kind *out);
 int cis2_isa_from_name(const char *name, cis2_isa *out);
 const char *cis2_isa_to_name(cis2_isa isa);
+/* config.json's model_type as the library names the architecture: "llama",
+ * "qwen2", "qwen3", "cis2-toy"; "unknown" for a value outside the enum. */
+const char *cis2_arch_name(cis2_arch a);
 
 /* ----------------------------------------------------------- fpenv (§1.3) */
 /* Pin FTZ+DAZ (x86-64 MXCSR bits 15, 6) / FZ (aarch64 FPCR bit 24) on the
@@ -193,6 +202,60 @@ const char *cis2_model_warning(const cis2_model *m, int i);
  * structure is one this library cannot reproduce exactly; id-only runs still
  * work then. */
 const cis2_tokenizer *cis2_model_tokenizer(const cis2_model *m, char *err);
+
+/* The same load with model.safetensors pushed in by the caller, chunk by
+ * chunk in file order, where the caller cannot hand the library a file to
+ * read (wasm32: the page reads the user's file asynchronously, the loader is
+ * not). The whole file is never held: the chunks land in a window that keeps
+ * only the bytes not yet packed.
+ *   cis2_model_push_open  reads DIR/config.json and DIR/tokenizer.json whole
+ *       and the length and header of DIR/model.safetensors (validated against
+ *       its size and the config, as cis2_model_open does), never its data.
+ *       `o` may be NULL (CIS2_HASH_FULL); max_chunk >= 1 is the most bytes one
+ *       chunk may have. On success *w is the caller's until
+ *       cis2_model_push_end; on failure *w is NULL and nothing is left to free.
+ *   cis2_model_push_buf   where the next chunk's n bytes go (n <= max_chunk,
+ *       not past the file's length): a pointer into the window, valid until
+ *       the next call on w. The caller copies the bytes there, then
+ *   cis2_model_push_feed  takes n (at most the n asked) of them: hashes them
+ *       (CIS2_HASH_FULL) and packs every tensor they complete. The bytes are
+ *       the file's from offset 0, header included, in order.
+ *   cis2_model_push_end   ok = 1: checks every byte came, finishes the load
+ *       and gives *m, the model cis2_model_open with the same opts gives
+ *       for the same bytes (free it with cis2_model_free); returns 0, or 1
+ *       with err and *m NULL.
+ *       ok = 0 abandons the load: writes nothing to err, *m (m may then be
+ *       NULL) is NULL, returns 0. Either way w and everything it held are
+ *       freed.
+ * A failed buf or feed leaves w failed: every later buf or feed refuses, and
+ * the caller still calls cis2_model_push_end (with ok = 0 to abandon quietly;
+ * with ok = 1 it fails too, saying an earlier chunk failed). Every push whose
+ * open succeeded ends with exactly one cis2_model_push_end. */
+typedef struct cis2_model_push cis2_model_push;
+int cis2_model_push_open(cis2_model_push **w, const char *dir, const cis2_model_opts *o,
+                         size_t max_chunk, char *err);
+uint8_t *cis2_model_push_buf(cis2_model_push *w, size_t n, char *err);
+int cis2_model_push_feed(cis2_model_push *w, size_t n, char *err);
+int cis2_model_push_end(cis2_model_push *w, int ok, cis2_model **m, char *err);
+
+/* The caller's digests of a model loaded with CIS2_HASH_CALLER: `sha256` is
+ * the 32-byte SHA-256 of exactly the bytes of that artifact the loader read.
+ * Each may be set once; a model loaded with another hash mode, a second set,
+ * an unknown `which` or a NULL digest is refused with err (the model
+ * unchanged). This is the one call that writes a loaded model: make it while
+ * no other thread uses the model or its engines (receipts, witnesses and
+ * verdicts read the digests when they are made). */
+typedef enum { CIS2_DIGEST_WEIGHTS = 0, CIS2_DIGEST_TOKENIZER = 1 } cis2_digest_kind;
+int cis2_model_set_digest(cis2_model *m, cis2_digest_kind which, const uint8_t sha256[32],
+                          char *err);
+/* The caller's digests still missing, as bits 1 << CIS2_DIGEST_WEIGHTS and
+ * 1 << CIS2_DIGEST_TOKENIZER; 0 when every digest is in (always, unless the
+ * model was loaded with CIS2_HASH_CALLER). A caller does not make or verify
+ * a receipt before this is 0: the missing digests read as zero, so such a
+ * receipt names the wrong artifacts. A decode may run before (cis2_generate
+ * and its on_step rows do not depend on the digests; cis2_witness_replay
+ * binds the run's witness to the digests once they are in). */
+int cis2_model_digests_pending(const cis2_model *m);
 
 /* ----------------------------------------------------------------- engine */
 /* Tracing: called for every node of the forward pass with the values it

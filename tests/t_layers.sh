@@ -82,7 +82,8 @@ case "$ctl" in *"forward.c: calls cis2_engine_step"*) echo "PASS layers.engine-n
 #     libcis2_tool.a; `cis2 bench`'s white-box objects take exactly the internals listed here;
 #   lib-all-reachable: every object of libcis2.so is reached from an exported function;
 #   tool-shared-are-leaves: an object archived in both libraries needs nothing of libcis2
-#     but exported functions and the tool library's own objects.
+#     but exported functions and the tool library's own objects;
+#   wasm-public-api: the same rule as cli-public-api for the wasm build's web/wasm_api.c.
 # Negative controls: a CLI object calling cis2_model_load, and an orphan library object.
 BUILD="${BUILD:-build}"
 so="$BUILD/libcis2.so"
@@ -119,6 +120,17 @@ else
             && echo "PASS layers.edge.negative-controls-fire" \
             || echo "FAIL layers.edge.negative-controls-fire: $(echo "$ctl" | grep -v '^whitebox' | head -3 | tr '\n' ';')"
     else echo "FAIL layers.edge.negative-controls-fire: cc could not build the controls"; fi
+    # The wasm build's glue (web/wasm_api.c) stands where the CLI does: cis2.h plus
+    # libcis2_tool.a. Compiled natively (-w: the wasm export attributes), it is one more
+    # CLI object to the check, and no library function it calls may be an internal.
+    if cc -std=c11 -w -D_GNU_SOURCE -Isrc -Iinclude -c web/wasm_api.c -o "$tmp/wasm_api.o" 2> "$tmp/wasm_cc"; then
+        wout=$(python3 tests/edge_check.py "$so" "$tmp/lists" "$tmp/wasm_api.o" 2>&1)
+        wbad=$(echo "$wout" | grep -E '^(cli-internal|whitebox) [^ ]*wasm_api\.o ')
+        wused=$(nm "$tmp/wasm_api.o" | awk '$1 == "U" && $2 ~ /^(cis2_|smp_)/' | wc -l)
+        if ! echo "$wout" | grep -q '^counts '; then echo "FAIL layers.edge.wasm-public-api: edge_check.py: $(echo "$wout" | tail -2 | tr '\n' ' ')"
+        elif [ -z "$wbad" ] && [ "$wused" -gt 30 ]; then echo "PASS layers.edge.wasm-public-api (web/wasm_api.c calls $wused library functions: exported or libcis2_tool.a's)"
+        else echo "FAIL layers.edge.wasm-public-api: $(echo "$wbad" | wc -l) internal functions (of $wused): $(echo "$wbad" | head -6 | sed 's/^[^ ]* [^ ]* //' | tr '\n' ' ')"; fi
+    else echo "FAIL layers.edge.wasm-public-api: cc could not compile web/wasm_api.c: $(head -2 "$tmp/wasm_cc" | tr '\n' ' ')"; fi
 fi
 
 # ---- Library messages are in the library's terms, never a command-line flag (cis2.h, at

@@ -264,62 +264,167 @@ static void test_hashes(const char *A)
     CHECK("load.skip-hash-zero-or-supplied", z && given, "rc=%d/%d %s", rc1, rc2, err);
 }
 
-/* The weights pushed in chunk by chunk (the wasm page's load,
- * cis2_model_push_*), with chunks far smaller than the file so the window
- * slides many times and tensors straddle chunks: the same digests (the
- * loader hashing the pushed bytes) and the same decode, bit for bit, as a
- * whole-file load; a chunk over the limit and a short file are refused. */
+/* The weights pushed in chunk by chunk through the public API (cis2.h,
+ * cis2_model_push_*: the wasm page's load), in `max`-byte chunks (every third
+ * one shorter), far smaller than the file so the window slides many times and
+ * tensors straddle chunks. Returns the model, or NULL with err. */
+static cis2_model *push_file(const char *A, const char *file, size_t n, size_t max,
+                             cis2_hash_mode mode, char *err)
+{
+    cis2_model_opts o = { mode };
+    cis2_model_push *w;
+    cis2_model *m = NULL;
+    if (cis2_model_push_open(&w, A, &o, max, err)) return NULL;
+    int ok = 1;
+    for (size_t off = 0, i = 0; ok && off < n; i++) {
+        size_t c = i % 3 == 1 ? max / 3 + 1 : max; /* uneven chunks too */
+        if (c > n - off) c = n - off;
+        uint8_t *dst = cis2_model_push_buf(w, c, err);
+        if (dst) memcpy(dst, file + off, c);
+        ok = dst && !cis2_model_push_feed(w, c, err);
+        off += c;
+    }
+    if (!ok) {
+        cis2_model_push_end(w, 0, NULL, err); /* abandons: err keeps the chunk's message */
+        return NULL;
+    }
+    return cis2_model_push_end(w, 1, &m, err) ? NULL : m;
+}
+
+static int same_config(const cis2_model *a, const cis2_model *b)
+{
+    const cis2_config *x = cis2_model_config(a), *y = cis2_model_config(b);
+    return x->arch == y->arch && x->hidden == y->hidden && x->inter == y->inter &&
+           x->n_layers == y->n_layers && x->n_heads == y->n_heads &&
+           x->n_kv_heads == y->n_kv_heads && x->head_dim == y->head_dim && x->vocab == y->vocab &&
+           x->max_pos == y->max_pos && x->tied == y->tied && x->qkv_bias == y->qkv_bias &&
+           !memcmp(&x->eps, &y->eps, sizeof x->eps) &&
+           !memcmp(&x->rope_theta, &y->rope_theta, sizeof x->rope_theta);
+}
+
+/* Pushed chunk by chunk: the same config, digests (the loader hashing the
+ * pushed bytes) and decode, bit for bit, as cis2_model_open of the file; a
+ * chunk over the limit and a short file are refused; a failed chunk leaves
+ * only the end; an abandoned push frees everything (ASan's leak check). */
 static void test_push(const char *A)
 {
     char err[CIS2_ERR_LEN], p[600];
     snprintf(p, sizeof p, "%s/model.safetensors", A);
     size_t n;
     char *file = slurp(p, &n);
-    cis2_model m0;
+    cis2_model *m0 = NULL;
     cis2_result r0;
-    if (!file || cis2_model_load(&m0, A, NULL, err) ||
-        run(&m0, CIS2_BACKEND_FAST, NULL, NULL, &r0, err)) {
+    if (!file || cis2_model_open(&m0, A, NULL, err) ||
+        run(m0, CIS2_BACKEND_FAST, NULL, NULL, &r0, err)) {
         CHECK("load.push-equals-whole-file", 0, "fixture: %s", err);
+        cis2_model_free(m0);
         free(file);
         return;
     }
+    const cis2_digests *d0 = cis2_model_digests(m0);
     static const size_t sizes[] = { 4093, 65536, (size_t)1 << 20 };
     for (int k = 0; k < 3; k++) {
-        size_t max = sizes[k], off = 0;
-        cis2_model m;
-        cis2_model_push *w;
-        int ok = !cis2_model_push_begin(&m, A, NULL, max, &w, err);
-        for (int i = 0; ok && off < n; i++) {
-            size_t c = i % 3 == 1 ? max / 3 + 1 : max; /* uneven chunks too */
-            if (c > n - off) c = n - off;
-            uint8_t *dst = cis2_model_push_buf(w, c, err);
-            if (dst) memcpy(dst, file + off, c);
-            ok = dst && !cis2_model_push_feed(w, c, err);
-            off += c;
-        }
-        if (cis2_model_push_end(w, ok, err)) ok = 0;
+        cis2_model *m = push_file(A, file, n, sizes[k], CIS2_HASH_FULL, err);
         cis2_result r;
-        int ran = ok && !run(&m, CIS2_BACKEND_FAST, NULL, NULL, &r, err);
-        int same = ran && !memcmp(&m.dg, &m0.dg, sizeof m.dg) &&
-                   !memcmp(r.witness, r0.witness, 32) && !memcmp(r.argmax, r0.argmax, 32);
-        CHECK("load.push-equals-whole-file", same, "chunks of %zu: %s", max, ok ? "differs" : err);
+        int ran = m && !run(m, CIS2_BACKEND_FAST, NULL, NULL, &r, err);
+        int same = ran && !memcmp(cis2_model_digests(m), d0, sizeof *d0) && same_config(m, m0) &&
+                   cis2_model_digests_pending(m) == 0 && !memcmp(r.witness, r0.witness, 32) &&
+                   !memcmp(r.argmax, r0.argmax, 32);
+        CHECK("load.push-equals-whole-file", same, "chunks of %zu: %s", sizes[k],
+              m ? "differs" : err);
         if (ran) cis2_result_free(&r);
-        if (ok) cis2_model_unload(&m);
+        cis2_model_free(m);
     }
-    cis2_model m;
+
+    /* CIS2_HASH_CALLER: config.json hashed by the loader, the other two
+     * pending (zero) until the caller's digests come, after the load. */
+    cis2_model *m = push_file(A, file, n, 65536, CIS2_HASH_CALLER, err);
+    const cis2_digests *d = m ? cis2_model_digests(m) : NULL;
+    uint8_t zero[32] = { 0 };
+    int pend0 = m ? cis2_model_digests_pending(m) : -1;
+    int zeros = d && !memcmp(d->weights_sha256, zero, 32) &&
+                !memcmp(d->tokenizer_sha256, zero, 32) &&
+                !memcmp(d->config_sha256, d0->config_sha256, 32);
+    int s1 = m && !cis2_model_set_digest(m, CIS2_DIGEST_WEIGHTS, d0->weights_sha256, err);
+    int pend1 = m ? cis2_model_digests_pending(m) : -1;
+    int s2 = s1 && !cis2_model_set_digest(m, CIS2_DIGEST_TOKENIZER, d0->tokenizer_sha256, err);
+    int same = s2 && cis2_model_digests_pending(m) == 0 && !memcmp(d, d0, sizeof *d0);
+    CHECK("load.push-caller-digests-pending-then-set",
+          zeros && pend0 == 3 && pend1 == 1 << CIS2_DIGEST_TOKENIZER && same,
+          "pending %d then %d; %s", pend0, pend1, err);
+    int again = m && cis2_model_set_digest(m, CIS2_DIGEST_WEIGHTS, zero, err) &&
+                strstr(err, "set already") && !memcmp(d->weights_sha256, d0->weights_sha256, 32);
+    CHECK("load.set-digest-once", again, "%s", err);
+    int badk = m && cis2_model_set_digest(m, (cis2_digest_kind)5, zero, err) &&
+               strstr(err, "unknown digest 5");
+    CHECK("load.set-digest-refuses-an-unknown-kind", badk, "%s", err);
+    cis2_model_free(m);
+
+    /* A model that hashes its own artifacts takes no caller digest. */
+    int refused = cis2_model_set_digest(m0, CIS2_DIGEST_WEIGHTS, zero, err) &&
+                  strstr(err, "CIS2_HASH_CALLER") &&
+                  memcmp(cis2_model_digests(m0)->weights_sha256, zero, 32) != 0 &&
+                  cis2_model_digests_pending(m0) == 0;
+    cis2_model_opts so = { CIS2_HASH_SKIP };
+    cis2_model *ms = NULL;
+    int srefused = !cis2_model_open(&ms, A, &so, err) &&
+                   cis2_model_set_digest(ms, CIS2_DIGEST_TOKENIZER, d0->tokenizer_sha256, err) &&
+                   !memcmp(cis2_model_digests(ms)->tokenizer_sha256, zero, 32);
+    cis2_model_free(ms);
+    CHECK("load.set-digest-refused-unless-caller-mode", refused && srefused, "%d %d %s", refused,
+          srefused, err);
+    /* cis2_model_open takes CALLER too: the same pending digests. */
+    cis2_model_opts co = { CIS2_HASH_CALLER };
+    cis2_model *mc = NULL;
+    int copen = !cis2_model_open(&mc, A, &co, err) && cis2_model_digests_pending(mc) == 3 &&
+                !cis2_model_set_digest(mc, CIS2_DIGEST_TOKENIZER, d0->tokenizer_sha256, err) &&
+                cis2_model_digests_pending(mc) == 1 << CIS2_DIGEST_WEIGHTS;
+    cis2_model_free(mc);
+    CHECK("load.open-caller-digests-pending", copen, "%s", err);
+
     cis2_model_push *w;
-    int begun = !cis2_model_push_begin(&m, A, NULL, 4096, &w, err);
-    int refused = begun && !cis2_model_push_buf(w, 4097, err) && strstr(err, "model.safetensors");
-    if (begun) cis2_model_push_end(w, 0, err);
-    CHECK("load.push-refuses-an-oversized-chunk", refused, "%s", err);
-    int rc = cis2_model_push_begin(&m, A, NULL, 4096, &w, err);
+    int begun = !cis2_model_push_open(&w, A, NULL, 4096, err);
+    int over = begun && !cis2_model_push_buf(w, 4097, err) && strstr(err, "model.safetensors");
+    /* a failed chunk leaves only the end: the next buf, and an end with ok, refuse */
+    int then = over && !cis2_model_push_buf(w, 16, err) && strstr(err, "earlier chunk failed");
+    cis2_model *mf = (cis2_model *)&mf;
+    int endrc = begun ? cis2_model_push_end(w, 1, &mf, err) : 0;
+    CHECK("load.push-refuses-an-oversized-chunk", over, "%s", err);
+    CHECK("load.push-after-a-failed-chunk-only-the-end",
+          then && endrc && !mf && strstr(err, "earlier chunk failed"), "%d %d %s", then, endrc,
+          err);
+    int rc = cis2_model_push_open(&w, A, NULL, 4096, err);
     uint8_t *dst = rc ? NULL : cis2_model_push_buf(w, 4096, err);
     if (dst) memcpy(dst, file, 4096);
     int fed = dst && !cis2_model_push_feed(w, 4096, err);
-    int shortrc = rc ? 0 : cis2_model_push_end(w, 1, err);
-    CHECK("load.push-refuses-a-short-file", fed && shortrc && strstr(err, "short"), "%s", err);
+    int shortrc = rc ? 0 : cis2_model_push_end(w, 1, &mf, err);
+    CHECK("load.push-refuses-a-short-file", fed && shortrc && strstr(err, "short") && !mf, "%s",
+          err);
+
+    /* Abandoned: right after open, and half way with tensors packed; err is
+     * left as it was, everything freed (the ASan leg's leak check). */
+    int ab = 1;
+    for (int half = 0; half < 2; half++) {
+        if (cis2_model_push_open(&w, A, NULL, 4096, err)) {
+            ab = 0;
+            break;
+        }
+        for (size_t off = 0; half && off < n / 2; off += 4096) {
+            dst = cis2_model_push_buf(w, 4096, err);
+            if (!dst || (memcpy(dst, file + off, 4096), cis2_model_push_feed(w, 4096, err))) ab = 0;
+        }
+        snprintf(err, CIS2_ERR_LEN, "kept");
+        mf = (cis2_model *)&mf;
+        ab &= cis2_model_push_end(w, 0, &mf, err) == 0 && !mf && !strcmp(err, "kept");
+    }
+    CHECK("load.push-abandoned-frees-everything", ab, "%s", err);
+    int nullw = cis2_model_push_end(NULL, 0, NULL, err) && strstr(err, "w is NULL") &&
+                cis2_model_push_open(&w, A, NULL, 0, err) && strstr(err, "max_chunk is 0") &&
+                cis2_model_push_open(&w, A, &(cis2_model_opts){ (cis2_hash_mode)9 }, 64, err) &&
+                strstr(err, "unknown hash mode 9") && !w;
+    CHECK("load.push-refuses-bad-arguments", nullw, "%s", err);
     cis2_result_free(&r0);
-    cis2_model_unload(&m0);
+    cis2_model_free(m0);
     free(file);
 }
 

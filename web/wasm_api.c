@@ -9,14 +9,24 @@
  * pushed, either here over the window bytes (cis2w_hash_update) or by a hash
  * worker given the same chunk (cis2w_hash_set), so the big file is read once
  * and never held whole (docs/wasm.md). tokenizer.json likewise; config.json
- * is hashed by the loader itself, as natively.
+ * is hashed by the loader itself, as natively. The model is loaded with
+ * CIS2_HASH_CALLER and those two digests go in by cis2_model_set_digest.
+ *
+ * Like the cis2 CLI, this file stands on cis2.h plus libcis2_tool.a, the
+ * private helper library (docs/architecture.md, "The library's edge";
+ * tests/t_layers.sh, layers.edge.wasm-public-api): the string builder,
+ * SHA-256 and escaping (core/core.h, TOOL_SHARED), the sampler's text form
+ * (engine/sample.h), the traces (verify/trace.h) and the header-only pinned
+ * arithmetic (core/fparith.h). The model is an opaque handle.
  *
  * Results come back as JSON text (a pointer to a NUL-terminated string that
  * stays valid until the next call), or for cis2w_trace the bytes of a trace
  * file; errors as a NULL/nonzero return and cis2w_error(). */
-#include "verify/trace.h"
+#include <cis2.h>
+#include "core/core.h"
 #include "core/fparith.h"
 #include "engine/sample.h"
+#include "verify/trace.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,10 +37,10 @@ cis2js_progress(int done, int total);
 #define MODEL_DIR "/m"
 
 static char g_err[CIS2_ERR_LEN];
-static char *g_out; /* the last result: JSON text or trace bytes */
-static cis2_model g_m;
-static int g_loaded;
-static int g_ref; /* 1: reference backend (cis2w_set_backend) */
+static char *g_out;     /* the last result: JSON text or trace bytes */
+static cis2_model *g_m; /* NULL: none loaded */
+static double g_t0;     /* cis2w_load_begin's clock, for load_ms */
+static int g_ref;       /* 1: reference backend (cis2w_set_backend) */
 static cis2_engine *g_e;
 static const cis2_tokenizer *g_tok; /* the model's own */
 enum { SLOT_WEIGHTS = 0, SLOT_TOKENIZER = 1, N_SLOTS = 2 };
@@ -100,6 +110,12 @@ EXPORT("cis2w_hash_end") const char *w_hash_end(int slot)
     return hex;
 }
 
+/* The library's name for a slot's digest. */
+static cis2_digest_kind digest_kind(int slot)
+{
+    return slot == SLOT_WEIGHTS ? CIS2_DIGEST_WEIGHTS : CIS2_DIGEST_TOKENIZER;
+}
+
 /* A digest computed by the glue with the platform's SHA-256 (WebCrypto's
  * crypto.subtle.digest over the same heap bytes the engine then reads), in
  * place of cis2w_hash_begin/_update/_end: 32 bytes at p. */
@@ -108,8 +124,8 @@ EXPORT("cis2w_hash_set") int w_hash_set(int slot, const uint8_t *p)
     if (slot < 0 || slot >= N_SLOTS || !p) return 1;
     memcpy(g_digest[slot], p, 32);
     g_hashed[slot] = 1;
-    if (g_loaded) /* the digest may arrive after cis2w_load_end (computed while it packed) */
-        memcpy(slot == SLOT_WEIGHTS ? g_m.dg.weights_sha256 : g_m.dg.tokenizer_sha256, p, 32);
+    /* the digest may arrive after cis2w_load_end (computed while it packed) */
+    if (g_m && cis2_model_set_digest(g_m, digest_kind(slot), p, g_err)) return 1;
     return 0;
 }
 
@@ -142,13 +158,13 @@ static void pend_drop(void);
 EXPORT("cis2w_unload") void w_unload(void)
 {
     pend_drop();
-    if (g_push) cis2_model_push_end(g_push, 0, g_err);
+    if (g_push) cis2_model_push_end(g_push, 0, NULL, g_err); /* abandons: g_err kept */
     g_push = NULL;
     if (g_e) cis2_engine_free(g_e);
     g_e = NULL;
     g_tok = NULL;
-    if (g_loaded) cis2_model_unload(&g_m);
-    g_loaded = 0;
+    cis2_model_free(g_m);
+    g_m = NULL;
 }
 
 /* Loading, with model.safetensors pushed in by the glue as it reads it:
@@ -169,9 +185,10 @@ EXPORT("cis2w_load_begin") int w_load_begin(size_t max_chunk)
                  "the §1.3 denormal self-test failed; refusing to run (see the self-test)");
         return 1;
     }
-    /* The hashes come from the slots (cis2w_load_end, cis2w_hash_set). */
-    cis2_load_opts lo = { .skip_hash = CIS2_LOAD_HASH_SKIP };
-    return cis2_model_push_begin(&g_m, MODEL_DIR, &lo, max_chunk, &g_push, g_err);
+    /* The two hashes come from the slots (cis2w_load_end, cis2w_hash_set). */
+    cis2_model_opts mo = { CIS2_HASH_CALLER };
+    g_t0 = cis2_now_ms();
+    return cis2_model_push_open(&g_push, MODEL_DIR, &mo, max_chunk, g_err);
 }
 
 EXPORT("cis2w_load_buf") uint8_t *w_load_buf(size_t n)
@@ -193,25 +210,27 @@ EXPORT("cis2w_load_end") const char *w_load_end(int ok)
         snprintf(g_err, CIS2_ERR_LEN, "internal: no load in progress");
         return NULL;
     }
-    int rc = cis2_model_push_end(g_push, ok, g_err);
+    int rc = cis2_model_push_end(g_push, ok, &g_m, g_err);
     g_push = NULL;
     if (rc || !ok) return NULL;
+    double load_ms = cis2_now_ms() - g_t0; /* read + hash + pack, as the native loader's */
     for (int i = 0; i < N_SLOTS; i++)
-        if (g_hashed[i])
-            memcpy(i == SLOT_WEIGHTS ? g_m.dg.weights_sha256 : g_m.dg.tokenizer_sha256, g_digest[i],
-                   32);
-    g_loaded = 1;
+        if (g_hashed[i] && cis2_model_set_digest(g_m, digest_kind(i), g_digest[i], g_err)) {
+            w_unload();
+            return NULL;
+        }
     cis2_engine_opts eo;
     memset(&eo, 0, sizeof eo);
     eo.backend = g_ref ? CIS2_BACKEND_REF : CIS2_BACKEND_FAST;
     eo.isa = CIS2_ISA_WASM128; /* src/kernels/kernels_wasm128.c */
     eo.threads = 1;
-    if (cis2_engine_new(&g_e, &g_m, &eo, g_err)) {
+    if (cis2_engine_new(&g_e, g_m, &eo, g_err)) {
         w_unload();
         return NULL;
     }
-    g_tok = cis2_model_tokenizer(&g_m, NULL);
-    const cis2_config *c = &g_m.cfg;
+    g_tok = cis2_model_tokenizer(g_m, NULL);
+    const cis2_config *c = cis2_model_config(g_m);
+    const cis2_digests *dg = cis2_model_digests(g_m);
     cis2_sb s = { 0 };
     cis2_sb_printf(
         &s,
@@ -223,16 +242,16 @@ EXPORT("cis2w_load_end") const char *w_load_end(int ok)
     cis2_sb_put(&s, ",\"isa\":", 7);
     sb_cstr(&s, cis2_isa_name());
     cis2_sb_put(&s, ",\"weights_sha256\":", 18);
-    sb_hex(&s, g_m.dg.weights_sha256);
+    sb_hex(&s, dg->weights_sha256);
     cis2_sb_put(&s, ",\"config_sha256\":", 17);
-    sb_hex(&s, g_m.dg.config_sha256);
+    sb_hex(&s, dg->config_sha256);
     cis2_sb_put(&s, ",\"tokenizer_sha256\":", 20);
-    sb_hex(&s, g_m.dg.tokenizer_sha256);
+    sb_hex(&s, dg->tokenizer_sha256);
     cis2_sb_put(&s, ",\"table_digest\":", 16);
-    sb_hex(&s, g_m.dg.table_digest);
+    sb_hex(&s, dg->table_digest);
     cis2_sb_put(&s, ",\"inv_freq_table_digest\":", 25);
-    sb_hex(&s, g_m.dg.inv_freq_digest);
-    cis2_sb_printf(&s, ",\"load_ms\":%.1f}", g_m.load_ms);
+    sb_hex(&s, dg->inv_freq_digest);
+    cis2_sb_printf(&s, ",\"load_ms\":%.1f}", load_ms);
     return sb_finish(&s);
 }
 
@@ -282,7 +301,7 @@ static void rec_step(const float *logits, int vocab, int32_t chosen)
 static int rec_needed(int n_steps)
 {
     if (both_hashed()) return 0;
-    if ((size_t)n_steps * (size_t)g_m.cfg.vocab * sizeof(float) > g_rec_max) {
+    if ((size_t)n_steps * (size_t)cis2_model_config(g_m)->vocab * sizeof(float) > g_rec_max) {
         snprintf(g_err, CIS2_ERR_LEN, "a run this long waits for the artifact digests");
         return 2;
     }
@@ -302,8 +321,8 @@ static cis2_sampler g_smp;
 /* The recorded run's witness under the model's digests as they are now. */
 static void rec_replay(const cis2_result *r, uint8_t out[32])
 {
-    cis2_witness_replay_sampled(&g_m.dg, &g_smp, r->prompt, r->n_prompt, g_rec.rows, g_rec.ids,
-                                g_rec.n, g_m.cfg.vocab, out);
+    cis2_witness_replay_sampled(cis2_model_digests(g_m), &g_smp, r->prompt, r->n_prompt, g_rec.rows,
+                                g_rec.ids, g_rec.n, cis2_model_config(g_m)->vocab, out);
 }
 
 /* After a decode that recorded: the recording must give the witness the
@@ -532,7 +551,8 @@ EXPORT("cis2w_run_report") const char *w_run_report(void)
     rec_bind(&g_pend.r);
     const cis2_result *r = &g_pend.r;
     cis2_receipt rc;
-    cis2_receipt_from_run(&rc, &g_m, r, (const uint8_t *)g_pend.bytes, g_pend.blen);
+    cis2_receipt_from_run(&rc, g_m, r, (const uint8_t *)g_pend.bytes, g_pend.blen);
+    const cis2_digests *dg = cis2_model_digests(g_m);
     char *rtext = NULL;
     size_t rlen = 0;
     cis2_sb s = { 0 };
@@ -541,9 +561,9 @@ EXPORT("cis2w_run_report") const char *w_run_report(void)
     sb_ids(&s, "generated_token_ids", r->gen, r->n_gen);
     sb_text(&s, r->gen, r->n_gen);
     cis2_sb_put(&s, ",\"table_digest\":", 16);
-    sb_hex(&s, g_m.dg.table_digest);
+    sb_hex(&s, dg->table_digest);
     cis2_sb_put(&s, ",\"inv_freq_table_digest\":", 25);
-    sb_hex(&s, g_m.dg.inv_freq_digest);
+    sb_hex(&s, dg->inv_freq_digest);
     cis2_sb_put(&s, ",\"argmax_digest\":", 17);
     sb_hex(&s, r->argmax);
     cis2_sb_put(&s, ",\"cis2_ref\":", 12);
@@ -600,7 +620,7 @@ EXPORT("cis2w_verify") int w_verify(const char *text, size_t len)
     }
     cis2_verdict v;
     cis2_gen_opts g;
-    int run, b = cis2_receipt_verify_begin(&g_m, &g_pend.rc, &v, &g, &run, g_err);
+    int run, b = cis2_receipt_verify_begin(g_m, &g_pend.rc, &v, &g, &run, g_err);
     if (b == 1) {
         pend_drop();
         return 1;
@@ -631,7 +651,7 @@ EXPORT("cis2w_verify_report") const char *w_verify_report(void)
     cis2_verdict v;
     cis2_gen_opts g;
     int run;
-    if (cis2_receipt_verify_begin(&g_m, &g_pend.rc, &v, &g, &run, g_err)) {
+    if (cis2_receipt_verify_begin(g_m, &g_pend.rc, &v, &g, &run, g_err)) {
         pend_drop();
         return NULL;
     }
@@ -731,7 +751,7 @@ const char *w_trace(const char *prompt_csv, const char *force_csv, const char *a
     g_tr.path = "(wasm run)";
     char *out = NULL;
     size_t n = 0;
-    if (cis2_trace_arm(&g_m, &eo, &rq, prompt, np, force, nf, &g_tr, &run, g_err) == 0) {
+    if (cis2_trace_arm(g_m, &eo, &rq, prompt, np, force, nf, &g_tr, &run, g_err) == 0) {
         cis2_trace_run_free(&run);
         if (cis2_trace_format_header(&g_tr, &out, &n, g_err) == 0) {
             free(g_out);

@@ -646,13 +646,16 @@ int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, cha
 
 /* ------------------------------------------------------- pushed weights */
 /* The weights file pushed in chunk by chunk (wasm32: the page's reads are
- * asynchronous, the loader is not). The chunks land in a window that holds
- * only the bytes not yet packed: its capacity is the largest span one job
- * reads plus the largest chunk, so a job's bytes are always in it contiguously, and the
- * whole file is never held (§12.1: what is hashed is what lands in the window,
- * see cis2_model_push_feed). */
+ * asynchronous, the loader is not; cis2.h, cis2_model_push_open). The chunks
+ * land in a window that holds only the bytes not yet packed: its capacity is
+ * the largest span one job reads plus the largest chunk, so a job's bytes are
+ * always in it contiguously, and the whole file is never held (§12.1: what is
+ * hashed is what lands in the window, see cis2_model_push_feed). */
+/* CIS2_HASH_CALLER: the digests cis2_model_set_digest brings in. */
+#define CALLER_DIGESTS ((1 << CIS2_DIGEST_WEIGHTS) | (1 << CIS2_DIGEST_TOKENIZER))
+
 struct cis2_model_push {
-    cis2_model *m;
+    cis2_model *m; /* the caller's once cis2_model_push_end succeeds, freed otherwise */
     cis2_load_opts o;
     char path[WPATH_LEN];
     cis2_safetensors st;
@@ -663,6 +666,7 @@ struct cis2_model_push {
     uint64_t cap, base, pos, want; /* the window holds file bytes [base, pos) */
     size_t max_chunk;
     int next, hashing;
+    int failed; /* a buf or feed failed: only cis2_model_push_end remains */
     cis2_sha256 sha;
     double t0;
 };
@@ -674,23 +678,13 @@ static void push_free(cis2_model_push *w)
     free(w);
 }
 
-int cis2_model_push_begin(cis2_model *m, const char *dir, const cis2_load_opts *o, size_t max_chunk,
-                          cis2_model_push **out, char *err)
+/* config.json, tokenizer.json and the weights' header into m (w->m), the plan
+ * and the window; on failure m is unloaded and w freed. */
+static int push_begin(cis2_model_push *w, const char *dir, size_t max_chunk, char *err)
 {
-    cis2_load_opts defo = { 0 };
-    if (!o) o = &defo;
-    *out = NULL;
-    double t0 = cis2_now_ms();
-    cis2_model_push *w = calloc(1, sizeof *w);
-    if (!w) {
-        snprintf(err, CIS2_ERR_LEN, "out of memory");
-        return 1;
-    }
-    w->m = m;
-    w->o = *o;
-    w->t0 = t0;
+    cis2_model *m = w->m;
     w->p = (plan){ m, &w->st, w->path, err, NULL, NULL, 0, 0, 0, 0 };
-    if (load_texts(m, dir, o, w->path, err)) {
+    if (load_texts(m, dir, &w->o, w->path, err)) {
         free(w);
         return 1;
     }
@@ -704,7 +698,6 @@ int cis2_model_push_begin(cis2_model *m, const char *dir, const cis2_load_opts *
     for (int i = 0; i < w->p.n_jobs; i++)
         if (w->p.jobs[i].end - w->p.jobs[i].start > span)
             span = w->p.jobs[i].end - w->p.jobs[i].start;
-    if (!max_chunk) max_chunk = 1;
     w->max_chunk = max_chunk;
     w->cap = span + max_chunk < w->st.file_len ? span + max_chunk : w->st.file_len;
     if (!r && !(w->win = cis2_big_alloc((size_t)w->cap, &w->win_len))) {
@@ -717,14 +710,59 @@ int cis2_model_push_begin(cis2_model *m, const char *dir, const cis2_load_opts *
         cis2_model_unload(m);
         return 1;
     }
-    w->hashing = o->skip_hash != CIS2_LOAD_HASH_SKIP;
+    w->hashing = w->o.skip_hash != CIS2_LOAD_HASH_SKIP;
     if (w->hashing) cis2_sha256_init(&w->sha);
-    phase(o, CIS2_LOAD_WEIGHTS_OPEN, m->dir);
+    phase(&w->o, CIS2_LOAD_WEIGHTS_OPEN, m->dir);
+    return 0;
+}
+
+static int push_open_impl(cis2_model_push **out, const char *dir, const cis2_model_opts *o,
+                          size_t max_chunk, char *err)
+{
+    if (!out) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_model_push_open: no handle to fill (w is NULL)");
+        return 1;
+    }
+    *out = NULL;
+    if (!dir) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_model_push_open: no model directory (dir is NULL)");
+        return 1;
+    }
+    cis2_hash_mode mode = o ? o->hash : CIS2_HASH_FULL;
+    if (mode != CIS2_HASH_FULL && mode != CIS2_HASH_SKIP && mode != CIS2_HASH_CALLER) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "cis2_model_push_open: unknown hash mode %d (expected CIS2_HASH_FULL, "
+                 "CIS2_HASH_SKIP or CIS2_HASH_CALLER)",
+                 (int)mode);
+        return 1;
+    }
+    if (max_chunk == 0) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_model_push_open: max_chunk is 0 (at least 1 byte)");
+        return 1;
+    }
+    double t0 = cis2_now_ms();
+    cis2_model_push *w = calloc(1, sizeof *w);
+    cis2_model *m = malloc(sizeof *m);
+    if (!w || !m) {
+        free(w);
+        free(m);
+        snprintf(err, CIS2_ERR_LEN, "out of memory");
+        return 1;
+    }
+    w->m = m;
+    w->t0 = t0;
+    w->o.skip_hash = mode == CIS2_HASH_FULL ? 0 : CIS2_LOAD_HASH_SKIP;
+    if (push_begin(w, dir, max_chunk, err)) { /* w is freed, m unloaded */
+        free(m);
+        return 1;
+    }
+    m->caller_digests = mode == CIS2_HASH_CALLER;
+    m->digests_pending = m->caller_digests ? CALLER_DIGESTS : 0;
     *out = w;
     return 0;
 }
 
-uint8_t *cis2_model_push_buf(cis2_model_push *w, size_t n, char *err)
+static uint8_t *push_buf(cis2_model_push *w, size_t n, char *err)
 {
     if (n > w->st.file_len - w->pos || n > w->max_chunk) {
         snprintf(err, CIS2_ERR_LEN, "%.200s: %zu bytes at %llu: past its %llu bytes or over %llu",
@@ -747,7 +785,7 @@ uint8_t *cis2_model_push_buf(cis2_model_push *w, size_t n, char *err)
     return w->win + (w->pos - w->base);
 }
 
-int cis2_model_push_feed(cis2_model_push *w, size_t n, char *err)
+static int push_feed(cis2_model_push *w, size_t n, char *err)
 {
     if (n > w->want) {
         snprintf(err, CIS2_ERR_LEN, "%.200s: %zu bytes pushed where %llu were asked", w->path, n,
@@ -765,11 +803,14 @@ int cis2_model_push_feed(cis2_model_push *w, size_t n, char *err)
     return 0;
 }
 
-int cis2_model_push_end(cis2_model_push *w, int ok, char *err)
+static int push_end(cis2_model_push *w, int ok, char *err)
 {
     cis2_model *m = w->m;
     int rc = 1;
-    if (ok && w->pos != w->st.file_len) {
+    if (ok && w->failed) {
+        snprintf(err, CIS2_ERR_LEN, "%.200s: an earlier chunk failed; the load cannot end",
+                 w->path);
+    } else if (ok && w->pos != w->st.file_len) {
         snprintf(err, CIS2_ERR_LEN, "%.200s: short: %llu of %llu bytes", w->path,
                  (unsigned long long)w->pos, (unsigned long long)w->st.file_len);
     } else if (ok) {
@@ -782,6 +823,113 @@ int cis2_model_push_end(cis2_model_push *w, int ok, char *err)
     if (rc) cis2_model_unload(m);
     return rc;
 }
+
+/* The public entry points: the caller's control register, sticky flags
+ * included, comes back (§1.3, as cis2_model_open), and a message stays one
+ * line whatever the file's strings held. */
+int cis2_model_push_open(cis2_model_push **w, const char *dir, const cis2_model_opts *o,
+                         size_t max_chunk, char *err)
+{
+    uint64_t saved = cis2_fpenv_read();
+    int rc = push_open_impl(w, dir, o, max_chunk, err);
+    cis2_fpenv_write(saved);
+    if (rc) cis2_err_one_line(err);
+    return rc;
+}
+
+uint8_t *cis2_model_push_buf(cis2_model_push *w, size_t n, char *err)
+{
+    if (!w) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_model_push_buf: no load (w is NULL)");
+        return NULL;
+    }
+    uint8_t *p = NULL;
+    if (w->failed)
+        snprintf(err, CIS2_ERR_LEN, "%.200s: an earlier chunk failed; end the load", w->path);
+    else if (!(p = push_buf(w, n, err))) w->failed = 1;
+    if (!p) cis2_err_one_line(err);
+    return p;
+}
+
+int cis2_model_push_feed(cis2_model_push *w, size_t n, char *err)
+{
+    if (!w) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_model_push_feed: no load (w is NULL)");
+        return 1;
+    }
+    int rc = 1;
+    if (w->failed) {
+        snprintf(err, CIS2_ERR_LEN, "%.200s: an earlier chunk failed; end the load", w->path);
+    } else {
+        uint64_t saved = cis2_fpenv_read();
+        rc = push_feed(w, n, err);
+        cis2_fpenv_write(saved);
+        w->failed = rc;
+    }
+    if (rc) cis2_err_one_line(err);
+    return rc;
+}
+
+int cis2_model_push_end(cis2_model_push *w, int ok, cis2_model **out, char *err)
+{
+    if (out) *out = NULL;
+    if (!w) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_model_push_end: no load (w is NULL)");
+        return 1;
+    }
+    cis2_model *m = w->m;
+    if (ok && !out) {
+        push_end(w, 0, err); /* nowhere to put the model: abandon it */
+        free(m);
+        snprintf(err, CIS2_ERR_LEN, "cis2_model_push_end: no model to fill (m is NULL)");
+        return 1;
+    }
+    uint64_t saved = cis2_fpenv_read();
+    int rc = push_end(w, ok, err); /* frees w; m unloaded unless it ended well */
+    cis2_fpenv_write(saved);
+    if (rc || !ok) {
+        free(m);
+        if (rc && ok) cis2_err_one_line(err);
+        return ok ? rc : 0;
+    }
+    *out = m;
+    return 0;
+}
+
+int cis2_model_set_digest(cis2_model *m, cis2_digest_kind which, const uint8_t sha256[32],
+                          char *err)
+{
+    static const char *const file[2] = { "model.safetensors", "tokenizer.json" };
+    if (!m || !sha256) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_model_set_digest: %s is NULL", m ? "the digest" : "m");
+        return 1;
+    }
+    if (which != CIS2_DIGEST_WEIGHTS && which != CIS2_DIGEST_TOKENIZER) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "cis2_model_set_digest: unknown digest %d (expected CIS2_DIGEST_WEIGHTS or "
+                 "CIS2_DIGEST_TOKENIZER)",
+                 (int)which);
+        return 1;
+    }
+    if (!m->caller_digests) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "cis2_model_set_digest: the model was not loaded with CIS2_HASH_CALLER; its "
+                 "%s digest is the loader's",
+                 file[which]);
+        return 1;
+    }
+    if (!(m->digests_pending & 1 << which)) {
+        snprintf(err, CIS2_ERR_LEN, "cis2_model_set_digest: the %s digest is set already",
+                 file[which]);
+        return 1;
+    }
+    memcpy(which == CIS2_DIGEST_WEIGHTS ? m->dg.weights_sha256 : m->dg.tokenizer_sha256, sha256,
+           32);
+    m->digests_pending &= ~(1 << which);
+    return 0;
+}
+
+int cis2_model_digests_pending(const cis2_model *m) { return m ? m->digests_pending : 0; }
 
 void cis2_model_unload(cis2_model *m)
 {
@@ -801,11 +949,12 @@ static int cis2_model_open_impl(cis2_model **out, const char *dir, const cis2_mo
         snprintf(err, CIS2_ERR_LEN, "cis2_model_open: no model directory (dir is NULL)");
         return 1;
     }
-    if (o && o->hash != CIS2_HASH_FULL && o->hash != CIS2_HASH_SKIP) {
+    cis2_hash_mode mode = o ? o->hash : CIS2_HASH_FULL;
+    if (mode != CIS2_HASH_FULL && mode != CIS2_HASH_SKIP && mode != CIS2_HASH_CALLER) {
         snprintf(err, CIS2_ERR_LEN,
-                 "cis2_model_open: unknown hash mode %d (expected CIS2_HASH_FULL or "
-                 "CIS2_HASH_SKIP)",
-                 (int)o->hash);
+                 "cis2_model_open: unknown hash mode %d (expected CIS2_HASH_FULL, "
+                 "CIS2_HASH_SKIP or CIS2_HASH_CALLER)",
+                 (int)mode);
         return 1;
     }
     cis2_model *m = malloc(sizeof *m);
@@ -814,7 +963,7 @@ static int cis2_model_open_impl(cis2_model **out, const char *dir, const cis2_mo
         return 1;
     }
     cis2_load_opts lo = { 0 };
-    lo.skip_hash = o && o->hash == CIS2_HASH_SKIP ? CIS2_LOAD_HASH_SKIP : 0;
+    lo.skip_hash = mode == CIS2_HASH_FULL ? 0 : CIS2_LOAD_HASH_SKIP;
     /* the caller's control register, sticky flags included, comes back (§1.3) */
     uint64_t saved = cis2_fpenv_read();
     int rc = cis2_model_load(m, dir, &lo, err);
@@ -823,6 +972,8 @@ static int cis2_model_open_impl(cis2_model **out, const char *dir, const cis2_mo
         free(m);
         return 1;
     }
+    m->caller_digests = mode == CIS2_HASH_CALLER;
+    m->digests_pending = m->caller_digests ? CALLER_DIGESTS : 0;
     *out = m;
     return 0;
 }

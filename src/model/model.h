@@ -20,7 +20,7 @@
  * tie_word_embeddings is absent, and qkv_bias is left 0; the loader settles
  * both from the checkpoint (a loaded model's config holds the outcome). */
 int cis2_config_parse(const char *json, size_t len, const char *path, cis2_config *cfg, char *err);
-const char *cis2_arch_name(cis2_arch a); /* "llama", "qwen2", "qwen3", "cis2-toy" */
+/* cis2_arch_name is public (cis2.h). */
 
 /* ------------------------------------------------------------- safetensors */
 typedef struct {
@@ -83,6 +83,9 @@ struct cis2_model {
     char warnings[CIS2_MODEL_MAX_WARNINGS][CIS2_ERR_LEN];
     uint64_t file_bytes; /* model.safetensors */
     double load_ms, hash_ms;
+    /* CIS2_HASH_CALLER (cis2.h): the digests still to come from
+     * cis2_model_set_digest, bits 1 << cis2_digest_kind; 0 otherwise. */
+    int caller_digests, digests_pending;
 };
 
 /* The phases of a load, in order, for the test hook below. */
@@ -111,20 +114,8 @@ typedef struct {
  * file is opened once and read once into memory the process owns; the
  * hashes are of exactly those bytes; weights are packed from them. */
 int cis2_model_load(cis2_model *m, const char *dir, const cis2_load_opts *o, char *err);
-/* The same load with model.safetensors pushed in by the caller, chunk by
- * chunk in file order (wasm32: the page reads the file asynchronously).
- * begin reads config.json, tokenizer.json and the weights' header (the file
- * at DIR must give its length and header; its data is never read); then per
- * chunk: buf(n) says where its n <= max_chunk bytes go, feed(n) packs every
- * tensor they complete; end(ok) finishes (ok = 0 abandons) and frees w. The
- * bytes are held only until packed. On any error m is unloaded; end (or
- * end(w, 0)) must still be called after a failed buf/feed. */
-typedef struct cis2_model_push cis2_model_push;
-int cis2_model_push_begin(cis2_model *m, const char *dir, const cis2_load_opts *o, size_t max_chunk,
-                          cis2_model_push **w, char *err);
-uint8_t *cis2_model_push_buf(cis2_model_push *w, size_t n, char *err);
-int cis2_model_push_feed(cis2_model_push *w, size_t n, char *err);
-int cis2_model_push_end(cis2_model_push *w, int ok, char *err);
+/* cis2_model_push_open/_buf/_feed/_end (cis2.h) are the same load with
+ * model.safetensors pushed in by the caller, chunk by chunk. */
 /* State 1 of the divergence method: SHA-256 over the I8 linears in name
  * order ("model.layers.0.mlp.down_proj"), each its name, a NUL, its q bytes
  * row-major and its scales as f32 little-endian (docs/quantization.md §7);
