@@ -95,8 +95,9 @@ typedef enum {
 } cis2_isa;
 
 /* How cis2_model_open and cis2_model_push_open hash the artifacts (§12.1).
- * SKIP is for tests that time or fuzz loading: the hashes read as zero and
- * receipts are refused. CALLER: the library hashes config.json itself; the
+ * SKIP is for tests that time or fuzz loading: the hashes read as zero, so a
+ * receipt made from such a model names zero hashes and matches no real
+ * checkpoint's (the library does not refuse to make one). CALLER: the library hashes config.json itself; the
  * SHA-256 of model.safetensors and of tokenizer.json are the caller's, which
  * computed them over exactly the bytes the loader read (the wasm verifier
  * hashes its chunks on a second worker as it pushes them) and hands them in
