@@ -56,6 +56,13 @@ run_one() {
     echo $((SECONDS - t0)) > "$out/$k.done"
 }
 trap 'kill 0 2>/dev/null; exit 130' INT TERM
+# One PyTorch import for the whole run: the suites' tools/torch_trace.py runs are forked
+# from this server (tools/torch_zygote.py); without torch it exits and each run imports
+# its own, as when a suite runs alone.
+tz_py=/usr/bin/python3; [ -x "$tz_py" ] || tz_py=python3
+export CIS2_TORCH_SERVER="$out/torch.sock"
+"$tz_py" tools/torch_zygote.py --serve "$CIS2_TORCH_SERVER" > "$out/torch_zygote.log" 2>&1 &
+tz_pid=$!
 
 P=0 F=0 S=0 done_n=0
 declare -A running=()
@@ -91,6 +98,7 @@ while [ ${#running[@]} -gt 0 ]; do
     wait -n 2>/dev/null
     reap
 done
+kill "$tz_pid" 2>/dev/null; wait "$tz_pid" 2>/dev/null; rm -f "$CIS2_TORCH_SERVER"
 echo "(full log: $log)"
 echo "$P passed, $F failed, $S skipped"
 [ "$F" -eq 0 ] && [ "$P" -gt 0 ]
