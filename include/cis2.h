@@ -97,8 +97,8 @@ typedef enum {
 /* How cis2_model_open and cis2_model_push_open hash the artifacts (§12.1).
  * SKIP is for tests that time or fuzz loading: the hashes read as zero, so a
  * receipt made from such a model names zero hashes and matches no real
- * checkpoint's (the library does not refuse to make one). CALLER: the library hashes config.json itself; the
- * SHA-256 of model.safetensors and of tokenizer.json are the caller's, which
+ * checkpoint's (the library does not refuse to make one). CALLER: the
+ * library hashes config.json itself; the SHA-256 of model.safetensors and of tokenizer.json are the caller's, which
  * computed them over exactly the bytes the loader read (the wasm verifier
  * hashes its chunks on a second worker as it pushes them) and hands them in
  * with cis2_model_set_digest, possibly after the load has ended. Until then
