@@ -98,11 +98,12 @@ typedef enum {
  * SKIP is for tests that time or fuzz loading: the hashes read as zero, so a
  * receipt made from such a model names zero hashes and matches no real
  * checkpoint's (the library does not refuse to make one). CALLER: the
- * library hashes config.json itself; the SHA-256 of model.safetensors and of tokenizer.json are the caller's, which
- * computed them over exactly the bytes the loader read (the wasm verifier
- * hashes its chunks on a second worker as it pushes them) and hands them in
- * with cis2_model_set_digest, possibly after the load has ended. Until then
- * they read as zero and cis2_model_digests_pending names them. */
+ * library hashes config.json itself; the SHA-256 of model.safetensors and
+ * of tokenizer.json are the caller's, which computed them over exactly the
+ * bytes the loader read (the wasm verifier hashes its chunks on a second
+ * worker as it pushes them) and hands them in with cis2_model_set_digest,
+ * possibly after the load has ended. Until then they read as zero and
+ * cis2_model_digests_pending names them. */
 typedef enum { CIS2_HASH_FULL = 0, CIS2_HASH_SKIP = 1, CIS2_HASH_CALLER = 2 } cis2_hash_mode;
 
 /* CIS2_ARCH_TOY ("cis2-toy") is a fixture for the tests only: Llama with a
