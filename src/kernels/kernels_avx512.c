@@ -443,9 +443,8 @@ ATTR static void avx512_mm_bf16_panel(const uint16_t *W, int K, int ntiles, int 
  * so DAZ on the reload reads what the register held. Only the strip's nrows
  * rows are written, so only those are scaled. Larger K and few tokens:
  * avx512_mm_i8, widening in the block. */
-ATTR static void avx512_mm_i8_panel(const int8_t *W, const float *S, int K, int ntiles,
-                                    int nrows, const float *X, int ldx, int T, float *Y,
-                                    int ldy)
+ATTR static void avx512_mm_i8_panel(const int8_t *W, const float *S, int K, int ntiles, int nrows,
+                                    const float *X, int ldx, int T, float *Y, int ldy)
 {
     if (T <= 2 * TBS || (size_t)K * 16 * NTB > PANEL_FLOATS) {
         avx512_mm_i8(W, S, K, ntiles, nrows, X, ldx, T, Y, ldy);
