@@ -1,7 +1,8 @@
 /* The int8 kernels (docs/quantization.md): every exact int8 path (scalar,
  * SSE2, AVX2, AVX-512, NEON) bit-identical to the reference ref_matvec_i8
  * over many shapes (odd rows/cols, rows not a multiple of the 16-row tile,
- * T = 1..16, 25, 40), tile ranges and thread counts 1, 2, 3, 7; the reference itself
+ * T = 1..16, 25, 40; rows of 1535..1537, at and past the AVX-512 panel's
+ * 1536), tile ranges and thread counts 1, 2, 3, 7; the reference itself
  * against a hand-derived value; and the approximate arm-D kernels
  * (approx_int8.c) within their derived error bound of the exact result. */
 #include "unit.h"
@@ -105,12 +106,59 @@ static void task(void *ctx, int i, int tid)
                 j->Y + (size_t)k0 * w->rows + (size_t)t0 * FAST_TILE, w->rows);
 }
 
+/* One weight shape against the reference: every T of TT, each split as the
+ * engine makes them (tile ranges of 1, 3 and all tiles; token chunks of 5
+ * and 48); *count and *bad counted, the first difference described in why. */
+static void check_shape(const fast_kernels *k, tp_pool *pool, int rows, int cols, const int *TT,
+                        int nt, int *count, int *bad, char *why, size_t whylen)
+{
+    lin8 w;
+    lin8_make(&w, rows, cols);
+    for (int tk = 0; tk < nt; tk++) {
+        int T = TT[tk];
+        size_t ny = (size_t)T * rows;
+        float *X = malloc((size_t)T * cols * sizeof(float));
+        float *Y0 = malloc(ny * sizeof(float)), *Y1 = malloc(ny * sizeof(float));
+        for (int i = 0; i < T * cols; i++) X[i] = rval();
+        for (int t = 0; t < T; t++)
+            ref_matvec_i8(w.q, w.s, rows, cols, X + (size_t)t * cols, Y0 + (size_t)t * rows);
+        static const int TPT[] = { 1, 3, 1000 }, KPT[] = { 5, 48 };
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 2; b++) {
+                job j = { k, &w, X, Y1, T, TPT[a], KPT[b], (T + KPT[b] - 1) / KPT[b] };
+                int ntask = ((w.ntiles + j.tpt - 1) / j.tpt) * j.nkc;
+                memset(Y1, 0xA5, ny * sizeof(float));
+                tp_run(pool, ntask, task, &j);
+                size_t at;
+                (*count)++;
+                if (!same_bits(Y0, Y1, ny, &at)) {
+                    if (!*bad)
+                        snprintf(why, whylen,
+                                 "rows=%d cols=%d T=%d split %d/%d: element %zu "
+                                 "0x%08X vs ref 0x%08X",
+                                 rows, cols, T, TPT[a], KPT[b], at, (unsigned)cis2_f2u(Y1[at]),
+                                 (unsigned)cis2_f2u(Y0[at]));
+                    (*bad)++;
+                }
+            }
+        free(X);
+        free(Y0);
+        free(Y1);
+    }
+    lin8_free(&w);
+}
+
 static void test_fast_i8(void)
 {
     static const int R[] = { 1, 5, 16, 17, 33, 100, 129, 200 };
     static const int C[] = { 1, 3, 8, 17, 64, 100 };
-    /* every T a decode step of 1..16 sequences can have, then prefill sizes */
+    /* every T a decode step of 1..16 sequences can have, then prefill sizes
+     * (T > 16 with 48-token chunks: the AVX-512 f32 panel, for K <= 1536) */
     static const int TT[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 40 };
+    /* Long rows: K = 1536 is the largest the AVX-512 panel holds (two tiles),
+     * K = 1537 goes to the block that widens in place; 17 and 33 rows end in
+     * a part tile, 33 in an odd tile alone in its pair. */
+    static const int RL[] = { 17, 33 }, CL[] = { 1535, 1536, 1537 }, TL[] = { 1, 17, 25 };
     for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[160];
         const fast_kernels *k = fast_kernels_pick(ISAS(ii), err);
@@ -134,47 +182,13 @@ static void test_fast_i8(void)
             int bad = 0, count = 0;
             char why[200] = "";
             for (size_t ri = 0; ri < sizeof R / sizeof *R; ri++)
-                for (size_t ci = 0; ci < sizeof C / sizeof *C; ci++) {
-                    lin8 w;
-                    lin8_make(&w, R[ri], C[ci]);
-                    for (size_t tk = 0; tk < sizeof TT / sizeof *TT; tk++) {
-                        int T = TT[tk];
-                        size_t ny = (size_t)T * R[ri];
-                        float *X = malloc((size_t)T * C[ci] * sizeof(float));
-                        float *Y0 = malloc(ny * sizeof(float)), *Y1 = malloc(ny * sizeof(float));
-                        for (int i = 0; i < T * C[ci]; i++) X[i] = rval();
-                        for (int t = 0; t < T; t++)
-                            ref_matvec_i8(w.q, w.s, R[ri], C[ci], X + (size_t)t * C[ci],
-                                          Y0 + (size_t)t * R[ri]);
-                        /* tile ranges of 1, 3 and all tiles; token chunks of 5 and 48 */
-                        static const int TPT[] = { 1, 3, 1000 }, KPT[] = { 5, 48 };
-                        for (int a = 0; a < 3; a++)
-                            for (int b = 0; b < 2; b++) {
-                                job j = {
-                                    k, &w, X, Y1, T, TPT[a], KPT[b], (T + KPT[b] - 1) / KPT[b]
-                                };
-                                int ntask = ((w.ntiles + j.tpt - 1) / j.tpt) * j.nkc;
-                                memset(Y1, 0xA5, ny * sizeof(float));
-                                tp_run(pool, ntask, task, &j);
-                                size_t at;
-                                count++;
-                                if (!same_bits(Y0, Y1, ny, &at)) {
-                                    if (!bad)
-                                        snprintf(why, sizeof why,
-                                                 "rows=%d cols=%d T=%d split %d/%d: element %zu "
-                                                 "0x%08X vs ref 0x%08X",
-                                                 R[ri], C[ci], T, TPT[a], KPT[b], at,
-                                                 (unsigned)cis2_f2u(Y1[at]),
-                                                 (unsigned)cis2_f2u(Y0[at]));
-                                    bad++;
-                                }
-                            }
-                        free(X);
-                        free(Y0);
-                        free(Y1);
-                    }
-                    lin8_free(&w);
-                }
+                for (size_t ci = 0; ci < sizeof C / sizeof *C; ci++)
+                    check_shape(k, pool, R[ri], C[ci], TT, (int)(sizeof TT / sizeof *TT), &count,
+                                &bad, why, sizeof why);
+            for (size_t ri = 0; ri < sizeof RL / sizeof *RL; ri++)
+                for (size_t ci = 0; ci < sizeof CL / sizeof *CL; ci++)
+                    check_shape(k, pool, RL[ri], CL[ci], TL, (int)(sizeof TL / sizeof *TL), &count,
+                                &bad, why, sizeof why);
             snprintf(name, sizeof name,
                      "mm_i8 %s threads=%d: %d shapes/splits bit-identical to ref", ISAS(ii),
                      THREADS[ti], count);

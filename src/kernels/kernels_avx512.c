@@ -431,6 +431,47 @@ ATTR static void avx512_mm_bf16_panel(const uint16_t *W, int K, int ntiles, int 
         avx512_mm_f32(panel, K, nt, nrows - i0 * 16, X, ldx, T, Y + (size_t)i0 * 16, ldy);
     }
 }
+
+/* Many tokens, int8 (docs/quantization.md §2): each pair of int8 tiles is
+ * widened once into the same f32 panel ((float)q is exact, any int8), the
+ * f32 driver runs every token block over it, and each stored sum is then
+ * multiplied by its row's scale in a second pass over the strip's outputs.
+ * The sum is avx512_mm_i8's: k = 0..K-1 in order, one mul, one add (§5.1).
+ * The scale is its one multiply after the last term, s*acc as TM_STORE's
+ * V_SMUL (the same operand order): a store and a load move the sum's bits
+ * unchanged, and a sum out of an add under FTZ is never subnormal (§1.3),
+ * so DAZ on the reload reads what the register held. Only the strip's nrows
+ * rows are written, so only those are scaled. Larger K and few tokens:
+ * avx512_mm_i8, widening in the block. */
+ATTR static void avx512_mm_i8_panel(const int8_t *W, const float *S, int K, int ntiles, int nrows,
+                                    const float *X, int ldx, int T, float *Y, int ldy)
+{
+    if (T <= 2 * TBS || (size_t)K * 16 * NTB > PANEL_FLOATS) {
+        avx512_mm_i8(W, S, K, ntiles, nrows, X, ldx, T, Y, ldy);
+        return;
+    }
+    float panel[PANEL_FLOATS] __attribute__((aligned(64)));
+    size_t ts = (size_t)K * 16;
+    for (int i0 = 0; i0 < ntiles; i0 += NTB) {
+        int nt = ntiles - i0 < NTB ? ntiles - i0 : NTB;
+        for (int i = 0; i < nt; i++) { /* (float)q, 16 rows a line */
+            const int8_t *src = W + (size_t)i0 * ts + (size_t)i * ts;
+            float *dst = panel + (size_t)i * ts;
+            for (int k = 0; k < K; k++)
+                _mm512_store_ps(dst + (size_t)k * 16, V_I8(src + (size_t)k * 16));
+        }
+        int nr = nrows - i0 * 16;
+        avx512_mm_f32(panel, K, nt, nr, X, ldx, T, Y + (size_t)i0 * 16, ldy);
+        for (int i = 0; i < nt && 16 * i < nr; i++) { /* y = s[r] * acc, written rows only */
+            __mmask16 m = tail_mask16(nr - 16 * i);
+            __m512 s = _mm512_maskz_loadu_ps(m, S + (size_t)(i0 + i) * 16);
+            for (int t = 0; t < T; t++) {
+                float *y = Y + (size_t)t * ldy + (size_t)(i0 + i) * 16;
+                _mm512_mask_storeu_ps(y, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y), s));
+            }
+        }
+    }
+}
 #undef PANEL_FLOATS
 
 const fast_kernels fast_kernels_avx512 = {
@@ -443,7 +484,7 @@ const fast_kernels fast_kernels_avx512 = {
     .swiglu = avx512_swiglu,
     .scores_t = fast_avx2_scores_t,
     .vmix_g = avx512_vmix_g,
-    .mm_i8 = avx512_mm_i8,
+    .mm_i8 = avx512_mm_i8_panel,
     .kt_pack = fast_avx2_kt_pack,
     .scores_tq = fast_avx512_scores_tq,
     .vmix_tq = fast_avx512_vmix_tq,
