@@ -35,7 +35,9 @@ has() { grep -qE -- "$2" "$1"; } # has FILE REGEX
 # compiles it once; under its lock, since tests/run.sh may run both at once, and into a module
 # file of its own, which t_wasm.sh is not reading); E=() holds the flags that point cis2 arms at it, empty when unavailable
 E=()
-WM="$TESTTMP/wasm-$(basename "${BUILD:-build}")"
+# (the module does not depend on BUILD: the sanitizer and aarch64 legs share the native
+# leg's object cache, tests/tmp/wasm-build, instead of compiling it again)
+WM="$PWD/tests/tmp/wasm-build"
 nodev=$(node -e 'console.log(process.versions.node.split(".")[0])' 2>/dev/null || echo 0)
 if [ "$nodev" -lt 18 ]; then
     skip arms.E "node >= 18 is not installed (apt-get install -y nodejs)"

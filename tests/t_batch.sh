@@ -133,7 +133,7 @@ err=$("$CIS2" "${B[@]}" --out "$T/nul.jsonl" 2>&1 >/dev/null); rc=$?
 # from outside, at whatever point it has reached: longer items so it is still running
 $PY -c "
 import json
-for k in range(24): print(json.dumps({'id': 'x%d' % k, 'prompt_ids': [k + 1, 2 * k + 3], 'max_tokens': 400}))" > "$T/long.jsonl"
+for k in range(24): print(json.dumps({'id': 'x%d' % k, 'prompt_ids': [k + 1, 2 * k + 3], 'max_tokens': 200}))" > "$T/long.jsonl"
 "$CIS2" batch --model "$M" --in "$T/long.jsonl" --out "$T/long-ref.jsonl" --batch 2 2>/dev/null
 "$CIS2" batch --model "$M" --in "$T/long.jsonl" --out "$T/long.jsonl.out" --batch 2 2>/dev/null & pid=$!
 for _ in $(seq 400); do [ -s "$T/long.jsonl.out" ] && [ "$(wc -l < "$T/long.jsonl.out")" -ge 3 ] && break; sleep 0.02; done
