@@ -228,14 +228,15 @@ bg_result() { out=$(cat "$T/par/$1.out" 2>/dev/null); rc=$(cat "$T/par/$1.rc" 2>
 
 # ---- 5 and 6. the unit binaries under qemu, and the shell suites with the aarch64 binary as
 # CIS2 (the FMA gate ran above on the real binary): one pool, the longest first by
-# tests/durations.txt, so neither core waits for the other between the two kinds.
+# tests/durations-aarch64.txt (this leg's own times: under qemu the order differs from
+# the native one), so neither core waits for the other between the two kinds.
 units=(); suites=()
 for u in "$ARM_BUILD"/unit_*; do [ -x "$u" ] && units+=("$u"); done
 if [ "$SUBSET" = full ]; then
     for t in tests/t_*.sh; do [ "$(basename "$t")" = t_fma_gate.sh ] || suites+=("$t"); done
 fi
 mapfile -t order < <(for i in "${units[@]}" "${suites[@]}"; do
-    s=$(awk -v n="$(basename "$i")" '$2 == n { print $1; exit }' tests/durations.txt 2>/dev/null)
+    s=$(awk -v n="$(basename "$i")" '$2 == n { print $1; exit }' tests/durations-aarch64.txt 2>/dev/null)
     printf '%s\t%s\n' "${s:-999999}" "$i"
 done | sort -t$'\t' -k1,1nr -s | cut -f2)
 for i in "${order[@]}"; do
