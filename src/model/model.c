@@ -716,6 +716,26 @@ static int push_begin(cis2_model_push *w, const char *dir, size_t max_chunk, cha
     return 0;
 }
 
+/* The arguments cis2_model_open and cis2_model_push_open share: a directory,
+ * and a hash mode (NULL options: CIS2_HASH_FULL). FN names the call. */
+static int open_args(const char *fn, const char *dir, const cis2_model_opts *o,
+                     cis2_hash_mode *mode, char *err)
+{
+    if (!dir) {
+        snprintf(err, CIS2_ERR_LEN, "%s: no model directory (dir is NULL)", fn);
+        return 1;
+    }
+    *mode = o ? o->hash : CIS2_HASH_FULL;
+    if (*mode != CIS2_HASH_FULL && *mode != CIS2_HASH_SKIP && *mode != CIS2_HASH_CALLER) {
+        snprintf(err, CIS2_ERR_LEN,
+                 "%s: unknown hash mode %d (expected CIS2_HASH_FULL, CIS2_HASH_SKIP or "
+                 "CIS2_HASH_CALLER)",
+                 fn, (int)*mode);
+        return 1;
+    }
+    return 0;
+}
+
 static int push_open_impl(cis2_model_push **out, const char *dir, const cis2_model_opts *o,
                           size_t max_chunk, char *err)
 {
@@ -724,18 +744,8 @@ static int push_open_impl(cis2_model_push **out, const char *dir, const cis2_mod
         return 1;
     }
     *out = NULL;
-    if (!dir) {
-        snprintf(err, CIS2_ERR_LEN, "cis2_model_push_open: no model directory (dir is NULL)");
-        return 1;
-    }
-    cis2_hash_mode mode = o ? o->hash : CIS2_HASH_FULL;
-    if (mode != CIS2_HASH_FULL && mode != CIS2_HASH_SKIP && mode != CIS2_HASH_CALLER) {
-        snprintf(err, CIS2_ERR_LEN,
-                 "cis2_model_push_open: unknown hash mode %d (expected CIS2_HASH_FULL, "
-                 "CIS2_HASH_SKIP or CIS2_HASH_CALLER)",
-                 (int)mode);
-        return 1;
-    }
+    cis2_hash_mode mode;
+    if (open_args("cis2_model_push_open", dir, o, &mode, err)) return 1;
     if (max_chunk == 0) {
         snprintf(err, CIS2_ERR_LEN, "cis2_model_push_open: max_chunk is 0 (at least 1 byte)");
         return 1;
@@ -945,18 +955,8 @@ static int cis2_model_open_impl(cis2_model **out, const char *dir, const cis2_mo
                                 char *err)
 {
     *out = NULL;
-    if (!dir) {
-        snprintf(err, CIS2_ERR_LEN, "cis2_model_open: no model directory (dir is NULL)");
-        return 1;
-    }
-    cis2_hash_mode mode = o ? o->hash : CIS2_HASH_FULL;
-    if (mode != CIS2_HASH_FULL && mode != CIS2_HASH_SKIP && mode != CIS2_HASH_CALLER) {
-        snprintf(err, CIS2_ERR_LEN,
-                 "cis2_model_open: unknown hash mode %d (expected CIS2_HASH_FULL, "
-                 "CIS2_HASH_SKIP or CIS2_HASH_CALLER)",
-                 (int)mode);
-        return 1;
-    }
+    cis2_hash_mode mode;
+    if (open_args("cis2_model_open", dir, o, &mode, err)) return 1;
     cis2_model *m = malloc(sizeof *m);
     if (!m) {
         snprintf(err, CIS2_ERR_LEN, "out of memory");
