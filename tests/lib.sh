@@ -36,14 +36,14 @@ find_real_model() {
 # A command still running after 20 s fails as hung (a FIFO opened blocking).
 # The table is read once per suite (the first row of each ID), not per row.
 shopt -s extglob
-declare -A ERRTAB_RC=() ERRTAB_MSG=()
+declare -A ERRTAB_RC=() ERRTAB_MSG=(); ERRTAB_READ=""
 errtab_read() {
     local id rc msg
     while IFS=$'\t' read -r id rc msg; do
         [ -n "${ERRTAB_RC[$id]+x}" ] || { ERRTAB_RC[$id]=$rc; ERRTAB_MSG[$id]=$msg; }
     done < <(awk -F' [|] ' '/^\| `/ { id = $1; sub(/^\| `/, "", id); sub(/`$/, "", id)
         m = $4; sub(/^`/, "", m); sub(/`$/, "", m); print id "\t" $3 "\t" m }' docs/errors.md)
-    ERRTAB_RC["#read"]=1
+    ERRTAB_READ=1
 }
 errors_row() {
     local id="$1" what="$2" also="$3" out rc n=0 l want_rc want_msg; shift 3
@@ -53,7 +53,7 @@ errors_row() {
         printf '| `%s` | %s | %s | `%s` | %s |\n' "$id" "$what" "$rc" "$out" "$also"; return
     fi
     while IFS= read -r l; do [ -z "$l" ] || n=$((n + 1)); done <<< "$out"
-    [ -n "${ERRTAB_RC["#read"]+x}" ] || errtab_read
+    [ -n "$ERRTAB_READ" ] || errtab_read
     if [ -z "${ERRTAB_RC[$id]+x}" ]; then fail "errors.$id" "no row for $id in docs/errors.md"; return; fi
     want_rc=${ERRTAB_RC[$id]} want_msg=${ERRTAB_MSG[$id]}
     if [ $rc -eq 124 ]; then fail "errors.$id" "hung (killed after 20 s): $out"
