@@ -3,9 +3,9 @@
 # byte (the fixture's pinned ids and CIS2_REF); top-k 1 picks the greedy ids at
 # any T; different seeds sample differently; one seed gives the same bits on
 # ref and fast, every ISA this CPU has, 1/2/3 threads; a sampled receipt
-# verifies, and a changed seed, temperature, top-p or top-k is a MISMATCH
-# naming the sampler and seed; the strict v1 reader refuses it; flag errors;
-# and tools/sample_reference.py, written from docs/sampling.md alone, picks
+# verifies, and a changed seed, temperature, top-p, top-k or min-p is a
+# MISMATCH naming the sampler and seed; the strict v1 reader refuses it; flag
+# errors; and tools/sample_reference.py, written from docs/sampling.md alone, picks
 # the same ids from the logits `cis2 trace` writes.
 source "$(dirname "$0")/lib.sh"
 T="$TESTTMP/sampling"
@@ -106,6 +106,7 @@ tamper seed 's/^seed 77$/seed 78/'
 tamper temperature 's/temperature=0.9 /temperature=0.91 /'
 tamper top-p 's/top-p=0.9 /top-p=0.8 /'
 tamper top-k 's/top-k=50 /top-k=51 /'   # likely the same ids: the witness covers the sampler
+tamper min-p 's/ min-p=0.01$/ min-p=0.02/'   # likewise: caught by the witness's sampler record
 # a sampled receipt turned into a v1 one (its sampler lines dropped) is no greedy receipt
 { sed '1s/.*/CIS-2-RECEIPT v1/' "$T/ref.rcpt" | head -n 14; } >"$T/asv1.rcpt"
 "$C" verify "$T/asv1.rcpt" --model "$D" >"$T/asv1.out" 2>&1

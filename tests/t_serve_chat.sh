@@ -254,6 +254,22 @@ assert len(got[1]) == len(lp['content']), 'stream choice 1 (seed 12)'
 print('ok')
 EOF
 expect_eq serve.chat.logprobs "$(tail -1 "$T/lp.check")" ok
+# A sampled chat request without a seed, n = 2: the server draws one below 2^53 and returns it
+# (top level and each choice's cis2, choice i with seed + i), and choice 1's receipt is
+# `cis2 run --chat --seed S+1`'s, so every chat completion can be verified too.
+body "$F/messages-system-first.json" '{"max_tokens":4,"temperature":0.9,"top_p":0.9,"n":2}' > "$T/ns.req"
+C "$U/v1/chat/completions" -d @"$T/ns.req" > "$T/ns.json"
+S=$(jget "$T/ns.json" 'd["seed"]' 2>/dev/null)
+jget "$T/ns.json" 'd["choices"][1]["cis2"]["receipt"]' 2>/dev/null | head -c -1 > "$T/ns1.receipt"
+case "$S" in
+    [0-9]*) solo "$T/solo-ns1.receipt" --model "$M" --chat "$F/messages-system-first.json" -n 4 \
+        --stop-at-eos --temperature 0.9 --top-p 0.9 --seed $((S + 1));;
+    *) : > "$T/solo-ns1.receipt";;
+esac
+got=$(jget "$T/ns.json" '[0 <= d["seed"] < 2**53, [c["cis2"]["seed"] - d["seed"] for c in d["choices"]],
+    [c["cis2"]["receipt"].endswith("\nseed %d\n" % c["cis2"]["seed"]) for c in d["choices"]]]' 2>&1)
+cmp -s "$T/ns1.receipt" "$T/solo-ns1.receipt" && [ -s "$T/ns1.receipt" ] && got="$got receipt-1-equals-run-chat"
+expect_eq serve.chat.sampled.server-seed-n2 "$got" "[true, [0, 1], [true, true]] receipt-1-equals-run-chat"
 
 # The official OpenAI client (tests/serve, `npm ci` there, as .ci/run does).
 if ! command -v node >/dev/null; then skip serve.chat.openai "node is not installed"

@@ -3,9 +3,10 @@
 # 127.0.0.1, a sampled completion's receipt is `cis2 run --temperature … --seed …`'s byte for
 # byte and verifies with `cis2 verify` and /v1/verify; the same seed gives the same bytes,
 # another seed other text; a request without a seed gets the server's, returned and in the
-# receipt; a tampered seed or temperature is a mismatch naming them; n choices (seed + i);
-# logprobs in OpenAI's shapes, their values the bits of tools/sample_reference.py's reading
-# of docs/sampling.md §9 over `cis2 trace`'s logits; the 400s naming the parameter.
+# receipt; a tampered seed, temperature, top_k, top_p or min_p is a mismatch naming them; n
+# choices (seed + i); logprobs in OpenAI's shapes, their values the bits of
+# tools/sample_reference.py's reading of docs/sampling.md §9 over `cis2 trace`'s logits; the
+# 400s naming the parameter.
 source "$(dirname "$0")/lib.sh"
 T="$TESTTMP/serve_sampling"; rm -rf "$T"; mkdir -p "$T"
 serve_setup serve_sampling
@@ -60,10 +61,14 @@ cmp -s "$T/ns.receipt" "$T/solo-ns.txt" && pass serve_sampling.server-seed-repro
 C "$U/v1/verify" --data-binary @"$T/ns.receipt" > "$T/vns.json"
 expect_eq serve_sampling.v1-verify "$(jget "$T/vns.json" '[d["verified"], [f["status"] for f in d["fields"] if f["field"] in ("sampler","seed")]]')" \
     '[true, ["match", "match"]]'
-# Tampered: the seed, then the temperature; both a mismatch naming sampler and seed.
+# Tampered: the seed, then each parameter; every one a mismatch naming sampler and seed (an
+# edited top_k, top_p or min_p may keep the ids: the witness's sampler record catches it).
 sed "s/^seed $S\$/seed $((S + 1))/" "$T/ns.receipt" > "$T/t-seed.receipt"
 sed 's/^sampler temperature=0.8 /sampler temperature=0.9 /' "$T/ns.receipt" > "$T/t-temp.receipt"
-for k in seed temp; do
+sed 's/^\(sampler .*\) top-k=40 /\1 top-k=41 /' "$T/ns.receipt" > "$T/t-top-k.receipt"
+sed 's/^\(sampler .*\) top-p=1 /\1 top-p=0.99 /' "$T/ns.receipt" > "$T/t-top-p.receipt"
+sed 's/^\(sampler .*\) min-p=0.01$/\1 min-p=0.02/' "$T/ns.receipt" > "$T/t-min-p.receipt"
+for k in seed temp top-k top-p min-p; do
     cmp -s "$T/t-$k.receipt" "$T/ns.receipt" && { fail "serve_sampling.tampered-$k" "sed changed nothing"; continue; }
     C "$U/v1/verify" --data-binary @"$T/t-$k.receipt" > "$T/vt-$k.json"
     expect_eq "serve_sampling.tampered-$k.v1-verify" \
