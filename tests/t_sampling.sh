@@ -147,6 +147,17 @@ errors_row run-top-k-bad "run --top-k negative or not an integer" "" "${R[@]}" -
 errors_row run-seed-bad "run --seed beyond 2^64 - 1" "" "${R[@]}" --temperature 1 --seed 18446744073709551616
 errors_row run-seed-greedy "run --seed without --temperature above 0" "" "${R[@]}" --seed 5
 errors_row run-top-p-greedy "run --top-p with --temperature 0" "" "${R[@]}" --temperature 0 --top-p 0.9
+# a v1+sampling receipt that breaks docs/sampling.md §6 is refused whole (exit 2), naming the
+# line, never verified as something else
+sed 's/^sampler temperature=0.9 /sampler temperature=0 /' "$T/ref.rcpt" >"$T/r-t0.rcpt"
+head -n 15 "$T/ref.rcpt" >"$T/r-noseed.rcpt"
+sed '1s/.*/CIS-2-RECEIPT v1+sampling/' "$T/g.rcpt" >"$T/r-relabelled.rcpt"
+errors_row verify-sampler-t0 "verify a v1+sampling receipt whose sampler has temperature 0 (a T = 0 run has a v1 receipt)" "" \
+    "$C" verify "$T/r-t0.rcpt" --model "$D"
+errors_row verify-sampled-no-seed "verify a v1+sampling receipt without its seed line" "" \
+    "$C" verify "$T/r-noseed.rcpt" --model "$D"
+errors_row verify-sampled-relabelled "verify a greedy v1 receipt relabelled v1+sampling (no sampler line)" "" \
+    "$C" verify "$T/r-relabelled.rcpt" --model "$D"
 
 # --- an independent reading: tools/sample_reference.py on cis2 trace's logits
 PY=$(numpy_python)
