@@ -51,7 +51,9 @@ if [ -f "$M/tokenizer-qwen3/models/tokenizer_config.json" ]; then
     cp "$M/tokenizer-qwen3/models/tokenizer_config.json" "$M/tokenizer-qwen3/models/tokenizer.json" "$d/qwen3/"
     cp "$M/tokenizer-llama3/models/tokenizer_config.json" "$M/tokenizer-llama3/models/tokenizer.json" "$d/llama3/"
     mkcfg "$d/qwen2.5" tests/fixtures/chat/qwen2.5.jinja '{"bos_token": null, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}'
-    cp "$d/qwen3/tokenizer.json" "$d/qwen2.5/" # Qwen2.5's vocabulary and merges; Qwen3 adds only tokens
+    # Qwen2.5's tokenizer.json: Qwen3's without the four added tokens Qwen3 appended (<think>, ...)
+    "$py" tests/tokref/qwen25_tokenizer.py "$d/qwen3/tokenizer.json" "$d/qwen2.5/tokenizer.json" 2> "$d/q25.err" \
+        || fail "chat_template.qwen2.5.tokenizer" "$(head -c 200 "$d/q25.err")"
     mkcfg "$d/llama3.2" "$F/llama3.2.jinja" '{"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}'
     cp "$d/llama3/tokenizer.json" "$d/llama3.2/"
     mkcfg "$d/llama3.1" "$F/llama3.1.jinja" '{"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}'
