@@ -90,6 +90,37 @@ static void attention_kb(cis2_backend *b, const float *q, const float *kc, const
     free(o2);
 }
 
+/* One matmul shape on backend b against ref_matvec, every T in TT. */
+static void check_matmul(cis2_backend *b, int rows, int cols, cis2_dtype dt, const int *TT, int nT,
+                         int *count, int *bad, char *why, size_t why_len)
+{
+    tweight tw;
+    make_weight(&tw, rows, cols, dt);
+    for (int k = 0; k < nT; k++) {
+        int T = TT[k];
+        float *X = malloc((size_t)T * cols * sizeof(float));
+        float *Y0 = malloc((size_t)T * rows * sizeof(float)),
+              *Y1 = malloc((size_t)T * rows * sizeof(float));
+        for (int i = 0; i < T * cols; i++) X[i] = rval();
+        for (int t = 0; t < T; t++)
+            ref_matvec(tw.f32, rows, cols, X + (size_t)t * cols, Y0 + (size_t)t * rows);
+        memset(Y1, 0xA5, (size_t)T * rows * sizeof(float));
+        b->matmul(b, &tw.w, X, T, Y1);
+        size_t at;
+        (*count)++;
+        if (!same_bits(Y0, Y1, (size_t)T * rows, &at)) {
+            if (!*bad)
+                snprintf(why, why_len, "rows=%d cols=%d T=%d: element %zu 0x%08X vs ref 0x%08X",
+                         rows, cols, T, at, (unsigned)cis2_f2u(Y1[at]), (unsigned)cis2_f2u(Y0[at]));
+            (*bad)++;
+        }
+        free(X);
+        free(Y0);
+        free(Y1);
+    }
+    free_weight(&tw);
+}
+
 static void test_matmul(void)
 {
     /* 600 rows (38 tiles): T = 1 splits into several near-equal tasks per thread */
@@ -97,6 +128,13 @@ static void test_matmul(void)
     static const int C[] = { 1, 3, 8, 17, 64, 100 };
     /* every T a decode step of 1..16 sequences can have, then prefill sizes */
     static const int TT[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 40 };
+    /* Long rows (prefill, T > 16): the AVX-512 panel holds 1536 columns, a
+     * longer row is summed a 1536-column range at a time, each range going on
+     * from the last one's stored sums: one range, its edge, two ranges, three
+     * (the last one column), odd and even K; 17 and 33 rows end in a part
+     * tile, 33 in an odd tile alone in its pair. */
+    static const int RL[] = { 17, 33 }, CL[] = { 1535, 1536, 1537, 3072, 3073 },
+                     TL[] = { 16, 17, 25, 40 };
     static const cis2_dtype DT[] = { CIS2_DT_BF16, CIS2_DT_F32, CIS2_DT_F16 };
     static const char *DTN[] = { "bf16", "f32", "f16" };
     for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
@@ -117,37 +155,13 @@ static void test_matmul(void)
                 int bad = 0, count = 0;
                 char why[200] = "";
                 for (size_t ri = 0; ri < sizeof R / sizeof *R; ri++)
-                    for (size_t ci = 0; ci < sizeof C / sizeof *C; ci++) {
-                        tweight tw;
-                        make_weight(&tw, R[ri], C[ci], DT[d]);
-                        for (size_t k = 0; k < sizeof TT / sizeof *TT; k++) {
-                            int T = TT[k];
-                            float *X = malloc((size_t)T * C[ci] * sizeof(float));
-                            float *Y0 = malloc((size_t)T * R[ri] * sizeof(float)),
-                                  *Y1 = malloc((size_t)T * R[ri] * sizeof(float));
-                            for (int i = 0; i < T * C[ci]; i++) X[i] = rval();
-                            for (int t = 0; t < T; t++)
-                                ref_matvec(tw.f32, R[ri], C[ci], X + (size_t)t * C[ci],
-                                           Y0 + (size_t)t * R[ri]);
-                            memset(Y1, 0xA5, (size_t)T * R[ri] * sizeof(float));
-                            b->matmul(b, &tw.w, X, T, Y1);
-                            size_t at;
-                            count++;
-                            if (!same_bits(Y0, Y1, (size_t)T * R[ri], &at)) {
-                                if (!bad)
-                                    snprintf(
-                                        why, sizeof why,
-                                        "rows=%d cols=%d T=%d: element %zu 0x%08X vs ref 0x%08X",
-                                        R[ri], C[ci], T, at, (unsigned)cis2_f2u(Y1[at]),
-                                        (unsigned)cis2_f2u(Y0[at]));
-                                bad++;
-                            }
-                            free(X);
-                            free(Y0);
-                            free(Y1);
-                        }
-                        free_weight(&tw);
-                    }
+                    for (size_t ci = 0; ci < sizeof C / sizeof *C; ci++)
+                        check_matmul(b, R[ri], C[ci], DT[d], TT, (int)(sizeof TT / sizeof *TT),
+                                     &count, &bad, why, sizeof why);
+                for (size_t ri = 0; ri < sizeof RL / sizeof *RL; ri++)
+                    for (size_t ci = 0; ci < sizeof CL / sizeof *CL; ci++)
+                        check_matmul(b, RL[ri], CL[ci], DT[d], TL, (int)(sizeof TL / sizeof *TL),
+                                     &count, &bad, why, sizeof why);
                 snprintf(name, sizeof name, "matmul %s threads=%d %s: %d shapes bit-identical",
                          ISAS(ii), THREADS[ti], DTN[d], count);
                 CHECK(name, bad == 0, "%d of %d differ; first %s", bad, count, why);

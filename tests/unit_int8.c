@@ -153,12 +153,15 @@ static void test_fast_i8(void)
     static const int R[] = { 1, 5, 16, 17, 33, 100, 129, 200 };
     static const int C[] = { 1, 3, 8, 17, 64, 100 };
     /* every T a decode step of 1..16 sequences can have, then prefill sizes
-     * (T > 16 with 48-token chunks: the AVX-512 f32 panel, for K <= 1536) */
+     * (T > 16 with 48-token chunks: the AVX-512 f32 panel) */
     static const int TT[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 40 };
-    /* Long rows: K = 1536 is the largest the AVX-512 panel holds (two tiles),
-     * K = 1537 goes to the block that widens in place; 17 and 33 rows end in
-     * a part tile, 33 in an odd tile alone in its pair. */
-    static const int RL[] = { 17, 33 }, CL[] = { 1535, 1536, 1537 }, TL[] = { 1, 17, 25 };
+    /* Long rows: the AVX-512 panel holds 1536 columns (two tiles); a longer
+     * row is summed a 1536-column range at a time, each range going on from
+     * the last one's stored sums, and scaled after the last: one range, its
+     * edge, two ranges, three (the last one column); 17 and 33 rows end in a
+     * part tile, 33 in an odd tile alone in its pair. */
+    static const int RL[] = { 17, 33 }, CL[] = { 1535, 1536, 1537, 3072, 3073 },
+                     TL[] = { 1, 16, 17, 25 };
     for (size_t ii = 0; ii < (size_t)FAST_N_ISAS; ii++) {
         char err[CIS2_ERR_LEN], name[160];
         const fast_kernels *k = fast_kernels_pick(ISAS(ii), err);

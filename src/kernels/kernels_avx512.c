@@ -26,12 +26,13 @@
 #define V_BF16_HI(p) _mm512_castsi512_ps(_mm512_and_si512(V_BF16_W(p), _mm512_set1_epi32(-65536)))
 #define V_I8(p)                                                                                    \
     _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))))
-#define NT1 8
-#define NTB 2
-#define TBB 12
-#define NTS 3
-#define TBS 8
-#define PFX avx512_
+#define NT1      8
+#define NTB      2
+#define TBB      12
+#define NTS      3
+#define TBS      8
+#define PFX      avx512_
+#define TM_ACC_Y /* avx512_mm_f32y: the panel's long rows, a column range at a time */
 #include "kernels/kernels_tmpl.h"
 
 /* V-mix, 16 lanes: lanes over output dims; lane d adds p[j]*v[j][d] for
@@ -405,12 +406,18 @@ ATTR static void avx512_rope(float *x, int nh, int hd, const float *cos_v, const
  * panel (exact, §4.1, column pairs back to plain lines) that stays in L2 while every token block
  * reads it, so the inner loop spends no vector operations on widening; the
  * f32 driver then runs the same blocks, each output the same in-order sum
- * (§5.1). The panel lives on the stack: 2 tiles of K <= 1536 (192 KiB). */
-#define PANEL_FLOATS (2 * 16 * 1536)
+ * (§5.1). The panel lives on the stack: 2 tiles of PANEL_K columns (192 KiB).
+ * A longer row is done PANEL_K columns at a time: the first range's sums are
+ * stored in Y and each later range goes on from them (mm_f32y), so every
+ * output is still one accumulator over k = 0..K-1 in order. PANEL_K is even:
+ * a range never splits a column pair. */
+#define PANEL_K      1536
+#define PANEL_FLOATS (2 * 16 * PANEL_K)
+_Static_assert(PANEL_K % 2 == 0 && NTB <= 2, "the panel holds NTB tiles of whole column pairs");
 ATTR static void avx512_mm_bf16_panel(const uint16_t *W, int K, int ntiles, int nrows,
                                       const float *X, int ldx, int T, float *Y, int ldy)
 {
-    if (T <= 2 * TBS || (size_t)K * 16 * NTB > PANEL_FLOATS) {
+    if (T <= 2 * TBS) {
         avx512_mm_bf16(W, K, ntiles, nrows, X, ldx, T, Y, ldy);
         return;
     }
@@ -418,35 +425,44 @@ ATTR static void avx512_mm_bf16_panel(const uint16_t *W, int K, int ntiles, int 
     size_t ts = (size_t)K * 16;
     for (int i0 = 0; i0 < ntiles; i0 += NTB) {
         int nt = ntiles - i0 < NTB ? ntiles - i0 : NTB;
-        for (int i = 0; i < nt; i++) { /* column pairs, then an odd last column */
-            const uint16_t *src = W + (size_t)(i0 + i) * ts;
-            float *dst = panel + (size_t)i * ts;
-            int k = 0;
-            for (; k + 1 < K; k += 2) {
-                _mm512_store_ps(dst + (size_t)k * 16, V_BF16_LO(src + (size_t)k * 16));
-                _mm512_store_ps(dst + (size_t)k * 16 + 16, V_BF16_HI(src + (size_t)k * 16));
+        for (int c0 = 0; c0 < K; c0 += PANEL_K) {
+            int kc = K - c0 < PANEL_K ? K - c0 : PANEL_K;
+            size_t ps = (size_t)kc * 16;
+            for (int i = 0; i < nt; i++) { /* column pairs, then an odd last column */
+                const uint16_t *src = W + (size_t)(i0 + i) * ts + (size_t)c0 * 16;
+                float *dst = panel + (size_t)i * ps;
+                int k = 0;
+                for (; k + 1 < kc; k += 2) {
+                    _mm512_store_ps(dst + (size_t)k * 16, V_BF16_LO(src + (size_t)k * 16));
+                    _mm512_store_ps(dst + (size_t)k * 16 + 16, V_BF16_HI(src + (size_t)k * 16));
+                }
+                if (k < kc) _mm512_store_ps(dst + (size_t)k * 16, V_BF16(src + (size_t)k * 16));
             }
-            if (k < K) _mm512_store_ps(dst + (size_t)k * 16, V_BF16(src + (size_t)k * 16));
+            if (c0 == 0)
+                avx512_mm_f32(panel, kc, nt, nrows - i0 * 16, X, ldx, T, Y + (size_t)i0 * 16, ldy);
+            else
+                avx512_mm_f32y(panel, kc, nt, nrows - i0 * 16, X + c0, ldx, T, Y + (size_t)i0 * 16,
+                               ldy);
         }
-        avx512_mm_f32(panel, K, nt, nrows - i0 * 16, X, ldx, T, Y + (size_t)i0 * 16, ldy);
     }
 }
 
 /* Many tokens, int8 (docs/quantization.md §2): each pair of int8 tiles is
- * widened once into the same f32 panel ((float)q is exact, any int8), the
- * f32 driver runs every token block over it, and each stored sum is then
+ * widened once into the same f32 panel ((float)q is exact, any int8), a
+ * PANEL_K range of columns at a time as for bf16, the f32 driver runs every
+ * token block over it, and once the last range is added each stored sum is
  * multiplied by its row's scale in a second pass over the strip's outputs.
  * The sum is avx512_mm_i8's: k = 0..K-1 in order, one mul, one add (§5.1).
  * The scale is its one multiply after the last term, s*acc as TM_STORE's
  * V_SMUL (the same operand order): a store and a load move the sum's bits
  * unchanged, and a sum out of an add under FTZ is never subnormal (§1.3),
  * so DAZ on the reload reads what the register held. Only the strip's nrows
- * rows are written, so only those are scaled. Larger K and few tokens:
- * avx512_mm_i8, widening in the block. */
+ * rows are written, so only those are scaled. Few tokens: avx512_mm_i8,
+ * widening in the block. */
 ATTR static void avx512_mm_i8_panel(const int8_t *W, const float *S, int K, int ntiles, int nrows,
                                     const float *X, int ldx, int T, float *Y, int ldy)
 {
-    if (T <= 2 * TBS || (size_t)K * 16 * NTB > PANEL_FLOATS) {
+    if (T <= 2 * TBS) {
         avx512_mm_i8(W, S, K, ntiles, nrows, X, ldx, T, Y, ldy);
         return;
     }
@@ -454,14 +470,19 @@ ATTR static void avx512_mm_i8_panel(const int8_t *W, const float *S, int K, int 
     size_t ts = (size_t)K * 16;
     for (int i0 = 0; i0 < ntiles; i0 += NTB) {
         int nt = ntiles - i0 < NTB ? ntiles - i0 : NTB;
-        for (int i = 0; i < nt; i++) { /* (float)q, 16 rows a line */
-            const int8_t *src = W + (size_t)i0 * ts + (size_t)i * ts;
-            float *dst = panel + (size_t)i * ts;
-            for (int k = 0; k < K; k++)
-                _mm512_store_ps(dst + (size_t)k * 16, V_I8(src + (size_t)k * 16));
-        }
         int nr = nrows - i0 * 16;
-        avx512_mm_f32(panel, K, nt, nr, X, ldx, T, Y + (size_t)i0 * 16, ldy);
+        for (int c0 = 0; c0 < K; c0 += PANEL_K) {
+            int kc = K - c0 < PANEL_K ? K - c0 : PANEL_K;
+            size_t ps = (size_t)kc * 16;
+            for (int i = 0; i < nt; i++) { /* (float)q, 16 rows a line */
+                const int8_t *src = W + (size_t)(i0 + i) * ts + (size_t)c0 * 16;
+                float *dst = panel + (size_t)i * ps;
+                for (int k = 0; k < kc; k++)
+                    _mm512_store_ps(dst + (size_t)k * 16, V_I8(src + (size_t)k * 16));
+            }
+            if (c0 == 0) avx512_mm_f32(panel, kc, nt, nr, X, ldx, T, Y + (size_t)i0 * 16, ldy);
+            else avx512_mm_f32y(panel, kc, nt, nr, X + c0, ldx, T, Y + (size_t)i0 * 16, ldy);
+        }
         for (int i = 0; i < nt && 16 * i < nr; i++) { /* y = s[r] * acc, written rows only */
             __mmask16 m = tail_mask16(nr - 16 * i);
             __m512 s = _mm512_maskz_loadu_ps(m, S + (size_t)(i0 + i) * 16);
@@ -473,6 +494,7 @@ ATTR static void avx512_mm_i8_panel(const int8_t *W, const float *S, int K, int 
     }
 }
 #undef PANEL_FLOATS
+#undef PANEL_K
 
 const fast_kernels fast_kernels_avx512 = {
     .name = "avx512",

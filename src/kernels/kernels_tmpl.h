@@ -18,6 +18,9 @@
  *   V_XSET1(x) V_XMUL(w,xb)     broadcast of an activation / product of a weight
  *                               vector and that broadcast (kernels_neon.c)
  *   V_SMUL(acc, s)              int8: the product of a sum and its rows' scales
+ *   TM_ACC_Y                    define to also get PFX##mm_f32y: the T > 1 driver
+ *                               whose sums go on from the values already in Y
+ *                               (a long row's sum continued over its next columns)
  *   TM_CHK_INIT() TM_CHK(p)     a per-block tracker over every product p, and the
  *   TM_CHK_END(KIND, args)      block's exit check, which may recompute the whole
  *                               block exactly (kernels_wasm128.c)
@@ -123,6 +126,40 @@
         TM_STORE(acc, S, Y, ldy, nt, tb, nrows);                                          \
     }
 TM_BLOCK(blk_f32, float, V_LOADU)
+#ifdef TM_ACC_Y
+/* A block whose sums go on from Y: acc[i][j][t] starts as the stored partial
+ * sum of its (row, token) instead of zero, then adds k = 0..K-1 in order.
+ * Run over columns [c, c + K) after a block over [0, c) stored its sums,
+ * each output is the one sum over [0, c + K) (§5.1): a store and a load
+ * move an f32's bits unchanged, and a sum out of an add under FTZ is never
+ * subnormal (§1.3), so DAZ on the reload reads what the register held. */
+static TM_AI void TM_FN(blk_f32y)(const float *W, const float *S, size_t ts, int K, const int nt,
+                                  const float *X, int ldx, const int tb, float *Y, int ldy,
+                                  int nrows)
+{
+    V acc[NTB > NT1 ? NTB : NT1][NV][TBB];
+    _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+    _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)
+    _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) {
+        int r0 = 16 * i + VL * j;
+        const float *src = Y + (size_t)t * ldy + r0;
+        if (r0 + VL <= nrows) acc[i][j][t] = V_LOADU(src);
+        else {
+            float tmp_[VL] = { 0 };
+            for (int l_ = 0; l_ < nrows - r0; l_++) tmp_[l_] = src[l_];
+            acc[i][j][t] = V_LOADU(tmp_);
+        }
+    }
+    TM_CHK_INIT();
+    for (int k = 0; k < K; k++) {
+        V w[NTB > NT1 ? NTB : NT1][NV];
+        TM_PF_ALL(k);
+        TM_WLOAD(w, V_LOADU, (size_t)k * 16 + (size_t)j * VL);
+        TM_STEP(w, k);
+    }
+    TM_STORE(acc, S, Y, ldy, nt, tb, nrows);
+}
+#endif
 #ifdef V_I8
 TM_BLOCK(blk_i8, int8_t, V_I8)
 #endif
@@ -279,6 +316,30 @@ static ATTR void TM_FN(mm_##KIND)(const WT *W, TM_CAT(TM_SP_, KIND) int K, int n
 
 TM_DRIVER(bf16, uint16_t)
 TM_DRIVER(f32, float)
+#ifdef TM_ACC_Y
+/* The T > 1 blocking of mm_f32, each sum going on from Y (blk_f32y). */
+static ATTR void TM_FN(mm_f32y)(const float *W, int K, int ntiles, int nrows, const float *X,
+                                int ldx, int T, float *Y, int ldy)
+{
+    size_t ts = (size_t)K * 16;
+    for (int i0 = 0; i0 < ntiles; i0 += NTB) {
+        int nt = ntiles - i0 < NTB ? ntiles - i0 : NTB;
+        const float *Wp = W + (size_t)i0 * ts;
+        const float *Sp = NULL;
+        int nr = nrows - i0 * 16;
+        for (int t0 = 0; t0 < T; t0 += TBB) {
+            int tb = T - t0 < TBB ? T - t0 : TBB;
+            const float *Xp = X + (size_t)t0 * ldx;
+            float *Yp = Y + (size_t)t0 * ldy + (size_t)i0 * 16;
+            switch (nt) {
+                TM_NT_CASE(blk_f32y, 1, NTB) TM_NT_CASE(blk_f32y, 2, NTB)
+                TM_NT_CASE(blk_f32y, 3, NTB) TM_NT_CASE(blk_f32y, 4, NTB)
+                default: break;
+            }
+        }
+    }
+}
+#endif
 #ifdef V_I8
 TM_DRIVER(i8, int8_t)
 #endif
