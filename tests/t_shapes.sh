@@ -13,6 +13,8 @@
 # for bit on the smallest shape, where that is cheap. Qwen3-1.7B's shape, whose
 # 0.6 GB embedding is most of its one-layer file, peaks within weights + KV +
 # 10% (+ 32 MB): the loader packs large tensors in slices as they arrive.
+# A 48-token prompt at the 1.7B widths (the prefill blocks, rows longer than the
+# AVX-512 panel) gives ref = fast for bf16 and its int8 twin.
 # Each model is deleted once its checks are done (the largest is 0.7 GB).
 source "$(dirname "$0")/lib.sh"
 T="$TESTTMP/shapes"
@@ -165,3 +167,27 @@ else
     fi
 fi
 rm -rf "$D1"
+
+# Prefill of a long prompt (48 tokens: the fast backend's prefill blocks, T > 16) at the 1.7B
+# widths, bf16 and its exact int8 twin: hidden 2048 and intermediate 8192 are rows longer than
+# the AVX-512 panel's 1536 columns, summed a column range at a time. ref = fast, bit for bit.
+D3="$T/prefill-1.7b"
+if "$PY" tools/make_model.py "$D3" --shape smollm2-1.7b --layers 1 "${VA[@]}" >/dev/null 2>"$T/p.mk.err" &&
+    "$C" quantize --model "$D3" --out "$D3-q" >/dev/null 2>"$T/p.q.err"; then
+    V3=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["vocab_size"])' "$D3/config.json")
+    P3=$(seq 0 47 | awk -v v="$V3" '{ printf "%s%d", (NR > 1 ? "," : ""), ($1 * 977 + 5) % v }')
+    for m in "$D3" "$D3-q"; do
+        k=bf16; [ "$m" = "$D3" ] || k=int8
+        "$RC" run --model "$m" --prompt-ids "$P3" -n 2 --backend ref >"$T/p.$k.ref" 2>&1
+        "$C" run --model "$m" --prompt-ids "$P3" -n 2 --backend fast --isa "$wide" --threads 2 \
+            >"$T/p.$k.fast" 2>&1
+        want=$(grep '^CIS2_REF' "$T/p.$k.ref")
+        [ -n "$want" ] && [ "$(grep '^CIS2_REF' "$T/p.$k.fast")" = "$want" ] &&
+            pass "shapes.smollm2-1.7b.prefill-48.$k: fast $wide = ref ($want)" ||
+            fail "shapes.smollm2-1.7b.prefill-48.$k" \
+                "ref '$want' fast '$(grep -m1 -E '^(CIS2_REF|cis2)' "$T/p.$k.fast")'"
+    done
+else
+    fail shapes.smollm2-1.7b.prefill-48 "$(head -n1 "$T/p.mk.err" "$T/p.q.err" 2>/dev/null | grep -v '^==')"
+fi
+rm -rf "$D3" "$D3-q"
