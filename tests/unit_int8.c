@@ -153,7 +153,7 @@ static void test_fast_i8(void)
     static const int R[] = { 1, 5, 16, 17, 33, 100, 129, 200 };
     static const int C[] = { 1, 3, 8, 17, 64, 100 };
     /* every T a decode step of 1..16 sequences can have, then prefill sizes
-     * (T > 16 with 48-token chunks: the AVX-512 f32 panel) */
+     * (T > 16: the AVX-512 f32 panel) */
     static const int TT[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 40 };
     /* Long rows: the AVX-512 panel holds 1536 columns (two tiles); a longer
      * row is summed a 1536-column range at a time, each range going on from
