@@ -414,6 +414,15 @@ ATTR static void avx512_rope(float *x, int nh, int hd, const float *cos_v, const
 #define PANEL_K      1536
 #define PANEL_FLOATS (2 * 16 * PANEL_K)
 _Static_assert(PANEL_K % 2 == 0 && NTB <= 2, "the panel holds NTB tiles of whole column pairs");
+
+/* The f32 driver over the panel's columns [c0, c0 + kc) of a strip: the first
+ * range starts each sum, a later one goes on from the sums in Y. */
+ATTR static void panel_range(const float *panel, int c0, int kc, int nt, int nr, const float *X,
+                             int ldx, int T, float *Y, int ldy)
+{
+    if (c0 == 0) avx512_mm_f32(panel, kc, nt, nr, X, ldx, T, Y, ldy);
+    else avx512_mm_f32y(panel, kc, nt, nr, X + c0, ldx, T, Y, ldy);
+}
 ATTR static void avx512_mm_bf16_panel(const uint16_t *W, int K, int ntiles, int nrows,
                                       const float *X, int ldx, int T, float *Y, int ldy)
 {
@@ -438,11 +447,7 @@ ATTR static void avx512_mm_bf16_panel(const uint16_t *W, int K, int ntiles, int 
                 }
                 if (k < kc) _mm512_store_ps(dst + (size_t)k * 16, V_BF16(src + (size_t)k * 16));
             }
-            if (c0 == 0)
-                avx512_mm_f32(panel, kc, nt, nrows - i0 * 16, X, ldx, T, Y + (size_t)i0 * 16, ldy);
-            else
-                avx512_mm_f32y(panel, kc, nt, nrows - i0 * 16, X + c0, ldx, T, Y + (size_t)i0 * 16,
-                               ldy);
+            panel_range(panel, c0, kc, nt, nrows - i0 * 16, X, ldx, T, Y + (size_t)i0 * 16, ldy);
         }
     }
 }
@@ -480,8 +485,7 @@ ATTR static void avx512_mm_i8_panel(const int8_t *W, const float *S, int K, int 
                 for (int k = 0; k < kc; k++)
                     _mm512_store_ps(dst + (size_t)k * 16, V_I8(src + (size_t)k * 16));
             }
-            if (c0 == 0) avx512_mm_f32(panel, kc, nt, nr, X, ldx, T, Y + (size_t)i0 * 16, ldy);
-            else avx512_mm_f32y(panel, kc, nt, nr, X + c0, ldx, T, Y + (size_t)i0 * 16, ldy);
+            panel_range(panel, c0, kc, nt, nr, X, ldx, T, Y + (size_t)i0 * 16, ldy);
         }
         for (int i = 0; i < nt && 16 * i < nr; i++) { /* y = s[r] * acc, written rows only */
             __mmask16 m = tail_mask16(nr - 16 * i);

@@ -109,12 +109,12 @@
  * terms added k = 0, 1, 2, ... (§5.1). The f32 and int8 versions differ
  * only in how a tile's 16 weights are loaded; S (int8 only, else NULL) holds
  * the block's row scales, 16 per tile. */
-#define TM_BLOCK(KIND, WT, LOAD)                                                          \
+#define TM_BLOCK(KIND, WT, LOAD, ACC_START)                                                \
     static TM_AI void TM_FN(KIND)(const WT *W, const float *S, size_t ts, int K, const int nt, \
                                   const float *X, int ldx, const int tb, float *Y, int ldy, \
                                   int nrows)                                              \
     {                                                                                     \
-        TM_ACC_ZERO();                                                                    \
+        ACC_START();                                                                      \
         TM_CHK_INIT();                                                                    \
         for (int k = 0; k < K; k++) {                                                     \
             V w[NTB > NT1 ? NTB : NT1][NV];                                               \
@@ -125,43 +125,33 @@
         TM_CHK_END(KIND, W, ts, K, nt, X, ldx, tb, Y, ldy, nrows);                        \
         TM_STORE(acc, S, Y, ldy, nt, tb, nrows);                                          \
     }
-TM_BLOCK(blk_f32, float, V_LOADU)
+TM_BLOCK(blk_f32, float, V_LOADU, TM_ACC_ZERO)
 #ifdef TM_ACC_Y
 /* A block whose sums go on from Y: acc[i][j][t] starts as the stored partial
  * sum of its (row, token) instead of zero, then adds k = 0..K-1 in order.
  * Run over columns [c, c + K) after a block over [0, c) stored its sums,
  * each output is the one sum over [0, c + K) (§5.1): a store and a load
  * move an f32's bits unchanged, and a sum out of an add under FTZ is never
- * subnormal (§1.3), so DAZ on the reload reads what the register held. */
-static TM_AI void TM_FN(blk_f32y)(const float *W, const float *S, size_t ts, int K, const int nt,
-                                  const float *X, int ldx, const int tb, float *Y, int ldy,
-                                  int nrows)
-{
-    V acc[NTB > NT1 ? NTB : NT1][NV][TBB];
-    _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
-    _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)
-    _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) {
-        int r0 = 16 * i + VL * j;
-        const float *src = Y + (size_t)t * ldy + r0;
-        if (r0 + VL <= nrows) acc[i][j][t] = V_LOADU(src);
-        else {
-            float tmp_[VL] = { 0 };
-            for (int l_ = 0; l_ < nrows - r0; l_++) tmp_[l_] = src[l_];
-            acc[i][j][t] = V_LOADU(tmp_);
-        }
+ * subnormal (§1.3), so DAZ on the reload reads what the register held. An
+ * ISA whose TM_CHK_END recomputes a block from zero does not define TM_ACC_Y. */
+#define TM_ACC_FROM_Y()                                                                   \
+    V acc[NTB > NT1 ? NTB : NT1][NV][TBB];                                                \
+    _Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)                                 \
+    _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                                 \
+    _Pragma("GCC unroll 32") for (int t = 0; t < tb; t++) {                               \
+        int r0 = 16 * i + VL * j;                                                         \
+        const float *src = Y + (size_t)t * ldy + r0;                                      \
+        if (r0 + VL <= nrows) acc[i][j][t] = V_LOADU(src);                                \
+        else {                                                                            \
+            float tmp_[VL] = { 0 };                                                       \
+            for (int l_ = 0; l_ < nrows - r0; l_++) tmp_[l_] = src[l_];                    \
+            acc[i][j][t] = V_LOADU(tmp_);                                                 \
+        }                                                                                 \
     }
-    TM_CHK_INIT();
-    for (int k = 0; k < K; k++) {
-        V w[NTB > NT1 ? NTB : NT1][NV];
-        TM_PF_ALL(k);
-        TM_WLOAD(w, V_LOADU, (size_t)k * 16 + (size_t)j * VL);
-        TM_STEP(w, k);
-    }
-    TM_STORE(acc, S, Y, ldy, nt, tb, nrows);
-}
+TM_BLOCK(blk_f32y, float, V_LOADU, TM_ACC_FROM_Y)
 #endif
 #ifdef V_I8
-TM_BLOCK(blk_i8, int8_t, V_I8)
+TM_BLOCK(blk_i8, int8_t, V_I8, TM_ACC_ZERO)
 #endif
 #undef TM_BLOCK
 
@@ -263,6 +253,26 @@ _Static_assert(NTS >= 1 && NTS <= 4 && TBS >= 1 && TBS <= TBB && TBS <= 12, "NTS
 #define TM_SMALL_T(KIND, WT)
 #endif
 
+/* T > 1: blocks of NTB tiles x TBB tokens, each a call of BLK (S_AT: the
+ * block's row scales, NULL but for int8). */
+#define TM_BLOCKS_T(BLK, WT, S_AT)                                                        \
+    for (int i0 = 0; i0 < ntiles; i0 += NTB) {                                            \
+        int nt = ntiles - i0 < NTB ? ntiles - i0 : NTB;                                   \
+        const WT *Wp = W + (size_t)i0 * ts;                                               \
+        const float *Sp = S_AT;                                                           \
+        int nr = nrows - i0 * 16;                                                         \
+        for (int t0 = 0; t0 < T; t0 += TBB) {                                             \
+            int tb = T - t0 < TBB ? T - t0 : TBB;                                         \
+            const float *Xp = X + (size_t)t0 * ldx;                                       \
+            float *Yp = Y + (size_t)t0 * ldy + (size_t)i0 * 16;                           \
+            switch (nt) {                                                                 \
+                TM_NT_CASE(BLK, 1, NTB) TM_NT_CASE(BLK, 2, NTB)                           \
+                TM_NT_CASE(BLK, 3, NTB) TM_NT_CASE(BLK, 4, NTB)                           \
+                default: break;                                                           \
+            }                                                                             \
+        }                                                                                 \
+    }
+
 /* The int8 driver takes the row scales after W; the others none (S = NULL). */
 #define TM_SP_bf16
 #define TM_SP_f32
@@ -296,22 +306,7 @@ static ATTR void TM_FN(mm_##KIND)(const WT *W, TM_CAT(TM_SP_, KIND) int K, int n
         return;                                                                           \
     }                                                                                     \
     TM_SMALL_T(KIND, WT)                                                                  \
-    for (int i0 = 0; i0 < ntiles; i0 += NTB) {                                            \
-        int nt = ntiles - i0 < NTB ? ntiles - i0 : NTB;                                   \
-        const WT *Wp = W + (size_t)i0 * ts;                                               \
-        const float *Sp = TM_CAT(TM_S_, KIND);                                            \
-        int nr = nrows - i0 * 16;                                                         \
-        for (int t0 = 0; t0 < T; t0 += TBB) {                                             \
-            int tb = T - t0 < TBB ? T - t0 : TBB;                                         \
-            const float *Xp = X + (size_t)t0 * ldx;                                       \
-            float *Yp = Y + (size_t)t0 * ldy + (size_t)i0 * 16;                           \
-            switch (nt) {                                                                 \
-                TM_NT_CASE(blk_##KIND, 1, NTB) TM_NT_CASE(blk_##KIND, 2, NTB)             \
-                TM_NT_CASE(blk_##KIND, 3, NTB) TM_NT_CASE(blk_##KIND, 4, NTB)             \
-                default: break;                                                           \
-            }                                                                             \
-        }                                                                                 \
-    }                                                                                     \
+    TM_BLOCKS_T(blk_##KIND, WT, TM_CAT(TM_S_, KIND))                                      \
 }
 
 TM_DRIVER(bf16, uint16_t)
@@ -322,22 +317,7 @@ static ATTR void TM_FN(mm_f32y)(const float *W, int K, int ntiles, int nrows, co
                                 int ldx, int T, float *Y, int ldy)
 {
     size_t ts = (size_t)K * 16;
-    for (int i0 = 0; i0 < ntiles; i0 += NTB) {
-        int nt = ntiles - i0 < NTB ? ntiles - i0 : NTB;
-        const float *Wp = W + (size_t)i0 * ts;
-        const float *Sp = NULL;
-        int nr = nrows - i0 * 16;
-        for (int t0 = 0; t0 < T; t0 += TBB) {
-            int tb = T - t0 < TBB ? T - t0 : TBB;
-            const float *Xp = X + (size_t)t0 * ldx;
-            float *Yp = Y + (size_t)t0 * ldy + (size_t)i0 * 16;
-            switch (nt) {
-                TM_NT_CASE(blk_f32y, 1, NTB) TM_NT_CASE(blk_f32y, 2, NTB)
-                TM_NT_CASE(blk_f32y, 3, NTB) TM_NT_CASE(blk_f32y, 4, NTB)
-                default: break;
-            }
-        }
-    }
+    TM_BLOCKS_T(blk_f32y, float, NULL)
 }
 #endif
 #ifdef V_I8
