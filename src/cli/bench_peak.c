@@ -23,8 +23,8 @@
  * ceiling fraction measured against that loop was ~1.37x too high. Here 14
  * chains, each a named variable: with the two constants, all 16 registers
  * of 256-bit AVX; at 512-bit gcc and clang -O2 both keep 14 in registers
- * (204-206 GFLOPS on that Zen 5, within a few % of the pipes' rate), where
- * with 16 clang kept some in memory and read 91. */
+ * (215-223 GFLOPS on that Zen 5, as many as 24 chains read), where with 16
+ * clang kept some in memory and read 91. */
 #define PEAK_L14(F, A, B)                                                                          \
     F(0, A, B) F(1, A, B) F(2, A, B) F(3, A, B) F(4, A, B) F(5, A, B) F(6, A, B) F(7, A, B)        \
     F(8, A, B) F(9, A, B) F(10, A, B) F(11, A, B) F(12, A, B) F(13, A, B)
