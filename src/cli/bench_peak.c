@@ -25,12 +25,14 @@
  * of 256-bit AVX; at 512-bit gcc and clang -O2 both keep 14 in registers
  * (215-223 GFLOPS on that Zen 5, as many as 24 chains read), where with 16
  * clang kept some in memory and read 91. */
+/* clang-format off */
 #define PEAK_L14(F, A, B)                                                                          \
     F(0, A, B) F(1, A, B) F(2, A, B) F(3, A, B) F(4, A, B) F(5, A, B) F(6, A, B) F(7, A, B)        \
     F(8, A, B) F(9, A, B) F(10, A, B) F(11, A, B) F(12, A, B) F(13, A, B)
-#define PEAK_DECL(i, V, SET1) V x##i = SET1(one_ + (float)(i));
+/* clang-format on */
+#define PEAK_DECL(i, V, SET1)  V x##i = SET1(one_ + (float)(i));
 #define PEAK_STEP(i, MUL, ADD) x##i = ADD(MUL(x##i, one), zero);
-#define PEAK_SUM(i, ADD, _) t = ADD(t, x##i);
+#define PEAK_SUM(i, ADD, _)    t = ADD(t, x##i);
 #define PEAK_BODY(V, SET1, MUL, ADD, LANES, LIST)                                                  \
     do {                                                                                           \
         V one = SET1(one_), zero = SET1(zero_);                                                    \
